@@ -1,0 +1,199 @@
+# gradtrace: one Makefile for the agent, the daemon, the CLI, tests, fuzzers,
+# benchmarks and the CUDA workloads.
+#
+#   make [all]        libgradtrace.so, gradtraced, gradtrace (+ kernels/ with nvcc)
+#   make test         installs missing deps, builds, runs unit + fuzz corpus + e2e
+#   make demo         profiles the bundled example and prints where the output is
+#   make bench        builds and runs tests/bench/, printing figures
+#   make fuzz         builds libFuzzer targets (clang)
+#   make install      PREFIX=/usr/local; DESTDIR honoured
+#   make SANITIZER=address|undefined|thread|address,undefined ...
+#
+# Sources are found by wildcard, so adding a file needs no edit here:
+#   common/*.c               codec, shared by everything    -> libgtcommon.a
+#   agent/*.c                the injected agent              -> libgradtrace.so
+#   daemon/*.c               converter, daemon, control, CLI -> libgtdaemon.a
+#   daemon/main_*.c          programs (main_gradtrace.c -> gradtrace, ...)
+#   tests/unit/test_*.c      one Criterion binary
+#   tests/e2e/t_*.sh         end-to-end scripts (tests/e2e/run.sh)
+#   tests/fuzz/fuzz_*.c      libFuzzer targets + corpus replay in make test
+#   tests/bench/bench_*.c    benchmarks
+#   tests/progs/*.c          helper programs for e2e tests and benches
+
+CC ?= cc
+CLANG ?= clang
+PYTHON ?= /usr/bin/python3
+PREFIX ?= /usr/local
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+        -Wformat=2 -Wvla -Wpointer-arith -Wcast-align
+ifdef CI
+WARN += -Werror
+endif
+
+OPT ?= -O2
+CFLAGS_BASE := -std=c11 $(OPT) -g $(WARN) -fno-strict-aliasing
+CPPFLAGS_BASE := -D_GNU_SOURCE -Iinclude -I. -MMD -MP
+
+ifdef SANITIZER
+SAN_FLAGS := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
+BUILD ?= build-$(subst $(comma),-,$(SANITIZER))
+else
+SAN_FLAGS :=
+BUILD ?= build
+endif
+comma := ,
+
+CFLAGS := $(CFLAGS_BASE) $(SAN_FLAGS) $(EXTRA_CFLAGS)
+CPPFLAGS := $(CPPFLAGS_BASE) $(EXTRA_CPPFLAGS)
+LDFLAGS := $(SAN_FLAGS) $(EXTRA_LDFLAGS)
+
+PKGS := libuv libcjson libzstd
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -luv -lcjson -lzstd)
+
+COMMON_SRC := $(wildcard common/*.c)
+AGENT_SRC := $(wildcard agent/*.c)
+DAEMON_MAIN_SRC := $(wildcard daemon/main_*.c)
+DAEMON_SRC := $(filter-out $(DAEMON_MAIN_SRC),$(wildcard daemon/*.c))
+UNIT_SRC := $(wildcard tests/unit/*.c)
+PROG_SRC := $(wildcard tests/progs/*.c)
+BENCH_SRC := $(wildcard tests/bench/bench_*.c)
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+CUDA_SRC := $(wildcard kernels/*.cu)
+
+COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/pic/%.o)
+AGENT_OBJ := $(AGENT_SRC:%.c=$(BUILD)/pic/%.o)
+# The agent's constructor and injection entry points stay out of the static
+# archive that tests link, so a test binary never starts a streamer.
+AGENT_ENTRY := $(BUILD)/pic/agent/ctor.o
+AGENT_LIB_OBJ := $(filter-out $(AGENT_ENTRY),$(AGENT_OBJ))
+DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
+DAEMON_MAIN_OBJ := $(DAEMON_MAIN_SRC:%.c=$(BUILD)/obj/%.o)
+UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
+PROG_BIN := $(PROG_SRC:tests/progs/%.c=$(BUILD)/progs/%)
+BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+FUZZ_REPLAY := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
+CUDA_BIN := $(if $(NVCC),$(CUDA_SRC:kernels/%.cu=$(BUILD)/kernels/%))
+
+LIBCOMMON := $(BUILD)/libgtcommon.a
+LIBAGENT_TEST := $(BUILD)/libgtagent.a
+LIBDAEMON := $(BUILD)/libgtdaemon.a
+AGENT_SO := $(BUILD)/libgradtrace.so
+PROGRAMS := $(DAEMON_MAIN_SRC:daemon/main_%.c=$(BUILD)/%)
+UNIT_BIN := $(BUILD)/unit-tests
+
+.PHONY: all test unit e2e fuzz fuzz-regress bench demo deps install uninstall clean kernels
+.DEFAULT_GOAL := all
+
+all: $(AGENT_SO) $(PROGRAMS) $(PROG_BIN) $(CUDA_BIN)
+
+deps:
+	@scripts/install-deps.sh --quiet
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -c $< -o $@
+
+$(LIBCOMMON): $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBAGENT_TEST): $(AGENT_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBDAEMON): $(DAEMON_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# The agent loads into any process: everything hidden but the public API and
+# the injection entry points named in the version script.
+$(AGENT_SO): $(AGENT_OBJ) $(COMMON_OBJ) agent/libgradtrace.map
+	$(CC) -shared $(LDFLAGS) -Wl,--version-script=agent/libgradtrace.map \
+	  -Wl,-z,defs -Wl,-soname,libgradtrace.so -o $@ $(AGENT_OBJ) $(COMMON_OBJ) -lzstd -ldl -lpthread
+
+$(BUILD)/%: $(BUILD)/obj/daemon/main_%.o $(LIBDAEMON) $(LIBCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBDAEMON) $(LIBCOMMON) $(PKG_LIBS) -lpthread -lm
+
+$(UNIT_BIN): $(UNIT_OBJ) $(LIBDAEMON) $(LIBAGENT_TEST) $(LIBCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $(UNIT_OBJ) $(LIBDAEMON) $(LIBAGENT_TEST) $(LIBCOMMON) \
+	  -lcriterion $(PKG_LIBS) -ldl -lpthread -lm
+
+$(BUILD)/progs/%: tests/progs/%.c $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -Wno-missing-prototypes -o $@ $< \
+	  $(LIBCOMMON) $(PKG_LIBS) -ldl -lpthread -lm
+
+$(BUILD)/bench/%: tests/bench/%.c $(LIBDAEMON) $(LIBAGENT_TEST) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -Wno-missing-prototypes -o $@ $< \
+	  $(LIBDAEMON) $(LIBAGENT_TEST) $(LIBCOMMON) $(PKG_LIBS) -ldl -lpthread -lm
+
+# libFuzzer targets (clang) and the same targets linked with a replay main
+# that runs the checked-in corpus in make test without libFuzzer.
+FUZZ_CFLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -Iinclude -I. -fsanitize=fuzzer,address,undefined
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(COMMON_SRC) $(DAEMON_SRC)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) $(PKG_CFLAGS) -o $@ $< $(COMMON_SRC) $(DAEMON_SRC) $(PKG_LIBS) -lpthread -lm
+
+$(BUILD)/fuzz-replay/%: tests/fuzz/%.c tests/fuzz/replay.c $(LIBDAEMON) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -Wno-missing-prototypes -o $@ $< tests/fuzz/replay.c \
+	  $(LIBDAEMON) $(LIBCOMMON) $(PKG_LIBS) -lpthread -lm
+
+$(BUILD)/kernels/%: kernels/%.cu $(wildcard kernels/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -std=c++17 -I$(CUDA_HOME)/include -o $@ $< -lcudart -ldl
+
+kernels: $(CUDA_BIN)
+
+unit: $(UNIT_BIN)
+	$(UNIT_BIN) --jobs 2
+
+fuzz: $(FUZZ_BIN)
+
+fuzz-regress: $(FUZZ_REPLAY)
+	@for t in $(FUZZ_REPLAY); do n=$$(basename $$t); \
+	  $$t tests/fuzz/corpus/$$n || exit 1; done
+
+e2e: all
+	BUILD=$(BUILD) PYTHON=$(PYTHON) tests/e2e/run.sh
+
+test: deps
+	$(MAKE) all
+	$(MAKE) unit
+	$(MAKE) fuzz-regress
+	$(MAKE) e2e
+
+bench: deps all $(BENCH_BIN)
+	BUILD=$(BUILD) PYTHON=$(PYTHON) tests/bench/run.sh
+
+demo: deps all
+	BUILD=$(BUILD) PYTHON=$(PYTHON) scripts/demo.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	  $(DESTDIR)$(PREFIX)/include/gradtrace $(DESTDIR)$(PREFIX)/share/gradtrace
+	install -m 0755 $(PROGRAMS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(AGENT_SO) $(DESTDIR)$(PREFIX)/lib/
+	install -m 0644 include/gradtrace/*.h $(DESTDIR)$(PREFIX)/include/gradtrace/
+	if [ -d python ]; then cp -r python $(DESTDIR)$(PREFIX)/share/gradtrace/; fi
+	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/gradtrace.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gradtrace.pc
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(PROGRAMS)))
+	rm -f $(DESTDIR)$(PREFIX)/lib/libgradtrace.so $(DESTDIR)$(PREFIX)/lib/pkgconfig/gradtrace.pc
+	rm -rf $(DESTDIR)$(PREFIX)/include/gradtrace $(DESTDIR)$(PREFIX)/share/gradtrace
+
+clean:
+	rm -rf build build-*
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,232 @@
+/*
+ * Codec for the gradtrace wire format (include/gradtrace/wire.h), shared by
+ * the agent, the daemon, the CLI, the fuzzers and the tests.
+ *
+ * Three layers:
+ *   - chunk encode/decode: one chunk <-> a buffer of records;
+ *   - record iteration over a decoded buffer, every length checked;
+ *   - the framer: a push decoder that takes bytes as they come (socket reads
+ *     or file blocks), checks the hello, cuts chunks, verifies and
+ *     decompresses them, detects sequence gaps and, in resync mode, skips
+ *     corrupt bytes to the next valid chunk.
+ *
+ * Everything decoding treats its input as hostile: no read outside the
+ * given bytes, no allocation sized by an unchecked field.
+ *
+ * Errors: functions return 0 or a negative code; codes below -GT_E_BASE are
+ * this codec's (GT_E*), others are negative errno values. gt_strerror()
+ * names both.
+ */
+#ifndef GRADTRACE_COMMON_CODEC_H
+#define GRADTRACE_COMMON_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "gradtrace/wire.h"
+
+#define GT_WUR __attribute__((warn_unused_result))
+
+#define GT_E_BASE 1000
+enum gt_codec_error {
+    GT_ETRUNC = -(GT_E_BASE + 1),    /* input ends inside a header/payload */
+    GT_EMAGIC = -(GT_E_BASE + 2),    /* bad magic */
+    GT_EVERSION = -(GT_E_BASE + 3),  /* unsupported major version */
+    GT_ECRC = -(GT_E_BASE + 4),      /* checksum mismatch */
+    GT_ESIZE = -(GT_E_BASE + 5),     /* a length field is out of bounds */
+    GT_ECORRUPT = -(GT_E_BASE + 6),  /* payload does not decode */
+    GT_ERECORD = -(GT_E_BASE + 7),   /* a record's size is invalid */
+    GT_ENOSPACE = -(GT_E_BASE + 8),  /* caller's output buffer too small */
+};
+
+/* @return a static one-line description of a GT_E* code or -errno. */
+const char *gt_strerror(int err);
+
+/* CRC-32C (Castagnoli) of buf, continuing from crc (start with 0). */
+uint32_t gt_crc32c(uint32_t crc, const void *buf, size_t len);
+
+/* ------------------------------------------------------------ the hello */
+
+struct gt_hello_info {
+    struct gt_hello h;            /* host byte order copy */
+    char hostname[256];           /* NUL-terminated, truncated if longer */
+    char cmdline[GT_HELLO_MAX_SIZE]; /* NUL-terminated; args joined by ' ' */
+};
+
+/*
+ * Writes a hello into out. hostname and cmdline (argv joined by NUL bytes,
+ * cmdline_len bytes) are cut to fit GT_HELLO_MAX_SIZE.
+ * @return bytes written, or GT_ENOSPACE when out_cap is too small.
+ */
+GT_WUR ssize_t gt_hello_encode(const struct gt_hello *fields,
+                               const char *hostname, const char *cmdline,
+                               size_t cmdline_len, void *out, size_t out_cap);
+
+/*
+ * Parses and validates a hello at the start of buf.
+ * @return bytes consumed (> 0), GT_ETRUNC if more bytes are needed,
+ *         GT_EMAGIC, GT_EVERSION or GT_ESIZE.
+ */
+GT_WUR ssize_t gt_hello_parse(const void *buf, size_t len,
+                              struct gt_hello_info *out);
+
+/* ------------------------------------------------------------ chunks */
+
+/* Worst-case encoded size of a chunk holding raw_size record bytes. */
+size_t gt_chunk_bound(size_t raw_size);
+
+/*
+ * Encodes records[0..raw_size) as one chunk into out. level <= 0 stores the
+ * records uncompressed (GT_CHUNK_RAW); otherwise zstd at that level using
+ * cctx (a ZSTD_CCtx *, reused across calls; may not be NULL then).
+ * Thread: any, one cctx per thread.
+ * @return chunk bytes written, GT_ESIZE if raw_size > GT_CHUNK_MAX_RAW,
+ *         GT_ENOSPACE if out_cap < gt_chunk_bound(raw_size).
+ */
+GT_WUR ssize_t gt_chunk_encode(void *cctx, int level, const void *records,
+                               size_t raw_size, uint32_t record_count,
+                               uint64_t seq, uint64_t first_ns, void *out,
+                               size_t out_cap);
+
+/*
+ * Validates a chunk header at buf (magic, major, header_size, raw and
+ * payload size limits, reserved fields) and copies it to *out.
+ * @return 0, GT_ETRUNC, GT_EMAGIC, GT_EVERSION or GT_ESIZE.
+ */
+GT_WUR int gt_chunk_header_parse(const void *buf, size_t len,
+                                 struct gt_chunk_header *out);
+
+/*
+ * Verifies the CRC of a whole chunk (header + payload at buf) and
+ * decompresses its payload into raw (capacity raw_cap >= h->raw_size).
+ * dctx is a ZSTD_DCtx * (may be NULL for GT_CHUNK_RAW chunks).
+ * @return 0, GT_ECRC, GT_ECORRUPT (payload does not decompress to exactly
+ *         raw_size bytes), GT_ENOSPACE.
+ */
+GT_WUR int gt_chunk_decode(void *dctx, const struct gt_chunk_header *h,
+                           const void *buf, void *raw, size_t raw_cap);
+
+/* ------------------------------------------------------------ records */
+
+struct gt_rec_iter {
+    const uint8_t *p;
+    const uint8_t *end;
+};
+
+static inline void gt_rec_iter_init(struct gt_rec_iter *it, const void *raw,
+                                    size_t len)
+{
+    it->p = (const uint8_t *)raw;
+    it->end = it->p + len;
+}
+
+/*
+ * Steps to the next record. On 1, *type and *size describe it and *rec
+ * points at its first byte (the struct gt_rec header), size bytes valid.
+ * @return 1 record, 0 end of buffer, GT_ERECORD when a record's size is
+ *         below 4 or runs past the buffer (the rest is then unreadable).
+ */
+GT_WUR int gt_rec_next(struct gt_rec_iter *it, uint16_t *type, uint16_t *size,
+                       const uint8_t **rec);
+
+/*
+ * The exact size a fixed record type must have, the minimum for
+ * variable-sized types (GT_R_STRING), 0 for types this build does not know.
+ */
+size_t gt_rec_size(uint16_t type);
+
+/* Name of a record type, "unknown" for others. */
+const char *gt_rec_name(uint16_t type);
+
+/*
+ * Copies a record of known type into out (a struct of gt_rec_size(type)
+ * bytes) after checking its size. For GT_R_STRING, *text and *text_len
+ * (which may be NULL for other types) receive the string bytes.
+ * @return 0 or GT_ERECORD when the size does not match the type.
+ */
+GT_WUR int gt_rec_get(const uint8_t *rec, uint16_t size, void *out,
+                      size_t out_size);
+
+/* Appending records: a growable buffer for tests, the daemon and tools. */
+struct gt_recbuf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+    uint32_t count;
+};
+
+/* @return 0 or -ENOMEM. rec's h.size must equal size. */
+GT_WUR int gt_recbuf_append(struct gt_recbuf *b, const void *rec, size_t size);
+/* Appends a GT_R_STRING record. @return 0, -ENOMEM or GT_ESIZE. */
+GT_WUR int gt_recbuf_string(struct gt_recbuf *b, uint32_t id, const char *s,
+                            size_t len);
+void gt_recbuf_reset(struct gt_recbuf *b);
+void gt_recbuf_free(struct gt_recbuf *b);
+
+/* ------------------------------------------------------------ framer */
+
+enum gt_framer_mode {
+    GT_FRAMER_STRICT = 0, /* socket: first error is final */
+    GT_FRAMER_RESYNC = 1, /* file: skip corrupt bytes to the next chunk */
+};
+
+struct gt_framer_stats {
+    uint64_t chunks;          /* chunks decoded and delivered */
+    uint64_t records;         /* records in delivered chunks (header count) */
+    uint64_t raw_bytes;       /* decompressed bytes delivered */
+    uint64_t wire_bytes;      /* bytes fed */
+    uint64_t chunks_lost;     /* sum of sequence gaps */
+    uint64_t corrupt_chunks;  /* chunks rejected (CRC, size, zstd) */
+    uint64_t skipped_bytes;   /* bytes skipped while resynchronising */
+    int last_error;           /* most recent error seen (0 if none) */
+};
+
+/*
+ * Called once per valid chunk with its header and its decompressed records
+ * (valid until the callback returns). A negative return stops feeding and
+ * is returned by gt_framer_feed.
+ */
+typedef int (*gt_chunk_fn)(void *ud, const struct gt_chunk_header *h,
+                           const uint8_t *records, size_t raw_size);
+/* Called once when the hello has been parsed; negative stops feeding. */
+typedef int (*gt_hello_fn)(void *ud, const struct gt_hello_info *hello);
+
+struct gt_framer;
+
+/* @return a framer, or NULL when out of memory. */
+struct gt_framer *gt_framer_create(enum gt_framer_mode mode,
+                                   gt_hello_fn on_hello, gt_chunk_fn on_chunk,
+                                   void *ud);
+void gt_framer_free(struct gt_framer *f);
+
+/*
+ * Feeds len bytes. Complete chunks are delivered through on_chunk before
+ * this returns; a partial chunk is kept for the next call.
+ * @return 0, or in strict mode the first decode error (the framer is then
+ *         dead and every later call returns it), or a callback's negative
+ *         return. In resync mode decode errors are counted in the stats
+ *         and skipped; only a bad hello is returned.
+ */
+GT_WUR int gt_framer_feed(struct gt_framer *f, const void *data, size_t len);
+
+/*
+ * Declares end of input. @return 0 when input ended on a chunk boundary,
+ * GT_ETRUNC when bytes of an incomplete hello or chunk were left over
+ * (counted in skipped_bytes), or the strict-mode error.
+ */
+GT_WUR int gt_framer_finish(struct gt_framer *f);
+
+const struct gt_framer_stats *gt_framer_stats(const struct gt_framer *f);
+/* The hello once parsed, else NULL. */
+const struct gt_hello_info *gt_framer_hello(const struct gt_framer *f);
+
+/* ------------------------------------------------------------ helpers */
+
+/* Little-endian host assumed (x86-64, aarch64); checked at build time. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "gradtrace's wire format is little-endian; big-endian hosts unsupported"
+#endif
+
+#endif /* GRADTRACE_COMMON_CODEC_H */

@@ -1,0 +1,64 @@
+/*
+ * The converter: wire records -> Chrome Trace Event JSON files.
+ *
+ * One converter per stream (an agent connection in the daemon, or a .gtr
+ * file in `gradtrace convert`). It is fed the hello and then each decoded
+ * chunk in order (the framer in common/codec.h does the decoding), writes
+ * JSON as it goes with a streaming writer, and keeps in memory only what is
+ * still open: per-thread scope stacks, unmatched flow starts, the string
+ * table. Output rotates to a new file at a size or event limit; each file is
+ * a complete, valid trace with its own metadata.
+ *
+ * Not thread-safe: one thread drives one converter.
+ */
+#ifndef GRADTRACE_DAEMON_CONVERT_H
+#define GRADTRACE_DAEMON_CONVERT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/codec.h"
+
+struct gt_conv_opts {
+    const char *out_dir;      /* existing directory the files go in */
+    const char *stem;         /* sanitized file-name stem, e.g. "train-1234" */
+    const char *out_path;     /* if set: exact path of the first file (convert -o) */
+    uint64_t max_file_bytes;  /* rotate past this many bytes, 0 = default */
+    uint64_t max_file_events; /* rotate past this many events, 0 = default */
+};
+
+struct gt_conv;
+
+/* @return a converter, or NULL when out of memory (errno set). */
+struct gt_conv *gt_conv_create(const struct gt_conv_opts *opts);
+
+/* Frees everything; closes (without finishing) any open file. NULL is ok. */
+void gt_conv_free(struct gt_conv *c);
+
+/* Feed the parsed hello. @return 0 or a negative error. */
+GT_WUR int gt_conv_hello(struct gt_conv *c, const struct gt_hello_info *hello);
+
+/*
+ * Feed one decoded chunk's records. Malformed records are counted and
+ * skipped; unknown record types are skipped.
+ * @return 0, or a negative errno when an output file cannot be written.
+ */
+GT_WUR int gt_conv_chunk(struct gt_conv *c, const struct gt_chunk_header *h,
+                         const uint8_t *records, size_t raw_size);
+
+/*
+ * Closes open spans at the last timestamp seen, writes the final metadata
+ * (lost counts, chunks lost and corrupt from stats, truncation when
+ * truncated != 0) and closes the current file.
+ * @return 0 or a negative errno.
+ */
+GT_WUR int gt_conv_finish(struct gt_conv *c, const struct gt_framer_stats *stats,
+                          int truncated);
+
+/* Paths of files written so far (valid until gt_conv_free). */
+size_t gt_conv_files(const struct gt_conv *c, const char *const **paths);
+
+/* Events written so far, across files. */
+uint64_t gt_conv_events(const struct gt_conv *c);
+
+#endif /* GRADTRACE_DAEMON_CONVERT_H */

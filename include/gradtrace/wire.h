@@ -1,0 +1,434 @@
+/*
+ * gradtrace wire format: the agent->daemon stream and the .gtr file.
+ *
+ * Normative description: schema/wire.md. This header and that document are
+ * kept in step by tests/unit/test_schema.c, which parses the record table in
+ * the schema and compares type numbers and sizes with the structs below.
+ *
+ * Layout of a stream or file:
+ *
+ *     hello                     (struct gt_hello + hostname + command line)
+ *     chunk*                    (struct gt_chunk_header + payload)
+ *
+ * A socket stream and a .gtr file are the same bytes: the file is exactly
+ * what an agent would have sent, so the daemon can keep raw captures by
+ * appending what it receives, and one decoder reads both.
+ *
+ * A chunk's payload is a zstd frame (or raw bytes, flag GT_CHUNK_RAW) that
+ * decompresses to a sequence of records. Every record starts with
+ * struct gt_rec (type, size); a decoder skips types it does not know by
+ * their size, so new record types never break old readers. Layouts of
+ * existing types never change within a major version: new fields mean a
+ * new type.
+ *
+ * All integers are little-endian; records are packed and unaligned, so
+ * readers copy them out with memcpy (gt_wire_* helpers in common/codec.h).
+ */
+#ifndef GRADTRACE_WIRE_H
+#define GRADTRACE_WIRE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GT_WIRE_MAJOR 1
+#define GT_WIRE_MINOR 0
+
+/* "GTRACE" + two NULs: the first 8 bytes of every stream and file. */
+#define GT_HELLO_MAGIC "GTRACE\0\0"
+/* 'G' 'T' 'C' 'K' little-endian: the first 4 bytes of every chunk. */
+#define GT_CHUNK_MAGIC 0x4b435447u
+
+/* Hard limits that every decoder enforces on untrusted input. */
+#define GT_CHUNK_MAX_RAW (16u << 20)      /* decompressed payload bytes */
+#define GT_CHUNK_MAX_PAYLOAD (17u << 20)  /* compressed payload bytes */
+#define GT_HELLO_MAX_SIZE 8192u           /* hello incl. strings */
+#define GT_STRING_MAX 4096u               /* one interned string */
+
+#define GT_PACKED __attribute__((packed))
+
+/* ------------------------------------------------------------------ hello */
+
+/* hello.flags */
+#define GT_HELLO_FILE 0x1u    /* written to a .gtr file, not a socket */
+#define GT_HELLO_CAPTURE 0x2u /* agent started with capture on */
+
+/*
+ * First bytes of a stream or file. Followed by hostname_len bytes of host
+ * name and cmdline_len bytes of command line (arguments separated by NUL),
+ * neither NUL-terminated. size = sizeof(struct gt_hello) + hostname_len +
+ * cmdline_len, at most GT_HELLO_MAX_SIZE.
+ */
+struct gt_hello {
+    char magic[8];        /* GT_HELLO_MAGIC */
+    uint16_t major;       /* GT_WIRE_MAJOR: a reader refuses other majors */
+    uint16_t minor;       /* GT_WIRE_MINOR: newer minors only add records */
+    uint32_t size;        /* total hello size in bytes */
+    uint32_t pid;
+    uint32_t ppid;
+    int32_t rank;         /* $RANK, or -1 */
+    int32_t local_rank;   /* $LOCAL_RANK, or -1 */
+    int32_t world_size;   /* $WORLD_SIZE, or -1 */
+    uint32_t flags;       /* GT_HELLO_* */
+    uint64_t start_mono_ns; /* CLOCK_MONOTONIC at agent start */
+    uint64_t start_real_ns; /* CLOCK_REALTIME read next to start_mono_ns */
+    uint16_t hostname_len;
+    uint16_t cmdline_len;
+    uint32_t reserved;    /* zero */
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_hello) == 64, "gt_hello is 64 bytes");
+
+/* ------------------------------------------------------------------ chunk */
+
+/* chunk.flags */
+#define GT_CHUNK_RAW 0x1u  /* payload is the records themselves, no zstd */
+
+/*
+ * Every chunk. crc is CRC-32C (Castagnoli) over the 48 header bytes with the
+ * crc field taken as zero, followed by the payload bytes. seq counts chunks
+ * per stream from 0: a reader that sees a gap knows how many chunks were
+ * lost. Record timestamps are absolute CLOCK_MONOTONIC nanoseconds; zstd
+ * removes their redundancy (see schema/wire.md, "Why absolute times").
+ */
+struct gt_chunk_header {
+    uint32_t magic;        /* GT_CHUNK_MAGIC */
+    uint8_t major;         /* GT_WIRE_MAJOR */
+    uint8_t minor;         /* GT_WIRE_MINOR */
+    uint16_t flags;        /* GT_CHUNK_* */
+    uint32_t header_size;  /* sizeof(struct gt_chunk_header) */
+    uint32_t raw_size;     /* record bytes after decompression */
+    uint32_t payload_size; /* bytes that follow this header */
+    uint32_t record_count; /* records in the payload */
+    uint64_t seq;          /* per-stream chunk number, from 0 */
+    uint64_t first_ns;     /* earliest record time, 0 when none */
+    uint32_t crc;          /* CRC-32C, see above */
+    uint32_t reserved;     /* zero */
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_chunk_header) == 48, "chunk header is 48");
+
+/* ---------------------------------------------------------------- records */
+
+/* Header of every record. size includes this header; size >= 4. */
+struct gt_rec {
+    uint16_t type;
+    uint16_t size;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_rec) == 4, "record header is 4 bytes");
+
+/*
+ * Record types. Numbers are stable forever; 0 is invalid. The X-macro lists
+ * each fixed-size type with its struct so code and tests can iterate them.
+ * GT_R_STRING and GT_R_PROCESS_INFO are variable-sized (minimum given).
+ */
+enum gt_rec_type {
+    GT_R_STRING = 1,        /* string definition (interning) */
+    GT_R_PROCESS_INFO = 2,  /* process metadata */
+    GT_R_THREAD_INFO = 3,   /* OS thread metadata */
+    GT_R_THREAD = 4,        /* following records belong to this thread */
+    GT_R_SCOPE_BEGIN = 5,
+    GT_R_SCOPE_END = 6,
+    GT_R_NODE_CREATED = 7,  /* autograd node created in the forward */
+    GT_R_BWD_NODE_BEGIN = 8,
+    GT_R_BWD_NODE_END = 9,
+    GT_R_BWD_PASS_BEGIN = 10,
+    GT_R_BWD_PASS_END = 11,
+    GT_R_STEP = 12,
+    GT_R_INSTANT = 13,
+    GT_R_GPU_KERNEL = 14,
+    GT_R_GPU_MEMCPY = 15,
+    GT_R_GPU_MEMSET = 16,
+    GT_R_CUDA_API = 17,
+    GT_R_EXT_CORR = 18,
+    GT_R_CLOCK_SYNC = 19,
+    GT_R_LOST = 20,
+    GT_R_WINDOW_BEGIN = 21,
+    GT_R_WINDOW_END = 22,
+    GT_R_WARNING = 23,      /* a diagnostic for the trace's metadata */
+    GT_R_TYPE_COUNT
+};
+
+/* String ids are per stream, from 1; 0 means "no string". */
+struct gt_r_string {
+    struct gt_rec h;      /* size = 8 + length of text */
+    uint32_t id;
+    /* char text[]: UTF-8 expected, not NUL-terminated, <= GT_STRING_MAX */
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_string) == 8, "string record is 8+n");
+
+struct gt_r_process_info {
+    struct gt_rec h;
+    uint32_t pid;
+    uint32_t ppid;
+    int32_t rank;
+    int32_t local_rank;
+    int32_t world_size;
+    uint32_t hostname;    /* string id */
+    uint32_t cmdline;     /* string id: command line, arguments space-joined */
+    uint64_t start_mono_ns;
+    uint64_t start_real_ns;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_process_info) == 48, "process_info");
+
+struct gt_r_thread_info {
+    struct gt_rec h;
+    uint32_t tid;         /* OS thread id */
+    uint32_t name;        /* string id of the thread name */
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_thread_info) == 12, "thread_info");
+
+struct gt_r_thread {
+    struct gt_rec h;
+    uint32_t tid;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_thread) == 8, "thread");
+
+/* Scope kinds (scope_begin.kind). */
+enum gt_scope_kind {
+    GT_SCOPE_USER = 0,     /* C API gt_scope_begin */
+    GT_SCOPE_MODULE = 1,   /* nn.Module forward */
+    GT_SCOPE_NVTX = 2,     /* NVTX push/pop or start/end range */
+    GT_SCOPE_KIND_COUNT
+};
+
+struct gt_r_scope_begin {
+    struct gt_rec h;
+    uint16_t kind;        /* enum gt_scope_kind */
+    uint16_t flags;       /* zero */
+    uint32_t name;        /* string id: module path, range or scope name */
+    uint32_t cls;         /* string id: module class or NVTX domain, or 0 */
+    uint64_t ts;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_scope_begin) == 24, "scope_begin");
+
+struct gt_r_scope_end {
+    struct gt_rec h;
+    uint16_t kind;
+    uint16_t flags;
+    uint32_t name;        /* same id as the matching begin */
+    uint64_t ts;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_scope_end) == 20, "scope_end");
+
+/* (fwd_tid, seq) is the forward/backward correlation id of a node. */
+struct gt_r_node_created {
+    struct gt_rec h;
+    uint32_t layer;       /* string id of the innermost module scope, or 0 */
+    uint64_t ts;
+    uint64_t seq;         /* autograd sequence number */
+    uint64_t fwd_tid;     /* torch's thread id (RecordFunction) */
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_node_created) == 32, "node_created");
+
+struct gt_r_bwd_node_begin {
+    struct gt_rec h;
+    uint32_t name;        /* string id of the node's name, e.g. MmBackward0 */
+    uint64_t ts;
+    uint64_t seq;         /* UINT64_MAX when the node's fields are unknown */
+    uint64_t fwd_tid;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_bwd_node_begin) == 32, "bwd_node_begin");
+
+struct gt_r_bwd_node_end {
+    struct gt_rec h;
+    uint32_t flags;       /* zero */
+    uint64_t ts;
+    uint64_t seq;
+    uint64_t fwd_tid;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_bwd_node_end) == 32, "bwd_node_end");
+
+/* Backward pass begin/end, step marks: ts + a counter. */
+struct gt_r_mark {
+    struct gt_rec h;
+    uint32_t flags;       /* zero */
+    uint64_t ts;
+    uint64_t value;       /* iteration (passes) or step number */
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_mark) == 24, "mark");
+
+struct gt_r_instant {
+    struct gt_rec h;
+    uint32_t name;
+    uint64_t ts;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_instant) == 16, "instant");
+
+/* GPU records carry device times already mapped to host CLOCK_MONOTONIC. */
+struct gt_r_gpu_kernel {
+    struct gt_rec h;
+    uint32_t device;
+    uint32_t stream;
+    uint32_t name;        /* string id of the (demangled if possible) name */
+    uint32_t corr;        /* CUDA correlation id of the launching API call */
+    uint64_t start;
+    uint64_t end;
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t shared_mem;  /* static + dynamic bytes */
+    uint32_t registers;   /* per thread */
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_gpu_kernel) == 68, "gpu_kernel");
+
+struct gt_r_gpu_memcpy {
+    struct gt_rec h;
+    uint32_t device;
+    uint32_t stream;
+    uint32_t corr;
+    uint8_t copy_kind;    /* CUpti_ActivityMemcpyKind */
+    uint8_t src_kind;     /* CUpti_ActivityMemoryKind */
+    uint8_t dst_kind;
+    uint8_t pad;
+    uint64_t bytes;
+    uint64_t start;
+    uint64_t end;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_gpu_memcpy) == 44, "gpu_memcpy");
+
+struct gt_r_gpu_memset {
+    struct gt_rec h;
+    uint32_t device;
+    uint32_t stream;
+    uint32_t corr;
+    uint32_t value;
+    uint64_t bytes;
+    uint64_t start;
+    uint64_t end;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_gpu_memset) == 44, "gpu_memset");
+
+struct gt_r_cuda_api {
+    struct gt_rec h;
+    uint32_t tid;         /* OS thread that made the call */
+    uint32_t cbid;        /* CUPTI runtime/driver callback id */
+    uint32_t corr;
+    uint32_t name;        /* string id of the API function name */
+    uint64_t start;
+    uint64_t end;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_cuda_api) == 36, "cuda_api");
+
+/* External correlation kinds (ext_corr.kind). */
+enum gt_ext_kind {
+    GT_EXT_LAYER_FWD = 1, /* ext id = string id of the module path */
+    GT_EXT_LAYER_BWD = 2, /* ext id = string id of the module path */
+    GT_EXT_NVTX_SEQ = 3,  /* ext id = PyTorch "seq = N" from an NVTX range */
+};
+
+struct gt_r_ext_corr {
+    struct gt_rec h;
+    uint16_t kind;        /* enum gt_ext_kind */
+    uint16_t pad;
+    uint32_t corr;        /* CUDA correlation id */
+    uint64_t ext;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_ext_corr) == 20, "ext_corr");
+
+/*
+ * A clock pair. device < 0: host pair (mono, real), device_ts unused.
+ * device >= 0: device_ts is the device clock at host time mono, with
+ * uncertainty_ns the half-width of the interval it was read in.
+ */
+struct gt_r_clock_sync {
+    struct gt_rec h;
+    int32_t device;
+    uint64_t mono_ns;
+    uint64_t real_ns;
+    uint64_t device_ts;
+    uint64_t uncertainty_ns;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_clock_sync) == 40, "clock_sync");
+
+/* Lost kinds (lost.what). */
+enum gt_lost_kind {
+    GT_LOST_EVENTS = 1,   /* records dropped at a full thread buffer */
+    GT_LOST_CUPTI = 2,    /* CUPTI activity records dropped */
+    GT_LOST_CHUNKS = 3,   /* chunks dropped by the streamer (no sink) */
+};
+
+/* Cumulative count since the stream began: the newest record wins. */
+struct gt_r_lost {
+    struct gt_rec h;
+    uint32_t tid;         /* thread the count belongs to, 0 for process */
+    uint32_t what;        /* enum gt_lost_kind */
+    uint64_t count;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_lost) == 20, "lost");
+
+struct gt_r_window {
+    struct gt_rec h;
+    uint32_t id;          /* window number within the stream, from 1 */
+    uint32_t spec;        /* string id of the trigger spec that opened it */
+    uint32_t layer;       /* string id of the layer that opened it, or 0 */
+    uint64_t ts;
+    uint64_t iteration;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_window) == 32, "window");
+
+struct gt_r_warning {
+    struct gt_rec h;
+    uint32_t code;        /* subsystem-defined code, e.g. a CUPTI result */
+    uint32_t text;        /* string id of a one-line message */
+    uint64_t ts;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_warning) == 20, "warning");
+
+/*
+ * Fixed-size record types: X(type, struct). GT_R_STRING and
+ * GT_R_PROCESS_INFO's sizes are minimums (STRING grows by its text).
+ */
+#define GT_WIRE_RECORDS(X)                          \
+    X(GT_R_STRING, gt_r_string)                     \
+    X(GT_R_PROCESS_INFO, gt_r_process_info)         \
+    X(GT_R_THREAD_INFO, gt_r_thread_info)           \
+    X(GT_R_THREAD, gt_r_thread)                     \
+    X(GT_R_SCOPE_BEGIN, gt_r_scope_begin)           \
+    X(GT_R_SCOPE_END, gt_r_scope_end)               \
+    X(GT_R_NODE_CREATED, gt_r_node_created)         \
+    X(GT_R_BWD_NODE_BEGIN, gt_r_bwd_node_begin)     \
+    X(GT_R_BWD_NODE_END, gt_r_bwd_node_end)         \
+    X(GT_R_BWD_PASS_BEGIN, gt_r_mark)               \
+    X(GT_R_BWD_PASS_END, gt_r_mark)                 \
+    X(GT_R_STEP, gt_r_mark)                         \
+    X(GT_R_INSTANT, gt_r_instant)                   \
+    X(GT_R_GPU_KERNEL, gt_r_gpu_kernel)             \
+    X(GT_R_GPU_MEMCPY, gt_r_gpu_memcpy)             \
+    X(GT_R_GPU_MEMSET, gt_r_gpu_memset)             \
+    X(GT_R_CUDA_API, gt_r_cuda_api)                 \
+    X(GT_R_EXT_CORR, gt_r_ext_corr)                 \
+    X(GT_R_CLOCK_SYNC, gt_r_clock_sync)             \
+    X(GT_R_LOST, gt_r_lost)                         \
+    X(GT_R_WINDOW_BEGIN, gt_r_window)               \
+    X(GT_R_WINDOW_END, gt_r_window)                 \
+    X(GT_R_WARNING, gt_r_warning)
+
+/* ------------------------------------------------ daemon -> agent messages */
+
+/*
+ * The daemon answers the hello and later sends control messages on the same
+ * socket. Each is a struct gt_ctl header followed by size - 8 bytes of
+ * UTF-8 text (no NUL). Agents ignore types they do not know.
+ */
+#define GT_CTL_MAGIC 0x4c544347u /* 'G' 'C' 'T' 'L' */
+#define GT_CTL_MAX_SIZE 4096u
+
+enum gt_ctl_type {
+    GT_CTL_WELCOME = 1,       /* text: daemon version */
+    GT_CTL_CAPTURE_ON = 2,    /* text: optional "iterations=N" or "ms=N" */
+    GT_CTL_CAPTURE_OFF = 3,   /* text: empty */
+    GT_CTL_TRIGGER = 4,       /* text: a canonical trigger spec */
+    GT_CTL_TRIGGER_CLEAR = 5, /* text: empty, disarms every trigger */
+};
+
+struct gt_ctl {
+    uint32_t magic;           /* GT_CTL_MAGIC */
+    uint16_t type;            /* enum gt_ctl_type */
+    uint16_t size;            /* total bytes incl. this header */
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_ctl) == 8, "ctl header is 8 bytes");
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GRADTRACE_WIRE_H */

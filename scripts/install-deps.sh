@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what gradtrace's build, tests, fuzz targets and demo need, with
+# apt-get only. Idempotent: when every package is already present it only
+# checks (dpkg-query) and returns within a second, touching nothing.
+#
+# Usage: scripts/install-deps.sh [--quiet]
+set -euo pipefail
+
+pkgs=(
+  build-essential pkg-config make
+  libuv1-dev libcjson-dev libzstd-dev zstd libcriterion-dev
+  clang libclang-rt-14-dev   # libFuzzer targets and sanitizer runtimes
+  python3-torch python3-torchvision python3-numpy
+  util-linux                 # setpriv: the cross-user refusal test
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  [ "${1:-}" = "--quiet" ] || echo "install-deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO=sudo
+else
+  SUDO=
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
