@@ -91,7 +91,7 @@ else
 fi
 
 if check; then
-  say "torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)') ready in $venv (torchvision: $tv_ok)"
+  say "torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)') ready in $venv"
 else
   echo "install-torch2: torch in $venv does not run on the CPU" >&2
   exit 1
