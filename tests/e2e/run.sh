@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs every end-to-end script tests/e2e/t_*.sh with a time limit each.
+# A script exits 0 (pass), 77 (skip: a prerequisite is missing, and it says
+# which on stderr) or anything else (fail). Environment for the scripts:
+#   BUILD   build directory relative to the repo root (default build)
+#   PYTHON  interpreter with torch (default /usr/bin/python3)
+#   E2E_TMP a fresh private directory for this script
+# Usage: tests/e2e/run.sh [pattern]   (pattern filters script names)
+set -u
+cd "$(dirname "$0")/../.."
+export BUILD=${BUILD:-build} PYTHON=${PYTHON:-/usr/bin/python3}
+export ROOT=$PWD
+pattern=${1:-}
+pass=0 fail=0 skip=0 failed=()
+for t in tests/e2e/t_*.sh; do
+  [ -e "$t" ] || continue
+  name=$(basename "$t" .sh)
+  [ -n "$pattern" ] && [[ "$name" != *$pattern* ]] && continue
+  E2E_TMP=$(mktemp -d /tmp/gt-e2e.XXXXXX)
+  export E2E_TMP
+  start=$(date +%s%N)
+  timeout -k 10 "${E2E_TIMEOUT:-300}" bash "$t" >"$E2E_TMP/log" 2>&1
+  rc=$?
+  ms=$((($(date +%s%N) - start) / 1000000))
+  secs=$((ms / 1000)).$((ms % 1000 / 100))
+  case $rc in
+    0) pass=$((pass + 1)); echo "PASS $name (${secs}s)"; rm -rf "$E2E_TMP" ;;
+    77) skip=$((skip + 1)); echo "SKIP $name: $(tail -n 1 "$E2E_TMP/log")"; rm -rf "$E2E_TMP" ;;
+    *) fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name (exit $rc, ${secs}s), last lines:"
+       tail -n 25 "$E2E_TMP/log" | sed 's/^/    /' ;;
+  esac
+done
+echo "e2e: $pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]
