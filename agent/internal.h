@@ -1,0 +1,206 @@
+/*
+ * Interfaces shared by the files of the agent (libgradtrace.so).
+ *
+ * The agent is split by responsibility:
+ *   ctor.c    the only constructor/destructor: reads the environment once,
+ *             starts the core, then the optional hooks (torch, CUDA);
+ *   config.c  environment parsing (GRADTRACE_*);
+ *   ring.c    per-thread buffers: reserve/commit, block hand-off, drops;
+ *   strings.c string interning and the string log the streamer emits first;
+ *   stream.c  the streamer thread: gathers blocks, builds chunks;
+ *   sink.c    where chunks go: daemon socket (reconnecting) or .gtr file;
+ *   crash.c   fatal-signal flush (async-signal-safe, raw chunks);
+ *   core.c    start, exit flush, fork handling;
+ *   api.c     the public C API (include/gradtrace/gradtrace.h);
+ *   log.c     GT_LOG and gt__warn_once.
+ * Hook files written by others (torch.c, cupti.c, nvtx.c) use only what is
+ * declared here.
+ *
+ * Rules for hooks: test gt__capture_on first (one load and a branch when
+ * off); record with gt__reserve/gt__commit (or gt__emit) and gt__now();
+ * never malloc, lock or make a syscall per event; intern strings once per
+ * call site (GT_INTERN_STATIC) or once per name, never per event.
+ */
+#ifndef GRADTRACE_AGENT_INTERNAL_H
+#define GRADTRACE_AGENT_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/codec.h"
+#include "gradtrace/gradtrace.h"
+#include "gradtrace/wire.h"
+
+#define GT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define GT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ------------------------------------------------------------ capture */
+
+/* 1 while capturing. Hooks load it (relaxed) before doing anything else. */
+extern _Atomic int gt__capture_on;
+/* Incremented at every off->on transition; lets scope stacks notice that a
+ * begin was recorded in an earlier capture. */
+extern _Atomic uint32_t gt__capture_epoch;
+
+/*
+ * CLOCK_MONOTONIC in nanoseconds, through the vDSO (no syscall on x86-64
+ * with the tsc clocksource). tests/bench/bench_hotpath.c measures it next to
+ * the hot path; see the README's agent section for why it is not a TSC.
+ */
+static inline uint64_t gt__now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------ strings */
+
+/*
+ * Interns len bytes at s (copied; cut to GT_STRING_MAX). Cold path: takes a
+ * mutex, may allocate; any thread. The GT_R_STRING definition is in the
+ * string log before the id is returned, and the streamer writes the log's
+ * new entries at the front of every chunk, after gathering that chunk's
+ * records: any record using the id reaches the stream after its definition.
+ * @return the id (>= 1, stable for the process's life), 0 on failure.
+ */
+uint32_t gt__intern(const char *s, size_t len);
+
+/* Interns a string literal once per call site; later calls are one load. */
+#define GT_INTERN_STATIC(lit)                                                 \
+    __extension__({                                                           \
+        static _Atomic uint32_t gt__site_id_;                                 \
+        uint32_t gt__id_ = atomic_load_explicit(&gt__site_id_,                \
+                                                memory_order_relaxed);        \
+        if (GT_UNLIKELY(!gt__id_)) {                                          \
+            gt__id_ = gt__intern((lit), sizeof(lit) - 1);                     \
+            atomic_store_explicit(&gt__site_id_, gt__id_,                     \
+                                  memory_order_relaxed);                      \
+        }                                                                     \
+        gt__id_;                                                              \
+    })
+
+/* ------------------------------------------------------------ recording */
+
+/*
+ * Reserves size bytes (a whole record, h.size == size) in the calling
+ * thread's buffer. The first call on a thread registers it (cold path:
+ * mmap of its blocks). Never blocks.
+ * @return where to write the record, or NULL when the buffer is full (the
+ *         drop is already counted for this thread), size exceeds a block,
+ *         or the thread is exiting.
+ */
+void *gt__reserve(size_t size);
+
+/* Publishes the record gt__reserve returned (same size). */
+void gt__commit(void *rec, size_t size);
+
+/*
+ * gt__reserve + memcpy + gt__commit. Ignoring the result is fine: a failure
+ * is already counted as a lost event.
+ * @return 0 or -ENOSPC.
+ */
+int gt__emit(const void *rec, size_t size);
+
+/* @return the innermost module path id on this thread, 0 if none. */
+uint32_t gt__current_layer(void);
+
+/*
+ * Records one GT_R_WARNING (code, msg) per distinct msg for the process's
+ * life, from any thread (cold path: interns msg). Also written to stderr
+ * when GRADTRACE_LOG is set.
+ */
+void gt__warn_once(uint32_t code, const char *msg);
+
+/* ------------------------------------------------------------ logging */
+
+extern int gt__log_enabled;
+
+/*
+ * Formats into a stack buffer and write(2)s one line to stderr, prefixed
+ * "gradtrace[pid]: ". Async-signal-safe (own formatter: %s %c %d %i %u %x
+ * %p with l/ll/z modifiers), errno preserved. Use GT_LOG.
+ */
+void gt__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Diagnostics to stderr, only when GRADTRACE_LOG is set. */
+#define GT_LOG(...)                                                           \
+    do {                                                                      \
+        if (GT_UNLIKELY(gt__log_enabled))                                     \
+            gt__log(__VA_ARGS__);                                             \
+    } while (0)
+
+/* ------------------------------------------------------------ configuration */
+
+#define GT_PATH_MAX 4096
+
+struct gt__config {
+    char socket_path[108];     /* sun_path of the daemon's agent socket */
+    char file_path[GT_PATH_MAX]; /* GRADTRACE_FILE template ("" = socket) */
+    int capture;               /* capture on at start */
+    uint32_t block_kb;         /* per-thread block size, KiB */
+    uint32_t blocks;           /* blocks per thread */
+    int log;                   /* GRADTRACE_LOG */
+};
+
+#define GT_CONFIG_BLOCK_KB_DEFAULT 256u
+#define GT_CONFIG_BLOCK_KB_MIN 4u
+#define GT_CONFIG_BLOCK_KB_MAX 8192u
+#define GT_CONFIG_BLOCKS_DEFAULT 8u
+#define GT_CONFIG_BLOCKS_MIN 2u
+#define GT_CONFIG_BLOCKS_MAX 4096u
+
+/* Lookup function for gt__config_parse (getenv in production). */
+typedef const char *(*gt__getenv_fn)(const char *name);
+
+/*
+ * Fills c from the environment through get. A bad value leaves that
+ * setting at its default and, when GRADTRACE_LOG is on, writes one line
+ * naming the variable to stderr.
+ * @return the number of bad values (0 when all were valid or unset).
+ */
+int gt__config_parse(struct gt__config *c, gt__getenv_fn get);
+
+/*
+ * Expands GRADTRACE_FILE's template for process pid: every "%p" becomes
+ * the pid, "%%" a '%'. When child is set and the template has no %p,
+ * ".<pid>" is appended so a forked child never writes its parent's file.
+ * @return 0, or -ENAMETOOLONG.
+ */
+GT_WUR int gt__config_file_path(const char *tmpl, int pid, int child,
+                                char *out, size_t cap);
+
+/* ------------------------------------------------------------ life cycle */
+
+/*
+ * Starts the agent core with c (copied): buffers, strings, signal handlers,
+ * fork handlers, and the streamer thread (signals blocked, waits for
+ * nothing). Idempotent: later calls return 0 and change nothing.
+ * @return 0 or a negative errno (the agent then records nothing).
+ */
+GT_WUR int gt__agent_start(const struct gt__config *c);
+
+/*
+ * Final flush: everything committed so far reaches the sink (the streamer
+ * does it; inline when there is no streamer), then the streamer stops.
+ * Bounded wait, safe from exit handlers and signal-ish contexts; once only.
+ */
+void gt__agent_stop(void);
+
+/* The configuration the agent runs with (valid after gt__agent_start). */
+const struct gt__config *gt__agent_config(void);
+
+/*
+ * Optional hooks, defined by agent/torch.c and agent/cupti.c when present
+ * (weak: the library links without them). ctor.c calls the inits after the
+ * core started; gt__cuda_flush (if defined) is called at capture stop and
+ * before the final flush so buffered GPU records make it out.
+ */
+extern void gt__torch_init(void) __attribute__((weak));
+extern void gt__cuda_init(void) __attribute__((weak));
+extern void gt__cuda_flush(void) __attribute__((weak));
+
+#endif /* GRADTRACE_AGENT_INTERNAL_H */

@@ -1,0 +1,117 @@
+/*
+ * gradtrace public C API: annotations for custom autograd runtimes, custom
+ * training loops and the gradtrace Python module (which calls these through
+ * ctypes).
+ *
+ * The functions are exported by libgradtrace.so, normally loaded with
+ * LD_PRELOAD. A program that links against libgradtrace.so directly gets
+ * them as ordinary functions; a program that wants to run with or without
+ * the agent includes gradtrace/gradtrace_shim.h instead and calls the
+ * gt_shim_* wrappers, which become no-ops when the agent is not loaded.
+ *
+ * Contract shared by every function here:
+ *   - safe from any thread, at any time (before or after the agent started
+ *     streaming, during exit);
+ *   - never blocks, never allocates on the recording path, never prints;
+ *   - while capture is off, a call costs a load and a branch (the module
+ *     scope functions also keep the per-thread layer stack, see below);
+ *   - records go to the calling thread's buffer; when it is full the record
+ *     is dropped and counted (the count reaches the trace as GT_R_LOST).
+ * None of them is async-signal-safe, except that a signal handler calling
+ * them cannot deadlock (no locks are taken once a thread has recorded once).
+ *
+ * String ids come from gt_intern() and are valid for the whole process (and
+ * its forked children); pass 0 where a string is optional.
+ */
+#ifndef GRADTRACE_GRADTRACE_H
+#define GRADTRACE_GRADTRACE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GRADTRACE_API_VERSION 1
+
+#if defined(__GNUC__)
+#define GT_API __attribute__((visibility("default")))
+#else
+#define GT_API
+#endif
+
+/*
+ * Interns s (a NUL-terminated UTF-8 string, copied; the caller keeps
+ * ownership). Strings longer than 4096 bytes are cut to 4096.
+ * Cold path: takes a lock and may allocate; cache the id (once per call
+ * site or per name), do not call it per event.
+ * @return the id (> 0), the same for the same string for the life of the
+ *         process; 0 when s is NULL or memory is exhausted.
+ */
+GT_API uint32_t gt_intern(const char *s);
+
+/* Opens a user scope (GT_SCOPE_USER) named by name_id on this thread. */
+GT_API void gt_scope_begin(uint32_t name_id);
+
+/*
+ * Closes the innermost user scope of this thread opened while capturing.
+ * An end without a recorded begin (capture was off at the begin, or turned
+ * on in between) records nothing.
+ */
+GT_API void gt_scope_end(void);
+
+/*
+ * nn.Module forward entry: records a GT_SCOPE_MODULE scope (path_id = the
+ * module's qualified name such as "layers.17.mlp", class_id = its class
+ * name) and pushes path_id on this thread's layer stack. The stack is kept
+ * even while capture is off, so that nodes created after a capture starts
+ * inside an already-running forward still get their layer.
+ */
+GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id);
+
+/* nn.Module forward exit: pops the layer stack, closes the module scope. */
+GT_API void gt_module_end(void);
+
+/*
+ * An autograd node was created in the forward: seq is its sequence number,
+ * fwd_tid torch's id of the creating thread. The record's layer is the
+ * innermost module on this thread's layer stack (0 when none).
+ */
+GT_API void gt_node_created(uint64_t seq, uint64_t fwd_tid);
+
+/*
+ * A backward node starts/ends running on this thread. (fwd_tid, seq) join
+ * it to its gt_node_created; seq = UINT64_MAX when unknown. name_id names
+ * the node (e.g. "MmBackward0").
+ */
+GT_API void gt_bwd_node_begin(uint32_t name_id, uint64_t seq, uint64_t fwd_tid);
+GT_API void gt_bwd_node_end(uint64_t seq, uint64_t fwd_tid);
+
+/*
+ * A backward pass starts/ends. The records carry the iteration: the number
+ * of passes begun since the capture started (first pass = 0); the end
+ * carries the same number as its begin.
+ */
+GT_API void gt_bwd_pass_begin(void);
+GT_API void gt_bwd_pass_end(void);
+
+/* Marks training step `step` (e.g. the optimizer step count). */
+GT_API void gt_step(uint64_t step);
+
+/* An instant event named by name_id. */
+GT_API void gt_instant(uint32_t name_id);
+
+/*
+ * Starts/stops capture for the whole process (every thread). The daemon
+ * can do the same from outside. Starting resets the backward-pass counter.
+ */
+GT_API void gt_capture_start(void);
+GT_API void gt_capture_stop(void);
+
+/* @return 1 while capturing, else 0. */
+GT_API int gt_capture_active(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GRADTRACE_GRADTRACE_H */
