@@ -1,0 +1,293 @@
+/*
+ * Internals of the daemon (gradtraced) and the CLI (gradtrace).
+ *
+ * Pieces, one file each:
+ *   sanitize.c   agent text -> safe file-name parts (pure)
+ *   control.c    control protocol: request parsing, trigger specs (pure,
+ *                cJSON only, so the CLI and the unit tests link it alone)
+ *   server.c     libuv loop, runtime directory, sockets, peer checks
+ *   ingest.c     one agent connection: hello, framer, converter, raw .gtr
+ *   dispatch.c   control connections: JSON lines in, one reply per line
+ *   log.c        the daemon's log (stderr or a file)
+ *
+ * Everything here runs on the daemon's single loop thread unless a doc
+ * block says otherwise.
+ */
+#ifndef GRADTRACE_DAEMON_INTERNAL_H
+#define GRADTRACE_DAEMON_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/codec.h"
+
+#define GT_DAEMON_VERSION "0.1.0"
+
+/* Largest control request line (bytes, newline excluded). */
+#define GT_CTL_REQ_MAX (64u * 1024u)
+/* Most pids or ranks one selection may name. */
+#define GT_SEL_MAX 256
+/* Longest layer name or glob in a trigger. */
+#define GT_LAYER_MAX 256
+/* Longest sanitized file-name part. */
+#define GT_NAME_PART_MAX 64
+
+struct cJSON;
+
+/* ------------------------------------------------------------- log.c */
+
+/* Writes one timestamped line to the daemon's log. Loop thread or main. */
+void gt__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Sends later gt__log lines to fd (default 2). */
+void gt__log_set_fd(int fd);
+
+/* -------------------------------------------------------- sanitize.c */
+
+/*
+ * Copies len bytes of untrusted text into out as a file-name part: only
+ * [A-Za-z0-9._-] survive (others become '_'), no leading '.', no "..",
+ * at most min(cap - 1, GT_NAME_PART_MAX) bytes, never empty ("unknown").
+ * Embedded NULs are ordinary bytes here. cap must be >= 8.
+ * @return the length written (out is NUL-terminated).
+ */
+size_t gt__sanitize_part(const char *in, size_t len, char *out, size_t cap);
+
+/*
+ * A short program name from a hello command line (arguments joined by
+ * spaces): the basename of argv[0], or for python interpreters the script
+ * or -m module name. @return the sanitized length written into out.
+ */
+size_t gt__command_name(const char *cmdline, char *out, size_t cap);
+
+/*
+ * The file stem of one agent's outputs: "<command>-rank<R>-pid<P>" or
+ * "<command>-pid<P>", sanitized. @return length, or -ENAMETOOLONG.
+ */
+int gt__agent_stem(const char *cmdline, int32_t rank, uint32_t pid, char *out,
+                   size_t cap);
+
+/* --------------------------------------------------------- control.c */
+
+enum gt__cmd {
+    GT__CMD_STATUS = 1,
+    GT__CMD_START,
+    GT__CMD_STOP,
+    GT__CMD_TRIGGER,
+    GT__CMD_TRIGGER_CLEAR,
+    GT__CMD_COLLECT,
+    GT__CMD_SHUTDOWN,
+};
+
+/* Which agents a request is for; empty lists mean all agents. */
+struct gt__sel {
+    uint32_t pids[GT_SEL_MAX];
+    size_t npids;
+    int32_t ranks[GT_SEL_MAX];
+    size_t nranks;
+};
+
+enum gt__phase { GT__PHASE_FORWARD = 1, GT__PHASE_BACKWARD, GT__PHASE_BOTH };
+
+#define GT__ITER_NEXT (-1)
+
+struct gt__trigger {
+    char layer[GT_LAYER_MAX + 1];
+    enum gt__phase phase;       /* default backward */
+    int64_t iteration;          /* >= 0, or GT__ITER_NEXT (default) */
+    uint32_t count;             /* >= 1, default 1 */
+    struct gt__sel sel;
+};
+
+struct gt__req {
+    enum gt__cmd cmd;
+    struct gt__sel sel;         /* start, stop */
+    uint64_t duration_ms;       /* start: 0 = until stop */
+    uint64_t iterations;        /* start: 0 = until stop */
+    struct gt__trigger trig;    /* trigger */
+    uint32_t pid;               /* collect: root of the process tree */
+    uint64_t since_ns;          /* collect: agents started at or after this
+                                   CLOCK_MONOTONIC time */
+};
+
+/*
+ * Parses one control request line (JSON object with a "cmd" string).
+ * Unknown members are errors, so typos never pass silently.
+ * @return 0, or -EINVAL / -EMSGSIZE / -ENOMEM with a one-line message in
+ *         err (always NUL-terminated).
+ */
+int gt__req_parse(const char *line, size_t len, struct gt__req *req, char *err,
+                  size_t errcap) GT_WUR;
+
+/*
+ * Validates a trigger given as a JSON object (the members of a "trigger"
+ * request besides "cmd"): layer, phase, iteration, count, pids, ranks.
+ * @return 0 or -EINVAL with a message naming the bad field.
+ */
+int gt__trigger_from_json(const struct cJSON *obj, struct gt__trigger *t,
+                          char *err, size_t errcap) GT_WUR;
+
+/*
+ * Parses the CLI spelling layer=NAME[,phase=P][,iteration=N|next]
+ * [,count=N][,ranks=0,3][,pids=..] into t.
+ * @return 0 or -EINVAL with a message naming the bad field.
+ */
+int gt__trigger_parse_spec(const char *spec, struct gt__trigger *t, char *err,
+                           size_t errcap) GT_WUR;
+
+/*
+ * Writes the canonical spec text (every field, fixed order) — the text
+ * agents receive in GT_CTL_TRIGGER and the daemon reports.
+ * @return its length, or -ENOSPC when cap is too small.
+ */
+int gt__trigger_format(const struct gt__trigger *t, char *out, size_t cap) GT_WUR;
+
+/* The trigger as request members (caller frees); NULL on ENOMEM. */
+struct cJSON *gt__trigger_to_json(const struct gt__trigger *t);
+
+/* @return 1 when (pid, rank) is selected by s (empty lists select all). */
+int gt__sel_match(const struct gt__sel *s, uint32_t pid, int32_t rank);
+
+const char *gt__phase_name(enum gt__phase p);
+
+/* ---------------------------------------------------- daemon state */
+
+#include <uv.h>
+
+#define GT_ARMED_MAX 64        /* armed triggers kept by the daemon */
+#define GT_AGENTS_MAX 1024     /* live agent connections */
+#define GT_DONE_MAX 4096       /* finished agents remembered for status */
+#define GT_LOST_SLOTS 64       /* (thread, kind) lost counters per agent */
+
+struct gt__server;
+
+/* Cumulative lost count of one (thread, kind) as the agent last sent it. */
+struct gt__lost_slot {
+    uint32_t tid;
+    uint32_t what;
+    uint64_t count;
+};
+
+/* One agent connection (ingest.c). */
+struct gt__agent {
+    uv_pipe_t pipe;             /* first: handle->data is unused, cast back */
+    struct gt__server *srv;
+    struct gt__agent *next;
+    uint64_t id;                /* connection number, from 1 */
+    uint32_t peer_pid;          /* from SO_PEERCRED */
+    int closing;
+    int hello_seen;
+    int capture;                /* last capture state the daemon knows */
+    uint64_t connected_ns;
+    struct gt_framer *framer;
+    struct gt_conv *conv;
+    int raw_fd;                 /* -1 without --raw */
+    char stem[128];
+    struct gt_hello_info *hello;
+    uint8_t *pre;               /* bytes fed before the hello, for --raw */
+    size_t pre_len;
+    uint64_t bytes;
+    uint64_t records;
+    uint64_t windows;
+    struct gt__lost_slot lost[GT_LOST_SLOTS];
+    size_t nlost;
+    uint8_t rbuf[64 * 1024];
+};
+
+/* What remains of a finished agent (status, collect). */
+struct gt__done {
+    struct gt__done *next;
+    uint32_t pid, ppid;
+    int32_t rank;
+    uint64_t start_mono_ns;
+    char stem[128];
+    char command[256];
+    char reason[160];
+    char **files;
+    size_t nfiles;
+    uint64_t bytes, records, events, lost_events, lost_chunks;
+    int collected;              /* reported by a collect request */
+};
+
+struct gt__armed {
+    uint64_t id;
+    struct gt__trigger t;
+    char spec[1024];
+    uint32_t sent;              /* agents it was sent to */
+};
+
+struct gt__ctlconn;
+struct gt__timer;
+
+struct gt__server {
+    uv_loop_t *loop;
+    uv_pipe_t agent_srv;
+    uv_pipe_t ctl_srv;
+    uv_signal_t sig_int;
+    uv_signal_t sig_term;
+    char agent_path[108];
+    char control_path[108];
+    char out_dir[4096];
+    int raw;
+    uint64_t max_file_bytes;
+    uint64_t start_ns;
+    int lock_fd;
+    int listening;
+    int shutting_down;
+    struct gt__agent *agents;
+    unsigned nagents;
+    uint64_t next_agent_id;
+    struct gt__done *done;      /* newest first */
+    size_t ndone;
+    struct gt__armed armed[GT_ARMED_MAX];
+    size_t narmed;
+    uint64_t next_trigger_id;
+    struct gt__ctlconn *ctls;
+    struct gt__timer *timers;
+    /* totals over every connection since start */
+    uint64_t connections, refused, bytes, records, events, chunks;
+    uint64_t lost_events, lost_chunks, seq_gaps, bad_streams, files;
+};
+
+struct gt__daemon_opts {
+    const char *out_dir;
+    int raw;
+    uint64_t max_file_bytes;
+};
+
+/* server.c */
+/*
+ * Checks the runtime directories, takes the daemon lock, binds both
+ * sockets and starts listening on loop. Logs the reason on failure.
+ * @return 0, -EADDRINUSE when another daemon runs, or another -errno.
+ */
+int gt__server_init(struct gt__server *s, uv_loop_t *loop,
+                    const struct gt__daemon_opts *o) GT_WUR;
+/* Stops accepting, finishes every agent, closes all handles (idempotent). */
+void gt__server_shutdown(struct gt__server *s);
+/* Removes the sockets and releases the lock after the loop has ended. */
+void gt__server_cleanup(struct gt__server *s);
+/* 0 when the peer of a connected unix socket is this user, else -EPERM
+ * with a reason in why. */
+int gt__peer_check(uv_pipe_t *p, uint32_t *pid, char *why, size_t cap) GT_WUR;
+uint64_t gt__now_ns(void);
+
+/* ingest.c */
+void gt__agent_on_connection(uv_stream_t *server, int status);
+/* Sends a control message (type from enum gt_ctl_type, text may be ""). */
+int gt__agent_send(struct gt__agent *a, uint16_t type, const char *text) GT_WUR;
+/* Reads what the socket already holds without blocking; finishes and
+ * closes the agent on EOF or error. @return 1 finished, 0 still live. */
+int gt__agent_drain(struct gt__agent *a);
+/* Finishes the conversion and closes the connection with a logged reason. */
+void gt__agent_close(struct gt__agent *a, const char *reason);
+struct cJSON *gt__agent_json(const struct gt__agent *a);
+struct cJSON *gt__done_json(const struct gt__done *d);
+/* Sends the armed triggers that select this agent. */
+void gt__agent_send_triggers(struct gt__agent *a);
+
+/* dispatch.c */
+void gt__ctl_on_connection(uv_stream_t *server, int status);
+/* Closes every control connection and timer (shutdown). */
+void gt__ctl_close_all(struct gt__server *s);
+
+#endif /* GRADTRACE_DAEMON_INTERNAL_H */
