@@ -291,6 +291,7 @@ int gt__req_parse(const char *line, size_t len, struct gt__req *req, char *err,
 {
     cJSON *obj;
     const cJSON *cmd;
+    const char *end = NULL;
     int rc;
 
     memset(req, 0, sizeof(*req));
@@ -301,9 +302,17 @@ int gt__req_parse(const char *line, size_t len, struct gt__req *req, char *err,
     }
     if (memchr(line, '\0', len))
         return fail(err, errcap, "request contains a NUL byte");
-    obj = cJSON_ParseWithLength(line, len);
+    obj = cJSON_ParseWithLengthOpts(line, len, &end, 0);
     if (!obj)
         return fail(err, errcap, "request is not valid JSON");
+    /* cJSON stops after the first value; anything but blanks after it
+     * means two requests on one line or garbage. */
+    for (; end < line + len; end++) {
+        if (*end != ' ' && *end != '\t' && *end != '\r') {
+            rc = fail(err, errcap, "request is not valid JSON (text after the object)");
+            goto out_free_obj;
+        }
+    }
     if (!cJSON_IsObject(obj)) {
         rc = fail(err, errcap, "request must be a JSON object");
         goto out_free_obj;

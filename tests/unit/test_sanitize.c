@@ -1,0 +1,142 @@
+/*
+ * File names from untrusted agent text: whatever the hello says, the stem
+ * stays one safe, non-empty, bounded name inside the output directory.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "daemon/internal.h"
+
+/* Every property the daemon relies on, checked for any output. */
+static void assert_safe(const char *s)
+{
+    size_t n = strlen(s);
+
+    cr_assert(n > 0, "empty name");
+    cr_assert(n <= GT_NAME_PART_MAX, "name too long: %zu", n);
+    cr_assert_neq(s[0], '.', "hidden or dot name: %s", s);
+    cr_assert_null(strstr(s, ".."), "'..' in %s", s);
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        cr_assert((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                      (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-',
+                  "bad byte 0x%02x in %s", (unsigned char)c, s);
+    }
+}
+
+Test(sanitize, keeps_safe_names_unchanged)
+{
+    char out[128];
+    size_t n = gt__sanitize_part("train_small-v2.1", 16, out, sizeof(out));
+
+    cr_assert_eq(n, 16);
+    cr_assert_str_eq(out, "train_small-v2.1");
+}
+
+Test(sanitize, neutralises_parent_directory)
+{
+    char out[128];
+
+    gt__sanitize_part("../../etc/passwd", 16, out, sizeof(out));
+    assert_safe(out);
+    cr_assert_null(strchr(out, '/'));
+    gt__sanitize_part("..", 2, out, sizeof(out));
+    assert_safe(out);
+    cr_assert_str_neq(out, "..");
+    gt__sanitize_part(".", 1, out, sizeof(out));
+    cr_assert_str_neq(out, ".");
+    assert_safe(out);
+    gt__sanitize_part("a/../b", 6, out, sizeof(out));
+    assert_safe(out);
+}
+
+Test(sanitize, replaces_slashes_and_control_bytes)
+{
+    char out[128];
+
+    gt__sanitize_part("/abs/path\n\t\x1b[31m", 16, out, sizeof(out));
+    assert_safe(out);
+    cr_assert_str_eq(out, "_abs_path____31m");
+}
+
+Test(sanitize, embedded_nul_does_not_truncate_or_pass)
+{
+    char out[128];
+    size_t n = gt__sanitize_part("ab\0../x", 7, out, sizeof(out));
+
+    cr_assert_eq(n, 7, "the NUL is replaced, not a terminator (got %zu)", n);
+    assert_safe(out);
+    cr_assert_eq(strncmp(out, "ab_", 3), 0);
+}
+
+Test(sanitize, empty_becomes_unknown)
+{
+    char out[16];
+
+    gt__sanitize_part("", 0, out, sizeof(out));
+    cr_assert_str_eq(out, "unknown");
+}
+
+Test(sanitize, long_names_are_capped)
+{
+    char in[5000], out[256], small[10];
+
+    memset(in, 'x', sizeof(in));
+    cr_assert_eq(gt__sanitize_part(in, sizeof(in), out, sizeof(out)),
+                 GT_NAME_PART_MAX);
+    assert_safe(out);
+    /* A smaller buffer caps harder and still terminates. */
+    cr_assert_eq(gt__sanitize_part(in, sizeof(in), small, sizeof(small)), 9);
+    cr_assert_eq(small[9], '\0');
+}
+
+Test(sanitize, non_ascii_utf8_is_replaced)
+{
+    char out[64];
+
+    gt__sanitize_part("tr\xc3\xa4in", 6, out, sizeof(out));
+    assert_safe(out);
+    cr_assert_str_eq(out, "tr__in");
+}
+
+Test(sanitize, command_name_uses_script_for_python)
+{
+    char out[80];
+
+    gt__command_name("/usr/bin/python3 examples/train_small.py --lr 3", out,
+                     sizeof(out));
+    cr_assert_str_eq(out, "train_small");
+    gt__command_name("python3.11 -m torch.distributed.run x", out, sizeof(out));
+    cr_assert_str_eq(out, "torch.distributed.run");
+    gt__command_name("python3 -c pass", out, sizeof(out));
+    cr_assert_str_eq(out, "python3");
+    gt__command_name("/opt/bin/agent_threads 8", out, sizeof(out));
+    cr_assert_str_eq(out, "agent_threads");
+    gt__command_name("", out, sizeof(out));
+    cr_assert_str_eq(out, "unknown");
+}
+
+Test(sanitize, hostile_command_line_gives_safe_stem)
+{
+    char out[128];
+    int n = gt__agent_stem("/tmp/../../../root/.ssh/x\x01 --x", 3, 77, out,
+                           sizeof(out));
+
+    cr_assert_gt(n, 0);
+    cr_assert_null(strchr(out, '/'));
+    cr_assert_null(strstr(out, ".."));
+    cr_assert_str_eq(out, "x_-rank3-pid77");
+    n = gt__agent_stem("../..", -1, 5, out, sizeof(out));
+    cr_assert_gt(n, 0);
+    cr_assert_neq(out[0], '.');
+    cr_assert_null(strstr(out, ".."));
+}
+
+Test(sanitize, stem_without_rank_uses_pid_only)
+{
+    char out[128];
+
+    cr_assert_gt(gt__agent_stem("./prog a b", -1, 1234, out, sizeof(out)), 0);
+    cr_assert_str_eq(out, "prog-pid1234");
+    cr_assert_eq(gt__agent_stem("prog", -1, 1234, out, 8), -ENAMETOOLONG);
+}
