@@ -1,0 +1,88 @@
+"""gradtrace's Python side: per-module scopes and step marks for the agent.
+
+`gradtrace record` puts this package on PYTHONPATH together with a
+sitecustomize that calls install_when_torch_imported(); user code may also
+import it to open scopes or start/stop capture. Everything here is inert
+when the agent (libgradtrace.so) is not loaded into the process: available()
+is then False and the functions do nothing.
+
+What the agent gets, through its C API (include/gradtrace/gradtrace.h):
+  - gt_module_begin/end around every nn.Module forward (torch's global
+    forward pre/post hooks), named by the module's qualified path in the
+    outermost module being run (named_modules() paths such as
+    "layers.17.mlp.up_proj"; the outermost module itself is named by its
+    class) and its class name. The agent keeps a per-thread layer stack from
+    these, which is how autograd nodes created in the forward get their
+    layer;
+  - gt_step after every optimizer step (torch's global optimizer step hook
+    on 2.x, the profiler's per-step entry point on 1.13).
+"""
+
+import contextlib
+
+from . import _agent
+
+__all__ = [
+    "available", "install", "install_when_torch_imported", "scope",
+    "step", "capture_start", "capture_stop", "capture_active",
+]
+
+
+def available():
+    """True when the agent is loaded and the module talks to it."""
+    return _agent.lib is not None
+
+
+def install():
+    """Installs the module and optimizer hooks (idempotent; needs torch).
+
+    @return True when hooks are installed, False when the agent is absent.
+    """
+    if _agent.lib is None:
+        return False
+    from . import _modules
+    return _modules.install()
+
+
+def install_when_torch_imported():
+    """Calls install() right after the program imports torch, if it ever
+    does: importing torch here would slow every Python process down."""
+    if _agent.lib is None:
+        return False
+    from . import _importhook
+    _importhook.after_import("torch", install)
+    return True
+
+
+@contextlib.contextmanager
+def scope(name):
+    """A user scope (GT_SCOPE_USER) around a block of code."""
+    lib = _agent.lib
+    if lib is None:
+        yield
+        return
+    lib["gt_scope_begin"](_agent.intern(name))
+    try:
+        yield
+    finally:
+        lib["gt_scope_end"]()
+
+
+def step(n):
+    """Marks training step n."""
+    if _agent.lib is not None:
+        _agent.lib["gt_step"](int(n))
+
+
+def capture_start():
+    if _agent.lib is not None:
+        _agent.lib["gt_capture_start"]()
+
+
+def capture_stop():
+    if _agent.lib is not None:
+        _agent.lib["gt_capture_stop"]()
+
+
+def capture_active():
+    return bool(_agent.lib is not None and _agent.lib["gt_capture_active"]())

@@ -1,0 +1,52 @@
+"""ctypes binding to the gradtrace agent's public C API.
+
+The agent (libgradtrace.so) is normally LD_PRELOADed, so its functions are
+in the process's global symbol scope: ctypes.CDLL(None) finds them without
+knowing where the library lives. When they are not there (no agent, or
+GRADTRACE_PYTHON=0) `lib` is None and every caller stays inert: nothing is
+hooked, nothing is called, nothing costs anything.
+
+Signatures mirror include/gradtrace/gradtrace.h; keep them in step.
+"""
+
+import ctypes
+import os
+
+_SIGNATURES = {
+    "gt_intern": (ctypes.c_uint32, [ctypes.c_char_p]),
+    "gt_scope_begin": (None, [ctypes.c_uint32]),
+    "gt_scope_end": (None, []),
+    "gt_module_begin": (None, [ctypes.c_uint32, ctypes.c_uint32]),
+    "gt_module_end": (None, []),
+    "gt_step": (None, [ctypes.c_uint64]),
+    "gt_instant": (None, [ctypes.c_uint32]),
+    "gt_capture_start": (None, []),
+    "gt_capture_stop": (None, []),
+    "gt_capture_active": (ctypes.c_int, []),
+}
+
+
+def _load():
+    if os.environ.get("GRADTRACE_PYTHON", "1") == "0":
+        return None
+    try:
+        handle = ctypes.CDLL(None)
+        fns = {}
+        for name, (restype, argtypes) in _SIGNATURES.items():
+            fn = getattr(handle, name)
+            fn.restype = restype
+            fn.argtypes = argtypes
+            fns[name] = fn
+    except (OSError, AttributeError):
+        return None
+    return fns
+
+
+lib = _load()
+
+
+def intern(s):
+    """Agent string id of s (0 when the agent is absent or out of memory)."""
+    if lib is None:
+        return 0
+    return lib["gt_intern"](s.encode("utf-8", "replace"))
