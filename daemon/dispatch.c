@@ -363,18 +363,20 @@ static void do_collect(struct gt__ctlconn *c, const struct gt__req *r, cJSON *id
 {
     struct gt__server *s = c->srv;
     uint32_t set[GT_AGENTS_MAX];
-    size_t n = tree_pids(s, r->pid, r->since_ns, set, GT_AGENTS_MAX);
+    size_t n;
     cJSON *o = ok_obj(), *files, *running;
     struct gt__agent *a, *next;
 
-    /* Agents of the tree that already exited may still have data in
-     * their sockets; read it now so their traces are complete. */
+    /* Agents of the tree that already exited may still be in the listen
+     * backlog or have data in their sockets: take and read everything
+     * now (a live agent only gives what it already sent), so exited
+     * processes are complete in their traces. */
+    gt__agent_accept_pending(s);
     for (a = s->agents; a; a = next) {
         next = a->next;
-        if (a->hello_seen && a->hello->h.start_mono_ns >= r->since_ns &&
-            in_set(set, n, a->hello->h.pid))
-            (void)gt__agent_drain(a);
+        (void)gt__agent_drain(a);
     }
+    n = tree_pids(s, r->pid, r->since_ns, set, GT_AGENTS_MAX);
     files = cJSON_AddArrayToObject(o, "files");
     running = cJSON_AddArrayToObject(o, "running");
     for (struct gt__done *d = s->done; d; d = d->next)

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -68,13 +69,14 @@ static void copy_cut(char *dst, size_t cap, const char *src)
     dst[n] = '\0';
 }
 
-static int stem_taken(const struct gt__server *s, const char *stem)
+static int stem_taken(const struct gt__agent *self, const char *stem)
 {
     static const char *const exts[] = {".json", ".gtr", ".1.json"};
+    const struct gt__server *s = self->srv;
     char path[4096 + 160];
 
     for (const struct gt__agent *a = s->agents; a; a = a->next)
-        if (strcmp(a->stem, stem) == 0)
+        if (a != self && strcmp(a->stem, stem) == 0)
             return 1;
     for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
         snprintf(path, sizeof(path), "%s/%s%s", s->out_dir, stem, exts[i]);
@@ -95,7 +97,7 @@ static int choose_stem(struct gt__agent *a)
     if (n < 0)
         return n;
     snprintf(a->stem, sizeof(a->stem), "%s", base);
-    for (unsigned i = 2; stem_taken(a->srv, a->stem); i++) {
+    for (unsigned i = 2; stem_taken(a, a->stem); i++) {
         if (i > 10000)
             return -EEXIST;
         snprintf(a->stem, sizeof(a->stem), "%s-%u", base, i);
@@ -149,8 +151,10 @@ static int on_hello(void *ud, const struct gt_hello_info *hello)
     gt__log("agent pid %u rank %d on %.64s connected: %.120s -> %s",
             (unsigned)hello->h.pid, (int)hello->h.rank, hello->hostname,
             hello->cmdline, a->stem);
+    /* An agent that already exited cannot read the welcome; its data is
+     * still worth converting, so a failed send is not a stream error. */
     if (gt__agent_send(a, GT_CTL_WELCOME, "gradtraced " GT_DAEMON_VERSION) < 0)
-        return -EIO;
+        gt__log("agent pid %u: welcome not sent", (unsigned)hello->h.pid);
     gt__agent_send_triggers(a);
     return 0;
 }
@@ -192,6 +196,10 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
     const uint8_t *rec;
     uint16_t type, size;
 
+    /* A stream whose hello failed takes no chunks, whatever the framer
+     * still holds. */
+    if (!a->hello_seen || !a->conv)
+        return -EPIPE;
     a->records += h->record_count;
     a->srv->records += h->record_count;
     a->srv->chunks++;
@@ -274,7 +282,9 @@ static void finish(struct gt__agent *a, const char *reason, int failed)
     struct gt__server *s = a->srv;
     int frc, rc;
 
-    frc = gt_framer_finish(a->framer);
+    /* After a stream error the framer is dead: finishing it would only
+     * repeat the error. */
+    frc = failed ? 0 : gt_framer_finish(a->framer);
     if (a->conv) {
         const struct gt_framer_stats *st = gt_framer_stats(a->framer);
 
@@ -446,31 +456,11 @@ static void refuse(uv_pipe_t *p, const char *why)
     uv_close((uv_handle_t *)p, on_closed);
 }
 
-void gt__agent_on_connection(uv_stream_t *server, int status)
+/* Sets up a connection already accepted into a->pipe. */
+static void start_agent(struct gt__server *s, struct gt__agent *a)
 {
-    struct gt__server *s = server->data;
-    struct gt__agent *a;
     char why[160];
 
-    if (status < 0) {
-        gt__log("agent accept: %s", uv_strerror(status));
-        return;
-    }
-    a = gt__calloc(1, sizeof(*a));
-    if (!a) {
-        gt__log("agent accept: out of memory");
-        return;
-    }
-    a->srv = s;
-    a->raw_fd = -1;
-    if (uv_pipe_init(s->loop, &a->pipe, 0) != 0) {
-        gt__free(a);
-        return;
-    }
-    if (uv_accept(server, (uv_stream_t *)&a->pipe) != 0) {
-        uv_close((uv_handle_t *)&a->pipe, on_closed);
-        return;
-    }
     s->connections++;
     if (gt__peer_check(&a->pipe, &a->peer_pid, why, sizeof(why)) < 0) {
         s->refused++;
@@ -495,6 +485,69 @@ void gt__agent_on_connection(uv_stream_t *server, int status)
     s->agents = a;
     s->nagents++;
     uv_read_start((uv_stream_t *)&a->pipe, on_alloc, on_read);
+}
+
+static struct gt__agent *new_agent(struct gt__server *s)
+{
+    struct gt__agent *a = gt__calloc(1, sizeof(*a));
+
+    if (!a) {
+        gt__log("agent accept: out of memory");
+        return NULL;
+    }
+    a->srv = s;
+    a->raw_fd = -1;
+    if (uv_pipe_init(s->loop, &a->pipe, 0) != 0) {
+        gt__free(a);
+        return NULL;
+    }
+    return a;
+}
+
+void gt__agent_on_connection(uv_stream_t *server, int status)
+{
+    struct gt__server *s = server->data;
+    struct gt__agent *a;
+
+    if (status < 0) {
+        gt__log("agent accept: %s", uv_strerror(status));
+        return;
+    }
+    if (!(a = new_agent(s)))
+        return;
+    if (uv_accept(server, (uv_stream_t *)&a->pipe) != 0) {
+        uv_close((uv_handle_t *)&a->pipe, on_closed);
+        return;
+    }
+    start_agent(s, a);
+}
+
+void gt__agent_accept_pending(struct gt__server *s)
+{
+    uv_os_fd_t lfd;
+
+    if (!s->listening || uv_fileno((uv_handle_t *)&s->agent_srv, &lfd) != 0)
+        return;
+    /* A process that connected and exited may still sit in the listen
+     * backlog: the loop has not accepted it yet. Take it now so collect
+     * and shutdown see every agent that ever connected. */
+    for (;;) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct gt__agent *a;
+
+        if (fd < 0)
+            return;
+        if (!(a = new_agent(s))) {
+            close(fd);
+            return;
+        }
+        if (uv_pipe_open(&a->pipe, fd) != 0) {
+            close(fd);
+            uv_close((uv_handle_t *)&a->pipe, on_closed);
+            continue;
+        }
+        start_agent(s, a);
+    }
 }
 
 struct ctl_write {

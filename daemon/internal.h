@@ -273,6 +273,8 @@ uint64_t gt__now_ns(void);
 
 /* ingest.c */
 void gt__agent_on_connection(uv_stream_t *server, int status);
+/* Accepts every connection waiting in the agent socket's backlog. */
+void gt__agent_accept_pending(struct gt__server *s);
 /* Sends a control message (type from enum gt_ctl_type, text may be ""). */
 int gt__agent_send(struct gt__agent *a, uint16_t type, const char *text) GT_WUR;
 /* Reads what the socket already holds without blocking; finishes and

@@ -262,6 +262,7 @@ void gt__server_shutdown(struct gt__server *s)
     if (s->shutting_down)
         return;
     s->shutting_down = 1;
+    gt__agent_accept_pending(s);
     if (s->listening) {
         /* Unlink first so no new client finds a socket nobody accepts on. */
         unlink(s->agent_path);
