@@ -25,6 +25,9 @@ struct gt_conv_opts {
     const char *out_path;     /* if set: exact path of the first file (convert -o) */
     uint64_t max_file_bytes;  /* rotate past this many bytes, 0 = default */
     uint64_t max_file_events; /* rotate past this many events, 0 = default */
+    /* Node creations held until their backward node runs; the oldest is
+     * evicted (and counted) beyond this. 0 = default (262144). */
+    uint32_t max_pending_nodes;
 };
 
 struct gt_conv;
@@ -60,5 +63,20 @@ size_t gt_conv_files(const struct gt_conv *c, const char *const **paths);
 
 /* Events written so far, across files. */
 uint64_t gt_conv_events(const struct gt_conv *c);
+
+/* Totals for a one-line summary (gradtrace convert, daemon logs). */
+struct gt_conv_summary {
+    uint64_t events;          /* trace events written, all files */
+    uint64_t files;           /* files written */
+    uint64_t chunks;          /* chunks converted */
+    uint64_t records;         /* records converted */
+    uint64_t lost_events;     /* GT_LOST_EVENTS, summed over threads */
+    uint64_t lost_cupti;      /* GT_LOST_CUPTI */
+    uint64_t lost_chunks;     /* GT_LOST_CHUNKS (agent side) */
+    uint64_t anomalies;       /* untrusted-input anomalies, all kinds */
+};
+
+/* Fills *out. Any time, any number of calls. */
+void gt_conv_summary(const struct gt_conv *c, struct gt_conv_summary *out);
 
 #endif /* GRADTRACE_DAEMON_CONVERT_H */

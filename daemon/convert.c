@@ -1,0 +1,890 @@
+/*
+ * The converter: wire records -> Chrome Trace Event JSON (convert.h is the
+ * contract, schema/trace-output.md the normative output format).
+ *
+ * This file dispatches records. Begin/end pairs (scopes, backward nodes)
+ * are matched on per-thread stacks and written as one complete ('X') event
+ * when they end; a thread's timestamps are clamped to never go backwards,
+ * which together with the stack discipline makes every thread track nest
+ * by construction, whatever an untrusted agent sends. Records that already
+ * carry start and end (GPU activity, CUDA API calls) go through gt__place
+ * (chrome.c) instead, because they arrive late and in no guaranteed order.
+ *
+ * Flows: a flow's start and finish are always written together, at the
+ * moment the second of their two records is seen. That is what keeps
+ * arrows from dangling across rotated files: both halves land in the same
+ * file by construction. The cost is that the records waiting for their
+ * partner are held in bounded maps (conv_map.c), evicting the oldest.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "daemon/conv_internal.h"
+
+/* ------------------------------------------------------------ lifecycle */
+
+struct gt_conv *gt_conv_create(const struct gt_conv_opts *opts)
+{
+    struct gt_conv *c = NULL;
+    int rc = -EINVAL;
+    if (!opts || (!opts->out_path && (!opts->out_dir || !opts->stem)))
+        goto out_err;
+    rc = -ENOMEM;
+    c = gt__calloc(1, sizeof(*c));
+    if (!c)
+        goto out_err;
+    c->fd = -1;
+    c->rank = c->local_rank = c->world_size = -1;
+    c->max_bytes = opts->max_file_bytes ? opts->max_file_bytes
+                                        : GT__CONV_DEFAULT_MAX_BYTES;
+    if (c->max_bytes < GT__CONV_MIN_MAX_BYTES)
+        c->max_bytes = GT__CONV_MIN_MAX_BYTES;
+    c->max_events = opts->max_file_events ? opts->max_file_events
+                                          : GT__CONV_DEFAULT_MAX_EVENTS;
+    c->node_map_cap = opts->max_pending_nodes ? opts->max_pending_nodes
+                                              : GT__NODE_MAP_DEFAULT;
+    if (opts->out_path && !(c->out_path = gt__strdup(opts->out_path)))
+        goto out_free;
+    if (opts->out_dir && !(c->out_dir = gt__strdup(opts->out_dir)))
+        goto out_free;
+    if (opts->stem && !(c->stem = gt__strdup(opts->stem)))
+        goto out_free;
+    if (gt__jw_init(&c->w, 4u << 20))
+        goto out_free;
+    c->thread_mask = 2 * GT__MAX_THREADS - 1;
+    c->thread_slots = gt__calloc(2 * GT__MAX_THREADS, sizeof(uint32_t));
+    if (!c->thread_slots)
+        goto out_free;
+    if (gt__bmap_init(&c->nodes, c->node_map_cap) ||
+        gt__bmap_init(&c->ext, GT__CORR_MAP_CAP) ||
+        gt__bmap_init(&c->api, GT__CORR_MAP_CAP) ||
+        gt__bmap_init(&c->kpend, GT__CORR_MAP_CAP) ||
+        gt__bmap_init(&c->streams, GT__MAX_STREAMS))
+        goto out_free;
+    return c;
+
+out_free:
+    gt_conv_free(c);
+out_err:
+    errno = -rc;
+    return NULL;
+}
+
+void gt_conv_free(struct gt_conv *c)
+{
+    if (!c)
+        return;
+    if (c->fd >= 0)
+        close(c->fd);
+    gt__jw_close(&c->w);
+    for (uint32_t i = 0; i < c->nstrs; i++) {
+        gt__free(c->strs[i].raw);
+        gt__free(c->strs[i].esc);
+    }
+    gt__free(c->strs);
+    for (uint32_t i = 0; i < c->nthreads; i++) {
+        gt__free(c->threads[i].scopes.e);
+        gt__free(c->threads[i].nodes.e);
+    }
+    gt__free(c->threads);
+    gt__free(c->thread_slots);
+    for (uint32_t i = 1; i < c->ntracks; i++)
+        gt__free(c->tracks[i].name);
+    gt__free(c->tracks);
+    for (uint32_t i = 0; i < c->nprocs; i++)
+        gt__free(c->procs[i].name);
+    gt__free(c->procs);
+    gt__bmap_free(&c->nodes);
+    gt__bmap_free(&c->ext);
+    gt__bmap_free(&c->api);
+    gt__bmap_free(&c->kpend);
+    gt__bmap_free(&c->streams);
+    gt__layers_free(c);
+    for (size_t i = 0; i < c->nfiles; i++)
+        gt__free(c->files[i].path);
+    gt__free(c->files);
+    gt__free(c->paths);
+    gt__free(c->hostname);
+    gt__free(c->cmdline);
+    gt__free(c->out_dir);
+    gt__free(c->stem);
+    gt__free(c->out_path);
+    gt__free(c);
+}
+
+size_t gt_conv_files(const struct gt_conv *c, const char *const **paths)
+{
+    static const char *const none[1] = {NULL};
+    *paths = c->paths ? (const char *const *)c->paths : none;
+    return c->nfiles;
+}
+
+uint64_t gt_conv_events(const struct gt_conv *c)
+{
+    return c->total_events;
+}
+
+void gt_conv_summary(const struct gt_conv *c, struct gt_conv_summary *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->events = c->total_events;
+    out->files = c->nfiles;
+    out->chunks = c->chunks;
+    out->records = c->records;
+    out->lost_events = c->lost_sum[GT_LOST_EVENTS];
+    out->lost_cupti = c->lost_sum[GT_LOST_CUPTI];
+    out->lost_chunks = c->lost_sum[GT_LOST_CHUNKS];
+#define GT__ANOM_SUM(n) out->anomalies += c->an.n;
+    GT__ANOMALIES(GT__ANOM_SUM)
+#undef GT__ANOM_SUM
+}
+
+/* Opens the first file on first need. */
+static int ensure_file(struct gt_conv *c)
+{
+    int rc;
+    if (c->file_open || c->err)
+        return c->err;
+    rc = gt__file_open(c);
+    if (rc)
+        c->err = rc;
+    return rc;
+}
+
+int gt_conv_hello(struct gt_conv *c, const struct gt_hello_info *hello)
+{
+    c->have_hello = 1;
+    c->pid = hello->h.pid;
+    c->ppid = hello->h.ppid;
+    c->rank = hello->h.rank;
+    c->local_rank = hello->h.local_rank;
+    c->world_size = hello->h.world_size;
+    c->start_mono = hello->h.start_mono_ns;
+    c->start_real = hello->h.start_real_ns;
+    gt__free(c->hostname);
+    gt__free(c->cmdline);
+    c->hostname = gt__strdup(hello->hostname);
+    c->cmdline = gt__strdup(hello->cmdline);
+    if (!c->hostname || !c->cmdline)
+        return -ENOMEM;
+    /* Time 0 of the trace: the agent's start, which precedes every event
+     * it records, rounded down to a millisecond. */
+    if (!c->have_base) {
+        c->base_ns = c->start_mono - c->start_mono % 1000000u;
+        c->have_base = 1;
+    }
+    return ensure_file(c);
+}
+
+/* ------------------------------------------------------------ strings */
+
+static void str_define(struct gt_conv *c, uint32_t id, const char *text,
+                       size_t len)
+{
+    if (id == 0 || id >= GT__STR_MAX_IDS) {
+        c->an.bad_string_ids++;
+        return;
+    }
+    if (len > GT_STRING_MAX)
+        len = GT_STRING_MAX;
+    if (id >= c->nstrs) {
+        uint32_t n = c->nstrs ? c->nstrs : 256;
+        while (n <= id)
+            n *= 2;
+        if (n > GT__STR_MAX_IDS)
+            n = GT__STR_MAX_IDS;
+        struct gt__str *ns = gt__realloc(c->strs, n * sizeof(*ns));
+        if (!ns) {
+            c->an.strings_dropped++;
+            return;
+        }
+        memset(ns + c->nstrs, 0, (n - c->nstrs) * sizeof(*ns));
+        for (uint32_t i = c->nstrs; i < n; i++)
+            ns[i].layer = -1;
+        c->strs = ns;
+        c->nstrs = n;
+    }
+    struct gt__str *s = &c->strs[id];
+    if (s->raw && s->raw_len == len && memcmp(s->raw, text, len) == 0)
+        return; /* re-sent after a reconnect: nothing changes */
+    size_t need = len + 1 + GT__JSON_ESCAPED_MAX(len) + 1;
+    if (c->str_bytes + need > GT__STR_MAX_BYTES) {
+        c->an.strings_dropped++;
+        return;
+    }
+    char *raw = gt__malloc(len + 1);
+    char *esc = gt__malloc(GT__JSON_ESCAPED_MAX(len) + 1);
+    if (!raw || !esc) {
+        gt__free(raw);
+        gt__free(esc);
+        c->an.strings_dropped++;
+        return;
+    }
+    memcpy(raw, text, len);
+    raw[len] = 0;
+    size_t el = gt__json_escape(esc, text, len);
+    esc[el] = 0;
+    /* Keep only what the escaped text needs. */
+    char *fit = gt__realloc(esc, el + 1);
+    if (fit)
+        esc = fit;
+    if (s->raw)
+        c->str_bytes -= s->raw_len + 1 + s->esc_len + 1;
+    gt__free(s->raw);
+    gt__free(s->esc);
+    s->raw = raw;
+    s->esc = esc;
+    s->raw_len = (uint32_t)len;
+    s->esc_len = (uint32_t)el;
+    s->layer = -1;
+    s->cls = 0;
+    c->str_bytes += len + 1 + el + 1;
+}
+
+/* ------------------------------------------------------------ threads */
+
+static uint32_t tid_hash(uint32_t tid)
+{
+    return (tid * 2654435761u) >> 7;
+}
+
+static char *thread_label(struct gt_conv *c, const struct gt__thread *th,
+                          const char *suffix, char *buf, size_t cap)
+{
+    uint32_t len = 0;
+    const char *name = th->name ? gt__str_raw(c, th->name, &len) : NULL;
+    if (name && !*suffix)
+        snprintf(buf, cap, "%.*s", (int)(len > 200 ? 200 : len), name);
+    else if (name)
+        snprintf(buf, cap, "%.*s [%u] %s", (int)(len > 200 ? 200 : len),
+                 name, th->os_tid, suffix);
+    else
+        snprintf(buf, cap, "thread %u%s%s", th->os_tid, *suffix ? " " : "",
+                 suffix);
+    return buf;
+}
+
+/* @return the thread for an OS tid, or NULL; never creates one. */
+struct gt__thread *gt__thread_find(struct gt_conv *c, uint32_t tid)
+{
+    uint32_t i = tid_hash(tid) & c->thread_mask;
+    for (;;) {
+        uint32_t r = c->thread_slots[i];
+        if (r == 0)
+            return NULL;
+        if (c->threads[r - 1].os_tid == tid)
+            return &c->threads[r - 1];
+        i = (i + 1) & c->thread_mask;
+    }
+}
+
+/* @return the thread for an OS tid, created on first use; NULL if full. */
+struct gt__thread *gt__thread_get(struct gt_conv *c, uint32_t tid)
+{
+    uint32_t i = tid_hash(tid) & c->thread_mask;
+    for (;;) {
+        uint32_t r = c->thread_slots[i];
+        if (r == 0)
+            break;
+        if (c->threads[r - 1].os_tid == tid)
+            return &c->threads[r - 1];
+        i = (i + 1) & c->thread_mask;
+    }
+    if (c->nthreads >= GT__MAX_THREADS) {
+        c->an.threads_dropped++;
+        return NULL;
+    }
+    if (c->nthreads == c->threads_cap) {
+        uint32_t cap = c->threads_cap ? c->threads_cap * 2 : 16;
+        struct gt__thread *nt = gt__realloc(c->threads, cap * sizeof(*nt));
+        if (!nt) {
+            c->an.threads_dropped++;
+            return NULL;
+        }
+        c->threads = nt;
+        c->threads_cap = cap;
+    }
+    struct gt__thread *th = &c->threads[c->nthreads];
+    memset(th, 0, sizeof(*th));
+    th->os_tid = tid;
+    th->order = c->nthreads;
+    char label[64];
+    gt__main_proc(c);
+    /* tid 0 and huge tids cannot be OS threads: give them synthetic ids so
+     * they never collide with the converter's own tracks. */
+    uint32_t out_tid = tid == 0 || tid >= GT__SYNTH_TID_BASE ? UINT32_MAX
+                                                             : tid;
+    th->track = gt__track_new(c, 0, out_tid, 100 + 4 * th->order,
+                              thread_label(c, th, "", label, sizeof(label)));
+    if (!th->track) {
+        c->an.threads_dropped++;
+        return NULL;
+    }
+    c->thread_slots[i] = ++c->nthreads;
+    return th;
+}
+
+/* The synthetic track `which` (1 nodes, 2 layers forward, 3 CUDA API). */
+uint32_t gt__thread_track(struct gt_conv *c, struct gt__thread *th, int which)
+{
+    static const char *const suffix[] = {"", "backward nodes",
+                                         "layers forward", "CUDA API"};
+    uint32_t *slot = which == 1 ? &th->bwd_track
+                     : which == 2 ? &th->fwd_track
+                                  : &th->api_track;
+    if (!*slot) {
+        char label[300];
+        uint32_t tid = th->os_tid; /* th may move: copy what we need */
+        uint32_t sort = 100 + 4 * th->order + (uint32_t)which;
+        thread_label(c, th, suffix[which], label, sizeof(label));
+        uint32_t t = gt__track_new(c, 0, UINT32_MAX, sort, label);
+        th = gt__thread_get(c, tid);
+        slot = which == 1 ? &th->bwd_track
+               : which == 2 ? &th->fwd_track
+                            : &th->api_track;
+        *slot = t;
+    }
+    return *slot;
+}
+
+static void thread_named(struct gt_conv *c, uint32_t tid, uint32_t name)
+{
+    struct gt__thread *th = gt__thread_get(c, tid);
+    char label[300];
+    if (!th || th->name == name)
+        return;
+    th->name = name;
+    gt__track_rename(c, th->track, thread_label(c, th, "", label,
+                                                 sizeof(label)));
+    if (th->bwd_track)
+        gt__track_rename(c, th->bwd_track,
+                         thread_label(c, th, "backward nodes", label,
+                                      sizeof(label)));
+    if (th->fwd_track)
+        gt__track_rename(c, th->fwd_track,
+                         thread_label(c, th, "layers forward", label,
+                                      sizeof(label)));
+    if (th->api_track)
+        gt__track_rename(c, th->api_track,
+                         thread_label(c, th, "CUDA API", label, sizeof(label)));
+}
+
+/* The current thread (from the last GT_R_THREAD), or NULL (counted). */
+static struct gt__thread *cur_thread(struct gt_conv *c)
+{
+    if (c->cur)
+        return &c->threads[c->cur - 1];
+    c->an.no_thread++;
+    return NULL;
+}
+
+void gt__see_ts(struct gt_conv *c, uint64_t ts)
+{
+    if (!c->have_ts) {
+        c->min_ts = c->max_ts = ts;
+        c->have_ts = 1;
+    } else if (ts > c->max_ts) {
+        c->max_ts = ts;
+    } else if (ts < c->min_ts) {
+        c->min_ts = ts;
+    }
+}
+
+/* A thread's time never goes back: clamping keeps its stacks nested. */
+static uint64_t thread_ts(struct gt_conv *c, struct gt__thread *th,
+                          uint64_t ts)
+{
+    if (ts < th->last_ts) {
+        c->an.time_backwards++;
+        ts = th->last_ts;
+    }
+    th->last_ts = ts;
+    gt__see_ts(c, ts);
+    return ts;
+}
+
+static struct gt__open *stack_push(struct gt_conv *c, struct gt__stack *s)
+{
+    if (s->depth >= GT__STACK_MAX) {
+        c->an.depth_dropped++;
+        s->dropped++;
+        return NULL;
+    }
+    if (s->depth == s->cap) {
+        uint32_t cap = s->cap ? s->cap * 2 : 16;
+        struct gt__open *ne = gt__realloc(s->e, cap * sizeof(*ne));
+        if (!ne) {
+            c->an.depth_dropped++;
+            s->dropped++;
+            return NULL;
+        }
+        s->e = ne;
+        s->cap = cap;
+    }
+    struct gt__open *o = &s->e[s->depth++];
+    memset(o, 0, sizeof(*o));
+    return o;
+}
+
+/* ------------------------------------------------------------ emitters */
+
+static void emit_scope(struct gt_conv *c, struct gt__thread *th,
+                       const struct gt__open *o, uint64_t end, int unclosed)
+{
+    static const char *const cats[] = {"user", "module", "nvtx"};
+    uint32_t nl, cl = 0;
+    const char *name = gt__str_esc(c, o->name, &nl);
+    const char *cls = o->cls ? gt__str_esc(c, o->cls, &cl) : "";
+    const char *cat = o->kind < GT_SCOPE_KIND_COUNT ? cats[o->kind] : "scope";
+    int module = o->kind == GT_SCOPE_MODULE;
+    uint32_t tracks[2] = {th->track, module ? gt__thread_track(c, th, 2) : 0};
+    for (int i = 0; i < 2 && tracks[i]; i++) {
+        char *p = gt__x_open(c, tracks[i], i ? "layer_forward" : cat, o->ts,
+                             end, nl + cl + 64);
+        p = put_esc(p, name, nl);
+        if (module) {
+            /* "<path> (<Class>) forward" */
+            if (cl) {
+                p = GT__LIT(p, " (");
+                p = put_esc(p, cls, cl);
+                *p++ = ')';
+            }
+            p = GT__LIT(p, " forward");
+        }
+        *p++ = '"';
+        int domain = !module && cl;
+        if (domain || unclosed) {
+            p = GT__LIT(p, ",\"args\":{");
+            if (domain) {
+                p = GT__LIT(p, "\"domain\":\"");
+                p = put_esc(p, cls, cl);
+                *p++ = '"';
+            }
+            if (unclosed)
+                p = domain ? GT__LIT(p, ",\"unclosed\":true")
+                           : GT__LIT(p, "\"unclosed\":true");
+            *p++ = '}';
+        }
+        *p++ = '}';
+        gt__ev_end(c, p);
+    }
+}
+
+static void emit_node(struct gt_conv *c, struct gt__thread *th,
+                      const struct gt__open *o, uint64_t end, int unclosed)
+{
+    uint32_t nl, ll = 0;
+    const char *name = gt__str_esc(c, o->name, &nl);
+    const char *layer = o->layer ? gt__str_esc(c, o->layer, &ll) : NULL;
+    uint32_t bt = gt__thread_track(c, th, 1);
+    char *p = gt__x_open(c, bt, "backward", o->ts, end, nl + ll + 128);
+    p = put_esc(p, name, nl);
+    p = GT__LIT(p, "\",\"args\":{");
+    if (o->seq != UINT64_MAX) {
+        p = GT__LIT(p, "\"seq\":");
+        p = gt__fmt_u64(p, o->seq);
+        p = GT__LIT(p, ",\"fwd_tid\":");
+        p = gt__fmt_u64(p, o->fwd_tid);
+        *p++ = ',';
+    }
+    p = GT__LIT(p, "\"layer\":");
+    if (layer) {
+        *p++ = '"';
+        p = put_esc(p, layer, ll);
+        *p++ = '"';
+    } else {
+        p = GT__LIT(p, "null");
+    }
+    if (unclosed)
+        p = GT__LIT(p, ",\"unclosed\":true");
+    p = GT__LIT(p, "}}");
+    gt__ev_end(c, p);
+    if (o->has_creation) {
+        /* Both halves now, into the file that holds the node. */
+        const struct gt__thread *ct = gt__thread_find(c, o->created_tid);
+        if (ct)
+            gt__emit_flow(c, "fwdbwd", ct->track, o->created_ts, bt, o->ts);
+    }
+    if (o->layer)
+        gt__layer_credit(c, o->layer, o->ts, end);
+}
+
+/*
+ * Ends the entry that match() accepts on stack s at ts: entries above it
+ * were left open by their thread (a lost end, or improper nesting) and are
+ * closed at the same time, which keeps the track nested.
+ */
+typedef int (*match_fn)(const struct gt__open *o, const void *key);
+typedef void (*emit_fn)(struct gt_conv *c, struct gt__thread *th,
+                        const struct gt__open *o, uint64_t end, int unclosed);
+
+static void stack_end(struct gt_conv *c, struct gt__thread *th,
+                      struct gt__stack *s, match_fn match, const void *key,
+                      emit_fn emit, uint64_t ts)
+{
+    uint32_t tid = th->os_tid;
+    if (s->depth > 0 && match(&s->e[s->depth - 1], key)) {
+        struct gt__open o = s->e[--s->depth];
+        emit(c, th, &o, ts, 0);
+        return;
+    }
+    if (s->dropped > 0) {
+        /* Most likely the end of a begin dropped beyond the depth cap. */
+        s->dropped--;
+        return;
+    }
+    uint32_t i = s->depth;
+    while (i > 0 && !match(&s->e[i - 1], key))
+        i--;
+    if (i == 0) {
+        c->an.end_without_begin++;
+        return;
+    }
+    while (s->depth >= i) {
+        struct gt__open o = s->e[--s->depth];
+        if (s->depth >= i)
+            c->an.closed_implicitly++;
+        emit(c, th, &o, ts, 0);
+        th = gt__thread_find(c, tid);
+        if (s->depth == 0)
+            break;
+    }
+}
+
+struct scope_key {
+    uint16_t kind;
+    uint32_t name;
+};
+
+static int scope_match(const struct gt__open *o, const void *key)
+{
+    const struct scope_key *k = key;
+    return o->kind == k->kind && o->name == k->name;
+}
+
+struct node_key {
+    uint64_t seq, fwd_tid;
+};
+
+static int node_match(const struct gt__open *o, const void *key)
+{
+    const struct node_key *k = key;
+    return o->seq == k->seq && o->fwd_tid == k->fwd_tid;
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+/* Copies a fixed-size record after checking its size. */
+#define GET(rec, size, var)                                                \
+    do {                                                                   \
+        if ((size) != sizeof(var)) {                                       \
+            c->an.bad_records++;                                           \
+            return;                                                        \
+        }                                                                  \
+        memcpy(&(var), (rec), sizeof(var));                                \
+    } while (0)
+
+static void on_record(struct gt_conv *c, uint16_t type, uint16_t size,
+                      const uint8_t *rec)
+{
+    struct gt__thread *th;
+    switch (type) {
+    case GT_R_STRING: {
+        if (size < sizeof(struct gt_r_string)) {
+            c->an.bad_records++;
+            return;
+        }
+        uint32_t id;
+        memcpy(&id, rec + 4, 4);
+        str_define(c, id, (const char *)rec + 8, size - 8u);
+        return;
+    }
+    case GT_R_PROCESS_INFO: {
+        struct gt_r_process_info r;
+        if (size < sizeof(r)) {
+            c->an.bad_records++;
+            return;
+        }
+        memcpy(&r, rec, sizeof(r));
+        gt__on_process(c, &r);
+        return;
+    }
+    case GT_R_THREAD_INFO: {
+        struct gt_r_thread_info r;
+        GET(rec, size, r);
+        thread_named(c, r.tid, r.name);
+        return;
+    }
+    case GT_R_THREAD: {
+        struct gt_r_thread r;
+        GET(rec, size, r);
+        th = gt__thread_get(c, r.tid);
+        c->cur = th ? (uint32_t)(th - c->threads) + 1 : 0;
+        return;
+    }
+    case GT_R_SCOPE_BEGIN: {
+        struct gt_r_scope_begin r;
+        GET(rec, size, r);
+        if (!(th = cur_thread(c)))
+            return;
+        uint64_t ts = thread_ts(c, th, r.ts);
+        struct gt__open *o = stack_push(c, &th->scopes);
+        if (!o)
+            return;
+        o->ts = ts;
+        o->kind = r.kind;
+        o->name = r.name;
+        o->cls = r.cls;
+        if (r.kind == GT_SCOPE_MODULE)
+            gt__layer_set_class(c, r.name, r.cls);
+        return;
+    }
+    case GT_R_SCOPE_END: {
+        struct gt_r_scope_end r;
+        GET(rec, size, r);
+        if (!(th = cur_thread(c)))
+            return;
+        struct scope_key k = {r.kind, r.name};
+        stack_end(c, th, &th->scopes, scope_match, &k, emit_scope,
+                  thread_ts(c, th, r.ts));
+        return;
+    }
+    case GT_R_NODE_CREATED: {
+        struct gt_r_node_created r;
+        GET(rec, size, r);
+        if (!(th = cur_thread(c)))
+            return;
+        struct gt__bmap_val v = {.x = thread_ts(c, th, r.ts),
+                                 .p = th->os_tid, .q = r.layer};
+        if (gt__bmap_put(&c->nodes, r.fwd_tid, r.seq, &v))
+            c->an.node_map_evicted++;
+        return;
+    }
+    case GT_R_BWD_NODE_BEGIN: {
+        struct gt_r_bwd_node_begin r;
+        GET(rec, size, r);
+        if (!(th = cur_thread(c)))
+            return;
+        uint64_t ts = thread_ts(c, th, r.ts);
+        struct gt__open *o = stack_push(c, &th->nodes);
+        if (!o)
+            return;
+        o->ts = ts;
+        o->name = r.name;
+        o->seq = r.seq;
+        o->fwd_tid = r.fwd_tid;
+        struct gt__bmap_val v;
+        if (r.seq != UINT64_MAX &&
+            gt__bmap_take(&c->nodes, r.fwd_tid, r.seq, &v)) {
+            o->has_creation = 1;
+            o->created_ts = v.x;
+            o->created_tid = v.p;
+            o->layer = v.q;
+        } else {
+            c->an.nodes_without_creation++;
+        }
+        return;
+    }
+    case GT_R_BWD_NODE_END: {
+        struct gt_r_bwd_node_end r;
+        GET(rec, size, r);
+        if (!(th = cur_thread(c)))
+            return;
+        struct node_key k = {r.seq, r.fwd_tid};
+        stack_end(c, th, &th->nodes, node_match, &k, emit_node,
+                  thread_ts(c, th, r.ts));
+        return;
+    }
+    case GT_R_BWD_PASS_BEGIN:
+    case GT_R_BWD_PASS_END: {
+        struct gt_r_mark r;
+        GET(rec, size, r);
+        if (!(th = cur_thread(c)))
+            return;
+        uint64_t ts = thread_ts(c, th, r.ts);
+        if (type == GT_R_BWD_PASS_BEGIN)
+            gt__pass_begin(c, th, ts, r.value);
+        else
+            gt__pass_end(c, th, ts, r.value);
+        return;
+    }
+    case GT_R_STEP: {
+        struct gt_r_mark r;
+        GET(rec, size, r);
+        th = c->cur ? &c->threads[c->cur - 1] : NULL;
+        uint64_t ts = th ? thread_ts(c, th, r.ts) : r.ts;
+        gt__see_ts(c, ts);
+        gt__step(c, ts, r.value);
+        return;
+    }
+    case GT_R_INSTANT: {
+        struct gt_r_instant r;
+        uint32_t nl;
+        GET(rec, size, r);
+        if (!(th = cur_thread(c)))
+            return;
+        uint64_t ts = thread_ts(c, th, r.ts);
+        const char *name = gt__str_esc(c, r.name, &nl);
+        char *p = gt__ev_begin(c, th->track, nl + 64);
+        p = GT__LIT(p, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"instant\","
+                       "\"name\":\"");
+        p = put_esc(p, name, nl);
+        p = GT__LIT(p, "\",");
+        p = gt__put_pt(c, p, th->track);
+        p = GT__LIT(p, ",\"ts\":");
+        p = gt__fmt_us(p, gt__rel(c, ts));
+        *p++ = '}';
+        gt__ev_end(c, p);
+        return;
+    }
+    case GT_R_GPU_KERNEL: {
+        struct gt_r_gpu_kernel r;
+        GET(rec, size, r);
+        gt__on_kernel(c, &r);
+        return;
+    }
+    case GT_R_GPU_MEMCPY: {
+        struct gt_r_gpu_memcpy r;
+        GET(rec, size, r);
+        gt__on_memcpy(c, &r);
+        return;
+    }
+    case GT_R_GPU_MEMSET: {
+        struct gt_r_gpu_memset r;
+        GET(rec, size, r);
+        gt__on_memset(c, &r);
+        return;
+    }
+    case GT_R_CUDA_API: {
+        struct gt_r_cuda_api r;
+        GET(rec, size, r);
+        gt__on_cuda_api(c, &r);
+        return;
+    }
+    case GT_R_EXT_CORR: {
+        struct gt_r_ext_corr r;
+        GET(rec, size, r);
+        struct gt__bmap_val v = {.x = r.ext, .p = r.kind};
+        (void)gt__bmap_put(&c->ext, r.kind, r.corr, &v);
+        return;
+    }
+    case GT_R_CLOCK_SYNC: {
+        struct gt_r_clock_sync r;
+        GET(rec, size, r);
+        gt__on_clock(c, &r);
+        return;
+    }
+    case GT_R_LOST: {
+        struct gt_r_lost r;
+        GET(rec, size, r);
+        gt__on_lost(c, &r);
+        return;
+    }
+    case GT_R_WINDOW_BEGIN:
+    case GT_R_WINDOW_END: {
+        struct gt_r_window r;
+        GET(rec, size, r);
+        gt__on_window(c, type, &r);
+        return;
+    }
+    case GT_R_WARNING: {
+        struct gt_r_warning r;
+        GET(rec, size, r);
+        gt__on_warning(c, &r);
+        return;
+    }
+    default:
+        c->an.unknown_records++;
+        return;
+    }
+}
+
+int gt_conv_chunk(struct gt_conv *c, const struct gt_chunk_header *h,
+                  const uint8_t *records, size_t raw_size)
+{
+    struct gt_rec_iter it;
+    uint16_t type, size;
+    const uint8_t *rec;
+    int rc;
+    if (c->err)
+        return c->err;
+    if (!c->have_base) {
+        /* No hello: the chunk's earliest time, with a margin for records
+         * of other threads that arrive later. */
+        uint64_t f = h && h->first_ns > 10000000000ull
+                         ? h->first_ns - 10000000000ull
+                         : 0;
+        c->base_ns = f - f % 1000000u;
+        c->have_base = 1;
+    }
+    if ((rc = ensure_file(c)))
+        return rc;
+    c->chunks++;
+    c->records += h ? h->record_count : 0;
+    c->cur = 0; /* each chunk names its threads again */
+    gt_rec_iter_init(&it, records, raw_size);
+    while ((rc = gt_rec_next(&it, &type, &size, &rec)) == 1) {
+        on_record(c, type, size, rec);
+        if ((c->w.bytes >= c->max_bytes || c->file_events >= c->max_events) &&
+            gt__maybe_rotate(c))
+            break;
+    }
+    if (rc < 0)
+        c->an.bad_records++; /* the rest of the chunk is unreadable */
+    if (c->w.err && !c->err)
+        c->err = c->w.err;
+    return c->err;
+}
+
+/* Closes everything still open at the last time seen, innermost first. */
+static void close_open(struct gt_conv *c)
+{
+    uint64_t end = c->max_ts;
+    for (uint32_t i = 0; i < c->nthreads; i++) {
+        struct gt__stack *s = &c->threads[i].nodes;
+        while (s->depth > 0) {
+            struct gt__open o = s->e[--s->depth];
+            c->an.closed_at_finish++;
+            emit_node(c, &c->threads[i], &o, end < o.ts ? o.ts : end, 1);
+        }
+        s = &c->threads[i].scopes;
+        while (s->depth > 0) {
+            struct gt__open o = s->e[--s->depth];
+            c->an.closed_at_finish++;
+            emit_scope(c, &c->threads[i], &o, end < o.ts ? o.ts : end, 1);
+        }
+    }
+    while (c->nopen_win > 0) {
+        struct gt__window w = c->open_win[--c->nopen_win];
+        c->an.windows_unmatched++;
+        w.end = end < w.begin ? w.begin : end;
+        gt__window_done(c, &w);
+    }
+}
+
+int gt_conv_finish(struct gt_conv *c, const struct gt_framer_stats *stats,
+                   int truncated)
+{
+    int rc;
+    if (c->finished)
+        return c->err;
+    if (!c->have_base)
+        c->have_base = 1; /* nothing seen: base 0 */
+    if ((rc = ensure_file(c)))
+        return rc;
+    close_open(c);
+    gt__layers_finish(c);
+    c->finished = 1;
+    c->truncated = truncated != 0;
+    if (stats) {
+        c->stats = *stats;
+        c->have_stats = 1;
+    }
+    rc = gt__file_close(c, 1);
+    gt__files_patch_count(c);
+    if (rc && !c->err)
+        c->err = rc;
+    return c->err;
+}
