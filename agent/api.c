@@ -1,0 +1,251 @@
+/*
+ * The public C API (include/gradtrace/gradtrace.h).
+ *
+ * Every recording function starts with one relaxed load of gt__capture_on
+ * and a branch; while capturing, it reserves a record in the calling
+ * thread's buffer (inlined fast path from ring.h), fills it with the
+ * CLOCK_MONOTONIC time and commits it. Scope ends carry the id of their
+ * begin, so each thread keeps a small stack of open user scopes and one of
+ * open modules (the layer stack, kept even while not capturing because
+ * node attribution needs it the moment a capture starts).
+ */
+#include "agent/ring.h"
+
+_Atomic int gt__capture_on;
+_Atomic uint32_t gt__capture_epoch;
+/* Backward passes begun since the capture started. */
+static _Atomic uint64_t bwd_pass_count;
+
+static inline int capturing(void)
+{
+    return atomic_load_explicit(&gt__capture_on, memory_order_relaxed);
+}
+
+static inline uint32_t epoch_now(void)
+{
+    return atomic_load_explicit(&gt__capture_epoch, memory_order_relaxed);
+}
+
+/* Writes a record of type rtype and struct T through variable r. */
+#define RECORD(T, rtype, r, fill)                                             \
+    do {                                                                      \
+        struct T *r = gt__reserve_inline(sizeof(struct T));                   \
+        if (GT_LIKELY(r != NULL)) {                                           \
+            r->h.type = (rtype);                                              \
+            r->h.size = sizeof(struct T);                                     \
+            fill;                                                             \
+            gt__commit_inline(sizeof(struct T));                              \
+        }                                                                     \
+    } while (0)
+
+GT_API uint32_t gt_intern(const char *s)
+{
+    return s ? gt__intern(s, strlen(s)) : 0;
+}
+
+static void scope_begin(uint16_t kind, uint32_t name, uint32_t cls)
+{
+    RECORD(gt_r_scope_begin, GT_R_SCOPE_BEGIN, r, {
+        r->kind = kind;
+        r->flags = 0;
+        r->name = name;
+        r->cls = cls;
+        r->ts = gt__now();
+    });
+}
+
+static void scope_end(uint16_t kind, uint32_t name)
+{
+    RECORD(gt_r_scope_end, GT_R_SCOPE_END, r, {
+        r->kind = kind;
+        r->flags = 0;
+        r->name = name;
+        r->ts = gt__now();
+    });
+}
+
+GT_API void gt_scope_begin(uint32_t name_id)
+{
+    struct gt__thread *t;
+
+    if (GT_LIKELY(!capturing()))
+        return;
+    t = gt__thread_get();
+    if (!t)
+        return;
+    if (t->scope_epoch != epoch_now()) {
+        /* Entries of an earlier capture: their ends will not be recorded. */
+        t->scope_epoch = epoch_now();
+        t->scope_depth = 0;
+    }
+    if (t->scope_depth < GT_STACK_MAX)
+        t->scopes[t->scope_depth] = name_id;
+    t->scope_depth++;
+    scope_begin(GT_SCOPE_USER, name_id, 0);
+}
+
+GT_API void gt_scope_end(void)
+{
+    struct gt__thread *t;
+    uint32_t name;
+
+    if (GT_LIKELY(!capturing()))
+        return;
+    t = gt__tls;
+    if (!t || t == &gt__thread_dead || t->scope_depth == 0 ||
+        t->scope_epoch != epoch_now())
+        return;
+    t->scope_depth--;
+    name = t->scope_depth < GT_STACK_MAX ? t->scopes[t->scope_depth] : 0;
+    scope_end(GT_SCOPE_USER, name);
+}
+
+GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id)
+{
+    struct gt__thread *t = gt__thread_get();
+    int on = capturing();
+
+    if (!t)
+        return;
+    if (t->layer_depth < GT_STACK_MAX) {
+        t->layers[t->layer_depth].id = path_id;
+        t->layers[t->layer_depth].epoch = on ? epoch_now() : 0;
+    }
+    t->layer_depth++;
+    if (on)
+        scope_begin(GT_SCOPE_MODULE, path_id, class_id);
+}
+
+GT_API void gt_module_end(void)
+{
+    struct gt__thread *t = gt__tls;
+    struct gt__layer l = {0, 0};
+
+    if (!t || t == &gt__thread_dead || t->layer_depth == 0)
+        return;
+    t->layer_depth--;
+    if (t->layer_depth < GT_STACK_MAX)
+        l = t->layers[t->layer_depth];
+    /* Only close what this capture opened: a begin recorded in an earlier
+     * capture (or not at all) has no place in the current one. */
+    if (capturing() && l.epoch && l.epoch == epoch_now())
+        scope_end(GT_SCOPE_MODULE, l.id);
+}
+
+uint32_t gt__current_layer(void)
+{
+    struct gt__thread *t = gt__tls;
+    uint32_t d;
+
+    if (!t || t == &gt__thread_dead || t->layer_depth == 0)
+        return 0;
+    d = t->layer_depth < GT_STACK_MAX ? t->layer_depth : GT_STACK_MAX;
+    return t->layers[d - 1].id;
+}
+
+GT_API void gt_node_created(uint64_t seq, uint64_t fwd_tid)
+{
+    if (GT_LIKELY(!capturing()))
+        return;
+    RECORD(gt_r_node_created, GT_R_NODE_CREATED, r, {
+        r->layer = gt__current_layer();
+        r->ts = gt__now();
+        r->seq = seq;
+        r->fwd_tid = fwd_tid;
+    });
+}
+
+GT_API void gt_bwd_node_begin(uint32_t name_id, uint64_t seq, uint64_t fwd_tid)
+{
+    if (GT_LIKELY(!capturing()))
+        return;
+    RECORD(gt_r_bwd_node_begin, GT_R_BWD_NODE_BEGIN, r, {
+        r->name = name_id;
+        r->ts = gt__now();
+        r->seq = seq;
+        r->fwd_tid = fwd_tid;
+    });
+}
+
+GT_API void gt_bwd_node_end(uint64_t seq, uint64_t fwd_tid)
+{
+    if (GT_LIKELY(!capturing()))
+        return;
+    RECORD(gt_r_bwd_node_end, GT_R_BWD_NODE_END, r, {
+        r->flags = 0;
+        r->ts = gt__now();
+        r->seq = seq;
+        r->fwd_tid = fwd_tid;
+    });
+}
+
+static void mark(uint16_t type, uint64_t value)
+{
+    RECORD(gt_r_mark, type, r, {
+        r->flags = 0;
+        r->ts = gt__now();
+        r->value = value;
+    });
+}
+
+GT_API void gt_bwd_pass_begin(void)
+{
+    if (GT_LIKELY(!capturing()))
+        return;
+    mark(GT_R_BWD_PASS_BEGIN, atomic_fetch_add(&bwd_pass_count, 1));
+}
+
+GT_API void gt_bwd_pass_end(void)
+{
+    uint64_t n;
+
+    if (GT_LIKELY(!capturing()))
+        return;
+    n = atomic_load(&bwd_pass_count);
+    mark(GT_R_BWD_PASS_END, n ? n - 1 : 0);
+}
+
+GT_API void gt_step(uint64_t step)
+{
+    if (GT_LIKELY(!capturing()))
+        return;
+    mark(GT_R_STEP, step);
+}
+
+GT_API void gt_instant(uint32_t name_id)
+{
+    if (GT_LIKELY(!capturing()))
+        return;
+    RECORD(gt_r_instant, GT_R_INSTANT, r, {
+        r->name = name_id;
+        r->ts = gt__now();
+    });
+}
+
+GT_API void gt_capture_start(void)
+{
+    if (!atomic_load(&gt__capture_on)) {
+        /* Epoch first: a scope begun once capture_on reads 1 must carry
+         * the new epoch. */
+        atomic_fetch_add(&gt__capture_epoch, 1);
+        atomic_store(&bwd_pass_count, 0);
+        atomic_store(&gt__capture_on, 1);
+        GT_LOG("capture on");
+    }
+}
+
+GT_API void gt_capture_stop(void)
+{
+    int expect = 1;
+
+    if (atomic_compare_exchange_strong(&gt__capture_on, &expect, 0)) {
+        GT_LOG("capture off");
+        if (gt__cuda_flush)
+            gt__cuda_flush();
+    }
+}
+
+GT_API int gt_capture_active(void)
+{
+    return capturing();
+}

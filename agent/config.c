@@ -1,0 +1,159 @@
+/*
+ * Agent configuration from the environment, read once by the constructor
+ * before any thread of ours exists (getenv is not thread-safe against
+ * setenv). Parsing takes the lookup function as a parameter so unit tests
+ * feed it tables instead of mutating their own environment.
+ *
+ * A bad value never stops the agent: the setting keeps its default, and a
+ * one-line reason goes to stderr only when GRADTRACE_LOG asks for
+ * diagnostics (a training job's stderr is not ours to clutter).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/internal.h"
+#include "common/paths.h"
+
+static int bad(const struct gt__config *c, const char *var, const char *val,
+               const char *why)
+{
+    if (c->log)
+        gt__log("ignoring %s=\"%s\": %s; using the default", var, val, why);
+    return 1;
+}
+
+/* @return 0 and *out, or -EINVAL for anything but a decimal in [lo, hi]. */
+static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+    unsigned long long v = 0;
+
+    if (!*s)
+        return -EINVAL;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return -EINVAL;
+        v = v * 10 + (unsigned)(*s - '0');
+        if (v > hi)
+            return -EINVAL;
+    }
+    if (v < lo)
+        return -EINVAL;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* @return 1, 0, or -EINVAL. */
+static int parse_bool(const char *s)
+{
+    static const char *const on[] = {"1", "on", "true", "yes"};
+    static const char *const off[] = {"0", "off", "false", "no"};
+
+    for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++) {
+        if (strcasecmp(s, on[i]) == 0)
+            return 1;
+        if (strcasecmp(s, off[i]) == 0)
+            return 0;
+    }
+    return -EINVAL;
+}
+
+static void default_socket(struct gt__config *c)
+{
+    char dir[GT_PATH_MAX];
+
+    c->socket_path[0] = '\0';
+    if (gt_runtime_dir(dir, sizeof(dir)) == 0 &&
+        strlen(dir) + sizeof("/agent.sock") <= sizeof(c->socket_path))
+        snprintf(c->socket_path, sizeof(c->socket_path), "%s/agent.sock", dir);
+}
+
+int gt__config_parse(struct gt__config *c, gt__getenv_fn get)
+{
+    const char *v;
+    int nbad = 0, b;
+
+    memset(c, 0, sizeof(*c));
+    c->capture = 1;
+    c->block_kb = GT_CONFIG_BLOCK_KB_DEFAULT;
+    c->blocks = GT_CONFIG_BLOCKS_DEFAULT;
+
+    /* First, so that the other settings can explain themselves. Any value
+     * but empty or a false word turns diagnostics on. */
+    v = get("GRADTRACE_LOG");
+    c->log = v && *v && parse_bool(v) != 0;
+
+    v = get("GRADTRACE_SOCKET");
+    if (v && *v && strlen(v) < sizeof(c->socket_path))
+        snprintf(c->socket_path, sizeof(c->socket_path), "%s", v);
+    else {
+        if (v && *v)
+            nbad += bad(c, "GRADTRACE_SOCKET", v, "longer than a socket path can be");
+        default_socket(c);
+    }
+
+    v = get("GRADTRACE_FILE");
+    if (v && *v) {
+        if (strlen(v) < sizeof(c->file_path) - 16)
+            snprintf(c->file_path, sizeof(c->file_path), "%s", v);
+        else
+            nbad += bad(c, "GRADTRACE_FILE", "...", "path too long");
+    }
+
+    v = get("GRADTRACE_CAPTURE");
+    if (v && *v) {
+        b = parse_bool(v);
+        if (b < 0)
+            nbad += bad(c, "GRADTRACE_CAPTURE", v, "expected 1 or 0");
+        else
+            c->capture = b;
+    }
+
+    v = get("GRADTRACE_BUFFER_KB");
+    if (v && *v && parse_u32(v, GT_CONFIG_BLOCK_KB_MIN, GT_CONFIG_BLOCK_KB_MAX,
+                             &c->block_kb) < 0)
+        nbad += bad(c, "GRADTRACE_BUFFER_KB", v, "expected KiB in 4..8192");
+
+    v = get("GRADTRACE_BUFFER_BLOCKS");
+    if (v && *v && parse_u32(v, GT_CONFIG_BLOCKS_MIN, GT_CONFIG_BLOCKS_MAX,
+                             &c->blocks) < 0)
+        nbad += bad(c, "GRADTRACE_BUFFER_BLOCKS", v, "expected an integer in 2..4096");
+    return nbad;
+}
+
+int gt__config_file_path(const char *tmpl, int pid, int child, char *out,
+                         size_t cap)
+{
+    size_t n = 0;
+    int has_pid = 0;
+    char num[16];
+    int nl = snprintf(num, sizeof(num), "%d", pid);
+
+    for (const char *p = tmpl; *p; p++) {
+        const char *piece = p;
+        size_t len = 1;
+
+        if (p[0] == '%' && p[1] == 'p') {
+            piece = num;
+            len = (size_t)nl;
+            has_pid = 1;
+            p++;
+        } else if (p[0] == '%' && p[1] == '%') {
+            p++;
+        }
+        if (n + len >= cap)
+            return -ENAMETOOLONG;
+        memcpy(out + n, piece, len);
+        n += len;
+    }
+    if (child && !has_pid) {
+        if (n + 1 + (size_t)nl >= cap)
+            return -ENAMETOOLONG;
+        out[n++] = '.';
+        memcpy(out + n, num, (size_t)nl);
+        n += (size_t)nl;
+    }
+    out[n] = '\0';
+    return 0;
+}

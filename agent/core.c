@@ -1,0 +1,189 @@
+/*
+ * Agent life cycle: start (configuration applied, hello prepared, streamer
+ * started), the exit flush, and fork.
+ *
+ * Exit: gt__agent_stop runs from our atexit handler (registered in the
+ * constructor, so it runs after the application's own atexit handlers) and
+ * again from the library destructor; only the first call does anything.
+ * It asks the streamer for a final pass and waits a bounded time: if exit
+ * was called from a signal handler that interrupted a thread holding a
+ * lock the streamer needs, the process still exits.
+ *
+ * Fork: the intern lock is held across fork() so the child's table is
+ * consistent. The child forgets the parent's buffered records, sink and
+ * streamer, gets its own hello (pid, ppid) and its own file (%p or a
+ * ".<pid>" suffix), and starts a streamer only when it first needs one:
+ * a child that just calls exec never starts a thread.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "agent/ring.h"
+#include "agent/stream.h"
+#include "agent/strings.h"
+#include "common/paths.h"
+
+void gt__crash_install(void);
+
+static struct gt__config config;
+static _Atomic int started;
+static _Atomic int stopped;
+static char hostname[256];
+static char cmdline[GT_HELLO_MAX_SIZE];
+static size_t cmdline_len;
+
+const struct gt__config *gt__agent_config(void)
+{
+    return &config;
+}
+
+static int32_t env_int(const char *name)
+{
+    const char *v = getenv(name);
+    char *end;
+    long n;
+
+    if (!v || !*v)
+        return -1;
+    n = strtol(v, &end, 10);
+    return (*end || n < 0 || n > INT32_MAX) ? -1 : (int32_t)n;
+}
+
+/* Host name and command line, read once (a fork child shares them). */
+static void process_identity(void)
+{
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    char joined[GT_HELLO_MAX_SIZE];
+
+    if (gethostname(hostname, sizeof(hostname) - 1) < 0)
+        hostname[0] = '\0';
+    cmdline_len = 0;
+    if (fd >= 0) {
+        ssize_t n;
+        while (cmdline_len < sizeof(cmdline) &&
+               (n = read(fd, cmdline + cmdline_len, sizeof(cmdline) - cmdline_len)) > 0)
+            cmdline_len += (size_t)n;
+        close(fd);
+    }
+    while (cmdline_len && cmdline[cmdline_len - 1] == '\0')
+        cmdline_len--;
+    for (size_t i = 0; i < cmdline_len; i++)
+        joined[i] = cmdline[i] ? cmdline[i] : ' ';
+    gt__st.host_id = gt__intern(hostname, strlen(hostname));
+    gt__st.cmd_id = gt__intern(joined, cmdline_len);
+    gt__st.rank = env_int("RANK");
+    gt__st.local_rank = env_int("LOCAL_RANK");
+    gt__st.world_size = env_int("WORLD_SIZE");
+}
+
+void gt__stream_hello_build(void)
+{
+    struct gt_hello h = {
+        .magic = GT_HELLO_MAGIC,
+        .major = GT_WIRE_MAJOR,
+        .minor = GT_WIRE_MINOR,
+        .pid = gt__st.pid,
+        .ppid = (uint32_t)getppid(),
+        .rank = gt__st.rank,
+        .local_rank = gt__st.local_rank,
+        .world_size = gt__st.world_size,
+        .flags = (gt__st.kind == GT_SINK_FILE ? GT_HELLO_FILE : 0) |
+                 (atomic_load(&gt__capture_on) ? GT_HELLO_CAPTURE : 0),
+        .start_mono_ns = gt__st.start_mono,
+        .start_real_ns = gt__st.start_real,
+    };
+    ssize_t n = gt_hello_encode(&h, hostname, cmdline, cmdline_len, gt__st.hello,
+                                sizeof(gt__st.hello));
+
+    gt__st.hello_len = n > 0 ? (uint32_t)n : 0;
+}
+
+static void identity_now(void)
+{
+    struct timespec ts;
+
+    gt__st.pid = (uint32_t)getpid();
+    gt__st.start_mono = gt__now();
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gt__st.start_real = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int sink_path(int child)
+{
+    if (gt__st.kind == GT_SINK_FILE)
+        return gt__config_file_path(config.file_path, (int)gt__st.pid, child,
+                                    gt__st.path, sizeof(gt__st.path));
+    snprintf(gt__st.path, sizeof(gt__st.path), "%s", config.socket_path);
+    return 0;
+}
+
+static void fork_prepare(void)
+{
+    gt__strings_fork_prepare();
+}
+
+static void fork_parent(void)
+{
+    gt__strings_fork_parent();
+}
+
+static void fork_child(void)
+{
+    gt__strings_fork_child();
+    gt__ring_after_fork_child();
+    gt__streamer_after_fork_child();
+    identity_now();
+    if (sink_path(1) < 0)
+        gt__st.path[0] = '\0';
+    gt__stream_hello_build();
+    atomic_store(&stopped, 0);
+}
+
+int gt__agent_start(const struct gt__config *c)
+{
+    int rc;
+
+    if (atomic_exchange(&started, 1))
+        return 0;
+    config = *c;
+    gt__log_enabled = c->log;
+    gt__ring_configure(c->block_kb, c->blocks);
+    gt__st.kind = c->file_path[0] ? GT_SINK_FILE : GT_SINK_SOCKET;
+    identity_now();
+    process_identity();
+    rc = sink_path(0);
+    if (rc < 0) {
+        GT_LOG("GRADTRACE_FILE does not expand to a usable path");
+        return rc;
+    }
+    if (c->capture) {
+        atomic_fetch_add(&gt__capture_epoch, 1);
+        atomic_store(&gt__capture_on, 1);
+    }
+    gt__stream_hello_build();
+    /* Warm the CRC tables now: the crash handler must not be the first
+     * caller (its one-time init is not async-signal-safe). */
+    (void)gt_crc32c(0, "", 0);
+    gt__crash_install();
+    rc = pthread_atfork(fork_prepare, fork_parent, fork_child);
+    if (rc)
+        GT_LOG("pthread_atfork failed: forked children share our state");
+    rc = gt__streamer_start();
+    GT_LOG("agent started: %s %s, capture %s, %u x %u KiB per thread",
+           gt__st.kind == GT_SINK_FILE ? "file" : "socket", gt__st.path,
+           c->capture ? "on" : "off", c->blocks, c->block_kb);
+    return rc;
+}
+
+void gt__agent_stop(void)
+{
+    if (!atomic_load(&started) || atomic_exchange(&stopped, 1))
+        return;
+    if (gt__cuda_flush)
+        gt__cuda_flush();
+    gt__streamer_stop();
+}

@@ -1,0 +1,48 @@
+/*
+ * The agent's only entry points run by the loader: the constructor reads
+ * the environment once and starts the core (agent/core.c), then the
+ * optional hooks (PyTorch, CUDA) when their files are linked in; the
+ * destructor and an atexit handler flush at exit.
+ *
+ * This file stays out of the static archive the tests link
+ * (build/libgtagent.a), so a test binary never starts a streamer by
+ * accident: tests call gt__agent_start themselves.
+ */
+#include <stdlib.h>
+
+#include "agent/internal.h"
+
+static const char *env(const char *name)
+{
+    return getenv(name);
+}
+
+static void at_exit(void)
+{
+    gt__agent_stop();
+}
+
+__attribute__((constructor)) static void gt_agent_ctor(void)
+{
+    static int done;
+    struct gt__config c;
+
+    if (done)
+        return;
+    done = 1;
+    (void)gt__config_parse(&c, env);
+    if (gt__agent_start(&c) < 0)
+        return;
+    /* Registered after the core started, so it runs after the handlers the
+     * application registers later (atexit runs in reverse order). */
+    atexit(at_exit);
+    if (gt__torch_init)
+        gt__torch_init();
+    if (gt__cuda_init)
+        gt__cuda_init();
+}
+
+__attribute__((destructor)) static void gt_agent_dtor(void)
+{
+    gt__agent_stop();
+}

@@ -1,0 +1,238 @@
+/*
+ * Where chunks go: the daemon's agent socket or a .gtr file.
+ *
+ * Socket: nonblocking connect (a Unix socket connect completes at once or
+ * fails at once unless the daemon's backlog is full), so the constructor
+ * and the application never wait for a daemon; a failed or broken
+ * connection is retried with exponential backoff, 50 ms doubling to 2 s.
+ * Sends use MSG_NOSIGNAL: a daemon that goes away must not SIGPIPE the
+ * training job. The daemon's control messages arrive on the same socket
+ * and are read here (capture on/off, triggers).
+ *
+ * File: opened (truncated) on the first attempt; the hello is written once
+ * at its start.
+ *
+ * Everything on the write path is plain syscalls so the crash handler can
+ * use it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "agent/stream.h"
+
+#define BACKOFF_MIN_NS 50000000ull
+#define BACKOFF_MAX_NS 2000000000ull
+
+int gt__sink_write(const void *buf, size_t len, int timeout_ms)
+{
+    const uint8_t *p = buf;
+    int waited = 0;
+
+    while (len) {
+        ssize_t n = gt__st.kind == GT_SINK_SOCKET
+                        ? send(gt__st.fd, p, len, MSG_NOSIGNAL)
+                        : write(gt__st.fd, p, len);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd pfd = {.fd = gt__st.fd, .events = POLLOUT};
+            int step = timeout_ms - waited > 100 ? 100 : timeout_ms - waited;
+            if (step <= 0)
+                return -ETIMEDOUT;
+            if (poll(&pfd, 1, step) == 0)
+                waited += step;
+            continue;
+        }
+        return n < 0 ? -errno : -EIO;
+    }
+    return 0;
+}
+
+/* No sink for now: the next attempt after the current backoff, which
+ * doubles up to BACKOFF_MAX_NS (a successful stream resets it). */
+static void schedule_retry(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (gt__st.backoff_ns < BACKOFF_MIN_NS)
+        gt__st.backoff_ns = BACKOFF_MIN_NS;
+    gt__st.next_try_ns = (uint64_t)ts.tv_sec * 1000000000u +
+                         (uint64_t)ts.tv_nsec + gt__st.backoff_ns;
+    gt__st.backoff_ns = gt__st.backoff_ns * 2 > BACKOFF_MAX_NS
+                            ? BACKOFF_MAX_NS
+                            : gt__st.backoff_ns * 2;
+}
+
+void gt__sink_close(const char *why)
+{
+    if (gt__st.fd >= 0) {
+        GT_LOG("stream %u closed: %s", gt__st.stream_id, why);
+        close(gt__st.fd);
+    }
+    gt__st.fd = -1;
+    gt__st.ready = 0;
+    gt__st.connecting = 0;
+    gt__st.ctl_len = 0;
+    schedule_retry();
+}
+
+/* The stream exists: hello first, then the streamer re-sends the rest. */
+static int sink_start_stream(void)
+{
+    int rc = gt__sink_write(gt__st.hello, gt__st.hello_len, 1000);
+
+    if (rc < 0) {
+        gt__sink_close("hello not written");
+        return rc;
+    }
+    gt__st.ready = 1;
+    gt__st.connecting = 0;
+    gt__st.backoff_ns = BACKOFF_MIN_NS;
+    gt__st.warned_open = 0;
+    gt__stream_reset();
+    GT_LOG("stream %u open: %s", gt__st.stream_id, gt__st.path);
+    return 0;
+}
+
+static int open_file(void)
+{
+    int fd = open(gt__st.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+    if (fd < 0) {
+        int err = -errno;
+        if (!gt__st.warned_open++)
+            GT_LOG("cannot open %s: %s", gt__st.path, strerror(-err));
+        schedule_retry();
+        return err;
+    }
+    gt__st.fd = fd;
+    return sink_start_stream();
+}
+
+static int open_socket(void)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd, err;
+
+    if (!gt__st.path[0])
+        return -ENOENT;
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    memcpy(sa.sun_path, gt__st.path, strnlen(gt__st.path, sizeof(sa.sun_path) - 1));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+        gt__st.fd = fd;
+        return sink_start_stream();
+    }
+    err = -errno;
+    if (err == -EINPROGRESS || err == -EAGAIN) {
+        gt__st.fd = fd;
+        gt__st.connecting = 1;
+        return -EINPROGRESS;
+    }
+    close(fd);
+    if (!gt__st.warned_open++)
+        GT_LOG("no daemon at %s (%s); retrying in the background", gt__st.path,
+               strerror(-err));
+    schedule_retry();
+    return err;
+}
+
+int gt__sink_open(void)
+{
+    if (gt__st.ready)
+        return 0;
+    if (gt__st.connecting)
+        return -EINPROGRESS;
+    return gt__st.kind == GT_SINK_FILE ? open_file() : open_socket();
+}
+
+static void ctl_handle(uint16_t type, const char *text, size_t len)
+{
+    switch (type) {
+    case GT_CTL_WELCOME:
+        GT_LOG("daemon says welcome (%.*s)", (int)len, text);
+        break;
+    case GT_CTL_CAPTURE_ON:
+        gt_capture_start();
+        break;
+    case GT_CTL_CAPTURE_OFF:
+        gt_capture_stop();
+        break;
+    case GT_CTL_TRIGGER:
+        /* Evaluated by a later issue's trigger engine; kept visible now. */
+        GT_LOG("trigger received (not armed yet): %.*s", (int)len, text);
+        break;
+    case GT_CTL_TRIGGER_CLEAR:
+        GT_LOG("triggers cleared");
+        break;
+    default:
+        break;
+    }
+}
+
+static void ctl_read(void)
+{
+    for (;;) {
+        ssize_t n = recv(gt__st.fd, gt__st.ctl + gt__st.ctl_len,
+                         sizeof(gt__st.ctl) - gt__st.ctl_len, MSG_DONTWAIT);
+        uint32_t off = 0;
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n <= 0) {
+            gt__sink_close(n == 0 ? "daemon closed the connection" : "read error");
+            return;
+        }
+        gt__st.ctl_len += (uint32_t)n;
+        while (gt__st.ctl_len - off >= sizeof(struct gt_ctl)) {
+            struct gt_ctl c;
+            memcpy(&c, gt__st.ctl + off, sizeof(c));
+            if (c.magic != GT_CTL_MAGIC || c.size < sizeof(c) ||
+                c.size > GT_CTL_MAX_SIZE) {
+                gt__sink_close("bad control message from the daemon");
+                return;
+            }
+            if (gt__st.ctl_len - off < c.size)
+                break;
+            ctl_handle(c.type, (const char *)gt__st.ctl + off + sizeof(c),
+                       c.size - sizeof(c));
+            off += c.size;
+        }
+        memmove(gt__st.ctl, gt__st.ctl + off, gt__st.ctl_len - off);
+        gt__st.ctl_len -= off;
+    }
+}
+
+void gt__sink_events(short revents)
+{
+    if (gt__st.fd < 0 || gt__st.kind != GT_SINK_SOCKET)
+        return;
+    if (gt__st.connecting) {
+        int err = 0;
+        socklen_t l = sizeof(err);
+        if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
+            return;
+        if (getsockopt(gt__st.fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0 || err) {
+            gt__sink_close("connect failed");
+            return;
+        }
+        (void)sink_start_stream();
+        return;
+    }
+    if (revents & (POLLIN | POLLHUP | POLLERR))
+        ctl_read();
+}

@@ -1,0 +1,630 @@
+/*
+ * The streamer thread: every 20 ms, or sooner when a thread seals a block,
+ * it drains every thread's committed records into a chunk, compresses it
+ * with zstd (level 1, one context) and hands it to the sink.
+ *
+ * Chunk layout, in this order:
+ *   string definitions not yet sent in this stream (snapshot taken AFTER
+ *     the records were gathered, so every id a record uses is defined at
+ *     the front of its chunk or in an earlier one);
+ *   GT_R_PROCESS_INFO + host GT_R_CLOCK_SYNC (stream start, then every s);
+ *   per thread: GT_R_THREAD_INFO (once per stream), GT_R_THREAD, its
+ *     records in order, GT_R_LOST when its drop count changed.
+ * A chunk never relies on a GT_R_THREAD of an earlier chunk.
+ *
+ * Without a sink (no daemon yet, file not writable) records are drained
+ * and discarded without compression: the application never feels it, the
+ * discarded chunks are counted (GT_LOST_CHUNKS, process lifetime) and the
+ * sequence numbers they would have had are skipped.
+ *
+ * At exit the streamer does one final pass, bounded per thread by its
+ * buffer size so that threads still recording cannot keep it going.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "agent/ring.h"
+#include "agent/stream.h"
+#include "agent/strings.h"
+#include "common/alloc.h"
+
+#define CHUNK_TARGET (1u << 20) /* records per chunk, before compression */
+#define TICK_MS 20
+#define META_EVERY_NS 1000000000ull
+#define ZSTD_LEVEL 1
+#define FINAL_WAIT_MS 3000
+
+struct gt__stream gt__st = {.fd = -1};
+
+static _Atomic int streamer_running;
+static _Atomic int stop_req;
+static _Atomic int final_done;  /* futex word */
+static _Atomic int wake_pending;
+static _Atomic int lazy_start;  /* fork child: start on first need */
+static int efd = -1;
+static void *cctx;
+static uint8_t *raw;            /* GT_CHUNK_MAX_RAW bytes */
+static uint8_t *sbuf;           /* string definitions, GT_CHUNK_MAX_RAW */
+static uint8_t *enc;
+static size_t enc_cap;
+static uint64_t last_meta_ns;
+static uint64_t orphan_sent, chunks_sent; /* process-level LOST, per stream */
+
+/* The chunk being built in raw. */
+static uint32_t b_len, b_count;
+static uint64_t b_first;
+
+static uint64_t mono_ns(void)
+{
+    return gt__now();
+}
+
+static uint64_t real_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------ lock */
+
+int gt__stream_trylock(int wait_ms)
+{
+    int me = (int)gettid();
+
+    for (int i = 0;; i++) {
+        int expect = 0;
+        struct timespec ms = {0, 1000000};
+
+        if (atomic_compare_exchange_strong(&gt__st.lock, &expect, me))
+            return 1;
+        if (expect == me || i >= wait_ms)
+            return 0;
+        nanosleep(&ms, NULL);
+    }
+}
+
+void gt__stream_unlock(void)
+{
+    atomic_store(&gt__st.lock, 0);
+}
+
+/* ------------------------------------------------------------ records */
+
+uint64_t gt__rec_ts(const uint8_t *rec, uint16_t type, uint16_t size)
+{
+    size_t off;
+    uint64_t ts;
+
+    switch (type) {
+    case GT_R_SCOPE_BEGIN: off = offsetof(struct gt_r_scope_begin, ts); break;
+    case GT_R_SCOPE_END: off = offsetof(struct gt_r_scope_end, ts); break;
+    case GT_R_NODE_CREATED: off = offsetof(struct gt_r_node_created, ts); break;
+    case GT_R_BWD_NODE_BEGIN: off = offsetof(struct gt_r_bwd_node_begin, ts); break;
+    case GT_R_BWD_NODE_END: off = offsetof(struct gt_r_bwd_node_end, ts); break;
+    case GT_R_BWD_PASS_BEGIN:
+    case GT_R_BWD_PASS_END:
+    case GT_R_STEP: off = offsetof(struct gt_r_mark, ts); break;
+    case GT_R_INSTANT: off = offsetof(struct gt_r_instant, ts); break;
+    case GT_R_GPU_KERNEL: off = offsetof(struct gt_r_gpu_kernel, start); break;
+    case GT_R_GPU_MEMCPY: off = offsetof(struct gt_r_gpu_memcpy, start); break;
+    case GT_R_GPU_MEMSET: off = offsetof(struct gt_r_gpu_memset, start); break;
+    case GT_R_CUDA_API: off = offsetof(struct gt_r_cuda_api, start); break;
+    case GT_R_CLOCK_SYNC: off = offsetof(struct gt_r_clock_sync, mono_ns); break;
+    case GT_R_WINDOW_BEGIN:
+    case GT_R_WINDOW_END: off = offsetof(struct gt_r_window, ts); break;
+    case GT_R_WARNING: off = offsetof(struct gt_r_warning, ts); break;
+    default: return 0;
+    }
+    if (off + 8 > size)
+        return 0;
+    memcpy(&ts, rec + off, 8);
+    return ts;
+}
+
+static void b_note_ts(uint64_t ts)
+{
+    if (ts && ts < b_first)
+        b_first = ts;
+}
+
+static void b_append(const void *rec, uint16_t size)
+{
+    uint16_t type;
+
+    memcpy(raw + b_len, rec, size);
+    memcpy(&type, rec, 2);
+    b_note_ts(gt__rec_ts(raw + b_len, type, size));
+    b_len += size;
+    b_count++;
+}
+
+static void b_reset(void)
+{
+    b_len = 0;
+    b_count = 0;
+    b_first = UINT64_MAX;
+}
+
+/* ------------------------------------------------------------ chunks */
+
+static void chunk_write(const uint8_t *buf, uint32_t len, uint32_t count,
+                        uint64_t first_ns)
+{
+    uint64_t seq = atomic_fetch_add(&gt__st.seq, 1);
+    ssize_t n;
+    int rc;
+
+    if (!gt__st.ready) {
+        atomic_fetch_add(&gt__st.lost_chunks, 1);
+        return;
+    }
+    n = gt_chunk_encode(cctx, ZSTD_LEVEL, buf, len, count, seq,
+                        first_ns == UINT64_MAX ? 0 : first_ns, enc, enc_cap);
+    if (n < 0) {
+        GT_LOG("chunk %llu not encoded: %s", (unsigned long long)seq,
+               gt_strerror((int)n));
+        atomic_fetch_add(&gt__st.lost_chunks, 1);
+        return;
+    }
+    rc = gt__sink_write(enc, (size_t)n, 2000);
+    if (rc < 0) {
+        atomic_fetch_add(&gt__st.lost_chunks, 1);
+        gt__sink_close(rc == -ETIMEDOUT ? "daemon not reading" : "write failed");
+    }
+}
+
+/* Puts the definitions the stream lacks in front of the chunk (sending
+ * string-only chunks first in the rare case they do not all fit). */
+static void strings_prefix(void)
+{
+    uint32_t n = gt__strings_count();
+
+    while (gt__st.ready && gt__st.str_emitted < n) {
+        uint32_t slen = 0, scount = 0;
+
+        while (gt__st.str_emitted < n) {
+            struct gt_r_string r;
+            const char *s;
+            uint32_t len;
+
+            if (gt__strings_get(gt__st.str_emitted + 1, &s, &len) < 0)
+                break;
+            if (slen + sizeof(r) + len > GT_CHUNK_MAX_RAW - b_len)
+                break;
+            r.h.type = GT_R_STRING;
+            r.h.size = (uint16_t)(sizeof(r) + len);
+            r.id = gt__st.str_emitted + 1;
+            memcpy(sbuf + slen, &r, sizeof(r));
+            memcpy(sbuf + slen + sizeof(r), s, len);
+            slen += (uint32_t)sizeof(r) + len;
+            scount++;
+            gt__st.str_emitted++;
+        }
+        if (gt__st.str_emitted < n) {
+            chunk_write(sbuf, slen, scount, UINT64_MAX);
+            continue;
+        }
+        memmove(raw + slen, raw, b_len);
+        memcpy(raw, sbuf, slen);
+        b_len += slen;
+        b_count += scount;
+    }
+}
+
+static void chunk_flush(void)
+{
+    if (!b_len)
+        return;
+    strings_prefix();
+    chunk_write(raw, b_len, b_count, b_first);
+    b_reset();
+}
+
+static void meta_append(void)
+{
+    struct gt_r_process_info pi = {
+        .h = {GT_R_PROCESS_INFO, sizeof(pi)},
+        .pid = gt__st.pid,
+        .ppid = (uint32_t)getppid(),
+        .rank = gt__st.rank,
+        .local_rank = gt__st.local_rank,
+        .world_size = gt__st.world_size,
+        .hostname = gt__st.host_id,
+        .cmdline = gt__st.cmd_id,
+        .start_mono_ns = gt__st.start_mono,
+        .start_real_ns = gt__st.start_real,
+    };
+    struct gt_r_clock_sync cs = {.h = {GT_R_CLOCK_SYNC, sizeof(cs)}, .device = -1};
+    uint64_t m0 = mono_ns(), r = real_ns(), m1 = mono_ns();
+
+    cs.mono_ns = m0 + (m1 - m0) / 2;
+    cs.real_ns = r;
+    cs.uncertainty_ns = (m1 - m0 + 1) / 2;
+    b_append(&pi, sizeof(pi));
+    b_append(&cs, sizeof(cs));
+}
+
+/* Reads the thread's current name (it may have been set after its first
+ * event); falls back to the name seen at registration. */
+static uint32_t thread_name(struct gt__thread *t)
+{
+    char path[64], name[32];
+    int fd;
+    ssize_t n = -1;
+
+    if (atomic_load(&t->status) == GT_THR_ACTIVE) {
+        snprintf(path, sizeof(path), "/proc/self/task/%u/comm", t->tid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            n = read(fd, name, sizeof(name) - 1);
+            close(fd);
+        }
+        while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == '\0'))
+            n--;
+        if (n > 0)
+            atomic_store(&t->name_id, gt__intern(name, (size_t)n));
+    }
+    return atomic_load(&t->name_id);
+}
+
+static void thread_prefix(struct gt__thread *t)
+{
+    struct gt_r_thread th = {.h = {GT_R_THREAD, sizeof(th)}, .tid = t->tid};
+
+    if (t->info_stream != gt__st.stream_id) {
+        struct gt_r_thread_info ti = {.h = {GT_R_THREAD_INFO, sizeof(ti)},
+                                      .tid = t->tid};
+        ti.name = thread_name(t);
+        b_append(&ti, sizeof(ti));
+        t->info_stream = gt__st.stream_id;
+    }
+    b_append(&th, sizeof(th));
+}
+
+static void lost_append(uint32_t tid, uint32_t what, uint64_t count)
+{
+    struct gt_r_lost l = {.h = {GT_R_LOST, sizeof(l)}, .tid = tid, .what = what,
+                          .count = count};
+    b_append(&l, sizeof(l));
+}
+
+/* Discards what t has committed (no sink). @return bytes discarded. */
+static uint64_t thread_discard(struct gt__thread *t, uint64_t limit)
+{
+    uint64_t total = 0;
+    const uint8_t *p;
+    uint32_t n;
+
+    while (total < limit && (n = gt__ring_peek(t, &p)) > 0) {
+        gt__ring_consume(t, n);
+        total += n;
+    }
+    return total;
+}
+
+/* Moves t's committed records (at most limit bytes) into chunks. */
+static void thread_drain(struct gt__thread *t, uint64_t limit)
+{
+    int in_seg = 0;
+    uint64_t total = 0, lost;
+    const uint8_t *p;
+    uint32_t n;
+
+    while (total < limit && (n = gt__ring_peek(t, &p)) > 0) {
+        uint32_t take = 0, cnt = 0;
+        uint64_t first = UINT64_MAX;
+
+        if (b_len + 64 >= CHUNK_TARGET) {
+            chunk_flush();
+            in_seg = 0;
+        }
+        while (take < n) {
+            uint16_t sz = gt__rec_size_at(p + take), type;
+            uint64_t ts;
+            if (sz < sizeof(struct gt_rec) || sz > n - take) {
+                /* A hook wrote a bad size: the rest of this segment cannot
+                 * be cut into records. Drop it rather than the stream. */
+                gt__ring_consume(t, n);
+                gt__warn_once(0, "agent: a record with an invalid size was dropped");
+                goto next;
+            }
+            if (b_len + 64 + take + sz > CHUNK_TARGET)
+                break;
+            memcpy(&type, p + take, 2);
+            ts = gt__rec_ts(p + take, type, sz);
+            if (ts && ts < first)
+                first = ts;
+            take += sz;
+            cnt++;
+        }
+        if (take) {
+            if (!in_seg) {
+                thread_prefix(t);
+                in_seg = 1;
+            }
+            memcpy(raw + b_len, p, take);
+            b_len += take;
+            b_count += cnt;
+            b_note_ts(first == UINT64_MAX ? 0 : first);
+            gt__ring_consume(t, take);
+            total += take;
+        }
+        if (take < n) {
+            chunk_flush();
+            in_seg = 0;
+        }
+    next:;
+    }
+    lost = atomic_load_explicit(&t->lost, memory_order_relaxed);
+    if (t->lost_stream != gt__st.stream_id) {
+        t->lost_stream = gt__st.stream_id;
+        t->lost_sent = 0;
+    }
+    if (lost != t->lost_sent) {
+        lost_append(t->tid, GT_LOST_EVENTS, lost);
+        t->lost_sent = lost;
+    }
+}
+
+/* One pass over every thread. Called with the lock held. */
+static void cycle(void)
+{
+    uint64_t now = mono_ns(), discarded = 0;
+    uint64_t v;
+
+    b_reset();
+    if (gt__st.ready && (gt__st.meta_due || now - last_meta_ns >= META_EVERY_NS)) {
+        meta_append();
+        gt__st.meta_due = 0;
+        last_meta_ns = now;
+    }
+    for (struct gt__thread *t = atomic_load(&gt__threads); t; t = t->next) {
+        int status = atomic_load_explicit(&t->status, memory_order_acquire);
+        uint64_t limit = (uint64_t)t->nblocks * t->block_size;
+
+        if (status != GT_THR_ACTIVE && status != GT_THR_EXITED)
+            continue;
+        if (gt__st.ready)
+            thread_drain(t, limit);
+        else
+            discarded += thread_discard(t, limit);
+        /* Exited and (status read before the peek) fully drained. */
+        if (status == GT_THR_EXITED && !gt__ring_peek(t, &(const uint8_t *){0}))
+            gt__ring_release_exited(t);
+    }
+    if (discarded) {
+        uint64_t chunks = (discarded + CHUNK_TARGET - 1) / CHUNK_TARGET;
+        atomic_fetch_add(&gt__st.lost_chunks, chunks);
+        atomic_fetch_add(&gt__st.seq, chunks);
+    }
+    if (gt__st.ready) {
+        v = atomic_load(&gt__lost_orphan);
+        if (v != orphan_sent) {
+            lost_append(0, GT_LOST_EVENTS, v);
+            orphan_sent = v;
+        }
+        v = atomic_load(&gt__st.lost_chunks);
+        if (v != chunks_sent) {
+            lost_append(0, GT_LOST_CHUNKS, v);
+            chunks_sent = v;
+        }
+    }
+    chunk_flush();
+}
+
+void gt__stream_reset(void)
+{
+    gt__st.stream_id++;
+    gt__st.str_emitted = 0;
+    gt__st.meta_due = 1;
+    orphan_sent = 0;
+    chunks_sent = 0;
+}
+
+/* ------------------------------------------------------------ thread */
+
+static void wait_connect(int ms)
+{
+    while (gt__st.connecting && ms > 0) {
+        struct pollfd pfd = {.fd = gt__st.fd, .events = POLLOUT};
+        int rc = poll(&pfd, 1, 10);
+        if (rc > 0)
+            gt__sink_events(pfd.revents);
+        ms -= 10;
+    }
+}
+
+/* The last pass: everything committed reaches the sink, which is closed. */
+static void final_flush(void)
+{
+    if (!gt__stream_trylock(1000))
+        return;
+    if (!gt__st.ready && gt__sink_open() == -EINPROGRESS)
+        wait_connect(200);
+    cycle();
+    if (gt__st.fd >= 0)
+        gt__sink_close("agent finished");
+    gt__stream_unlock();
+}
+
+static void wake(void)
+{
+    if (efd >= 0 && !atomic_exchange(&wake_pending, 1)) {
+        uint64_t one = 1;
+        ssize_t rc = write(efd, &one, sizeof(one));
+        (void)rc;
+    }
+}
+
+static void *streamer_main(void *arg)
+{
+    (void)arg;
+    prctl(PR_SET_NAME, "gt-streamer", 0, 0, 0);
+    while (!atomic_load(&stop_req)) {
+        struct pollfd pf[2] = {{.fd = efd, .events = POLLIN}, {.fd = -1}};
+        int nf = 1;
+
+        if (gt__st.fd >= 0 && gt__st.kind == GT_SINK_SOCKET) {
+            pf[1].fd = gt__st.fd;
+            pf[1].events = POLLIN | (gt__st.connecting ? POLLOUT : 0);
+            nf = 2;
+        }
+        if (poll(pf, (nfds_t)nf, TICK_MS) > 0 && (pf[0].revents & POLLIN)) {
+            uint64_t v;
+            ssize_t rc = read(efd, &v, sizeof(v));
+            (void)rc;
+            atomic_store(&wake_pending, 0);
+        }
+        if (atomic_load(&stop_req) || !gt__stream_trylock(100))
+            continue;
+        if (nf == 2 && pf[1].revents)
+            gt__sink_events(pf[1].revents);
+        /* A failure schedules the next attempt itself (backoff). */
+        if (!gt__st.ready && !gt__st.connecting &&
+            mono_ns() >= gt__st.next_try_ns && gt__sink_open() < 0)
+            GT_LOG("no sink yet");
+        cycle();
+        gt__stream_unlock();
+    }
+    final_flush();
+    atomic_store(&final_done, 1);
+    syscall(SYS_futex, &final_done, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+    return NULL;
+}
+
+static void poke(void)
+{
+    if (atomic_load_explicit(&streamer_running, memory_order_relaxed)) {
+        wake();
+        return;
+    }
+    /* A failed start leaves the final flush to run inline at exit. */
+    if (atomic_load(&lazy_start) && atomic_exchange(&lazy_start, 0) &&
+        gt__streamer_start() < 0)
+        GT_LOG("streamer not started in the child");
+}
+
+static int buffers_alloc(void)
+{
+    if (raw)
+        return 0;
+    enc_cap = gt_chunk_bound(GT_CHUNK_MAX_RAW);
+    raw = gt__malloc(GT_CHUNK_MAX_RAW);
+    sbuf = gt__malloc(GT_CHUNK_MAX_RAW);
+    enc = gt__malloc(enc_cap);
+    cctx = ZSTD_createCCtx();
+    if (!raw || !sbuf || !enc || !cctx) {
+        gt__free(raw);
+        gt__free(sbuf);
+        gt__free(enc);
+        ZSTD_freeCCtx(cctx);
+        raw = sbuf = enc = NULL;
+        cctx = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+int gt__streamer_start(void)
+{
+    pthread_attr_t attr;
+    pthread_t th;
+    sigset_t all, old;
+    int rc;
+
+    rc = buffers_alloc();
+    if (rc < 0)
+        return rc;
+    if (efd < 0) {
+        efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (efd < 0)
+            return -errno;
+    }
+    gt__ring_notify = poke;
+    atomic_store(&stop_req, 0);
+    atomic_store(&final_done, 0);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* The thread inherits this mask: no application signal ever lands on
+     * the streamer (it must not run the application's handlers). */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = -pthread_create(&th, &attr, streamer_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc == 0)
+        atomic_store(&streamer_running, 1);
+    else
+        GT_LOG("streamer thread not started: %s", strerror(-rc));
+    return rc;
+}
+
+void gt__streamer_stop(void)
+{
+    struct timespec t0, now;
+
+    atomic_store(&lazy_start, 0);
+    if (!atomic_load(&streamer_running)) {
+        if (buffers_alloc() == 0)
+            final_flush();
+        return;
+    }
+    atomic_store(&stop_req, 1);
+    if (efd >= 0) {
+        uint64_t one = 1;
+        ssize_t rc = write(efd, &one, sizeof(one));
+        (void)rc;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (!atomic_load(&final_done)) {
+        struct timespec ts = {0, 50000000};
+        syscall(SYS_futex, &final_done, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 >
+            FINAL_WAIT_MS) {
+            GT_LOG("final flush did not finish in %d ms; giving up", FINAL_WAIT_MS);
+            break;
+        }
+    }
+    atomic_store(&streamer_running, 0);
+}
+
+void gt__streamer_after_fork_child(void)
+{
+    atomic_store(&streamer_running, 0);
+    atomic_store(&stop_req, 0);
+    atomic_store(&final_done, 0);
+    atomic_store(&wake_pending, 0);
+    atomic_store(&gt__st.lock, 0);
+    /* The parent's eventfd and sink are shared objects: never touch them
+     * from here (a write would wake the parent's streamer). */
+    if (efd >= 0)
+        close(efd);
+    efd = -1;
+    if (gt__st.fd >= 0)
+        close(gt__st.fd);
+    gt__st.fd = -1;
+    gt__st.ready = 0;
+    gt__st.connecting = 0;
+    gt__st.ctl_len = 0;
+    gt__st.next_try_ns = 0;
+    gt__st.backoff_ns = 0;
+    gt__st.warned_open = 0;
+    gt__st.child = 1;
+    atomic_store(&gt__st.seq, 0);
+    atomic_store(&gt__st.lost_chunks, 0);
+    last_meta_ns = 0;
+    atomic_store(&lazy_start, 1);
+}

@@ -1,0 +1,112 @@
+/*
+ * The streamer and its sink: state shared by stream.c (the thread, chunk
+ * building), sink.c (daemon socket or .gtr file), crash.c (fatal-signal
+ * flush) and core.c (start, exit, fork).
+ *
+ * One consumer at a time: whoever drains thread buffers or writes to the
+ * sink holds `lock` (an atomic owner tid, not a mutex, so that a signal
+ * handler can try it with a bounded wait and see whether it interrupted the
+ * owner itself).
+ *
+ * A stream is one connection or one file: it starts with a hello, then
+ * every string definition so far, process info and a clock pair, and each
+ * thread's THREAD_INFO before its first records. Chunk sequence numbers
+ * are per process and continue across reconnects, so a reader sees chunks
+ * dropped while no sink was there as a gap.
+ */
+#ifndef GRADTRACE_AGENT_STREAM_H
+#define GRADTRACE_AGENT_STREAM_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "agent/internal.h"
+
+enum gt__sink_kind { GT_SINK_SOCKET = 1, GT_SINK_FILE = 2 };
+
+struct gt__stream {
+    _Atomic int lock;          /* owner's tid, 0 when free */
+    int kind;                  /* enum gt__sink_kind */
+    int fd;                    /* -1 when there is no sink */
+    int connecting;            /* socket: connect in progress */
+    int ready;                 /* hello written: chunks may follow */
+    int child;                 /* this process is a fork child */
+    uint32_t stream_id;        /* incremented for every new stream */
+    uint32_t str_emitted;      /* string log entries sent in this stream */
+    int meta_due;              /* process info + clock pair owed */
+    _Atomic uint64_t seq;      /* next chunk number */
+    _Atomic uint64_t lost_chunks; /* chunks dropped, process lifetime */
+    uint64_t backoff_ns;       /* socket reconnect delay */
+    uint64_t next_try_ns;      /* no sink: when to try again */
+    int warned_open;           /* an open failure was logged */
+    char path[GT_PATH_MAX];    /* file: expanded path; socket: sun_path */
+
+    /* hello, rebuilt for each process (fork) */
+    uint8_t hello[GT_HELLO_MAX_SIZE];
+    uint32_t hello_len;
+    uint32_t pid;
+    uint64_t start_mono, start_real;
+    uint32_t host_id, cmd_id;  /* interned for GT_R_PROCESS_INFO */
+    int32_t rank, local_rank, world_size;
+
+    /* daemon -> agent control bytes not yet parsed */
+    uint8_t ctl[GT_CTL_MAX_SIZE];
+    uint32_t ctl_len;
+};
+
+extern struct gt__stream gt__st;
+
+/* ------------------------------------------------------------ lock */
+
+/* Bounded attempt: spins/sleeps up to wait_ms. @return 1 taken, 0 not
+ * (busy, or held by this very thread). Async-signal-safe. */
+int gt__stream_trylock(int wait_ms);
+void gt__stream_unlock(void);
+
+/* ------------------------------------------------------------ sink.c */
+
+/*
+ * Tries to open the sink (file: open + hello; socket: nonblocking connect,
+ * hello once connected). Called by the lock holder. @return 0 when ready,
+ * -EINPROGRESS while a connect is pending, or a negative errno (the caller
+ * backs off).
+ */
+GT_WUR int gt__sink_open(void);
+
+/* Lock holder: the socket became writable/readable/hung up (poll revents). */
+void gt__sink_events(short revents);
+
+/*
+ * Writes len bytes, waiting at most timeout_ms for a full socket.
+ * Async-signal-safe (write/send/poll only). @return 0 or a negative errno
+ * (the stream is then broken: the caller closes it).
+ */
+GT_WUR int gt__sink_write(const void *buf, size_t len, int timeout_ms);
+
+/* Closes the sink; a socket is retried after the backoff. */
+void gt__sink_close(const char *why);
+
+/* Builds gt__st.hello for the current process. */
+void gt__stream_hello_build(void);
+
+/* ------------------------------------------------------------ stream.c */
+
+/* Starts the streamer thread (signals blocked). @return 0 or -errno. */
+GT_WUR int gt__streamer_start(void);
+
+/*
+ * Asks the streamer for a final flush and waits for it (bounded); without
+ * a streamer, flushes inline. Then the streamer is gone.
+ */
+void gt__streamer_stop(void);
+
+/* In a fork child: the parent's streamer does not exist here. */
+void gt__streamer_after_fork_child(void);
+
+/* ts of a record for the chunk header's first_ns, 0 if it has none. */
+uint64_t gt__rec_ts(const uint8_t *rec, uint16_t type, uint16_t size);
+
+/* A new stream began (hello written): re-send strings, infos, meta. */
+void gt__stream_reset(void);
+
+#endif
