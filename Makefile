@@ -136,6 +136,23 @@ $(BUILD)/progs/%: tests/progs/%.c $(LIBCOMMON)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -Wno-missing-prototypes -o $@ $< \
 	  $(LIBCOMMON) $(PKG_LIBS) -ldl -lpthread -lm
 
+# CUDA toolkit headers/runtime for the CUDA/NVTX tests and test programs
+# (tests/unit/test_cupti.c, tests/progs/cuda_*.c, tests/progs/nvtx_*.c);
+# without a toolkit they build and skip themselves. The agent never uses them.
+CUDA_INC := $(if $(wildcard $(CUDA_HOME)/include/cupti.h),-I$(CUDA_HOME)/include)
+CUDA_RT_LIBS := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart.so),-L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart)
+$(BUILD)/obj/tests/unit/test_cupti.o $(BUILD)/obj/tests/unit/test_nvtx.o: CPPFLAGS += $(CUDA_INC)
+
+$(BUILD)/progs/cuda_%: tests/progs/cuda_%.c $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CUDA_INC) $(PKG_CFLAGS) $(CFLAGS) -Wno-missing-prototypes -o $@ $< \
+	  $(LIBCOMMON) $(PKG_LIBS) $(CUDA_RT_LIBS) -ldl -lpthread -lm
+
+$(BUILD)/progs/nvtx_%: tests/progs/nvtx_%.c $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CUDA_INC) $(PKG_CFLAGS) $(CFLAGS) -Wno-missing-prototypes -o $@ $< \
+	  $(LIBCOMMON) $(PKG_LIBS) -ldl -lpthread -lm
+
 $(BUILD)/bench/%: tests/bench/%.c $(LIBDAEMON) $(LIBAGENT_TEST) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -Wno-missing-prototypes -o $@ $< \

@@ -1,0 +1,34 @@
+/*
+ * What the rest of the agent may call in the CUDA support (agent/cupti*.c).
+ *
+ * External correlation: module scopes and backward-node executions push an
+ * id around their work so CUPTI tags every CUDA API call made inside with
+ * it, and each kernel then carries its layer and phase (GT_R_EXT_CORR joins
+ * the kernel's correlation id to the id pushed). The functions are weak so
+ * callers test for presence and the agent links without the CUDA files:
+ *
+ *     if (gt__cuda_ext_push)
+ *         gt__cuda_ext_push(GT_EXT_LAYER_FWD, path_id);
+ *     ...
+ *     if (gt__cuda_ext_pop)
+ *         gt__cuda_ext_pop(GT_EXT_LAYER_FWD);
+ *
+ * Pushes and pops must pair on the same thread. Both are one relaxed load
+ * and a branch while CUPTI is not running (no CUDA in the process, or CUPTI
+ * failed to start); otherwise one CUPTI call. Any thread; never blocks;
+ * not async-signal-safe.
+ */
+#ifndef GRADTRACE_AGENT_CUDA_H
+#define GRADTRACE_AGENT_CUDA_H
+
+#include <stdint.h>
+
+/* kind: enum gt_ext_kind (wire.h); ext: the id the kernel records carry. */
+extern void gt__cuda_ext_push(uint16_t kind, uint64_t ext)
+    __attribute__((weak));
+extern void gt__cuda_ext_pop(uint16_t kind) __attribute__((weak));
+
+/* @return 1 while CUPTI activity capture is running in this process. */
+extern int gt__cuda_active(void) __attribute__((weak));
+
+#endif

@@ -1,0 +1,126 @@
+/*
+ * Shared by the CUDA files of the agent and their tests:
+ *   cupti.c          loading CUPTI, start/stop, buffer pool, injection entry
+ *                    point, external correlation push/pop;
+ *   cupti_records.c  activity buffer -> wire records (the buffer-completed
+ *                    path, run by CUPTI's worker or a flushing thread);
+ *   cupti_sync.c     clock models and the per-device start events.
+ *
+ * Where records go is a small ops struct (the sink) so tests can catch
+ * what the CUDA code emits without the agent core's buffers.
+ */
+#ifndef GRADTRACE_AGENT_CUPTI_INTERNAL_H
+#define GRADTRACE_AGENT_CUPTI_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/cupti_abi.h"
+
+/* Warning codes (GT_R_WARNING.code) besides raw CUptiResult values. */
+enum {
+    GT_CUDA_WARN_NO_CUPTI = 0x4301,   /* libcupti not found or too old */
+    GT_CUDA_WARN_SYNC = 0x4302,       /* a start-event clock sync failed */
+    GT_CUDA_WARN_POOL = 0x4303,       /* activity buffer pool unavailable */
+};
+
+struct gt__cuda_sink {
+    int (*emit)(const void *rec, size_t size);
+    uint32_t (*intern)(const char *s, size_t len);
+    uint64_t (*now)(void);
+    void (*warn)(uint32_t code, const char *msg);
+};
+
+/* The sink in use: the agent core's functions unless a test replaced it. */
+extern const struct gt__cuda_sink *gt__cuda_sink;
+
+/* Replaces the sink (NULL restores the core's). Tests only, before use. */
+void gt__cuda_set_sink(const struct gt__cuda_sink *sink);
+
+/* CUPTI's entry points once loaded (all NULL before). */
+extern struct gt__cupti_api gt__cupti;
+
+/*
+ * Loads CUPTI: path when given, else a copy already in the process, else
+ * the usual install places (see cupti.c). Fills gt__cupti.
+ * @return 0, -ENOENT (no library found) or -ENOSYS (a required symbol is
+ *         missing). Cold path; not thread-safe (init only).
+ */
+__attribute__((warn_unused_result)) int gt__cupti_load(const char *path);
+
+/*
+ * Checks a CUPTI result. On failure, records one warning per call site
+ * ("CUPTI <call> failed at <file>:<line>: <name> (<code>)") and returns
+ * -EIO; GT_CUPTI_CALL passes the call's text, file and line.
+ */
+int gt__cupti_check(int result, const char *call, const char *file,
+                    int line);
+#define GT_CUPTI_CALL(x) gt__cupti_check((x), #x, __FILE__, __LINE__)
+
+/*
+ * CUPTI's buffer-completed callback: turns every record of buf[0..valid)
+ * into wire records through the sink, emits the cumulative CUPTI drop
+ * count, and returns buf to the pool when it came from it. Any thread
+ * (serialised inside); allocates only to intern a new name.
+ */
+void gt__cupti_buffer_completed(void *ctx, uint32_t stream, uint8_t *buf,
+                                size_t size, size_t valid);
+
+/* Returns buf to the activity buffer pool (no-op for other memory). */
+void gt__cupti_pool_put(uint8_t *buf);
+
+/* Drops the name caches (tests; a new session). Not thread-safe. */
+void gt__cupti_records_reset(void);
+
+/* --------------------------------------------------------- clocks (sync) */
+
+/*
+ * Maps a CUPTI activity timestamp to host CLOCK_MONOTONIC through the
+ * CUPTI-domain clock model. Any thread.
+ */
+uint64_t gt__cupti_map_ts(uint64_t ts);
+
+/*
+ * Takes one (host, cuptiGetTimestamp, host) pair into the CUPTI-domain
+ * model. Internal only: GT_R_CLOCK_SYNC's negative device numbers mean
+ * host pairs, so this domain is not put on the wire. Any thread; cheap
+ * (no GPU involved).
+ */
+void gt__cupti_sync_cupti_pair(void);
+
+/*
+ * A start event is about to be recorded on CUPTI stream `stream` of
+ * device `device` while the host clock is in [host_lo, host_hi]; warm
+ * marks warm-up events whose pairs are not used. Any thread.
+ * @return 0 or -ENOSPC when too many events are pending for the device.
+ */
+int gt__cupti_sync_expect(uint32_t device, uint32_t stream, uint64_t host_lo,
+                          uint64_t host_hi, int warm);
+
+/*
+ * A CUDA_EVENT activity record arrived: when it belongs to a pending start
+ * event, adds its pair to the device's model and emits GT_R_CLOCK_SYNC.
+ */
+void gt__cupti_sync_on_event(const struct gt__cu_cuda_event *ev);
+
+/* Resets every clock model and pending event (tests; a new session). */
+void gt__cupti_sync_reset(void);
+
+/*
+ * Starts the clock-sync thread (start events at capture start and every
+ * GT_CUDA_SYNC_PERIOD_MS while capturing; enables and disables activity
+ * kinds as capture turns on and off). Idempotent.
+ * @return 0 or a negative errno.
+ */
+__attribute__((warn_unused_result)) int gt__cupti_sync_start(void);
+
+/* Per-device sync result for tests and diagnostics. @return 0 or -ENOENT. */
+int gt__cupti_sync_model(int device, int64_t *offset, uint64_t *uncertainty);
+
+/* Enables (on=1) or disables the activity kinds. @return 0 or -EIO. */
+int gt__cupti_set_enabled(int on);
+
+#define GT_CUDA_SYNC_PERIOD_MS 10000u
+#define GT_CUDA_MAX_DEVICES 64
+
+#endif

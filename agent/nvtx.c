@@ -1,0 +1,506 @@
+/*
+ * NVTX: the agent as NVTX injection library.
+ *
+ * NVTX (the nvtx3 headers compiled into an application, PyTorch, or the
+ * kernels/ workloads) looks for a tool at its first call: the library
+ * named by NVTX_INJECTION64_PATH, whose InitializeInjectionNvtx2 receives
+ * NVTX's export table and fills in the function pointers NVTX calls from
+ * then on. gt__cuda_init sets NVTX_INJECTION64_PATH to this library when
+ * unset (gt__nvtx_env); NVTX then dlopens the copy already preloaded.
+ *
+ * What becomes what:
+ *   push/pop ranges (nvtxRangePush*, nvtxDomainRangePushEx/Pop) and
+ *   start/end ranges (nvtxRangeStart*, nvtxDomainRangeStartEx/End)
+ *       -> GT_R_SCOPE_BEGIN/END, kind GT_SCOPE_NVTX, cls = domain name id
+ *   marks -> GT_R_INSTANT
+ *   a pushed range named with PyTorch's "seq = N" (emit_nvtx: "aten::mm,
+ *   seq = 12, ..." in the forward, "..., stashed seq = 12" in backward)
+ *       -> external correlation GT_EXT_NVTX_SEQ = N pushed to CUPTI for
+ *          the range's duration, so its kernels carry the sequence number.
+ * Domains and registered strings are handles that encode the interned
+ * string id, so nothing is looked up per call. A start/end range keeps
+ * its name id in the returned range id (low 32 bits), so ending it needs
+ * no table. Start/end ranges may end on another thread: each end is
+ * recorded on the thread that ends it (the converter tolerates it).
+ *
+ * Per-thread push/pop stack (fixed depth, no allocation): an entry holds
+ * the recorded name (0 when capture was off at the push, so the pop
+ * records nothing), the domain and whether a correlation id was pushed.
+ *
+ * The NVTX ABI pieces are written out here (no nvtx3 headers in the
+ * agent build); tests/unit/test_cupti.c checks the layouts against them.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <wchar.h>
+
+#include "agent/cuda.h"
+#include "agent/internal.h"
+#include "agent/cupti_internal.h"
+#include "agent/nvtx.h"
+
+/* ------------------------------------------------------------ the ABI */
+
+typedef void (*nvtx_fn)(void);
+
+struct nvtx_callbacks {  /* NvtxExportTableCallbacks */
+    size_t struct_size;
+    int (*get_module_function_table)(int module, nvtx_fn ***table,
+                                     unsigned *size);
+};
+
+enum { NVTX_ETID_CALLBACKS = 1 };
+enum { NVTX_CB_MODULE_CORE = 1, NVTX_CB_MODULE_CORE2 = 5 };
+
+enum {  /* NVTX_CBID_CORE_* */
+    CORE_MarkEx = 1, CORE_MarkA = 2, CORE_MarkW = 3,
+    CORE_RangeStartEx = 4, CORE_RangeStartA = 5, CORE_RangeStartW = 6,
+    CORE_RangeEnd = 7,
+    CORE_RangePushEx = 8, CORE_RangePushA = 9, CORE_RangePushW = 10,
+    CORE_RangePop = 11,
+};
+
+enum {  /* NVTX_CBID_CORE2_* */
+    CORE2_DomainMarkEx = 1, CORE2_DomainRangeStartEx = 2,
+    CORE2_DomainRangeEnd = 3, CORE2_DomainRangePushEx = 4,
+    CORE2_DomainRangePop = 5,
+    CORE2_DomainRegisterStringA = 10, CORE2_DomainRegisterStringW = 11,
+    CORE2_DomainCreateA = 12, CORE2_DomainCreateW = 13,
+    CORE2_DomainDestroy = 14,
+};
+
+/* ------------------------------------------------------------ strings */
+
+/* A wide string as UTF-8 into out (cut to fit). @return the length. */
+static size_t wide_to_utf8(const wchar_t *w, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; w && *w; w++) {
+        uint32_t c = (uint32_t)*w;
+        char b[4];
+        size_t k;
+        if (c < 0x80) {
+            b[0] = (char)c;
+            k = 1;
+        } else if (c < 0x800) {
+            b[0] = (char)(0xc0 | (c >> 6));
+            b[1] = (char)(0x80 | (c & 0x3f));
+            k = 2;
+        } else if (c < 0x10000) {
+            if (c >= 0xd800 && c <= 0xdfff)
+                c = 0xfffd;
+            b[0] = (char)(0xe0 | (c >> 12));
+            b[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+            b[2] = (char)(0x80 | (c & 0x3f));
+            k = 3;
+        } else if (c < 0x110000) {
+            b[0] = (char)(0xf0 | (c >> 18));
+            b[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+            b[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+            b[3] = (char)(0x80 | (c & 0x3f));
+            k = 4;
+        } else {
+            continue;
+        }
+        if (n + k > cap)
+            break;
+        memcpy(out + n, b, k);
+        n += k;
+    }
+    return n;
+}
+
+static uint32_t intern_wide(const wchar_t *w)
+{
+    char buf[1024];
+    size_t n = wide_to_utf8(w, buf, sizeof(buf));
+    return gt__cuda_sink->intern(buf, n);
+}
+
+static uint32_t intern_c(const char *s)
+{
+    return s ? gt__cuda_sink->intern(s, strlen(s)) : 0;
+}
+
+/* Handles (domains, registered strings) carry the interned id. */
+static uint32_t handle_id(const void *h)
+{
+    return (uint32_t)(uintptr_t)h;
+}
+
+static void *id_handle(uint32_t id)
+{
+    return (void *)(uintptr_t)id;
+}
+
+/* ------------------------------------------------------------ seq = N */
+
+int gt__nvtx_parse_seq(const char *s, uint64_t *seq)
+{
+    if (!s)
+        return 0;
+    const char *p = s;
+    while ((p = strstr(p, "seq = ")) != NULL) {
+        /* A whole word: start of the string or after a space or comma. */
+        if (p == s || p[-1] == ' ' || p[-1] == ',') {
+            const char *d = p + 6;
+            if (*d >= '0' && *d <= '9') {
+                uint64_t v = 0;
+                for (; *d >= '0' && *d <= '9'; d++) {
+                    if (v > (UINT64_MAX - 9) / 10)
+                        return 0;
+                    v = v * 10 + (uint64_t)(*d - '0');
+                }
+                *seq = v;
+                return 1;
+            }
+        }
+        p += 6;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ recording */
+
+#define NVTX_DEPTH 128
+
+struct nvtx_entry {
+    uint32_t name;    /* 0: not recorded */
+    uint32_t domain;
+    uint8_t ext;      /* a GT_EXT_NVTX_SEQ id was pushed */
+};
+
+static __thread struct {
+    struct nvtx_entry e[NVTX_DEPTH];
+    int depth;        /* entries in e */
+    int overflow;     /* pushes beyond NVTX_DEPTH, not recorded */
+} t_stack;
+
+static int capturing(void)
+{
+    return atomic_load_explicit(&gt__capture_on, memory_order_relaxed);
+}
+
+static void emit_begin(uint32_t name, uint32_t domain)
+{
+    struct gt_r_scope_begin r = {
+        .h = {GT_R_SCOPE_BEGIN, sizeof(r)},
+        .kind = GT_SCOPE_NVTX,
+        .name = name,
+        .cls = domain,
+        .ts = gt__cuda_sink->now(),
+    };
+    (void)gt__cuda_sink->emit(&r, sizeof(r));
+}
+
+static void emit_end(uint32_t name)
+{
+    struct gt_r_scope_end r = {
+        .h = {GT_R_SCOPE_END, sizeof(r)},
+        .kind = GT_SCOPE_NVTX,
+        .name = name,
+        .ts = gt__cuda_sink->now(),
+    };
+    (void)gt__cuda_sink->emit(&r, sizeof(r));
+}
+
+/*
+ * The range name of an attribute block: its id and, for ASCII messages,
+ * the text (for the seq parse).
+ */
+static uint32_t attr_name(const struct gt__nvtx_attr *a, const char **text)
+{
+    *text = NULL;
+    if (!a || a->size < offsetof(struct gt__nvtx_attr, message) + sizeof(void *))
+        return 0;
+    switch (a->message_type) {
+    case GT_NVTX_MESSAGE_ASCII:
+        *text = a->message.ascii;
+        return intern_c(a->message.ascii);
+    case GT_NVTX_MESSAGE_UNICODE:
+        return intern_wide(a->message.unicode);
+    case GT_NVTX_MESSAGE_REGISTERED:
+        return handle_id(a->message.registered);
+    default:
+        return 0;
+    }
+}
+
+/* @return the level of the new range (0-based), as NVTX defines. */
+static int push_range(uint32_t domain, uint32_t name, const char *text)
+{
+    if (t_stack.depth >= NVTX_DEPTH)
+        return NVTX_DEPTH + t_stack.overflow++;
+    struct nvtx_entry *e = &t_stack.e[t_stack.depth];
+    *e = (struct nvtx_entry){.name = name, .domain = domain};
+    uint64_t seq;
+    if (text && gt__cuda_ext_push && gt__nvtx_parse_seq(text, &seq)) {
+        gt__cuda_ext_push(GT_EXT_NVTX_SEQ, seq);
+        e->ext = 1;
+    }
+    if (name)
+        emit_begin(name, domain);
+    return t_stack.depth++;
+}
+
+/* Pops the innermost range of domain. @return its level, or -1. */
+static int pop_range(uint32_t domain)
+{
+    if (t_stack.overflow > 0)
+        return NVTX_DEPTH + --t_stack.overflow;
+    for (int i = t_stack.depth - 1; i >= 0; i--) {
+        if (t_stack.e[i].domain != domain)
+            continue;
+        struct nvtx_entry e = t_stack.e[i];
+        memmove(&t_stack.e[i], &t_stack.e[i + 1],
+                (size_t)(t_stack.depth - 1 - i) * sizeof(e));
+        t_stack.depth--;
+        if (e.ext && gt__cuda_ext_pop)
+            gt__cuda_ext_pop(GT_EXT_NVTX_SEQ);
+        /* A begin recorded in an earlier capture still gets its end. */
+        if (e.name && capturing())
+            emit_end(e.name);
+        return i;
+    }
+    return -1;
+}
+
+static int push_attr(uint32_t domain, const struct gt__nvtx_attr *a)
+{
+    const char *text;
+    uint32_t name = capturing() ? attr_name(a, &text) : 0;
+    if (!name)
+        text = NULL;
+    return push_range(domain, name, text);
+}
+
+static uint64_t start_range(uint32_t domain, uint32_t name)
+{
+    static _Atomic uint32_t counter;
+    if (name)
+        emit_begin(name, domain);
+    uint64_t n = atomic_fetch_add_explicit(&counter, 1, memory_order_relaxed) + 1;
+    return (n << 32) | name;
+}
+
+static void end_range(uint64_t id)
+{
+    uint32_t name = (uint32_t)id;
+    if (name && capturing())
+        emit_end(name);
+}
+
+static void mark(uint32_t name)
+{
+    if (!name)
+        return;
+    struct gt_r_instant r = {
+        .h = {GT_R_INSTANT, sizeof(r)},
+        .name = name,
+        .ts = gt__cuda_sink->now(),
+    };
+    (void)gt__cuda_sink->emit(&r, sizeof(r));
+}
+
+/* ------------------------------------------------------------ core module */
+
+static void nvtx_mark_ex(const struct gt__nvtx_attr *a)
+{
+    const char *text;
+    if (capturing())
+        mark(attr_name(a, &text));
+}
+
+static void nvtx_mark_a(const char *m)
+{
+    if (capturing())
+        mark(intern_c(m));
+}
+
+static void nvtx_mark_w(const wchar_t *m)
+{
+    if (capturing())
+        mark(intern_wide(m));
+}
+
+static uint64_t nvtx_range_start_ex(const struct gt__nvtx_attr *a)
+{
+    const char *text;
+    return start_range(0, capturing() ? attr_name(a, &text) : 0);
+}
+
+static uint64_t nvtx_range_start_a(const char *m)
+{
+    return start_range(0, capturing() ? intern_c(m) : 0);
+}
+
+static uint64_t nvtx_range_start_w(const wchar_t *m)
+{
+    return start_range(0, capturing() ? intern_wide(m) : 0);
+}
+
+static void nvtx_range_end(uint64_t id)
+{
+    end_range(id);
+}
+
+static int nvtx_range_push_ex(const struct gt__nvtx_attr *a)
+{
+    return push_attr(0, a);
+}
+
+static int nvtx_range_push_a(const char *m)
+{
+    int on = capturing();
+    return push_range(0, on ? intern_c(m) : 0, on ? m : NULL);
+}
+
+static int nvtx_range_push_w(const wchar_t *m)
+{
+    return push_range(0, capturing() ? intern_wide(m) : 0, NULL);
+}
+
+static int nvtx_range_pop(void)
+{
+    return pop_range(0);
+}
+
+/* ------------------------------------------------------------ core2 module */
+
+static void nvtx_domain_mark_ex(void *domain, const struct gt__nvtx_attr *a)
+{
+    (void)domain;
+    nvtx_mark_ex(a);
+}
+
+static uint64_t nvtx_domain_range_start_ex(void *domain,
+                                           const struct gt__nvtx_attr *a)
+{
+    const char *text;
+    return start_range(handle_id(domain),
+                       capturing() ? attr_name(a, &text) : 0);
+}
+
+static void nvtx_domain_range_end(void *domain, uint64_t id)
+{
+    (void)domain;
+    end_range(id);
+}
+
+static int nvtx_domain_range_push_ex(void *domain,
+                                     const struct gt__nvtx_attr *a)
+{
+    return push_attr(handle_id(domain), a);
+}
+
+static int nvtx_domain_range_pop(void *domain)
+{
+    return pop_range(handle_id(domain));
+}
+
+static void *nvtx_domain_register_string_a(void *domain, const char *s)
+{
+    (void)domain;
+    return id_handle(intern_c(s));
+}
+
+static void *nvtx_domain_register_string_w(void *domain, const wchar_t *s)
+{
+    (void)domain;
+    return id_handle(intern_wide(s));
+}
+
+static void *nvtx_domain_create_a(const char *name)
+{
+    return id_handle(intern_c(name));
+}
+
+static void *nvtx_domain_create_w(const wchar_t *name)
+{
+    return id_handle(intern_wide(name));
+}
+
+static void nvtx_domain_destroy(void *domain)
+{
+    (void)domain; /* ids live as long as the process */
+}
+
+/* ------------------------------------------------------------ injection */
+
+struct slot {
+    unsigned cbid;
+    nvtx_fn fn;
+};
+
+#define FN(f) ((nvtx_fn)(void (*)(void))(f))
+
+static int install(const struct nvtx_callbacks *cb, int module,
+                   const struct slot *slots, size_t n)
+{
+    nvtx_fn **table = NULL;
+    unsigned size = 0;
+    if (!cb->get_module_function_table(module, &table, &size) || !table)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (slots[i].cbid < size && table[slots[i].cbid])
+            *table[slots[i].cbid] = slots[i].fn;
+    return 1;
+}
+
+int gt__nvtx_install(const void *(*get_export_table)(uint32_t))
+{
+    const struct nvtx_callbacks *cb =
+        get_export_table ? get_export_table(NVTX_ETID_CALLBACKS) : NULL;
+    if (!cb || cb->struct_size < sizeof(*cb) || !cb->get_module_function_table)
+        return 0;
+    static const struct slot core[] = {
+        {CORE_MarkEx, FN(nvtx_mark_ex)},
+        {CORE_MarkA, FN(nvtx_mark_a)},
+        {CORE_MarkW, FN(nvtx_mark_w)},
+        {CORE_RangeStartEx, FN(nvtx_range_start_ex)},
+        {CORE_RangeStartA, FN(nvtx_range_start_a)},
+        {CORE_RangeStartW, FN(nvtx_range_start_w)},
+        {CORE_RangeEnd, FN(nvtx_range_end)},
+        {CORE_RangePushEx, FN(nvtx_range_push_ex)},
+        {CORE_RangePushA, FN(nvtx_range_push_a)},
+        {CORE_RangePushW, FN(nvtx_range_push_w)},
+        {CORE_RangePop, FN(nvtx_range_pop)},
+    };
+    static const struct slot core2[] = {
+        {CORE2_DomainMarkEx, FN(nvtx_domain_mark_ex)},
+        {CORE2_DomainRangeStartEx, FN(nvtx_domain_range_start_ex)},
+        {CORE2_DomainRangeEnd, FN(nvtx_domain_range_end)},
+        {CORE2_DomainRangePushEx, FN(nvtx_domain_range_push_ex)},
+        {CORE2_DomainRangePop, FN(nvtx_domain_range_pop)},
+        {CORE2_DomainRegisterStringA, FN(nvtx_domain_register_string_a)},
+        {CORE2_DomainRegisterStringW, FN(nvtx_domain_register_string_w)},
+        {CORE2_DomainCreateA, FN(nvtx_domain_create_a)},
+        {CORE2_DomainCreateW, FN(nvtx_domain_create_w)},
+        {CORE2_DomainDestroy, FN(nvtx_domain_destroy)},
+    };
+    if (!install(cb, NVTX_CB_MODULE_CORE, core, sizeof(core) / sizeof(core[0])))
+        return 0;
+    /* CORE2 (domains) is optional: NVTX v1/v2 clients lack it. */
+    (void)install(cb, NVTX_CB_MODULE_CORE2, core2,
+                  sizeof(core2) / sizeof(core2[0]));
+    GT_LOG("nvtx: injection installed");
+    return 1;
+}
+
+GT_API int InitializeInjectionNvtx2(const void *(*get_export_table)(uint32_t));
+GT_API int InitializeInjectionNvtx2(const void *(*get_export_table)(uint32_t))
+{
+    const char *off = getenv("GRADTRACE_NVTX");
+    if (off && !strcmp(off, "0"))
+        return 0;
+    return gt__nvtx_install(get_export_table);
+}
+
+void gt__nvtx_env(const char *self)
+{
+    const char *off = getenv("GRADTRACE_NVTX");
+    if (off && !strcmp(off, "0"))
+        return;
+    setenv("NVTX_INJECTION64_PATH", self, 0);
+}

@@ -1,0 +1,612 @@
+/*
+ * CUPTI record decoding through the real libcupti (no GPU needed): activity
+ * buffers are built with the real cupti.h structs, handed to the agent's
+ * buffer-completed path, which walks them with the real
+ * cuptiActivityGetNextRecord; the wire records that come out are checked,
+ * including the correlations that attribute kernels to layers and phases
+ * and the start-event clock pairs.
+ *
+ * Needs the CUDA toolkit's headers and libcupti (CUDA_HOME, default
+ * /usr/local/cuda); without them every test is skipped, never passed.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent/cuda.h"
+#include "agent/cupti_internal.h"
+#include "agent/internal.h"
+#include "common/codec.h"
+
+#if __has_include(<cupti.h>)
+#include <cupti.h>
+#include <cupti_activity_deprecated.h>
+#define HAVE_CUPTI_HEADERS 1
+#else
+#define HAVE_CUPTI_HEADERS 0
+#endif
+
+void gt__cupti_test_set_running(int on);
+
+/* ------------------------------------------------------------ test sink */
+
+static struct gt_recbuf g_out;
+static char g_strings[64][256];
+static uint32_t g_nstrings;
+static char g_warning[512];
+static uint32_t g_warn_code;
+static int g_warnings;
+
+static int test_emit(const void *rec, size_t size)
+{
+    cr_assert_eq(gt_recbuf_append(&g_out, rec, size), 0);
+    return 0;
+}
+
+static uint32_t test_intern(const char *s, size_t len)
+{
+    for (uint32_t i = 0; i < g_nstrings; i++)
+        if (strlen(g_strings[i]) == len && !memcmp(g_strings[i], s, len))
+            return i + 1;
+    cr_assert(g_nstrings < 64 && len < 256);
+    memcpy(g_strings[g_nstrings], s, len);
+    g_strings[g_nstrings][len] = '\0';
+    return ++g_nstrings;
+}
+
+static const char *str_of(uint32_t id)
+{
+    return id && id <= g_nstrings ? g_strings[id - 1] : "";
+}
+
+static uint64_t test_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * CUPTI's clock at setup (the real library's: CLOCK_REALTIME without a
+ * timestamp callback) and the host monotonic time it corresponds to,
+ * measured independently of the agent. Records are stamped g_base + x.
+ */
+static uint64_t g_base, g_base_mono;
+
+static void test_warn(uint32_t code, const char *msg)
+{
+    g_warn_code = code;
+    snprintf(g_warning, sizeof(g_warning), "%s", msg);
+    g_warnings++;
+}
+
+static const struct gt__cuda_sink test_sink = {
+    .emit = test_emit,
+    .intern = test_intern,
+    .now = test_now,
+    .warn = test_warn,
+};
+
+/* Records of one type from the output, copied into out[]; @return count. */
+static int collect(uint16_t want, void *out, size_t rec_size, int max)
+{
+    struct gt_rec_iter it;
+    gt_rec_iter_init(&it, g_out.data, g_out.len);
+    uint16_t type, size;
+    const uint8_t *rec;
+    int n = 0, r;
+    while ((r = gt_rec_next(&it, &type, &size, &rec)) == 1) {
+        if (type != want)
+            continue;
+        cr_assert_eq(size, rec_size, "record %u has size %u", type, size);
+        if (n < max)
+            memcpy((uint8_t *)out + (size_t)n * rec_size, rec, rec_size);
+        n++;
+    }
+    cr_assert_eq(r, 0, "records decode");
+    return n;
+}
+
+#if HAVE_CUPTI_HEADERS
+
+static void setup(void)
+{
+    memset(&g_out, 0, sizeof(g_out));
+    g_nstrings = 0;
+    g_warnings = 0;
+    g_warning[0] = '\0';
+    gt__cuda_set_sink(&test_sink);
+    gt__cupti_records_reset();
+    gt__cupti_sync_reset();
+    char path[4096];
+    const char *home = getenv("CUDA_HOME");
+    snprintf(path, sizeof(path), "%s/lib64/libcupti.so",
+             home && *home ? home : "/usr/local/cuda");
+    int r = gt__cupti_load(path);
+    if (r == -ENOENT)
+        cr_skip_test("libcupti not found at %s", path);
+    cr_assert_eq(r, 0, "libcupti loads (%d)", r);
+    uint64_t lo = test_now();
+    cr_assert_eq(gt__cupti.GetTimestamp(&g_base), 0);
+    uint64_t hi = test_now();
+    cr_assert(g_base > 0, "CUPTI has a clock without a driver");
+    g_base_mono = lo + (hi - lo) / 2;
+    /* What the agent does at start: one pair for the CUPTI-domain model. */
+    gt__cupti_sync_cupti_pair();
+}
+
+/* x ns after g_base on CUPTI's clock, as the agent must write it. */
+static uint64_t at(uint64_t x)
+{
+    return g_base_mono + x;
+}
+
+/* Mapped times are within this of the independent measurement. */
+#define MAP_TOL 200000u
+
+static void assert_time(uint64_t got, uint64_t x, const char *what)
+{
+    uint64_t want = at(x);
+    uint64_t d = got > want ? got - want : want - got;
+    cr_assert(d <= MAP_TOL, "%s: %lu is %lu ns from host time %lu", what,
+              (unsigned long)got, (unsigned long)d, (unsigned long)want);
+}
+
+static void teardown(void)
+{
+    gt_recbuf_free(&g_out);
+    gt__cuda_set_sink(NULL);
+    gt__cupti_test_set_running(0);
+}
+
+/* An activity buffer being filled with records, CUPTI-aligned. */
+struct abuf {
+    uint8_t *data;
+    size_t len;
+};
+
+static void *abuf_add(struct abuf *b, size_t size)
+{
+    if (!b->data) {
+        b->data = aligned_alloc(8, 64 << 10);
+        cr_assert(b->data);
+        memset(b->data, 0, 64 << 10);
+    }
+    size_t at = (b->len + 7) & ~(size_t)7;
+    cr_assert(at + size <= (64 << 10));
+    b->len = at + size;
+    return b->data + at;
+}
+
+static void abuf_feed(struct abuf *b)
+{
+    gt__cupti_buffer_completed(NULL, 0, b->data, 64 << 10, b->len);
+    free(b->data);
+    b->data = NULL;
+    b->len = 0;
+}
+
+static CUpti_ActivityKernel10 *add_kernel(struct abuf *b, const char *name,
+                                          uint32_t corr, uint64_t start,
+                                          uint64_t end)
+{
+    CUpti_ActivityKernel10 *k = abuf_add(b, sizeof(*k));
+    k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k->name = name;
+    k->correlationId = corr;
+    k->start = start;
+    k->end = end;
+    k->deviceId = 2;
+    k->streamId = 13;
+    k->gridX = 64; k->gridY = 2; k->gridZ = 1;
+    k->blockX = 256; k->blockY = 1; k->blockZ = 1;
+    k->staticSharedMemory = 1024;
+    k->dynamicSharedMemory = 4096;
+    k->registersPerThread = 40;
+    return k;
+}
+
+static void add_ext(struct abuf *b, CUpti_ExternalCorrelationKind kind,
+                    uint64_t id, uint32_t corr)
+{
+    CUpti_ActivityExternalCorrelation *e = abuf_add(b, sizeof(*e));
+    e->kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+    e->externalKind = kind;
+    e->externalId = id;
+    e->correlationId = corr;
+}
+
+static void add_api(struct abuf *b, uint32_t cbid, uint32_t corr,
+                    uint64_t start, uint64_t end)
+{
+    CUpti_ActivityAPI *a = abuf_add(b, sizeof(*a));
+    a->kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+    a->cbid = cbid;
+    a->correlationId = corr;
+    a->start = start;
+    a->end = end;
+    a->processId = 100;
+    a->threadId = 4242;
+}
+
+#define OFF_EQ(mine, theirs, field_mine, field_theirs)                        \
+    cr_assert_eq(offsetof(mine, field_mine), offsetof(theirs, field_theirs),  \
+                 #theirs "." #field_theirs)
+
+Test(cupti, abi_mirror_matches_headers)
+{
+    /* Kernel: the prefix must hold for CUDA 13's record and the oldest
+     * still-documented one (Kernel4, CUDA 11's). */
+    OFF_EQ(struct gt__cu_kernel, CUpti_ActivityKernel10, start, start);
+    OFF_EQ(struct gt__cu_kernel, CUpti_ActivityKernel10, end, end);
+    OFF_EQ(struct gt__cu_kernel, CUpti_ActivityKernel10, device_id, deviceId);
+    OFF_EQ(struct gt__cu_kernel, CUpti_ActivityKernel10, stream_id, streamId);
+    OFF_EQ(struct gt__cu_kernel, CUpti_ActivityKernel10, grid, gridX);
+    OFF_EQ(struct gt__cu_kernel, CUpti_ActivityKernel10, block, blockX);
+    OFF_EQ(struct gt__cu_kernel, CUpti_ActivityKernel10, static_shared_memory, staticSharedMemory);
+    OFF_EQ(struct gt__cu_kernel, CUpti_ActivityKernel10, dynamic_shared_memory, dynamicSharedMemory);
+    OFF_EQ(struct gt__cu_kernel, CUpti_ActivityKernel10, registers_per_thread, registersPerThread);
+    OFF_EQ(struct gt__cu_kernel, CUpti_ActivityKernel10, correlation_id, correlationId);
+    OFF_EQ(struct gt__cu_kernel, CUpti_ActivityKernel10, name, name);
+    OFF_EQ(struct gt__cu_kernel, CUpti_ActivityKernel4, start, start);
+    OFF_EQ(struct gt__cu_kernel, CUpti_ActivityKernel4, device_id, deviceId);
+    OFF_EQ(struct gt__cu_kernel, CUpti_ActivityKernel4, stream_id, streamId);
+    OFF_EQ(struct gt__cu_kernel, CUpti_ActivityKernel4, grid, gridX);
+    OFF_EQ(struct gt__cu_kernel, CUpti_ActivityKernel4, correlation_id, correlationId);
+    OFF_EQ(struct gt__cu_kernel, CUpti_ActivityKernel4, name, name);
+    OFF_EQ(struct gt__cu_memcpy, CUpti_ActivityMemcpy6, bytes, bytes);
+    OFF_EQ(struct gt__cu_memcpy, CUpti_ActivityMemcpy6, copy_kind, copyKind);
+    OFF_EQ(struct gt__cu_memcpy, CUpti_ActivityMemcpy6, start, start);
+    OFF_EQ(struct gt__cu_memcpy, CUpti_ActivityMemcpy6, device_id, deviceId);
+    OFF_EQ(struct gt__cu_memcpy, CUpti_ActivityMemcpy6, stream_id, streamId);
+    OFF_EQ(struct gt__cu_memcpy, CUpti_ActivityMemcpy6, correlation_id, correlationId);
+    OFF_EQ(struct gt__cu_memset, CUpti_ActivityMemset4, value, value);
+    OFF_EQ(struct gt__cu_memset, CUpti_ActivityMemset4, bytes, bytes);
+    OFF_EQ(struct gt__cu_memset, CUpti_ActivityMemset4, start, start);
+    OFF_EQ(struct gt__cu_memset, CUpti_ActivityMemset4, stream_id, streamId);
+    OFF_EQ(struct gt__cu_memset, CUpti_ActivityMemset4, correlation_id, correlationId);
+    OFF_EQ(struct gt__cu_api, CUpti_ActivityAPI, cbid, cbid);
+    OFF_EQ(struct gt__cu_api, CUpti_ActivityAPI, start, start);
+    OFF_EQ(struct gt__cu_api, CUpti_ActivityAPI, thread_id, threadId);
+    OFF_EQ(struct gt__cu_api, CUpti_ActivityAPI, correlation_id, correlationId);
+    OFF_EQ(struct gt__cu_ext_corr, CUpti_ActivityExternalCorrelation, external_kind, externalKind);
+    OFF_EQ(struct gt__cu_ext_corr, CUpti_ActivityExternalCorrelation, external_id, externalId);
+    OFF_EQ(struct gt__cu_ext_corr, CUpti_ActivityExternalCorrelation, correlation_id, correlationId);
+    OFF_EQ(struct gt__cu_overhead, CUpti_ActivityOverhead3, overhead_kind, overheadKind);
+    OFF_EQ(struct gt__cu_overhead, CUpti_ActivityOverhead3, object_kind, objectKind);
+    OFF_EQ(struct gt__cu_overhead, CUpti_ActivityOverhead3, object_id, objectId);
+    OFF_EQ(struct gt__cu_overhead, CUpti_ActivityOverhead3, start, start);
+    OFF_EQ(struct gt__cu_cuda_event, CUpti_ActivityCudaEvent2, device_id, deviceId);
+    OFF_EQ(struct gt__cu_cuda_event, CUpti_ActivityCudaEvent2, stream_id, streamId);
+    OFF_EQ(struct gt__cu_cuda_event, CUpti_ActivityCudaEvent2, device_timestamp, deviceTimestamp);
+    cr_assert_eq(GT_CU_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    cr_assert_eq(GT_CU_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+    cr_assert_eq(GT_CU_KIND_CUDA_EVENT, CUPTI_ACTIVITY_KIND_CUDA_EVENT);
+    cr_assert_eq(GT_CU_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_OVERHEAD);
+    cr_assert_eq(GT_CU_EXT_CUSTOM0, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0);
+    cr_assert_eq(GT_CU_EXT_CUSTOM2, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2);
+    cr_assert_eq(GT_CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_ERROR_MAX_LIMIT_REACHED);
+    cr_assert_eq(GT_CU_THREAD_ID_SYSTEM, CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+    cr_assert_eq(GT_CU_FLUSH_FORCED, CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+}
+
+Test(cupti, kernel_record_decoded, .init = setup, .fini = teardown)
+{
+    struct abuf b = {0};
+    add_kernel(&b, "gemm_tiled_fwd", 42, g_base + 5000, g_base + 9000);
+    abuf_feed(&b);
+
+    struct gt_r_gpu_kernel k[2];
+    cr_assert_eq(collect(GT_R_GPU_KERNEL, k, sizeof(k[0]), 2), 1);
+    cr_assert_str_eq(str_of(k[0].name), "gemm_tiled_fwd");
+    cr_assert_eq(k[0].device, 2);
+    cr_assert_eq(k[0].stream, 13);
+    cr_assert_eq(k[0].corr, 42);
+    /* CUPTI's clock mapped onto host CLOCK_MONOTONIC, durations kept. */
+    assert_time(k[0].start, 5000, "kernel start");
+    cr_assert_eq(k[0].end - k[0].start, 4000);
+    cr_assert_eq(k[0].grid[0], 64);
+    cr_assert_eq(k[0].grid[1], 2);
+    cr_assert_eq(k[0].block[0], 256);
+    cr_assert_eq(k[0].shared_mem, 1024 + 4096);
+    cr_assert_eq(k[0].registers, 40);
+
+    /* The drop count is stated after every buffer, zero included. */
+    struct gt_r_lost lost;
+    cr_assert_eq(collect(GT_R_LOST, &lost, sizeof(lost), 1), 1);
+    cr_assert_eq(lost.what, GT_LOST_CUPTI);
+    cr_assert_eq(lost.tid, 0);
+    cr_assert_eq(lost.count, 0);
+    cr_assert_eq(g_warnings, 0, "no warning: %s", g_warning);
+}
+
+Test(cupti, kernel_names_interned_once, .init = setup, .fini = teardown)
+{
+    static const char name_a[] = "relu_kernel";
+    char name_b[] = "relu_kernel"; /* same text, another pointer */
+    struct abuf b = {0};
+    for (uint32_t i = 0; i < 10; i++)
+        add_kernel(&b, i % 2 ? name_a : name_b, i + 1, g_base + 100 * i + 1,
+                   g_base + 100 * i + 50);
+    abuf_feed(&b);
+    struct gt_r_gpu_kernel k[10];
+    cr_assert_eq(collect(GT_R_GPU_KERNEL, k, sizeof(k[0]), 10), 10);
+    for (int i = 0; i < 10; i++) {
+        cr_assert_eq(k[i].name, k[0].name);
+        cr_assert_eq(k[i].corr, (uint32_t)i + 1, "order kept");
+    }
+    cr_assert_eq(g_nstrings, 1);
+}
+
+Test(cupti, memcpy_memset_decoded, .init = setup, .fini = teardown)
+{
+    struct abuf b = {0};
+    CUpti_ActivityMemcpy6 *m = abuf_add(&b, sizeof(*m));
+    m->kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+    m->copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+    m->srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+    m->dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    m->bytes = 1 << 20;
+    m->start = g_base + 700;
+    m->end = g_base + 900;
+    m->deviceId = 1;
+    m->streamId = 7;
+    m->correlationId = 11;
+    CUpti_ActivityMemset4 *s = abuf_add(&b, sizeof(*s));
+    s->kind = CUPTI_ACTIVITY_KIND_MEMSET;
+    s->value = 0xab;
+    s->bytes = 4096;
+    s->start = g_base + 950;
+    s->end = g_base + 960;
+    s->deviceId = 1;
+    s->streamId = 8;
+    s->correlationId = 12;
+    abuf_feed(&b);
+
+    struct gt_r_gpu_memcpy mc;
+    cr_assert_eq(collect(GT_R_GPU_MEMCPY, &mc, sizeof(mc), 1), 1);
+    cr_assert_eq(mc.copy_kind, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD);
+    cr_assert_eq(mc.src_kind, CUPTI_ACTIVITY_MEMORY_KIND_PINNED);
+    cr_assert_eq(mc.dst_kind, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE);
+    cr_assert_eq(mc.bytes, 1 << 20);
+    assert_time(mc.start, 700, "memcpy start");
+    cr_assert_eq(mc.end - mc.start, 200);
+    cr_assert_eq(mc.device, 1);
+    cr_assert_eq(mc.stream, 7);
+    cr_assert_eq(mc.corr, 11);
+    struct gt_r_gpu_memset ms;
+    cr_assert_eq(collect(GT_R_GPU_MEMSET, &ms, sizeof(ms), 1), 1);
+    cr_assert_eq(ms.value, 0xab);
+    cr_assert_eq(ms.bytes, 4096);
+    cr_assert_eq(ms.stream, 8);
+    cr_assert_eq(ms.corr, 12);
+    assert_time(ms.start, 950, "memset start");
+    cr_assert_eq(ms.start - mc.start, 250);
+}
+
+Test(cupti, runtime_api_and_overhead_decoded, .init = setup, .fini = teardown)
+{
+    struct abuf b = {0};
+    add_api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 77,
+            g_base + 300, g_base + 340);
+    CUpti_ActivityOverhead3 *o = abuf_add(&b, sizeof(*o));
+    o->kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+    o->overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
+    o->objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+    o->objectId.pt.processId = 100;
+    o->objectId.pt.threadId = 555;
+    o->start = g_base + 400;
+    o->end = g_base + 450;
+    abuf_feed(&b);
+
+    struct gt_r_cuda_api a[2];
+    cr_assert_eq(collect(GT_R_CUDA_API, a, sizeof(a[0]), 2), 2);
+    cr_assert_eq(a[0].tid, 4242);
+    cr_assert_eq(a[0].cbid, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
+    cr_assert_eq(a[0].corr, 77);
+    assert_time(a[0].start, 300, "api start");
+    cr_assert_eq(a[0].end - a[0].start, 40);
+    /* cuptiGetCallbackName answers only once a driver initialised CUPTI;
+     * either way the call is named. */
+    const char *n = str_of(a[0].name);
+    cr_assert(!strcmp(n, "cudaLaunchKernel") ||
+                  !strcmp(n, "CUDA runtime API #211"),
+              "api name %s", n);
+    cr_assert_eq(a[1].tid, 555);
+    cr_assert_str_eq(str_of(a[1].name), "CUPTI overhead: buffer flush");
+    cr_assert_eq(a[1].start - a[0].start, 100);
+}
+
+/*
+ * The layer/phase attribution chain: module forward pushes CUSTOM0 with
+ * the module path id, backward nodes CUSTOM1, NVTX seq ranges CUSTOM2;
+ * CUPTI puts an external correlation record before the API record; the
+ * kernel carries the API's correlation id. Joining the emitted records by
+ * corr must give each kernel its layer and phase.
+ */
+Test(cupti, kernels_attributed_to_layer_and_phase, .init = setup, .fini = teardown)
+{
+    uint32_t fc1 = test_intern("blocks.0.fc1", 12);
+    uint32_t fc2 = test_intern("blocks.1.fc2", 12);
+    struct abuf b = {0};
+    add_ext(&b, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, fc1, 101);
+    add_api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 101,
+            g_base + 10, g_base + 20);
+    add_ext(&b, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, fc2, 102);
+    add_ext(&b, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, 9876, 102);
+    add_api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 102,
+            g_base + 30, g_base + 40);
+    /* Another tool's ids are not ours to report. */
+    add_ext(&b, CUPTI_EXTERNAL_CORRELATION_KIND_OPENACC, 5, 103);
+    abuf_feed(&b);
+    /* Kernels complete later, in another buffer. */
+    add_kernel(&b, "gemm_fwd", 101, g_base + 25, g_base + 60);
+    add_kernel(&b, "gemm_bwd_dx", 102, g_base + 61, g_base + 90);
+    abuf_feed(&b);
+
+    struct gt_r_ext_corr e[8];
+    int ne = collect(GT_R_EXT_CORR, e, sizeof(e[0]), 8);
+    cr_assert_eq(ne, 3);
+    struct gt_r_gpu_kernel k[2];
+    cr_assert_eq(collect(GT_R_GPU_KERNEL, k, sizeof(k[0]), 2), 2);
+    struct gt_r_cuda_api a[2];
+    cr_assert_eq(collect(GT_R_CUDA_API, a, sizeof(a[0]), 2), 2);
+
+    for (int i = 0; i < 2; i++) {
+        uint16_t phase = 0;
+        uint64_t layer = 0, seq = 0;
+        int launches = 0;
+        for (int j = 0; j < ne; j++) {
+            if (e[j].corr != k[i].corr)
+                continue;
+            if (e[j].kind == GT_EXT_NVTX_SEQ) {
+                seq = e[j].ext;
+            } else {
+                phase = e[j].kind;
+                layer = e[j].ext;
+            }
+        }
+        for (int j = 0; j < 2; j++)
+            launches += a[j].corr == k[i].corr && a[j].end <= k[i].start;
+        cr_assert_eq(launches, 1, "kernel %d has its launch before it", i);
+        if (i == 0) {
+            cr_assert_str_eq(str_of(k[i].name), "gemm_fwd");
+            cr_assert_eq(phase, GT_EXT_LAYER_FWD);
+            cr_assert_str_eq(str_of((uint32_t)layer), "blocks.0.fc1");
+            cr_assert_eq(seq, 0);
+        } else {
+            cr_assert_str_eq(str_of(k[i].name), "gemm_bwd_dx");
+            cr_assert_eq(phase, GT_EXT_LAYER_BWD);
+            cr_assert_str_eq(str_of((uint32_t)layer), "blocks.1.fc2");
+            cr_assert_eq(seq, 9876);
+        }
+    }
+}
+
+Test(cupti, records_of_other_kinds_skipped, .init = setup, .fini = teardown)
+{
+    struct abuf b = {0};
+    CUpti_ActivityContext3 *c = abuf_add(&b, sizeof(*c));
+    c->kind = CUPTI_ACTIVITY_KIND_CONTEXT;
+    c->contextId = 3;
+    add_kernel(&b, "after_context", 5, g_base + 10, g_base + 20);
+    abuf_feed(&b);
+    struct gt_r_gpu_kernel k;
+    cr_assert_eq(collect(GT_R_GPU_KERNEL, &k, sizeof(k), 1), 1);
+    cr_assert_str_eq(str_of(k.name), "after_context");
+    /* Only the kernel and the lost count came out. */
+    cr_assert_eq(g_out.count, 2);
+}
+
+Test(cupti, start_event_gives_device_offset, .init = setup, .fini = teardown)
+{
+    /* Sync thread's view: three warm-ups and a start event on stream 77
+     * of device 1, each bracketed by host reads. */
+    uint64_t lo[4] = {1000000, 1100000, 1200000, 1300000};
+    uint64_t hi[4] = {1090000, 1150000, 1230000, 1304000};
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(gt__cupti_sync_expect(1, 77, lo[i], hi[i], i < 3), 0);
+    struct abuf b = {0};
+    /* The program's own event on another stream passes by. */
+    CUpti_ActivityCudaEvent2 *ev = abuf_add(&b, sizeof(*ev));
+    ev->kind = CUPTI_ACTIVITY_KIND_CUDA_EVENT;
+    ev->deviceId = 1;
+    ev->streamId = 5;
+    ev->deviceTimestamp = 123;
+    for (int i = 0; i < 4; i++) {
+        ev = abuf_add(&b, sizeof(*ev));
+        ev->kind = CUPTI_ACTIVITY_KIND_CUDA_EVENT;
+        ev->deviceId = 1;
+        ev->streamId = 77;
+        ev->deviceTimestamp = 50000000000ull + lo[i] + 1000;
+    }
+    abuf_feed(&b);
+
+    struct gt_r_clock_sync cs[4];
+    cr_assert_eq(collect(GT_R_CLOCK_SYNC, cs, sizeof(cs[0]), 4), 1,
+                 "one pair: warm-ups are not used");
+    cr_assert_eq(cs[0].device, 1);
+    cr_assert_eq(cs[0].mono_ns, 1302000);
+    cr_assert_eq(cs[0].uncertainty_ns, 2000);
+    cr_assert_eq(cs[0].device_ts, 50000000000ull + 1301000);
+    int64_t off;
+    uint64_t unc;
+    cr_assert_eq(gt__cupti_sync_model(1, &off, &unc), 0);
+    cr_assert_eq(off, (int64_t)1302000 - (int64_t)(50000000000ull + 1301000));
+    cr_assert_eq(unc, 2000);
+    cr_assert_eq(gt__cupti_sync_model(0, &off, &unc), -ENOENT);
+}
+
+Test(cupti, call_failure_is_one_named_warning, .init = setup, .fini = teardown)
+{
+    /* No driver here: the real CUPTI refuses to enable activity. */
+    int r = GT_CUPTI_CALL(gt__cupti.ActivityEnable(GT_CU_KIND_CONCURRENT_KERNEL));
+    if (r == 0) {
+        (void)gt__cupti.ActivityDisable(GT_CU_KIND_CONCURRENT_KERNEL);
+        cr_skip_test("CUPTI works here (a GPU is present)");
+    }
+    cr_assert_eq(r, -EIO);
+    cr_assert_eq(g_warnings, 1);
+    cr_assert_neq(g_warn_code, 0);
+    cr_assert(strstr(g_warning, "gt__cupti.ActivityEnable(GT_CU_KIND_CONCURRENT_KERNEL)"),
+              "call text in %s", g_warning);
+    cr_assert(strstr(g_warning, "test_cupti.c:"), "file in %s", g_warning);
+}
+
+static uint32_t g_push_kind, g_pop_kind;
+static uint64_t g_push_id;
+static int g_pushes, g_pops;
+
+static int fake_push(uint32_t kind, uint64_t id)
+{
+    g_push_kind = kind;
+    g_push_id = id;
+    g_pushes++;
+    return 0;
+}
+
+static int fake_pop(uint32_t kind, uint64_t *id)
+{
+    g_pop_kind = kind;
+    *id = g_push_id;
+    g_pops++;
+    return 0;
+}
+
+Test(cupti, ext_push_maps_kinds_only_when_running, .init = setup, .fini = teardown)
+{
+    gt__cupti.ActivityPushExternalCorrelationId = fake_push;
+    gt__cupti.ActivityPopExternalCorrelationId = fake_pop;
+    g_pushes = g_pops = 0;
+    gt__cuda_ext_push(GT_EXT_LAYER_FWD, 5);
+    gt__cuda_ext_pop(GT_EXT_LAYER_FWD);
+    cr_assert_eq(g_pushes + g_pops, 0, "no CUPTI call while CUPTI is not running");
+
+    gt__cupti_test_set_running(1);
+    gt__cuda_ext_push(GT_EXT_LAYER_FWD, 5);
+    cr_assert_eq(g_push_kind, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0);
+    cr_assert_eq(g_push_id, 5);
+    gt__cuda_ext_pop(GT_EXT_LAYER_FWD);
+    cr_assert_eq(g_pop_kind, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0);
+    gt__cuda_ext_push(GT_EXT_LAYER_BWD, 6);
+    cr_assert_eq(g_push_kind, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1);
+    gt__cuda_ext_push(GT_EXT_NVTX_SEQ, 7);
+    cr_assert_eq(g_push_kind, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2);
+    gt__cuda_ext_push(99, 8); /* unknown kind: ignored */
+    cr_assert_eq(g_pushes, 3);
+}
+
+#else
+
+Test(cupti, needs_cuda_headers)
+{
+    (void)collect;
+    (void)str_of;
+    (void)test_sink;
+    cr_skip_test("CUDA toolkit headers (cupti.h) not found");
+}
+
+#endif
