@@ -1,0 +1,300 @@
+/*
+ * NVTX injection (agent/nvtx.c) driven by the real nvtx3 headers: this
+ * binary is an NVTX client whose static-injection hook
+ * (InitializeInjectionNvtx2_fnptr, nvtxInit.h) points at the agent's
+ * installer, so every nvtx* call below goes through nvtx3's own lazy
+ * initialisation and export table into the agent's handlers, exactly as
+ * with NVTX_INJECTION64_PATH (which tests/e2e/t_cuda_nvtx.sh covers with
+ * the preloaded library). Records are caught by a test sink.
+ *
+ * Without the toolkit's nvtx3 headers the tests are skipped.
+ */
+#include <criterion/criterion.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "agent/cuda.h"
+#include "agent/cupti_internal.h"
+#include "agent/internal.h"
+#include "agent/nvtx.h"
+#include "common/codec.h"
+
+#if __has_include(<nvtx3/nvToolsExt.h>)
+#define NVTX_STATIC_INJECTION_IMPL 1
+/* nvtxInit.h uses it; with the define above the program must declare it. */
+extern int (*InitializeInjectionNvtx2_fnptr)(const void *(*)(uint32_t));
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-prototypes"
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wcast-align"
+#pragma GCC diagnostic ignored "-Wshadow"
+#include <nvtx3/nvToolsExt.h>
+#pragma GCC diagnostic pop
+#define HAVE_NVTX 1
+
+/* The static-injection hook nvtx3 checks when no library path is set. */
+NvtxInitializeInjectionNvtxFunc_t InitializeInjectionNvtx2_fnptr =
+    gt__nvtx_install;
+#else
+#define HAVE_NVTX 0
+#endif
+
+void gt__cupti_test_set_running(int on);
+
+static struct gt_recbuf g_out;
+static char g_strings[64][128];
+static uint32_t g_nstrings;
+
+static int test_emit(const void *rec, size_t size)
+{
+    cr_assert_eq(gt_recbuf_append(&g_out, rec, size), 0);
+    return 0;
+}
+
+static uint32_t test_intern(const char *s, size_t len)
+{
+    for (uint32_t i = 0; i < g_nstrings; i++)
+        if (strlen(g_strings[i]) == len && !memcmp(g_strings[i], s, len))
+            return i + 1;
+    cr_assert(g_nstrings < 64 && len < 128);
+    memcpy(g_strings[g_nstrings], s, len);
+    g_strings[g_nstrings][len] = '\0';
+    return ++g_nstrings;
+}
+
+static const char *str_of(uint32_t id)
+{
+    return id && id <= g_nstrings ? g_strings[id - 1] : "";
+}
+
+static uint64_t g_clock;
+
+static uint64_t test_now(void)
+{
+    return ++g_clock;
+}
+
+static void test_warn(uint32_t code, const char *msg)
+{
+    (void)code;
+    cr_assert_fail("unexpected warning: %s", msg);
+}
+
+static const struct gt__cuda_sink test_sink = {
+    .emit = test_emit, .intern = test_intern, .now = test_now, .warn = test_warn,
+};
+
+/* One decoded record of the output, in order. */
+struct rec {
+    uint16_t type;
+    uint16_t kind;
+    uint32_t name;
+    uint32_t cls;
+    uint64_t ts;
+};
+
+static int records(struct rec *out, int max)
+{
+    struct gt_rec_iter it;
+    gt_rec_iter_init(&it, g_out.data, g_out.len);
+    uint16_t type, size;
+    const uint8_t *p;
+    int n = 0;
+    while (gt_rec_next(&it, &type, &size, &p) == 1 && n < max) {
+        struct rec r = {.type = type};
+        if (type == GT_R_SCOPE_BEGIN) {
+            struct gt_r_scope_begin b;
+            memcpy(&b, p, sizeof(b));
+            r.kind = b.kind, r.name = b.name, r.cls = b.cls, r.ts = b.ts;
+        } else if (type == GT_R_SCOPE_END) {
+            struct gt_r_scope_end e;
+            memcpy(&e, p, sizeof(e));
+            r.kind = e.kind, r.name = e.name, r.ts = e.ts;
+        } else if (type == GT_R_INSTANT) {
+            struct gt_r_instant i;
+            memcpy(&i, p, sizeof(i));
+            r.name = i.name, r.ts = i.ts;
+        }
+        out[n++] = r;
+    }
+    return n;
+}
+
+static void setup(void)
+{
+    memset(&g_out, 0, sizeof(g_out));
+    g_nstrings = 0;
+    gt__cuda_set_sink(&test_sink);
+    atomic_store(&gt__capture_on, 1);
+}
+
+static void teardown(void)
+{
+    gt_recbuf_free(&g_out);
+    gt__cuda_set_sink(NULL);
+    gt__cupti_test_set_running(0);
+    atomic_store(&gt__capture_on, 0);
+}
+
+Test(nvtx, parses_pytorch_seq)
+{
+    uint64_t s = 0;
+    cr_assert(gt__nvtx_parse_seq("aten::addmm, seq = 12, sizes = [[4, 8]]", &s));
+    cr_assert_eq(s, 12);
+    cr_assert(gt__nvtx_parse_seq("AddmmBackward0, stashed seq = 4071", &s));
+    cr_assert_eq(s, 4071);
+    cr_assert(gt__nvtx_parse_seq("seq = 0", &s));
+    cr_assert_eq(s, 0);
+    cr_assert_not(gt__nvtx_parse_seq("aten::mm", &s));
+    cr_assert_not(gt__nvtx_parse_seq("subseq = 5", &s), "whole word only");
+    cr_assert_not(gt__nvtx_parse_seq("x, seq = ", &s));
+    cr_assert_not(gt__nvtx_parse_seq("x, seq = 99999999999999999999999", &s),
+                  "overflow refused");
+    cr_assert_not(gt__nvtx_parse_seq(NULL, &s));
+}
+
+Test(nvtx, refuses_unusable_export_table)
+{
+    cr_assert_eq(gt__nvtx_install(NULL), 0);
+}
+
+#if HAVE_NVTX
+
+Test(nvtx, attribute_layout_matches_header)
+{
+    cr_assert_eq(sizeof(struct gt__nvtx_attr), sizeof(nvtxEventAttributes_t));
+    cr_assert_eq(offsetof(struct gt__nvtx_attr, size),
+                 offsetof(nvtxEventAttributes_t, size));
+    cr_assert_eq(offsetof(struct gt__nvtx_attr, message_type),
+                 offsetof(nvtxEventAttributes_t, messageType));
+    cr_assert_eq(offsetof(struct gt__nvtx_attr, message),
+                 offsetof(nvtxEventAttributes_t, message));
+    cr_assert_eq(GT_NVTX_MESSAGE_ASCII, NVTX_MESSAGE_TYPE_ASCII);
+    cr_assert_eq(GT_NVTX_MESSAGE_REGISTERED, NVTX_MESSAGE_TYPE_REGISTERED);
+}
+
+Test(nvtx, push_pop_ranges_become_scopes, .init = setup, .fini = teardown)
+{
+    cr_assert_eq(nvtxRangePushA("block.0"), 0);
+    cr_assert_eq(nvtxRangePushA("forward"), 1);
+    nvtxMarkA("checkpoint");
+    cr_assert_eq(nvtxRangePop(), 1);
+    cr_assert_eq(nvtxRangePop(), 0);
+
+    struct rec r[8];
+    cr_assert_eq(records(r, 8), 5);
+    cr_assert_eq(r[0].type, GT_R_SCOPE_BEGIN);
+    cr_assert_eq(r[0].kind, GT_SCOPE_NVTX);
+    cr_assert_str_eq(str_of(r[0].name), "block.0");
+    cr_assert_eq(r[0].cls, 0, "default domain");
+    cr_assert_eq(r[1].type, GT_R_SCOPE_BEGIN);
+    cr_assert_str_eq(str_of(r[1].name), "forward");
+    cr_assert_eq(r[2].type, GT_R_INSTANT);
+    cr_assert_str_eq(str_of(r[2].name), "checkpoint");
+    cr_assert_eq(r[3].type, GT_R_SCOPE_END);
+    cr_assert_eq(r[3].kind, GT_SCOPE_NVTX);
+    cr_assert_str_eq(str_of(r[3].name), "forward");
+    cr_assert_eq(r[4].type, GT_R_SCOPE_END);
+    cr_assert_str_eq(str_of(r[4].name), "block.0");
+    for (int i = 1; i < 5; i++)
+        cr_assert(r[i].ts > r[i - 1].ts);
+}
+
+Test(nvtx, domains_and_registered_strings, .init = setup, .fini = teardown)
+{
+    nvtxDomainHandle_t d = nvtxDomainCreateA("kernels");
+    cr_assert_not_null(d);
+    nvtxStringHandle_t s = nvtxDomainRegisterStringA(d, "gemm phase");
+    nvtxEventAttributes_t a;
+    memset(&a, 0, sizeof(a));
+    a.version = NVTX_VERSION;
+    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+    a.message.registered = s;
+    nvtxRangePushA("outer"); /* default domain */
+    cr_assert_geq(nvtxDomainRangePushEx(d, &a), 0);
+    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    a.message.ascii = "start-end";
+    nvtxRangeId_t id = nvtxDomainRangeStartEx(d, &a);
+    /* Popping the default domain closes "outer", not the domain range. */
+    nvtxRangePop();
+    nvtxDomainRangeEnd(d, id);
+    nvtxDomainRangePop(d);
+
+    struct rec r[8];
+    cr_assert_eq(records(r, 8), 6);
+    cr_assert_str_eq(str_of(r[1].name), "gemm phase");
+    cr_assert_str_eq(str_of(r[1].cls), "kernels");
+    cr_assert_eq(r[2].type, GT_R_SCOPE_BEGIN);
+    cr_assert_str_eq(str_of(r[2].name), "start-end");
+    cr_assert_str_eq(str_of(r[2].cls), "kernels");
+    cr_assert_eq(r[3].type, GT_R_SCOPE_END);
+    cr_assert_str_eq(str_of(r[3].name), "outer");
+    cr_assert_eq(r[4].type, GT_R_SCOPE_END);
+    cr_assert_str_eq(str_of(r[4].name), "start-end");
+    cr_assert_eq(r[5].type, GT_R_SCOPE_END);
+    cr_assert_str_eq(str_of(r[5].name), "gemm phase");
+}
+
+Test(nvtx, wide_strings_as_utf8, .init = setup, .fini = teardown)
+{
+    nvtxRangePushW(L"caf\u00e9 \u2192 GPU");
+    nvtxRangePop();
+    struct rec r[2];
+    cr_assert_eq(records(r, 2), 2);
+    cr_assert_str_eq(str_of(r[0].name), "caf\xc3\xa9 \xe2\x86\x92 GPU");
+}
+
+Test(nvtx, nothing_recorded_while_capture_off, .init = setup, .fini = teardown)
+{
+    atomic_store(&gt__capture_on, 0);
+    nvtxRangePushA("before capture");
+    nvtxRangeId_t id = nvtxRangeStartA("started before");
+    atomic_store(&gt__capture_on, 1);
+    nvtxRangePushA("during");
+    nvtxRangePop();
+    nvtxRangePop();      /* its push was not recorded: no end either */
+    nvtxRangeEnd(id);    /* same for the start/end range */
+    struct rec r[4];
+    cr_assert_eq(records(r, 4), 2);
+    cr_assert_str_eq(str_of(r[0].name), "during");
+    cr_assert_str_eq(str_of(r[1].name), "during");
+}
+
+static uint64_t g_pushed[8];
+static int g_npush, g_npop;
+
+static int fake_push(uint32_t kind, uint64_t id)
+{
+    cr_assert_eq(kind, GT_CU_EXT_CUSTOM2, "seq ids use their own kind");
+    g_pushed[g_npush++ & 7] = id;
+    return 0;
+}
+
+static int fake_pop(uint32_t kind, uint64_t *id)
+{
+    cr_assert_eq(kind, GT_CU_EXT_CUSTOM2);
+    *id = 0;
+    g_npop++;
+    return 0;
+}
+
+Test(nvtx, pytorch_seq_becomes_correlation_id, .init = setup, .fini = teardown)
+{
+    gt__cupti.ActivityPushExternalCorrelationId = fake_push;
+    gt__cupti.ActivityPopExternalCorrelationId = fake_pop;
+    gt__cupti_test_set_running(1);
+    nvtxRangePushA("aten::linear, seq = 41");
+    nvtxRangePushA("aten::addmm, seq = 42, sizes = [[4, 8], [8, 8]]");
+    nvtxRangePop();
+    nvtxRangePushA("no sequence here");
+    nvtxRangePop();
+    nvtxRangePop();
+    cr_assert_eq(g_npush, 2);
+    cr_assert_eq(g_pushed[0], 41);
+    cr_assert_eq(g_pushed[1], 42);
+    cr_assert_eq(g_npop, 2, "every push popped with its range");
+}
+
+#endif
