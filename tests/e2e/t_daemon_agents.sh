@@ -23,20 +23,16 @@ echo "agents live during streaming: $live"
 [ "$live" -eq 2 ] || die "status showed $live live agents while two were connected"
 grep -qx 'ctl 1 gradtraced .*' "$E2E_TMP/a1.out" || die "agent 1 got no welcome"
 
-# Real agent programs, when the agent core has landed.
-real=()
-if [ -f "$B/libgradtrace.so" ]; then
-  for prog in "$B"/progs/agent_*; do
-    [ -x "$prog" ] || continue
-    case $(basename "$prog") in *crash*|*fork*|*threads*) continue ;; esac
-    real+=("$prog")
-    [ ${#real[@]} -ge 2 ] && break
-  done
-  pids=()
-  for prog in "${real[@]}"; do
-    LD_PRELOAD=$B/libgradtrace.so "$prog" >/dev/null 2>"$E2E_TMP/real.err" & pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait "$p" || die "real agent program failed"; done
+# Real preloaded programs, once the agent core has landed: two
+# agent_threads processes (T threads x E events each) streaming at once.
+real=0
+if [ -f "$B/libgradtrace.so" ] && [ -x "$B/progs/agent_threads" ]; then
+  real=1
+  LD_PRELOAD=$B/libgradtrace.so "$B/progs/agent_threads" 4 20000 >"$E2E_TMP/r1.out" 2>"$E2E_TMP/r1.err" & r1=$!
+  LD_PRELOAD=$B/libgradtrace.so "$B/progs/agent_threads" 2 10000 >"$E2E_TMP/r2.out" 2>"$E2E_TMP/r2.err" & r2=$!
+  wait $r1 || die "agent_threads 4 20000 failed: $(cat "$E2E_TMP/r1.err")"
+  wait $r2 || die "agent_threads 2 10000 failed: $(cat "$E2E_TMP/r2.err")"
+  [ ! -s "$E2E_TMP/r1.out" ] || die "the agent printed on the program's stdout"
 fi
 
 stop_daemon || die "daemon exit status $?"
@@ -53,16 +49,27 @@ echo "spans: agent1 $n1 (want 40000), agent2 $n2 (want 12500)"
 [ "$n1" -eq 40000 ] || die "agent 1 trace incomplete: $n1 spans"
 [ "$n2" -eq 12500 ] || die "agent 2 trace incomplete: $n2 spans"
 
-if [ ${#real[@]} -gt 0 ]; then
-  for prog in "${real[@]}"; do
-    name=$(basename "$prog")
-    f=$(ls "$OUT"/"$name"-*.json 2>/dev/null | head -n 1)
-    [ -n "$f" ] || die "no trace for real program $name"
-    validate "$OUT"/"$name"-*.json
-    echo "real agent $name: $(ls "$OUT"/"$name"-*.json | wc -l) file(s)"
+if [ $real -eq 1 ]; then
+  for spec in "$r1:40000" "$r2:10000"; do
+    pid=${spec%%:*} want=${spec##*:}
+    fs=$(ls "$OUT"/agent_threads-pid$pid*.json 2>/dev/null)
+    [ -n "$fs" ] || die "no trace for real agent pid $pid: $(ls "$OUT")"
+    validate $fs
+    n=$(python3 - $fs <<'PY'
+import json, re, sys
+n = 0
+for p in sys.argv[1:]:
+    for e in json.load(open(p))["traceEvents"]:
+        if e.get("ph") == "X" and re.fullmatch(r"t\d+\.s\d+", str(e.get("name"))):
+            n += 1
+print(n)
+PY
+)
+    echo "real agent pid $pid: $n spans (want $want)"
+    [ "$n" -eq "$want" ] || die "real agent pid $pid incomplete: $n of $want spans"
   done
 else
-  echo "note: no agent library or agent_* programs yet; fake agents only"
+  echo "note: agent library or agent_threads missing; fake agents only"
 fi
 grep -q "pid $p1 .*disconnected" "$E2E_TMP/daemon.log" || die "no disconnect logged for $p1"
 echo "ok"
