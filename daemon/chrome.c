@@ -265,6 +265,7 @@ int gt__file_close(struct gt_conv *c, int last)
     write_lists(c);
     gt__jw_puts(w, "}\n}\n");
     c->files[c->nfiles - 1].count_off = off;
+    c->total_bytes += w->bytes;
     rc = gt__jw_flush(w);
     if (close(c->fd) != 0 && rc == 0)
         rc = -errno;

@@ -272,6 +272,7 @@ struct gt_conv {
     uint64_t next_seq;
     int have_seq;
     uint64_t chunks, records;
+    uint64_t total_bytes;   /* JSON bytes of closed files */
 
     /* strings */
     struct gt__str *strs;
@@ -454,6 +455,9 @@ void gt__on_process(struct gt_conv *c, const struct gt_r_process_info *r);
 /* ------------------------------------------------ conv_layers.c */
 
 void gt__layer_set_class(struct gt_conv *c, uint32_t path_id, uint32_t cls);
+/* child's top-level path ancestor gets parent (enclosing module) when it
+ * has none by path. */
+void gt__layer_nest(struct gt_conv *c, uint32_t child_id, uint32_t parent_id);
 /* Credits a backward node [s, e] to layer path_id and its ancestors. */
 void gt__layer_credit(struct gt_conv *c, uint32_t path_id, uint64_t s,
                       uint64_t e);

@@ -13,6 +13,12 @@
  * and siblings that overlap without nesting (interleaved branches) go to an
  * overlap track instead of breaking the nesting.
  *
+ * Paths only give part of the tree: the root module is named by its class
+ * ("Net") and its children by their own paths ("layers.0"), so a chain
+ * whose top has no parent by path is attached to the module whose forward
+ * encloses it (gt__layer_nest, from the scope stack), once, never making a
+ * cycle.
+ *
  * Memory: one entry per distinct layer path (capped), no per-node state.
  *
  * Iterations: see schema/trace-output.md, "Iterations". Until the stream
@@ -123,6 +129,23 @@ void gt__layer_set_class(struct gt_conv *c, uint32_t path_id, uint32_t cls)
     int32_t l = layer_of(c, path_id);
     if (l >= 0 && cls)
         c->layers[l].cls = cls;
+}
+
+void gt__layer_nest(struct gt_conv *c, uint32_t child_id, uint32_t parent_id)
+{
+    int32_t ch = layer_of(c, child_id);
+    int32_t pa = layer_of(c, parent_id);
+    if (ch < 0 || pa < 0)
+        return;
+    /* The top of the child's path chain ("layers" for "layers.0"). */
+    while (c->layers[ch].parent >= 0)
+        ch = c->layers[ch].parent;
+    /* Refuse cycles: the parent must not already descend from it. */
+    for (int32_t a = pa; a >= 0; a = c->layers[a].parent)
+        if (a == ch)
+            return;
+    c->layers[ch].parent = pa;
+    c->layers[ch].depth = c->layers[pa].depth + 1;
 }
 
 void gt__layer_credit(struct gt_conv *c, uint32_t path_id, uint64_t s,

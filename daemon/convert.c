@@ -131,6 +131,7 @@ void gt_conv_summary(const struct gt_conv *c, struct gt_conv_summary *out)
     memset(out, 0, sizeof(*out));
     out->events = c->total_events;
     out->files = c->nfiles;
+    out->bytes = c->total_bytes + (c->file_open ? c->w.bytes : 0);
     out->chunks = c->chunks;
     out->records = c->records;
     out->lost_events = c->lost_sum[GT_LOST_EVENTS];
@@ -630,6 +631,17 @@ static void on_record(struct gt_conv *c, uint16_t type, uint16_t size,
         if (!(th = cur_thread(c)))
             return;
         uint64_t ts = thread_ts(c, th, r.ts);
+        if (r.kind == GT_SCOPE_MODULE) {
+            gt__layer_set_class(c, r.name, r.cls);
+            for (uint32_t i = th->scopes.depth; i > 0; i--) {
+                const struct gt__open *e = &th->scopes.e[i - 1];
+                if (e->kind == GT_SCOPE_MODULE) {
+                    if (e->name != r.name)
+                        gt__layer_nest(c, r.name, e->name);
+                    break;
+                }
+            }
+        }
         struct gt__open *o = stack_push(c, &th->scopes);
         if (!o)
             return;
@@ -637,8 +649,6 @@ static void on_record(struct gt_conv *c, uint16_t type, uint16_t size,
         o->kind = r.kind;
         o->name = r.name;
         o->cls = r.cls;
-        if (r.kind == GT_SCOPE_MODULE)
-            gt__layer_set_class(c, r.name, r.cls);
         return;
     }
     case GT_R_SCOPE_END: {

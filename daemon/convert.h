@@ -68,6 +68,7 @@ uint64_t gt_conv_events(const struct gt_conv *c);
 struct gt_conv_summary {
     uint64_t events;          /* trace events written, all files */
     uint64_t files;           /* files written */
+    uint64_t bytes;           /* JSON bytes written, all files */
     uint64_t chunks;          /* chunks converted */
     uint64_t records;         /* records converted */
     uint64_t lost_events;     /* GT_LOST_EVENTS, summed over threads */
