@@ -140,13 +140,13 @@ $(BUILD)/progs/%: tests/progs/%.c $(LIBCOMMON)
 # (tests/unit/test_cupti.c, tests/progs/cuda_*.c, tests/progs/nvtx_*.c);
 # without a toolkit they build and skip themselves. The agent never uses them.
 CUDA_INC := $(if $(wildcard $(CUDA_HOME)/include/cupti.h),-I$(CUDA_HOME)/include)
-CUDA_RT_LIBS := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart.so),-L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart)
+CUDA_RT_LIBS := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart.so),-L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA_HOME)/lib64 -lcudart)
 $(BUILD)/obj/tests/unit/test_cupti.o $(BUILD)/obj/tests/unit/test_nvtx.o: CPPFLAGS += $(CUDA_INC)
 
 $(BUILD)/progs/cuda_%: tests/progs/cuda_%.c $(LIBCOMMON)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CUDA_INC) $(PKG_CFLAGS) $(CFLAGS) -Wno-missing-prototypes -o $@ $< \
-	  $(LIBCOMMON) $(PKG_LIBS) $(CUDA_RT_LIBS) -ldl -lpthread -lm
+	$(CC) $(CPPFLAGS) $(CUDA_INC) $(if $(CUDA_RT_LIBS),-DGT_HAVE_CUDART=1) $(PKG_CFLAGS) $(CFLAGS) \
+	  -Wno-missing-prototypes -o $@ $< $(LIBCOMMON) $(PKG_LIBS) $(CUDA_RT_LIBS) -ldl -lpthread -lm
 
 $(BUILD)/progs/nvtx_%: tests/progs/nvtx_%.c $(LIBCOMMON)
 	@mkdir -p $(dir $@)
