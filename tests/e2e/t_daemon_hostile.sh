@@ -9,7 +9,8 @@ need "$B/gradtraced" "$FAKE"
 start_daemon --raw
 
 # A good agent streams slowly across the whole attack (hold keeps it open).
-"$FAKE" --chunks 30 --records 1000 --rank 0 --hold-ms 1500 2>"$E2E_TMP/good.err" & good=$!
+"$FAKE" --chunks 30 --records 1000 --rank 0 --hold-ms 1500 --dump "$E2E_TMP/good.sent" \
+  >/dev/null 2>"$E2E_TMP/good.err" & good=$!
 
 declare -A want=(
   [bad-magic]="bad magic" [bad-version]="version" [bad-crc]="checksum"
@@ -24,7 +25,8 @@ for mode in "${!want[@]}"; do
 done
 
 # Killed in the middle of a chunk.
-"$FAKE" --mode mid-chunk --chunks 5 --records 1000 --rank 7 2>>"$E2E_TMP/bad.err" & killed=$!
+"$FAKE" --mode mid-chunk --chunks 5 --records 1000 --rank 7 --dump "$E2E_TMP/killed.sent" \
+  2>>"$E2E_TMP/bad.err" & killed=$!
 wait $killed; rc=$?
 [ $rc -eq 137 ] || die "mid-chunk agent should die by SIGKILL, exit $rc"
 
@@ -67,8 +69,9 @@ d = json.load(open(sys.argv[1]))
 meta = json.dumps({k: v for k, v in d.items() if k != "traceEvents"})
 assert '"truncated": true' in meta or '"truncated":true' in meta, meta[:400]
 PY
-# The raw capture holds exactly the bytes received, half chunk included.
-[ -s "$OUT/$(basename "$fk" .json).gtr" ] || die "no raw capture of the killed agent"
+# The raw captures hold exactly the bytes sent, the half chunk included.
+cmp "$E2E_TMP/good.sent" "$OUT/$(basename "$fgood" .json).gtr" || die "raw capture of the good agent differs"
+cmp "$E2E_TMP/killed.sent" "$OUT/$(basename "$fk" .json).gtr" || die "raw capture of the killed agent differs"
 
 # Nothing outside the output directory; hostile name sanitized.
 [ ! -e /tmp/escape ] || die "agent text escaped the output directory"
