@@ -160,6 +160,13 @@ static void crash_flush(void)
         goto out_unlock;
     if (!gt__st.ready)
         goto out_unlock;
+    if (gt__st.meta_due) {
+        uint8_t meta[128];
+        uint32_t ml = gt__meta_records(meta);
+        if (crash_strings() < 0 || raw_chunk(meta, ml, NULL, 0) < 0)
+            goto out_unlock;
+        gt__st.meta_due = 0;
+    }
     for (struct gt__thread *t = atomic_load(&gt__threads); t; t = t->next) {
         int status = atomic_load_explicit(&t->status, memory_order_acquire);
         struct gt_r_lost l = {.h = {GT_R_LOST, sizeof(l)}, .what = GT_LOST_EVENTS};

@@ -20,6 +20,7 @@ __thread struct gt__thread *gt__tls __attribute__((tls_model("initial-exec")));
 struct gt__thread gt__thread_dead;
 _Atomic uint64_t gt__lost_orphan;
 void (*gt__ring_notify)(void);
+void (*gt__ring_armed)(void);
 
 static uint32_t ring_block_size = GT_CONFIG_BLOCK_KB_DEFAULT * 1024u;
 static uint32_t ring_nblocks = GT_CONFIG_BLOCKS_DEFAULT;
@@ -187,8 +188,8 @@ void *gt__reserve_slow(size_t size)
         /* First record, or first after a fork: the streamer may need to
          * be started. */
         t->cap = t->block_size;
-        if (gt__ring_notify)
-            gt__ring_notify();
+        if (gt__ring_armed)
+            gt__ring_armed();
     }
     if (t->pos + size <= t->cap)
         return t->cur + t->pos;

@@ -109,6 +109,14 @@ void gt__ring_configure(uint32_t block_kb, uint32_t nblocks);
 extern void (*gt__ring_notify)(void);
 
 /*
+ * Called by the slow path when a thread records for the first time (or
+ * first since a fork): lets a fork child start its streamer lazily. NULL:
+ * nothing. Unlike gt__ring_notify it does not wake a running streamer, so
+ * a thread's first record costs no syscall.
+ */
+extern void (*gt__ring_armed)(void);
+
+/*
  * @return this thread's state, registering it on first use (cold path);
  *         NULL when it cannot be registered or the thread is exiting.
  */

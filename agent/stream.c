@@ -232,7 +232,7 @@ static void chunk_flush(void)
     b_reset();
 }
 
-static void meta_append(void)
+uint32_t gt__meta_records(uint8_t *out)
 {
     struct gt_r_process_info pi = {
         .h = {GT_R_PROCESS_INFO, sizeof(pi)},
@@ -249,11 +249,23 @@ static void meta_append(void)
     struct gt_r_clock_sync cs = {.h = {GT_R_CLOCK_SYNC, sizeof(cs)}, .device = -1};
     uint64_t m0 = mono_ns(), r = real_ns(), m1 = mono_ns();
 
+    /* The realtime read sits between two monotonic reads: pair it with
+     * their midpoint, uncertain by half the interval. */
     cs.mono_ns = m0 + (m1 - m0) / 2;
     cs.real_ns = r;
     cs.uncertainty_ns = (m1 - m0 + 1) / 2;
-    b_append(&pi, sizeof(pi));
-    b_append(&cs, sizeof(cs));
+    memcpy(out, &pi, sizeof(pi));
+    memcpy(out + sizeof(pi), &cs, sizeof(cs));
+    return sizeof(pi) + sizeof(cs);
+}
+
+static void meta_append(void)
+{
+    uint8_t m[sizeof(struct gt_r_process_info) + sizeof(struct gt_r_clock_sync)];
+
+    (void)gt__meta_records(m);
+    b_append(m, sizeof(struct gt_r_process_info));
+    b_append(m + sizeof(struct gt_r_process_info), sizeof(struct gt_r_clock_sync));
 }
 
 /* Reads the thread's current name (it may have been set after its first
@@ -472,6 +484,13 @@ static void *streamer_main(void *arg)
 {
     (void)arg;
     prctl(PR_SET_NAME, "gt-streamer", 0, 0, 0);
+    /* Open the sink right away (not after the first tick), so that even a
+     * process that crashes within milliseconds has its stream started. */
+    if (gt__stream_trylock(100)) {
+        int rc = gt__sink_open();
+        (void)rc;
+        gt__stream_unlock();
+    }
     while (!atomic_load(&stop_req)) {
         struct pollfd pf[2] = {{.fd = efd, .events = POLLIN}, {.fd = -1}};
         int nf = 1;
@@ -491,10 +510,12 @@ static void *streamer_main(void *arg)
             continue;
         if (nf == 2 && pf[1].revents)
             gt__sink_events(pf[1].revents);
-        /* A failure schedules the next attempt itself (backoff). */
         if (!gt__st.ready && !gt__st.connecting &&
-            mono_ns() >= gt__st.next_try_ns && gt__sink_open() < 0)
-            GT_LOG("no sink yet");
+            mono_ns() >= gt__st.next_try_ns) {
+            /* A failure schedules the next attempt itself (backoff). */
+            int rc = gt__sink_open();
+            (void)rc;
+        }
         cycle();
         gt__stream_unlock();
     }
@@ -506,12 +527,15 @@ static void *streamer_main(void *arg)
 
 static void poke(void)
 {
-    if (atomic_load_explicit(&streamer_running, memory_order_relaxed)) {
+    if (atomic_load_explicit(&streamer_running, memory_order_relaxed))
         wake();
-        return;
-    }
+}
+
+static void armed(void)
+{
     /* A failed start leaves the final flush to run inline at exit. */
-    if (atomic_load(&lazy_start) && atomic_exchange(&lazy_start, 0) &&
+    if (!atomic_load_explicit(&streamer_running, memory_order_relaxed) &&
+        atomic_load(&lazy_start) && atomic_exchange(&lazy_start, 0) &&
         gt__streamer_start() < 0)
         GT_LOG("streamer not started in the child");
 }
@@ -553,6 +577,7 @@ int gt__streamer_start(void)
             return -errno;
     }
     gt__ring_notify = poke;
+    gt__ring_armed = armed;
     atomic_store(&stop_req, 0);
     atomic_store(&final_done, 0);
     pthread_attr_init(&attr);

@@ -106,6 +106,12 @@ void gt__streamer_after_fork_child(void);
 /* ts of a record for the chunk header's first_ns, 0 if it has none. */
 uint64_t gt__rec_ts(const uint8_t *rec, uint16_t type, uint16_t size);
 
+/*
+ * Writes GT_R_PROCESS_INFO + a host GT_R_CLOCK_SYNC (device -1) into out
+ * (at least 88 bytes). Async-signal-safe. @return bytes written.
+ */
+uint32_t gt__meta_records(uint8_t *out);
+
 /* A new stream began (hello written): re-send strings, infos, meta. */
 void gt__stream_reset(void);
 
