@@ -270,6 +270,8 @@ int main(int argc, char **argv)
             expect_events[idx] = ev;
         } else if (!strcmp(argv[i], "--lossy"))
             lossy = 1;
+        else if (!strcmp(argv[i], "--partial"))
+            lossy = partial = 1;
         else if (!strcmp(argv[i], "--require-lost"))
             require_lost = 1;
         else if (!strcmp(argv[i], "--min-raw-chunks") && i + 1 < argc)
