@@ -9,6 +9,7 @@
  * open modules (the layer stack, kept even while not capturing because
  * node attribution needs it the moment a capture starts).
  */
+#include "agent/cuda.h"
 #include "agent/ring.h"
 
 _Atomic int gt__capture_on;
@@ -70,7 +71,7 @@ GT_API void gt_scope_begin(uint32_t name_id)
 
     if (GT_LIKELY(!capturing()))
         return;
-    t = gt__thread_get();
+    t = gt__thread_self();
     if (!t)
         return;
     if (t->scope_epoch != epoch_now()) {
@@ -102,8 +103,12 @@ GT_API void gt_scope_end(void)
 
 GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id)
 {
-    struct gt__thread *t = gt__thread_get();
+    struct gt__thread *t = gt__thread_self();
     int on = capturing();
+
+    /* CUDA: kernels launched inside carry the layer (agent/cuda.h). */
+    if (gt__cuda_ext_push)
+        gt__cuda_ext_push(GT_EXT_LAYER_FWD, path_id);
 
     if (!t)
         return;
@@ -120,6 +125,9 @@ GT_API void gt_module_end(void)
 {
     struct gt__thread *t = gt__tls;
     struct gt__layer l = {0, 0};
+
+    if (gt__cuda_ext_pop)
+        gt__cuda_ext_pop(GT_EXT_LAYER_FWD);
 
     if (!t || t == &gt__thread_dead || t->layer_depth == 0)
         return;
@@ -147,6 +155,8 @@ GT_API void gt_node_created(uint64_t seq, uint64_t fwd_tid)
 {
     if (GT_LIKELY(!capturing()))
         return;
+    if (gt__cuda_node_created)
+        gt__cuda_node_created(seq, fwd_tid, gt__current_layer());
     RECORD(gt_r_node_created, GT_R_NODE_CREATED, r, {
         r->layer = gt__current_layer();
         r->ts = gt__now();
@@ -159,6 +169,8 @@ GT_API void gt_bwd_node_begin(uint32_t name_id, uint64_t seq, uint64_t fwd_tid)
 {
     if (GT_LIKELY(!capturing()))
         return;
+    if (gt__cuda_bwd_begin)
+        gt__cuda_bwd_begin(seq, fwd_tid);
     RECORD(gt_r_bwd_node_begin, GT_R_BWD_NODE_BEGIN, r, {
         r->name = name_id;
         r->ts = gt__now();
@@ -169,6 +181,8 @@ GT_API void gt_bwd_node_begin(uint32_t name_id, uint64_t seq, uint64_t fwd_tid)
 
 GT_API void gt_bwd_node_end(uint64_t seq, uint64_t fwd_tid)
 {
+    if (gt__cuda_bwd_end)
+        gt__cuda_bwd_end();
     if (GT_LIKELY(!capturing()))
         return;
     RECORD(gt_r_bwd_node_end, GT_R_BWD_NODE_END, r, {

@@ -124,7 +124,10 @@ extern int gt__log_enabled;
  * "gradtrace[pid]: ". Async-signal-safe (own formatter: %s %c %d %i %u %x
  * %p with l/ll/z modifiers), errno preserved. Use GT_LOG.
  */
-void gt__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void gt__agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The daemon has its own gt__log; the agent's symbol is distinct so the
+ * unit-test binary can link both. */
+#define gt__log gt__agent_log
 
 /* Diagnostics to stderr, only when GRADTRACE_LOG is set. */
 #define GT_LOG(...)                                                           \

@@ -41,7 +41,7 @@ static void put_u(struct out *o, unsigned long long v, unsigned base, int neg)
     put(o, tmp + i, sizeof(tmp) - (size_t)i);
 }
 
-void gt__log(const char *fmt, ...)
+void gt__agent_log(const char *fmt, ...)
 {
     int saved = errno;
     char buf[512];

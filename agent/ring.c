@@ -130,7 +130,7 @@ static struct gt__thread *thread_register(void)
     return t;
 }
 
-struct gt__thread *gt__thread_get(void)
+struct gt__thread *gt__thread_self(void)
 {
     struct gt__thread *t = gt__tls;
 
@@ -172,7 +172,7 @@ static void *drop(struct gt__thread *t)
 
 void *gt__reserve_slow(size_t size)
 {
-    struct gt__thread *t = gt__thread_get();
+    struct gt__thread *t = gt__thread_self();
     uint64_t wr, rd;
     struct gt__block *next;
 

@@ -120,7 +120,7 @@ extern void (*gt__ring_armed)(void);
  * @return this thread's state, registering it on first use (cold path);
  *         NULL when it cannot be registered or the thread is exiting.
  */
-struct gt__thread *gt__thread_get(void);
+struct gt__thread *gt__thread_self(void);
 
 /* Reserve slow path: register, allocate, switch blocks or drop. */
 void *gt__reserve_slow(size_t size);
