@@ -28,6 +28,22 @@ extern void gt__cuda_ext_push(uint16_t kind, uint64_t ext)
     __attribute__((weak));
 extern void gt__cuda_ext_pop(uint16_t kind) __attribute__((weak));
 
+/*
+ * Backward attribution (agent/cupti_layers.c). gt_node_created calls
+ * gt__cuda_node_created with the innermost module when the node is made;
+ * gt_bwd_node_begin/end bracket the node's execution with
+ * gt__cuda_bwd_begin/end, which push that module as GT_EXT_LAYER_BWD.
+ * Lock-free, no allocation, any thread; no-ops while CUPTI is not running.
+ */
+extern void gt__cuda_node_created(uint64_t seq, uint64_t fwd_tid,
+                                  uint32_t layer) __attribute__((weak));
+extern void gt__cuda_bwd_begin(uint64_t seq, uint64_t fwd_tid)
+    __attribute__((weak));
+extern void gt__cuda_bwd_end(void) __attribute__((weak));
+/* The layer remembered for a node, 0 when unknown. */
+extern uint32_t gt__cuda_node_layer(uint64_t seq, uint64_t fwd_tid)
+    __attribute__((weak));
+
 /* @return 1 while CUPTI activity capture is running in this process. */
 extern int gt__cuda_active(void) __attribute__((weak));
 

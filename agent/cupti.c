@@ -27,6 +27,10 @@
  * GT_R_WARNING naming the call, file and line, and start-up stops at the
  * first one: the process keeps running with CPU-side tracing only.
  *
+ * External correlation: gt__cuda_ext_push/pop (module scopes, NVTX seq
+ * ranges) and the backward-layer memory at the end of this file give each
+ * kernel its layer and phase (see agent/cuda.h).
+ *
  * Buffers: CUPTI asks for activity buffers from its own threads, where
  * allocating is not allowed; they come from a pool allocated once at start
  * (GT_CUPTI_BUFFERS x GT_CUPTI_BUFFER_SIZE) through a lock-free bitmap. An
@@ -468,6 +472,16 @@ void gt__cuda_flush(void)
 
 /* ------------------------------------------------------ external correlation */
 
+/*
+ * CUPTI's external-id stacks are per thread and per kind; CUPTI can start
+ * in the middle of a scope (at cuInit, typically inside the first module
+ * forward that touches the GPU), so the scope's end must not pop what its
+ * begin never pushed: a per-thread count of our own pushes per kind
+ * decides. Pushes only ever start at one moment and scopes nest, so the
+ * count pairs every pop with its push.
+ */
+static __thread unsigned t_pushed[4];
+
 static uint32_t ext_kind_to_cupti(uint16_t kind)
 {
     switch (kind) {
@@ -488,19 +502,95 @@ void gt__cuda_ext_push(uint16_t kind, uint64_t ext)
                   ST_RUNNING))
         return;
     uint32_t k = ext_kind_to_cupti(kind);
-    if (k)
-        (void)GT_CUPTI_CALL(gt__cupti.ActivityPushExternalCorrelationId(k, ext));
+    if (k && !GT_CUPTI_CALL(gt__cupti.ActivityPushExternalCorrelationId(k, ext)))
+        t_pushed[kind & 3]++;
 }
 
 void gt__cuda_ext_pop(uint16_t kind)
 {
+    uint32_t k = ext_kind_to_cupti(kind);
+    if (GT_LIKELY(!k || !t_pushed[kind & 3]))
+        return;
+    uint64_t last;
+    t_pushed[kind & 3]--;
+    (void)GT_CUPTI_CALL(gt__cupti.ActivityPopExternalCorrelationId(k, &last));
+}
+
+/* ------------------------------------------------------ backward layers */
+
+/*
+ * Which layer a backward node's kernels belong to.
+ *
+ * Module forward scopes push their path as an external correlation id, so
+ * forward kernels carry their layer directly. A backward node runs later,
+ * often on another thread (autograd's per-device thread), outside any
+ * module scope: its layer is the module that was innermost when the node
+ * was created in the forward. The agent remembers that at creation
+ * (gt__cuda_node_created, from gt_node_created) and pushes it as
+ * GT_EXT_LAYER_BWD around the node's execution (gt__cuda_bwd_begin/end,
+ * from gt_bwd_node_begin/end), so backward kernels carry layer and phase.
+ *
+ * The memory is a fixed direct-mapped table keyed by (forward thread id,
+ * sequence number): one 64-bit atomic per slot holding a 32-bit key hash
+ * and the 32-bit layer id, written and read in one access, so concurrent
+ * writers can only replace an entry, never tear it. A slot overwritten
+ * before its node runs backward (more than GT_LAYER_SLOTS nodes alive, or
+ * a hash collision) costs that node's kernels their layer, never
+ * correctness of anything else. No lock, no allocation.
+ */
+#define GT_LAYER_SLOTS (1u << 16)
+
+static _Atomic uint64_t g_slots[GT_LAYER_SLOTS];
+
+/* Per-thread: how many backward pushes are open (see gt__cuda_bwd_end). */
+static __thread unsigned t_bwd_open;
+
+static uint64_t mix(uint64_t seq, uint64_t tid)
+{
+    uint64_t h = seq * 0x9e3779b97f4a7c15ull ^ (tid + 0x632be59bd9b4e019ull) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 29);
+}
+
+void gt__cuda_node_created(uint64_t seq, uint64_t fwd_tid, uint32_t layer)
+{
+    if (GT_LIKELY(atomic_load_explicit(&g_state, memory_order_relaxed) !=
+                  ST_RUNNING) || !layer)
+        return;
+    uint64_t h = mix(seq, fwd_tid);
+    uint32_t key = (uint32_t)(h >> 32) | 1u;
+    atomic_store_explicit(&g_slots[h & (GT_LAYER_SLOTS - 1)],
+                          (uint64_t)key << 32 | layer, memory_order_relaxed);
+}
+
+uint32_t gt__cuda_node_layer(uint64_t seq, uint64_t fwd_tid)
+{
+    uint64_t h = mix(seq, fwd_tid);
+    uint32_t key = (uint32_t)(h >> 32) | 1u;
+    uint64_t v = atomic_load_explicit(&g_slots[h & (GT_LAYER_SLOTS - 1)],
+                                      memory_order_relaxed);
+    return (uint32_t)(v >> 32) == key ? (uint32_t)v : 0;
+}
+
+void gt__cuda_bwd_begin(uint64_t seq, uint64_t fwd_tid)
+{
     if (GT_LIKELY(atomic_load_explicit(&g_state, memory_order_relaxed) !=
                   ST_RUNNING))
         return;
-    uint32_t k = ext_kind_to_cupti(kind);
-    uint64_t last;
-    if (k)
-        (void)GT_CUPTI_CALL(gt__cupti.ActivityPopExternalCorrelationId(k, &last));
+    uint32_t layer = gt__cuda_node_layer(seq, fwd_tid);
+    if (!layer)
+        return;
+    gt__cuda_ext_push(GT_EXT_LAYER_BWD, layer);
+    t_bwd_open++;
+}
+
+void gt__cuda_bwd_end(void)
+{
+    if (GT_LIKELY(!t_bwd_open))
+        return;
+    t_bwd_open--;
+    gt__cuda_ext_pop(GT_EXT_LAYER_BWD);
 }
 
 /* ------------------------------------------------------------ tests */

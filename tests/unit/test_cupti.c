@@ -599,6 +599,48 @@ Test(cupti, ext_push_maps_kinds_only_when_running, .init = setup, .fini = teardo
     cr_assert_eq(g_pushes, 3);
 }
 
+
+Test(cupti, scope_end_pops_only_what_was_pushed, .init = setup, .fini = teardown)
+{
+    gt__cupti.ActivityPushExternalCorrelationId = fake_push;
+    gt__cupti.ActivityPopExternalCorrelationId = fake_pop;
+    g_pushes = g_pops = 0;
+    /* A module entered before CUPTI started (CUPTI starts at cuInit,
+     * usually inside the first forward that uses the GPU)... */
+    gt__cuda_ext_push(GT_EXT_LAYER_FWD, 1);
+    gt__cupti_test_set_running(1);
+    /* ...its child entered after, then both end. */
+    gt__cuda_ext_push(GT_EXT_LAYER_FWD, 2);
+    gt__cuda_ext_pop(GT_EXT_LAYER_FWD);
+    gt__cuda_ext_pop(GT_EXT_LAYER_FWD);
+    cr_assert_eq(g_pushes, 1);
+    cr_assert_eq(g_pops, 1, "the outer end must not pop CUPTI's empty stack");
+}
+
+Test(cupti, backward_node_carries_creation_layer, .init = setup, .fini = teardown)
+{
+    gt__cupti.ActivityPushExternalCorrelationId = fake_push;
+    gt__cupti.ActivityPopExternalCorrelationId = fake_pop;
+    g_pushes = g_pops = 0;
+    gt__cupti_test_set_running(1);
+    /* Created in the forward of layer id 77 on torch thread 3. */
+    gt__cuda_node_created(1234, 3, 77);
+    gt__cuda_node_created(1235, 3, 78);
+    cr_assert_eq(gt__cuda_node_layer(1234, 3), 77);
+    cr_assert_eq(gt__cuda_node_layer(1234, 4), 0, "keyed by thread too");
+    /* Runs backward on another thread. */
+    gt__cuda_bwd_begin(1234, 3);
+    cr_assert_eq(g_push_kind, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1);
+    cr_assert_eq(g_push_id, 77);
+    gt__cuda_bwd_end();
+    cr_assert_eq(g_pop_kind, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1);
+    /* A node of unknown layer pushes nothing, and its end pops nothing. */
+    gt__cuda_bwd_begin(999, 3);
+    gt__cuda_bwd_end();
+    cr_assert_eq(g_pushes, 1);
+    cr_assert_eq(g_pops, 1);
+}
+
 #else
 
 Test(cupti, needs_cuda_headers)
