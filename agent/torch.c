@@ -149,15 +149,12 @@ static void *torch_handle(const void *caller)
     if (h)
         return h;
 
-    static struct find_ctx ctx; /* cold, and keeps 4 KiB off hook stacks */
-    static _Atomic int busy;
-    /* One resolver at a time; others fall back to the caller's object. */
-    if (!atomic_exchange(&busy, 1)) {
-        ctx.path[0] = '\0';
-        if (dl_iterate_phdr(find_libtorch_cb, &ctx) && ctx.path[0])
-            h = dlopen(ctx.path, RTLD_NOLOAD | RTLD_LAZY);
-        atomic_store(&busy, 0);
-    }
+    /* Cold (first calls only); dl_iterate_phdr and dlopen are thread-safe,
+     * so racing threads just both find the same image. */
+    struct find_ctx ctx;
+    ctx.path[0] = '\0';
+    if (dl_iterate_phdr(find_libtorch_cb, &ctx) && ctx.path[0])
+        h = dlopen(ctx.path, RTLD_NOLOAD | RTLD_LAZY);
     if (!h && caller) {
         Dl_info di;
         if (dladdr(caller, &di) && di.dli_fname)

@@ -55,7 +55,7 @@
 #define GT_LAYOUT_BUCKETS 16384     /* x 4 slots = 64 Ki created keys */
 #define GT_LAYOUT_WAYS 4
 #define GT_LAYOUT_TID_LIMIT 0x10000u
-#define GT_LAYOUT_SEQ_LIMIT (1ull << 47)
+#define GT_LAYOUT_SEQ_LIMIT (1ull << 40)
 
 /* Offsets torch 1.13 and 2.x use; preferred among equally good survivors. */
 #define GT_LAYOUT_PRIOR_SEQ 3
@@ -73,6 +73,22 @@ static pthread_mutex_t learn_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t dead[GT_LAYOUT_WORDS][GT_LAYOUT_WORDS];
 static uint32_t support[GT_LAYOUT_WORDS][GT_LAYOUT_WORDS];
 static unsigned failed_passes, ambiguous_passes;
+/* Largest value each tid word showed in a match: a bool's word never
+ * exceeds 1, a thread id does once a second thread creates nodes. */
+static uint64_t tid_max[GT_LAYOUT_WORDS][GT_LAYOUT_WORDS];
+/* Lock-free copy of !dead[prior]: lets a node seen while another thread
+ * holds learn_lock still be validated (against the prior layout). */
+static _Atomic int prior_alive_flag = 1;
+/*
+ * (pair, key) combinations seen in the current pass. A node runs once per
+ * pass, so the true (seq, tid) pair never shows the same key twice in one;
+ * counters shared by many nodes (topological number, flags, zeroes)
+ * repeat at once. Keyed per pair, not per word, because two threads'
+ * forwards hand out the same sequence numbers.
+ */
+#define GT_LAYOUT_SEEN 16384
+static uint64_t seen[GT_LAYOUT_SEEN];
+static unsigned seen_n;
 
 /* A key is never 0 (0 marks an empty slot): tid >= 1 in torch, plus 1. */
 static inline uint64_t make_key(uint64_t seq, uint64_t tid)
@@ -134,9 +150,9 @@ static int preferred_pair(int *s_out, int *t_out)
     uint32_t best = 0;
     if (!dead[GT_LAYOUT_PRIOR_SEQ][GT_LAYOUT_PRIOR_TID] &&
         support[GT_LAYOUT_PRIOR_SEQ][GT_LAYOUT_PRIOR_TID] > 0) {
-        bs = GT_LAYOUT_PRIOR_SEQ;
-        bt = GT_LAYOUT_PRIOR_TID;
-        best = support[bs][bt];
+        *s_out = GT_LAYOUT_PRIOR_SEQ;
+        *t_out = GT_LAYOUT_PRIOR_TID;
+        return GT_LAYOUT_PRIOR_SEQ;
     }
     for (int s = GT_LAYOUT_FIRST; s < GT_LAYOUT_WORDS; s++)
         for (int t = GT_LAYOUT_FIRST; t < GT_LAYOUT_WORDS; t++)
@@ -150,6 +166,36 @@ static int preferred_pair(int *s_out, int *t_out)
     return bs;
 }
 
+/*
+ * Under learn_lock: notes that pair (s, t) read `key` in this pass.
+ * @return 1 when it already read that key in this pass.
+ */
+static int seen_before(int s, int t, uint64_t key)
+{
+    /* key < 2^56 (seq < 2^40), so this is injective; splitmix64's
+     * finaliser is a bijection, so fingerprints never collide. */
+    uint64_t x = (key << 8) | (uint64_t)(s << 4) | (uint64_t)t;
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    if (x == 0)
+        x = 1; /* 0 marks an empty slot */
+    if (seen_n >= GT_LAYOUT_SEEN / 2)
+        return 0; /* a big pass: enough evidence already, stop tracking */
+    for (size_t i = (size_t)(x >> 50) & (GT_LAYOUT_SEEN - 1);;
+         i = (i + 1) & (GT_LAYOUT_SEEN - 1)) {
+        if (seen[i] == x)
+            return 1;
+        if (seen[i] == 0) {
+            seen[i] = x;
+            seen_n++;
+            return 0;
+        }
+    }
+}
+
 /* Under learn_lock: one backward node observed. */
 static void observe(const uint64_t *w)
 {
@@ -159,18 +205,39 @@ static void observe(const uint64_t *w)
         for (int t = GT_LAYOUT_FIRST; t < GT_LAYOUT_WORDS; t++) {
             if (s == t || dead[s][t])
                 continue;
-            if (was_created(w[s], w[t]))
+            if (was_created(w[s], w[t]) &&
+                !seen_before(s, t, make_key(w[s], w[t]))) {
                 support[s][t]++;
-            else
+                if (w[t] > tid_max[s][t])
+                    tid_max[s][t] = w[t];
+            } else {
                 dead[s][t] = 1;
+            }
         }
     }
 }
 
+static void reset_pass(void)
+{
+    memset(seen, 0, sizeof(seen));
+    seen_n = 0;
+}
+
 static void reset_candidates(void)
 {
+    atomic_store_explicit(&prior_alive_flag, 1, memory_order_relaxed);
     memset(dead, 0, sizeof(dead));
     memset(support, 0, sizeof(support));
+    memset(tid_max, 0, sizeof(tid_max));
+}
+
+static void settle(int s, int t)
+{
+    seq_word = s;
+    tid_word = t;
+    atomic_store_explicit(&state, SETTLED, memory_order_release);
+    GT_LOG("torch: node layout settled: seq at +%d, thread id at +%d",
+           8 * seq_word, 8 * tid_word);
 }
 
 int gt__torch_layout_read(const void *node, uint64_t *seq, uint64_t *tid)
@@ -190,12 +257,26 @@ int gt__torch_layout_read(const void *node, uint64_t *seq, uint64_t *tid)
 
     uint64_t w[GT_LAYOUT_WORDS];
     memcpy(w, p, sizeof(w));
-    /* Never wait: a node seen while another thread learns is just unknown. */
-    if (pthread_mutex_trylock(&learn_lock) != 0)
+    /*
+     * Never wait. A node seen while another thread learns is validated
+     * alone against the prior layout (still sound: the pair it reads must
+     * be one that was created), or stays unknown.
+     */
+    if (pthread_mutex_trylock(&learn_lock) != 0) {
+        if (atomic_load_explicit(&prior_alive_flag, memory_order_relaxed) &&
+            was_created(w[GT_LAYOUT_PRIOR_SEQ], w[GT_LAYOUT_PRIOR_TID])) {
+            *seq = w[GT_LAYOUT_PRIOR_SEQ];
+            *tid = w[GT_LAYOUT_PRIOR_TID];
+            return 1;
+        }
         return 0;
+    }
     int ok = 0;
     if (atomic_load_explicit(&state, memory_order_relaxed) == LEARNING) {
         observe(w);
+        atomic_store_explicit(&prior_alive_flag,
+                              !dead[GT_LAYOUT_PRIOR_SEQ][GT_LAYOUT_PRIOR_TID],
+                              memory_order_relaxed);
         int s, t;
         if (preferred_pair(&s, &t) >= 0 && was_created(w[s], w[t])) {
             *seq = w[s];
@@ -216,34 +297,44 @@ void gt__torch_layout_pass_done(void)
     if (atomic_load_explicit(&state, memory_order_relaxed) != LEARNING)
         goto out_unlock;
 
-    int survivors = 0, s_best = -1, t_best = -1;
+    int survivors = 0, s_best = -1, t_best = -1, one_seq_word = 1;
+    int big_tid = 0, s_big = -1, t_big = -1;
     for (int s = GT_LAYOUT_FIRST; s < GT_LAYOUT_WORDS; s++)
         for (int t = GT_LAYOUT_FIRST; t < GT_LAYOUT_WORDS; t++)
             if (s != t && !dead[s][t] &&
                 support[s][t] >= GT_LAYOUT_MIN_SUPPORT) {
-                survivors++;
+                if (survivors++ && s != s_best)
+                    one_seq_word = 0;
                 s_best = s;
                 t_best = t;
+                if (tid_max[s][t] > 1) {
+                    big_tid++;
+                    s_big = s;
+                    t_big = t;
+                }
             }
+    reset_pass();
+    int prior_alive = !dead[GT_LAYOUT_PRIOR_SEQ][GT_LAYOUT_PRIOR_TID] &&
+                      support[GT_LAYOUT_PRIOR_SEQ][GT_LAYOUT_PRIOR_TID] >=
+                          GT_LAYOUT_MIN_SUPPORT;
 
     if (survivors == 1) {
-        seq_word = s_best;
-        tid_word = t_best;
-        atomic_store_explicit(&state, SETTLED, memory_order_release);
-        GT_LOG("torch: node layout settled: seq at +%d, thread id at +%d",
-               8 * seq_word, 8 * tid_word);
+        settle(s_best, t_best);
         goto out_unlock;
     }
     if (survivors > 1) {
-        /* Too little discriminating evidence yet (tiny graphs): keep going. */
-        if (++ambiguous_passes >= GT_LAYOUT_AMBIG_PASSES &&
-            !dead[GT_LAYOUT_PRIOR_SEQ][GT_LAYOUT_PRIOR_TID] &&
-            support[GT_LAYOUT_PRIOR_SEQ][GT_LAYOUT_PRIOR_TID] >=
-                GT_LAYOUT_MIN_SUPPORT) {
-            seq_word = GT_LAYOUT_PRIOR_SEQ;
-            tid_word = GT_LAYOUT_PRIOR_TID;
-            atomic_store_explicit(&state, SETTLED, memory_order_release);
-        } else if (ambiguous_passes >= GT_LAYOUT_AMBIG_PASSES) {
+        /*
+         * Typical single-threaded case: the sequence word is certain, but
+         * with one forward thread (id 1) any word holding 1 (has_parent_)
+         * matches as well as thread_id_. The known layout decides; an
+         * unknown one needs a second thread's nodes (an id above 1), or
+         * gives up after a few passes rather than guess.
+         */
+        if (one_seq_word && prior_alive) {
+            settle(GT_LAYOUT_PRIOR_SEQ, GT_LAYOUT_PRIOR_TID);
+        } else if (one_seq_word && big_tid == 1) {
+            settle(s_big, t_big);
+        } else if (++ambiguous_passes >= GT_LAYOUT_AMBIG_PASSES) {
             goto out_fail;
         }
         goto out_unlock;
