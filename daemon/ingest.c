@@ -410,7 +410,9 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         return;
     if (nread > 0) {
         process(a, a->rbuf, (size_t)nread);
-    } else if (nread == UV_EOF) {
+    } else if (nread == UV_EOF || nread == UV_ECONNRESET) {
+        /* A reset only means the agent exited with our messages unread;
+         * everything it sent was read before. */
         close_agent(a, "disconnected", 0);
     } else if (nread < 0) {
         snprintf(reason, sizeof(reason), "closing: read error: %s",
@@ -443,6 +445,10 @@ int gt__agent_drain(struct gt__agent *a)
         } else if (errno != EINTR) {
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return 0;
+            if (errno == ECONNRESET) {
+                close_agent(a, "disconnected", 0);
+                return 1;
+            }
             close_agent(a, "closing: read error", 1);
             return 1;
         }
