@@ -54,12 +54,12 @@ static int parse_mb(const char *s, uint64_t *out)
 
 static int open_log(const struct gt__server *s, const char *log_path)
 {
-    char buf[sizeof(s->agent_path) + 32];
+    char dir[sizeof(s->agent_path)], buf[sizeof(s->agent_path) + 32];
     int fd;
 
     if (!log_path) {
-        snprintf(buf, sizeof(buf), "%s", s->agent_path);
-        snprintf(buf, sizeof(buf), "%s/gradtraced.log", dirname(buf));
+        snprintf(dir, sizeof(dir), "%s", s->agent_path);
+        snprintf(buf, sizeof(buf), "%s/gradtraced.log", dirname(dir));
         log_path = buf;
     }
     fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
