@@ -170,9 +170,12 @@ $(BUILD)/fuzz-replay/%: tests/fuzz/%.c tests/fuzz/replay.c $(LIBDAEMON) $(LIBCOM
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -Wno-missing-prototypes -o $@ $< tests/fuzz/replay.c \
 	  $(LIBDAEMON) $(LIBCOMMON) $(PKG_LIBS) -lpthread -lm
 
-$(BUILD)/kernels/%: kernels/%.cu $(wildcard kernels/*.h)
+# Static cudart (nvcc's default) so the binaries need only the driver;
+# SASS for Hopper plus PTX for everything since Turing.
+NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_75,code=compute_75
+$(BUILD)/kernels/%: kernels/%.cu $(wildcard kernels/*.h) include/gradtrace/gradtrace_shim.h
 	@mkdir -p $(dir $@)
-	$(NVCC) -O2 -std=c++17 -I$(CUDA_HOME)/include -o $@ $< -lcudart -ldl
+	$(NVCC) -O2 -std=c++17 $(NVCC_ARCH) -I$(CUDA_HOME)/include -Iinclude -o $@ $< -ldl
 
 kernels: $(CUDA_BIN)
 
