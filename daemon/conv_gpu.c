@@ -47,25 +47,41 @@ static uint32_t stream_track(struct gt_conv *c, uint32_t device,
 static char *put_ext(struct gt_conv *c, char *p, uint32_t corr)
 {
     const struct gt__bmap_val *v;
-    if (corr == 0)
+    if (corr == 0 || !(v = gt__bmap_get(&c->ext, 0, corr)))
         return p;
-    if ((v = gt__bmap_get(&c->ext, GT_EXT_LAYER_BWD, corr)) ||
-        (v = gt__bmap_get(&c->ext, GT_EXT_LAYER_FWD, corr))) {
+    if (v->p) {
         uint32_t ll;
-        int bwd = v->p == GT_EXT_LAYER_BWD;
         const char *l = gt__str_esc(c, (uint32_t)v->x, &ll);
         if (ll > 2 * GT_STRING_MAX)
             ll = 0; /* the caller reserved room for a name this long */
         p = GT__LIT(p, ",\"layer\":\"");
         p = put_esc(p, l, ll);
-        p = bwd ? GT__LIT(p, "\",\"phase\":\"backward\"")
-                : GT__LIT(p, "\",\"phase\":\"forward\"");
+        p = v->p == GT_EXT_LAYER_BWD ? GT__LIT(p, "\",\"phase\":\"backward\"")
+                                     : GT__LIT(p, "\",\"phase\":\"forward\"");
     }
-    if ((v = gt__bmap_get(&c->ext, GT_EXT_NVTX_SEQ, corr))) {
+    if (v->q) {
         p = GT__LIT(p, ",\"seq\":");
-        p = gt__fmt_u64(p, v->x);
+        p = gt__fmt_u64(p, v->y);
     }
     return p;
+}
+
+void gt__on_ext_corr(struct gt_conv *c, const struct gt_r_ext_corr *r)
+{
+    /* One entry per correlation id: layer (x, kind in p) and NVTX seq
+     * (y, present when q), so a GPU record needs one lookup. */
+    const struct gt__bmap_val *old = gt__bmap_get(&c->ext, 0, r->corr);
+    struct gt__bmap_val v = old ? *old : (struct gt__bmap_val){0};
+    if (r->kind == GT_EXT_LAYER_FWD || r->kind == GT_EXT_LAYER_BWD) {
+        v.x = r->ext;
+        v.p = r->kind;
+    } else if (r->kind == GT_EXT_NVTX_SEQ) {
+        v.y = r->ext;
+        v.q = 1;
+    } else {
+        return;
+    }
+    (void)gt__bmap_put(&c->ext, 0, r->corr, &v);
 }
 
 /* Links the GPU activity on track t at start with its launch, or waits. */

@@ -115,7 +115,7 @@ struct gt__bmap_ent {
 
 struct gt__bmap {
     struct gt__bmap_ent *ring;
-    uint32_t *slots;  /* ring index + 1, 0 = empty */
+    uint64_t *slots;  /* hash << 32 | ring index + 1, 0 = empty */
     uint32_t cap;     /* ring entries */
     uint32_t mask;    /* slots - 1 */
     uint32_t head;    /* next ring position to write */
@@ -123,7 +123,8 @@ struct gt__bmap {
 
 GT_WUR int gt__bmap_init(struct gt__bmap *m, uint32_t cap);
 void gt__bmap_free(struct gt__bmap *m);
-/* Inserts or replaces. @return 1 if a live entry was evicted, else 0. */
+/* Inserts or replaces. @return 1 if a live entry was evicted (or the new
+ * one dropped, in a pathological probe cluster), else 0. */
 int gt__bmap_put(struct gt__bmap *m, uint64_t a, uint64_t b,
                  const struct gt__bmap_val *v);
 /* @return the value, or NULL. Valid until the next put/take. */
@@ -445,6 +446,7 @@ void gt__on_kernel(struct gt_conv *c, const struct gt_r_gpu_kernel *r);
 void gt__on_memcpy(struct gt_conv *c, const struct gt_r_gpu_memcpy *r);
 void gt__on_memset(struct gt_conv *c, const struct gt_r_gpu_memset *r);
 void gt__on_cuda_api(struct gt_conv *c, const struct gt_r_cuda_api *r);
+void gt__on_ext_corr(struct gt_conv *c, const struct gt_r_ext_corr *r);
 void gt__on_lost(struct gt_conv *c, const struct gt_r_lost *r);
 void gt__on_clock(struct gt_conv *c, const struct gt_r_clock_sync *r);
 void gt__on_window(struct gt_conv *c, uint16_t type,

@@ -776,8 +776,7 @@ static void on_record(struct gt_conv *c, uint16_t type, uint16_t size,
     case GT_R_EXT_CORR: {
         struct gt_r_ext_corr r;
         GET(rec, size, r);
-        struct gt__bmap_val v = {.x = r.ext, .p = r.kind};
-        (void)gt__bmap_put(&c->ext, r.kind, r.corr, &v);
+        gt__on_ext_corr(c, &r);
         return;
     }
     case GT_R_CLOCK_SYNC: {

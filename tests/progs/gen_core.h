@@ -101,7 +101,6 @@ static int gen_flush(struct gen *g)
     if (g->sink(g->ud, g->out, (size_t)k))
         return g->err = -1;
     gt_recbuf_reset(&g->b);
-    g->cur_tid = 0; /* the next chunk names its thread again */
     g->first_ns = 0;
     return 0;
 }
@@ -110,6 +109,12 @@ static void gen_rec(struct gen *g, const void *rec, size_t size)
 {
     if (g->err)
         return;
+    /* A new chunk names the current thread again before anything else. */
+    if (g->b.len == 0 && g->cur_tid) {
+        struct gt_r_thread t = {{GT_R_THREAD, sizeof(t)}, g->cur_tid};
+        if (gt_recbuf_append(&g->b, &t, sizeof(t)))
+            g->err = -1;
+    }
     if (gt_recbuf_append(&g->b, rec, size))
         g->err = -1;
     if (g->b.len >= (size_t)g->o->chunk_kb * 1024)
@@ -118,12 +123,12 @@ static void gen_rec(struct gen *g, const void *rec, size_t size)
 
 static void gen_thread(struct gen *g, uint32_t tid)
 {
-    if (g->cur_tid == tid && g->b.len)
+    if (g->cur_tid == tid)
         return;
     struct gt_r_thread r = {{GT_R_THREAD, sizeof(r)}, tid};
     g->cur_tid = tid;
-    gen_rec(g, &r, sizeof(r));
-    g->cur_tid = tid; /* a flush inside gen_rec resets it */
+    if (g->b.len)
+        gen_rec(g, &r, sizeof(r)); /* else gen_rec adds it with the next */
 }
 
 static uint64_t gen_tick(struct gen *g, uint64_t ns)
