@@ -1,0 +1,149 @@
+/*
+ * Agent configuration (agent/config.c): defaults, valid settings, bad
+ * values falling back to defaults with a one-line reason on stderr only
+ * when GRADTRACE_LOG is set, and GRADTRACE_FILE's %p expansion.
+ */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "agent/internal.h"
+
+static const char *const *env_table;
+
+static const char *fake_getenv(const char *name)
+{
+    for (const char *const *e = env_table; e && e[0]; e += 2)
+        if (!strcmp(e[0], name))
+            return e[1];
+    return NULL;
+}
+
+static int parse(struct gt__config *c, const char *const *table)
+{
+    env_table = table;
+    return gt__config_parse(c, fake_getenv);
+}
+
+/* Everything written to the redirected stderr so far. */
+static size_t read_stderr(char *buf, size_t cap)
+{
+    FILE *f;
+    size_t n;
+
+    fflush(stderr);
+    f = cr_get_redirected_stderr();
+    n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    return n;
+}
+
+Test(agent_config, defaults)
+{
+    struct gt__config c;
+    static const char *const none[] = {NULL};
+
+    cr_assert_eq(parse(&c, none), 0);
+    cr_assert_eq(c.capture, 1);
+    cr_assert_eq(c.block_kb, GT_CONFIG_BLOCK_KB_DEFAULT);
+    cr_assert_eq(c.blocks, GT_CONFIG_BLOCKS_DEFAULT);
+    cr_assert_eq(c.log, 0);
+    cr_assert_str_empty(c.file_path);
+    cr_assert(strstr(c.socket_path, "/agent.sock"), "default socket: %s", c.socket_path);
+}
+
+Test(agent_config, valid_values)
+{
+    struct gt__config c;
+    static const char *const env[] = {
+        "GRADTRACE_SOCKET", "/tmp/x/agent.sock", "GRADTRACE_FILE", "/tmp/t.%p.gtr",
+        "GRADTRACE_CAPTURE", "0", "GRADTRACE_BUFFER_KB", "64",
+        "GRADTRACE_BUFFER_BLOCKS", "3", "GRADTRACE_LOG", "1", NULL};
+
+    cr_assert_eq(parse(&c, env), 0);
+    cr_assert_str_eq(c.socket_path, "/tmp/x/agent.sock");
+    cr_assert_str_eq(c.file_path, "/tmp/t.%p.gtr");
+    cr_assert_eq(c.capture, 0);
+    cr_assert_eq(c.block_kb, 64);
+    cr_assert_eq(c.blocks, 3);
+    cr_assert_eq(c.log, 1);
+}
+
+static const char *const bad_env_quiet[] = {
+    "GRADTRACE_CAPTURE", "maybe", "GRADTRACE_BUFFER_KB", "12x",
+    "GRADTRACE_BUFFER_BLOCKS", "1", NULL};
+
+Test(agent_config, bad_values_fall_back_silently, .init = cr_redirect_stderr)
+{
+    struct gt__config c;
+    char err[1024];
+
+    cr_assert_eq(parse(&c, bad_env_quiet), 3);
+    cr_assert_eq(c.capture, 1);
+    cr_assert_eq(c.block_kb, GT_CONFIG_BLOCK_KB_DEFAULT);
+    cr_assert_eq(c.blocks, GT_CONFIG_BLOCKS_DEFAULT);
+    cr_assert_eq(read_stderr(err, sizeof(err)), 0, "stderr must stay clean: %s", err);
+}
+
+Test(agent_config, bad_values_explained_with_log, .init = cr_redirect_stderr)
+{
+    struct gt__config c;
+    char err[2048];
+    static const char *const env[] = {
+        "GRADTRACE_LOG", "1", "GRADTRACE_CAPTURE", "maybe",
+        "GRADTRACE_BUFFER_KB", "99999999", "GRADTRACE_BUFFER_BLOCKS", "-4", NULL};
+    int lines = 0;
+
+    cr_assert_eq(parse(&c, env), 3);
+    cr_assert_eq(c.block_kb, GT_CONFIG_BLOCK_KB_DEFAULT);
+    read_stderr(err, sizeof(err));
+    for (char *p = err; (p = strchr(p, '\n')); p++)
+        lines++;
+    cr_assert_eq(lines, 3, "one line per bad value:\n%s", err);
+    cr_assert(strstr(err, "GRADTRACE_CAPTURE=\"maybe\""), "%s", err);
+    cr_assert(strstr(err, "GRADTRACE_BUFFER_KB=\"99999999\""), "%s", err);
+    cr_assert(strstr(err, "GRADTRACE_BUFFER_BLOCKS=\"-4\""), "%s", err);
+}
+
+Test(agent_config, out_of_range_numbers)
+{
+    struct gt__config c;
+    static const char *const low[] = {"GRADTRACE_BUFFER_KB", "3", NULL};
+    static const char *const high[] = {"GRADTRACE_BUFFER_BLOCKS", "4097", NULL};
+    static const char *const empty[] = {"GRADTRACE_BUFFER_KB", "", NULL};
+
+    cr_assert_eq(parse(&c, low), 1);
+    cr_assert_eq(parse(&c, high), 1);
+    cr_assert_eq(parse(&c, empty), 0, "empty means unset");
+}
+
+Test(agent_config, socket_path_too_long)
+{
+    struct gt__config c;
+    char longp[200];
+    const char *env[] = {"GRADTRACE_SOCKET", longp, NULL};
+
+    memset(longp, 'a', sizeof(longp) - 1);
+    longp[sizeof(longp) - 1] = '\0';
+    cr_assert_eq(parse(&c, env), 1);
+    cr_assert(strstr(c.socket_path, "/agent.sock"), "fell back to the default");
+}
+
+Test(agent_config, file_path_expansion)
+{
+    char out[256];
+
+    cr_assert_eq(gt__config_file_path("/tmp/run.%p.gtr", 42, 0, out, sizeof(out)), 0);
+    cr_assert_str_eq(out, "/tmp/run.42.gtr");
+    cr_assert_eq(gt__config_file_path("/tmp/run.%p.gtr", 43, 1, out, sizeof(out)), 0);
+    cr_assert_str_eq(out, "/tmp/run.43.gtr", "a %p child needs no suffix");
+    cr_assert_eq(gt__config_file_path("/tmp/run.gtr", 44, 0, out, sizeof(out)), 0);
+    cr_assert_str_eq(out, "/tmp/run.gtr");
+    cr_assert_eq(gt__config_file_path("/tmp/run.gtr", 45, 1, out, sizeof(out)), 0);
+    cr_assert_str_eq(out, "/tmp/run.gtr.45", "a child without %p gets .<pid>");
+    cr_assert_eq(gt__config_file_path("/tmp/100%%-%p", 7, 0, out, sizeof(out)), 0);
+    cr_assert_str_eq(out, "/tmp/100%-7");
+    cr_assert_eq(gt__config_file_path("/tmp/%p%p", 123456, 0, out, 10), -ENAMETOOLONG);
+}
