@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -183,4 +184,22 @@ int gt__cli_simple(const char *path, const char *cmd, int timeout_ms,
     rc = gt__cli_request(path, req, timeout_ms, reply, err, errcap);
     cJSON_Delete(req);
     return rc;
+}
+
+int gt__cli_exe_dir(char *buf, size_t cap)
+{
+    char path[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+    char *slash;
+
+    if (n <= 0)
+        return -errno;
+    path[n] = '\0';
+    slash = strrchr(path, '/');
+    if (!slash)
+        return -ENOENT;
+    *slash = '\0';
+    if ((size_t)snprintf(buf, cap, "%s", path) >= cap)
+        return -ENAMETOOLONG;
+    return 0;
 }

@@ -73,24 +73,6 @@ static const char trigger_usage[] =
     "or both; iteration a number or next (default); count windows (default\n"
     "1). --clear disarms every trigger.\n";
 
-int gt__cli_exe_dir(char *buf, size_t cap)
-{
-    char path[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-    char *slash;
-
-    if (n <= 0)
-        return -errno;
-    path[n] = '\0';
-    slash = strrchr(path, '/');
-    if (!slash)
-        return -ENOENT;
-    *slash = '\0';
-    if ((size_t)snprintf(buf, cap, "%s", path) >= cap)
-        return -ENAMETOOLONG;
-    return 0;
-}
-
 static int want_help(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
