@@ -103,7 +103,7 @@ static struct gt__thread *thread_state_acquire(void)
     return t;
 }
 
-static struct gt__thread *thread_register(void)
+struct gt__thread *gt__thread_register(void)
 {
     struct gt__thread *t;
 
@@ -128,15 +128,6 @@ static struct gt__thread *thread_register(void)
     gt__tls = t;
     atomic_store_explicit(&t->status, GT_THR_ACTIVE, memory_order_release);
     return t;
-}
-
-struct gt__thread *gt__thread_self(void)
-{
-    struct gt__thread *t = gt__tls;
-
-    if (GT_LIKELY(t != NULL))
-        return t == &gt__thread_dead ? NULL : t;
-    return thread_register();
 }
 
 static int blocks_alloc(struct gt__thread *t)

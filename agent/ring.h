@@ -120,7 +120,16 @@ extern void (*gt__ring_armed)(void);
  * @return this thread's state, registering it on first use (cold path);
  *         NULL when it cannot be registered or the thread is exiting.
  */
-struct gt__thread *gt__thread_self(void);
+struct gt__thread *gt__thread_register(void);
+
+static inline struct gt__thread *gt__thread_self(void)
+{
+    struct gt__thread *t = gt__tls;
+
+    if (GT_LIKELY(t != NULL))
+        return t == &gt__thread_dead ? NULL : t;
+    return gt__thread_register();
+}
 
 /* Reserve slow path: register, allocate, switch blocks or drop. */
 void *gt__reserve_slow(size_t size);
