@@ -30,11 +30,11 @@ real_agent=$(realpath "$agent")
 grep -q "injection=$real_agent\$" "$tmp/err" || fail "CUDA_INJECTION64_PATH not set to the agent"
 
 "$dump" "$tmp/t.gtr" >"$tmp/dump" || fail "trace does not decode"
-n_warn=$(grep -c '^warning ' "$tmp/dump")
-n_cupti=$(grep -c '^warning 999 CUPTI .* failed at agent/cupti.c:[0-9]*: ' "$tmp/dump")
-grep '^warning ' "$tmp/dump"
+n_warn=$(grep -c $'^warning\t' "$tmp/dump")
+n_cupti=$(grep -c $'^warning\t999\tCUPTI .* failed at agent/cupti.c:[0-9]*: ' "$tmp/dump")
+grep $'^warning\t' "$tmp/dump"
 [ "$n_warn" -eq 1 ] || fail "expected exactly one warning, got $n_warn"
 [ "$n_cupti" -eq 1 ] || fail "the warning does not name the failed CUPTI call, file and line"
-grep -qE '^(kernel|memcpy|memset|api|ext) ' "$tmp/dump" && fail "GPU records without a GPU"
-grep -q '^summary .* corrupt=0 ' "$tmp/dump" || fail "corrupt chunks"
+grep -qE $'^(kernel|memcpy|memset|api|ext)\t' "$tmp/dump" && fail "GPU records without a GPU"
+grep -q "^summary.* corrupt=0 " "$tmp/dump" || fail "corrupt chunks"
 echo "ok: one CUPTI warning, clean run"

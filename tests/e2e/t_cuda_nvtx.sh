@@ -24,26 +24,27 @@ rc=$?
 [ -s "$tmp/out" ] && fail "stdout not empty"
 "$dump" "$tmp/t.gtr" >"$tmp/dump" || fail "trace does not decode"
 
-# Scope records in stream order, kind 2 = GT_SCOPE_NVTX, without timestamps.
-grep -E '^(begin|end|instant) ' "$tmp/dump" | sed -E 's/ [0-9]+$//' >"$tmp/got"
-cat >"$tmp/want" <<'W'
-begin 2 train_step -
-begin 2 prefetch -
-begin 2 block.0 -
-begin 2 forward -
-instant mid-forward
-end 2 forward
-end 2 block.0
-begin 2 gemm tile kernels
-end 2 gemm tile
-end 2 prefetch
-begin 2 aten::addmm, seq = 7 -
-end 2 aten::addmm, seq = 7
-end 2 train_step
+# Scope records in stream order (tab-separated; kind 2 = GT_SCOPE_NVTX),
+# without their timestamps.
+grep -E $'^(begin|end|instant)\t' "$tmp/dump" | cut -f1-4 | sed -E $'s/\t[0-9]+$//' >"$tmp/got"
+while IFS='|' read -r line; do printf '%s\n' "${line//|/$'\t'}"; done >"$tmp/want" <<'W'
+begin|2|train_step|-
+begin|2|prefetch|-
+begin|2|block.0|-
+begin|2|forward|-
+instant|mid-forward
+end|2|forward
+end|2|block.0
+begin|2|gemm tile|kernels
+end|2|gemm tile
+end|2|prefetch
+begin|2|aten::addmm, seq = 7|-
+end|2|aten::addmm, seq = 7
+end|2|train_step
 W
 diff -u "$tmp/want" "$tmp/got" || fail "NVTX scopes differ from the program's ranges"
 # Timestamps never go back.
-grep -E '^(begin|end|instant) ' "$tmp/dump" | awk '{print $NF}' | sort -c -n \
+grep -E $'^(begin|end|instant)\t' "$tmp/dump" | awk -F'\t' '{print $NF}' | sort -c -n \
   || fail "timestamps out of order"
 
 gt=$B/gradtrace

@@ -1,23 +1,26 @@
 /*
  * Prints the CUDA- and NVTX-related records of a .gtr file one per line,
- * with string ids resolved, for the CUDA e2e tests and scripts/gpu-check.sh
- * to grep and count:
+ * fields separated by tabs (names may contain spaces), string ids
+ * resolved, for the CUDA e2e tests and scripts/gpu-check.sh to read:
  *
  *   thread <tid>
  *   begin <kind> <name> <cls> <ts>        (scope begin; cls "-" when 0)
  *   end <kind> <name> <ts>
  *   instant <name> <ts>
+ *   node <seq> <fwd_tid> <ts> <layer>     (autograd node created)
+ *   bwd_begin <seq> <fwd_tid> <ts> <name> (seq -1 when unknown)
+ *   bwd_end <seq> <fwd_tid> <ts>
  *   kernel <device> <stream> <corr> <start> <end> <name>
  *   memcpy <device> <stream> <corr> <bytes> <start> <end>
  *   memset <device> <stream> <corr> <bytes> <start> <end>
  *   api <tid> <corr> <start> <end> <name>
- *   ext <kind> <corr> <ext>
+ *   ext <kind> <corr> <ext> <layer name, or "-" for other kinds>
  *   clock <device> <mono> <real> <device_ts> <uncertainty>
  *   lost <tid> <what> <count>
  *   warning <code> <text>
  *   summary records=<n> chunks=<n> corrupt=<n> lost_chunks=<n>
  *
- * Names go last where they may contain spaces. Exit 0 when the file
+ * Exit 0 when the file
  * decodes (corrupt chunks are counted, not fatal), 1 otherwise.
  *
  *   cuda_gtr_dump FILE.gtr
@@ -102,69 +105,93 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
         }
         case GT_R_THREAD: {
             GET(struct gt_r_thread, t);
-            printf("thread %u\n", t.tid);
+            printf("thread\t%u\n", t.tid);
             break;
         }
         case GT_R_SCOPE_BEGIN: {
             GET(struct gt_r_scope_begin, b);
-            printf("begin %u %s %s %" PRIu64 "\n", b.kind, name_of(b.name),
+            printf("begin\t%u\t%s\t%s\t%" PRIu64 "\n", b.kind, name_of(b.name),
                    name_of(b.cls), b.ts);
             break;
         }
         case GT_R_SCOPE_END: {
             GET(struct gt_r_scope_end, e);
-            printf("end %u %s %" PRIu64 "\n", e.kind, name_of(e.name), e.ts);
+            printf("end\t%u\t%s\t%" PRIu64 "\n", e.kind, name_of(e.name), e.ts);
             break;
         }
         case GT_R_INSTANT: {
             GET(struct gt_r_instant, i);
-            printf("instant %s %" PRIu64 "\n", name_of(i.name), i.ts);
+            printf("instant\t%s\t%" PRIu64 "\n", name_of(i.name), i.ts);
+            break;
+        }
+        case GT_R_NODE_CREATED: {
+            GET(struct gt_r_node_created, n);
+            printf("node\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%s\n", n.seq,
+                   n.fwd_tid, n.ts, name_of(n.layer));
+            break;
+        }
+        case GT_R_BWD_NODE_BEGIN: {
+            GET(struct gt_r_bwd_node_begin, b);
+            printf("bwd_begin\t%" PRId64 "\t%" PRIu64 "\t%" PRIu64 "\t%s\n",
+                   b.seq == UINT64_MAX ? (int64_t)-1 : (int64_t)b.seq,
+                   b.fwd_tid, b.ts, name_of(b.name));
+            break;
+        }
+        case GT_R_BWD_NODE_END: {
+            GET(struct gt_r_bwd_node_end, e);
+            printf("bwd_end\t%" PRId64 "\t%" PRIu64 "\t%" PRIu64 "\n",
+                   e.seq == UINT64_MAX ? (int64_t)-1 : (int64_t)e.seq,
+                   e.fwd_tid, e.ts);
             break;
         }
         case GT_R_GPU_KERNEL: {
             GET(struct gt_r_gpu_kernel, k);
-            printf("kernel %u %u %u %" PRIu64 " %" PRIu64 " %s\n", k.device,
+            printf("kernel\t%u\t%u\t%u\t%" PRIu64 "\t%" PRIu64 "\t%s\n", k.device,
                    k.stream, k.corr, k.start, k.end, name_of(k.name));
             break;
         }
         case GT_R_GPU_MEMCPY: {
             GET(struct gt_r_gpu_memcpy, m);
-            printf("memcpy %u %u %u %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+            printf("memcpy\t%u\t%u\t%u\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n",
                    m.device, m.stream, m.corr, m.bytes, m.start, m.end);
             break;
         }
         case GT_R_GPU_MEMSET: {
             GET(struct gt_r_gpu_memset, m);
-            printf("memset %u %u %u %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+            printf("memset\t%u\t%u\t%u\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n",
                    m.device, m.stream, m.corr, m.bytes, m.start, m.end);
             break;
         }
         case GT_R_CUDA_API: {
             GET(struct gt_r_cuda_api, a);
-            printf("api %u %u %" PRIu64 " %" PRIu64 " %s\n", a.tid, a.corr,
+            printf("api\t%u\t%u\t%" PRIu64 "\t%" PRIu64 "\t%s\n", a.tid, a.corr,
                    a.start, a.end, name_of(a.name));
             break;
         }
         case GT_R_EXT_CORR: {
             GET(struct gt_r_ext_corr, e);
-            printf("ext %u %u %" PRIu64 "\n", e.kind, e.corr, e.ext);
+            /* Layer ids are string ids: name them. */
+            printf("ext\t%u\t%u\t%" PRIu64 "\t%s\n", e.kind, e.corr, e.ext,
+                   e.kind == GT_EXT_LAYER_FWD || e.kind == GT_EXT_LAYER_BWD
+                       ? name_of((uint32_t)e.ext)
+                       : "-");
             break;
         }
         case GT_R_CLOCK_SYNC: {
             GET(struct gt_r_clock_sync, c);
-            printf("clock %d %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+            printf("clock\t%d\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n",
                    c.device, c.mono_ns, c.real_ns, c.device_ts,
                    c.uncertainty_ns);
             break;
         }
         case GT_R_LOST: {
             GET(struct gt_r_lost, l);
-            printf("lost %u %u %" PRIu64 "\n", l.tid, l.what, l.count);
+            printf("lost\t%u\t%u\t%" PRIu64 "\n", l.tid, l.what, l.count);
             break;
         }
         case GT_R_WARNING: {
             GET(struct gt_r_warning, w);
-            printf("warning %u %s\n", w.code, name_of(w.text));
+            printf("warning\t%u\t%s\n", w.code, name_of(w.text));
             break;
         }
         default:
@@ -198,7 +225,7 @@ int main(int argc, char **argv)
     if (!r)
         r = gt_framer_finish(fr);
     const struct gt_framer_stats *st = gt_framer_stats(fr);
-    printf("summary records=%" PRIu64 " chunks=%" PRIu64 " corrupt=%" PRIu64
+    printf("summary\trecords=%" PRIu64 " chunks=%" PRIu64 " corrupt=%" PRIu64
            " lost_chunks=%" PRIu64 "\n",
            g_records, st->chunks, st->corrupt_chunks, st->chunks_lost);
     int ok = (r == 0 || r == GT_ETRUNC) && gt_framer_hello(fr) != NULL;
