@@ -66,6 +66,7 @@ static void close_conn(struct gt__ctlconn *c)
         pp = &(*pp)->next;
     if (*pp)
         *pp = c->next;
+    c->srv->nctls--;
     uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
 }
 
@@ -514,7 +515,15 @@ void gt__ctl_on_connection(uv_stream_t *server, int status)
     uv_pipe_init(s->loop, &c->pipe, 0);
     c->next = s->ctls;
     s->ctls = c;
+    s->nctls++;
     if (uv_accept(server, (uv_stream_t *)&c->pipe) != 0) {
+        close_conn(c);
+        return;
+    }
+    /* Each connection holds a request buffer: bound their number so a
+     * client opening connections in a loop cannot exhaust memory or fds. */
+    if (s->nctls > GT_CTLS_MAX) {
+        gt__log("refused control connection: %d already open", GT_CTLS_MAX);
         close_conn(c);
         return;
     }

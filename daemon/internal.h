@@ -157,6 +157,7 @@ const char *gt__phase_name(enum gt__phase p);
 #define GT_AGENTS_MAX 1024     /* live agent connections */
 #define GT_DONE_MAX 4096       /* finished agents remembered for status */
 #define GT_LOST_SLOTS 64       /* (thread, kind) lost counters per agent */
+#define GT_CTLS_MAX 64         /* open control connections */
 
 struct gt__server;
 
@@ -242,6 +243,7 @@ struct gt__server {
     size_t narmed;
     uint64_t next_trigger_id;
     struct gt__ctlconn *ctls;
+    int nctls;
     struct gt__timer *timers;
     /* totals over every connection since start */
     uint64_t connections, refused, bytes, records, events, chunks;
