@@ -10,6 +10,7 @@ chmod 700 "$E2E_TMP"
 export GRADTRACE_SOCKET=$E2E_TMP/agent.sock
 export GRADTRACE_CONTROL=$E2E_TMP/control.sock
 OUT=$E2E_TMP/out
+PY=${PYTHON:-python3}
 FAKE=$B/progs/fake_agent
 VALIDATOR=$ROOT/tests/tools/validate_trace.py
 DAEMON_PID=
@@ -33,7 +34,7 @@ start_daemon() {
 
 # Sends request lines (arguments) on one control connection; prints replies.
 ctl() {
-  python3 - "$GRADTRACE_CONTROL" "$@" <<'PY'
+  "$PY" - "$GRADTRACE_CONTROL" "$@" <<'PY'
 import socket, sys
 s = socket.socket(socket.AF_UNIX)
 s.settimeout(20)
@@ -51,7 +52,7 @@ PY
 # Prints the value of a python expression over the JSON reply of one request.
 ctl_q() {
   local req=$1 expr=$2
-  ctl "$req" | python3 -c "import json,sys; r=json.load(sys.stdin); print($expr)"
+  ctl "$req" | "$PY" -c "import json,sys; r=json.load(sys.stdin); print($expr)"
 }
 
 stop_daemon() {
@@ -74,10 +75,10 @@ trap cleanup_daemon EXIT
 # parse + object form.
 validate() {
   if [ -f "$VALIDATOR" ]; then
-    python3 "$VALIDATOR" "$@" || die "validator rejected $*"
+    "$PY" "$VALIDATOR" "$@" || die "validator rejected $*"
   else
     for f in "$@"; do
-      python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert isinstance(d.get("traceEvents"), list)' "$f" \
+      "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert isinstance(d.get("traceEvents"), list)' "$f" \
         || die "$f is not a valid trace"
     done
   fi
@@ -85,7 +86,7 @@ validate() {
 
 # Number of complete "fake_scope" spans over every file of one stem.
 count_fake_spans() {
-  python3 - "$@" <<'PY'
+  "$PY" - "$@" <<'PY'
 import json, sys
 n = 0
 for p in sys.argv[1:]:

@@ -29,7 +29,7 @@ cat "$E2E_TMP/status"
 grep -q "^agents: 2" "$E2E_TMP/status" || die "status table lacks the two agents"
 grep -Eq "^  $a1 +1 +on " "$E2E_TMP/status" || die "status row for rank 1 wrong"
 grep -q "#1 layer=layers.17" "$E2E_TMP/status" || die "armed trigger not in status"
-"$GT" status --json | python3 -c 'import json,sys; r=json.load(sys.stdin); assert r["ok"] and len(r["agents"])==2' \
+"$GT" status --json | "$PY" -c 'import json,sys; r=json.load(sys.stdin); assert r["ok"] and len(r["agents"])==2' \
   || die "status --json"
 
 "$GT" stop --rank 0 >/dev/null || die "stop --rank 0"

@@ -55,7 +55,7 @@ if [ $real -eq 1 ]; then
     fs=$(ls "$OUT"/agent_threads-pid$pid*.json 2>/dev/null)
     [ -n "$fs" ] || die "no trace for real agent pid $pid: $(ls "$OUT")"
     validate $fs
-    n=$(python3 - $fs <<'PY'
+    n=$("$PY" - $fs <<'PY'
 import json, re, sys
 n = 0
 for p in sys.argv[1:]:

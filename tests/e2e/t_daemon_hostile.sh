@@ -41,10 +41,10 @@ replies=$(ctl 'not json' '{"cmd":"reboot"}' '{"cmd":"start","pids":"x"}' '[1,2]'
 echo "$replies" | head -5 | grep -c '"ok":false' | grep -qx 5 || die "bad control requests not all refused: $replies"
 echo "$replies" | tail -1 | grep -q '"ok":true' || die "status after bad requests failed"
 # Oversized request: error reply, connection closed, daemon unharmed.
-big=$(python3 -c 'print("{\"cmd\":\"status\",\"x\":\"" + "a"*70000 + "\"}")')
+big=$("$PY" -c 'print("{\"cmd\":\"status\",\"x\":\"" + "a"*70000 + "\"}")')
 ctl "$big" | grep -q 'larger than' || die "oversized request not refused"
 # Raw garbage on the control socket.
-head -c 5000 /dev/urandom | python3 -c '
+head -c 5000 /dev/urandom | "$PY" -c '
 import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(sys.stdin.buffer.read()); s.close()' "$GRADTRACE_CONTROL"
 
 kill -0 "$DAEMON_PID" || die "daemon died"
@@ -63,7 +63,7 @@ validate $fk
 nk=$(count_fake_spans $fk)
 echo "killed agent: $nk spans in its partial trace (5 whole chunks = 2500)"
 [ "$nk" -eq 2500 ] || die "killed agent: want the 2500 spans of its whole chunks, got $nk"
-python3 - "$fk" <<'PY' || die "partial trace does not say it was truncated"
+"$PY" - "$fk" <<'PY' || die "partial trace does not say it was truncated"
 import json, sys
 d = json.load(open(sys.argv[1]))
 meta = json.dumps({k: v for k, v in d.items() if k != "traceEvents"})
