@@ -60,6 +60,7 @@ struct device_sync {
     void *ctx, *stream, *event;
     uint32_t cupti_stream;
     int broken;            /* a driver call failed: skip this device */
+    int synced;            /* a start event was recorded at least once */
 };
 
 static pthread_mutex_t g_clock_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -270,6 +271,9 @@ static int cu_check(int r, const char *call, int line)
 {
     if (GT_LIKELY(r == 0))
         return 0;
+    /* CUDA_ERROR_DEINITIALIZED: the process is exiting, nothing to say. */
+    if (r == 4)
+        return -EIO;
     char msg[256];
     snprintf(msg, sizeof(msg),
              "CUDA %s failed at %s:%d (CUresult %d): clock sync skips a device",
@@ -328,19 +332,28 @@ static int record_one(int i, int warm)
 }
 
 /*
- * Warm-ups then the start event on every device the program uses.
- * @return the number of devices synced.
+ * Warm-ups then the start event on every device the program uses (all),
+ * or only on those not synced yet. @return the number of devices synced.
  */
-static int sync_round(void)
+static int sync_round(int all)
 {
     int n = 0, synced = 0;
+    /* Without device timestamps in CUDA_EVENT records (CUPTI before 13)
+     * start events cannot be read back: say so once, sync nothing. */
+    if (!gt__cupti.ActivityEnableCudaEventDeviceTimestamps) {
+        gt__cuda_sink->warn(GT_CUDA_WARN_SYNC,
+                            "this CUPTI has no CUDA event device timestamps: "
+                            "no per-device clock offsets (GPU times still "
+                            "mapped through CUPTI's own clock)");
+        return 1;
+    }
     if (GT_CU_CALL(g_cu.DeviceGetCount(&n)))
         return 0;
     for (int i = 0; i < n && i < GT_CUDA_MAX_DEVICES; i++) {
         struct device_sync *d = &g_dev[i];
         unsigned flags;
         int active = 0, dev;
-        if (d->broken || g_cu.DeviceGet(&dev, i) ||
+        if (d->broken || (!all && d->synced) || g_cu.DeviceGet(&dev, i) ||
             g_cu.DevicePrimaryCtxGetState(dev, &flags, &active) || !active)
             continue;
         if (device_prepare(i)) {
@@ -360,7 +373,7 @@ static int sync_round(void)
         if (r)
             d->broken = 1;
         else
-            synced++;
+            synced++, d->synced = 1;
         (void)GT_CU_CALL(g_cu.CtxPopCurrent(&popped));
     }
     return synced;
@@ -400,16 +413,21 @@ static void *sync_main(void *arg)
         if (!on)
             continue;
         uint64_t now = gt__cuda_sink->now();
-        if (now < next_sync)
-            continue;
-        next_sync = now + (uint64_t)GT_CUDA_SYNC_PERIOD_MS * 1000000u;
-        gt__cupti_sync_cupti_pair();
+        int all = now >= next_sync;
+        if (all) {
+            next_sync = now + (uint64_t)GT_CUDA_SYNC_PERIOD_MS * 1000000u;
+            gt__cupti_sync_cupti_pair();
+        }
         /* libcuda appears with the first cuInit; until then, wait. */
         if (!have_driver)
             have_driver = driver_load() == 0;
-        /* No device in use yet: look again in a second, not a period. */
-        if (!have_driver || !sync_round())
-            next_sync = now + 1000000000u;
+        /*
+         * Every period all devices; in between, at each poll, the devices
+         * whose context appeared since (at the program's first allocation
+         * or launch), so short programs still get their start events.
+         */
+        if (have_driver)
+            (void)sync_round(all);
     }
     return NULL;
 }

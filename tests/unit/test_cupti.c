@@ -74,7 +74,7 @@ static uint64_t test_now(void)
  * timestamp callback) and the host monotonic time it corresponds to,
  * measured independently of the agent. Records are stamped g_base + x.
  */
-static uint64_t g_base, g_base_mono;
+static uint64_t g_base, g_base_mono, g_base_half;
 
 static void test_warn(uint32_t code, const char *msg)
 {
@@ -129,11 +129,20 @@ static void setup(void)
     if (r == -ENOENT)
         cr_skip_test("libcupti not found at %s", path);
     cr_assert_eq(r, 0, "libcupti loads (%d)", r);
-    uint64_t lo = test_now();
-    cr_assert_eq(gt__cupti.GetTimestamp(&g_base), 0);
-    uint64_t hi = test_now();
+    /* The tightest of a few reads: the machine may be busy. */
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 200 && best > 20000; i++) {
+        uint64_t ts = 0, lo = test_now();
+        cr_assert_eq(gt__cupti.GetTimestamp(&ts), 0);
+        uint64_t hi = test_now();
+        if (hi - lo < best) {
+            best = hi - lo;
+            g_base = ts;
+            g_base_mono = lo + (hi - lo) / 2;
+        }
+    }
+    g_base_half = best / 2;
     cr_assert(g_base > 0, "CUPTI has a clock without a driver");
-    g_base_mono = lo + (hi - lo) / 2;
     /* What the agent does at start: one pair for the CUPTI-domain model. */
     gt__cupti_sync_cupti_pair();
 }
@@ -144,8 +153,11 @@ static uint64_t at(uint64_t x)
     return g_base_mono + x;
 }
 
-/* Mapped times are within this of the independent measurement. */
-#define MAP_TOL 200000u
+/*
+ * Mapped times are within this of the independent measurement: its own
+ * half-width plus the agent's (one pair, taken on a busy machine).
+ */
+#define MAP_TOL (g_base_half + 1000000u)
 
 static void assert_time(uint64_t got, uint64_t x, const char *what)
 {
