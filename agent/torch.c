@@ -2,7 +2,7 @@
  * PyTorch autograd hooks: node creation in the forward, each backward node,
  * each backward pass. No change to the user's code, no Python involved.
  *
- * How: libgradtrace.so exports four libtorch functions under their mangled
+ * How: libgradtrace.so exports five libtorch functions under their mangled
  * C++ names (listed in agent/libgradtrace.map). libtorch_cpu and
  * libtorch_python call them through their PLT, and an LD_PRELOADed library
  * comes first in the global lookup scope, so those calls land here:
@@ -12,6 +12,9 @@
  *       node's sequence number;
  *   torch::autograd::Engine::evaluate_function(graph_task, Node*, ...)
  *       runs one backward node, on whatever thread the engine uses;
+ *   torch::autograd::impl::set_gradient_edge(tensor, edge)   attaches a
+ *       fresh node to its output; used only while the node layout is being
+ *       learned (agent/torch_layout.c), a plain forward afterwards;
  *   torch::autograd::Engine::execute(...)      one backward pass (also
  *       torch.autograd.grad); nested calls on a thread (reentrant backward,
  *       checkpointing) count once;
@@ -62,6 +65,8 @@
 #define SYM_EXEC                                                              \
     "_ZN5torch8autograd6Engine7executeERKSt6vectorINS0_4EdgeESaIS3_EERKS2_"   \
     "IN2at6TensorESaIS9_EEbbbS7_"
+#define SYM_EDGE                                                              \
+    "_ZN5torch8autograd4impl17set_gradient_edgeERKN2at6TensorENS0_4EdgeE"
 #define SYM_NODE_NAME "_ZNK5torch8autograd4Node4nameB5cxx11Ev"
 #define SYM_NODE_VTABLE "_ZTVN5torch8autograd4NodeE"
 #define SYM_DELETE "_ZdlPv"
@@ -72,6 +77,15 @@ GT_API void
 _ZN5torch8autograd6Engine17evaluate_functionERSt10shared_ptrINS0_9GraphTaskEEPNS0_4NodeERNS0_11InputBufferERKS2_INS0_10ReadyQueueEE(
     void *engine, void *graph_task, void *node, void *inputs,
     const void *ready_queue);
+
+/*
+ * torch::autograd::Edge is passed by value but is not trivially copyable
+ * (it holds a shared_ptr<Node>), so the Itanium ABI passes a pointer to a
+ * caller-owned temporary; its first word is the Node pointer.
+ */
+GT_API void
+_ZN5torch8autograd4impl17set_gradient_edgeERKN2at6TensorENS0_4EdgeE(
+    const void *tensor, void *edge);
 
 /*
  * std::vector<at::Tensor> returned by value: three pointers, returned
@@ -89,6 +103,7 @@ _ZN5torch8autograd6Engine7executeERKSt6vectorINS0_4EdgeESaIS3_EERKS2_IN2at6Tenso
 
 typedef uint64_t (*seq_fn)(void);
 typedef uint64_t (*tid_fn)(void);
+typedef void (*edge_fn)(const void *, void *);
 typedef void (*eval_fn)(void *, void *, void *, void *, const void *);
 typedef struct gt__cxx_vector (*exec_fn)(void *, const void *, const void *,
                                          _Bool, _Bool, _Bool, const void *);
@@ -109,6 +124,7 @@ typedef void (*delete_fn)(void *);
 static _Atomic(seq_fn) real_seq;
 static _Atomic(tid_fn) real_tid;
 static _Atomic(eval_fn) real_eval;
+static _Atomic(edge_fn) real_edge;
 static _Atomic(exec_fn) real_exec;
 
 static int torch_disabled; /* GRADTRACE_TORCH=0: pure pass-through */
@@ -224,6 +240,12 @@ static uint64_t torch_tid(void)
     tl_torch_tid = t;
     return t;
 }
+
+/* The number get_and_increment last handed out on this thread, for the
+ * creation-time layout evidence (valid while tl_last_ok). */
+static __thread uint64_t tl_last_seq
+    __attribute__((tls_model("initial-exec")));
+static __thread int tl_last_ok __attribute__((tls_model("initial-exec")));
 
 /* ------------------------------------------------------------ node names */
 
@@ -385,9 +407,28 @@ uint64_t _ZN2at15sequence_number17get_and_incrementEv(void)
         return seq;
     uint64_t tid = torch_tid();
     gt__torch_layout_note_created(seq, tid);
+    tl_last_seq = seq;
+    tl_last_ok = 1;
     if (capturing)
         gt_node_created(seq, tid);
     return seq;
+}
+
+void _ZN5torch8autograd4impl17set_gradient_edgeERKN2at6TensorENS0_4EdgeE(
+    const void *tensor, void *edge)
+{
+    edge_fn real = RESOLVE(
+        real_edge, edge_fn, SYM_EDGE,
+        _ZN5torch8autograd4impl17set_gradient_edgeERKN2at6TensorENS0_4EdgeE);
+    if (GT_UNLIKELY(!real))
+        fatal_unresolved(SYM_EDGE);
+    /* Only while the layout is unknown: the fresh node, before it runs. */
+    if (GT_UNLIKELY(tl_last_ok) && gt__torch_layout_learning() && edge) {
+        tl_last_ok = 0; /* one observation per creation (multi-output ops) */
+        gt__torch_layout_note_edge(*(void *const *)edge, tl_last_seq,
+                                   tl_torch_tid);
+    }
+    real(tensor, edge);
 }
 
 struct node_guard {
@@ -458,10 +499,13 @@ _ZN5torch8autograd6Engine7executeERKSt6vectorINS0_4EdgeESaIS3_EERKS2_IN2at6Tenso
 
     struct pass_guard g __attribute__((cleanup(pass_guard_end))) = {0};
     /* Only the outermost pass on a thread is an iteration boundary. */
-    if (tl_exec_depth++ == 0 && !torch_disabled &&
-        atomic_load_explicit(&gt__capture_on, memory_order_relaxed)) {
-        gt_bwd_pass_begin();
-        g.recorded = 1;
+    if (tl_exec_depth++ == 0 && !torch_disabled) {
+        if (GT_UNLIKELY(gt__torch_layout_learning()))
+            gt__torch_layout_pass_begin();
+        if (atomic_load_explicit(&gt__capture_on, memory_order_relaxed)) {
+            gt_bwd_pass_begin();
+            g.recorded = 1;
+        }
     }
     return real(engine, roots, inputs, keep_graph, create_graph,
                 accumulate_grad, outputs);

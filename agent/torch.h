@@ -36,6 +36,16 @@ int gt__torch_layout_learning(void);
  */
 int gt__torch_layout_read(const void *node, uint64_t *seq, uint64_t *tid);
 
+/*
+ * A node was just attached to its output tensor on this thread; seq and tid
+ * are what get_and_increment last handed out here. Creation-time evidence
+ * for the layout; a no-op once settled. Any thread; never blocks.
+ */
+void gt__torch_layout_note_edge(const void *node, uint64_t seq, uint64_t tid);
+
+/* Start of a backward pass: last chance to settle from the forward. */
+void gt__torch_layout_pass_begin(void);
+
 /* End of a backward pass: lets learning settle or give up. Any thread. */
 void gt__torch_layout_pass_done(void);
 

@@ -3,10 +3,11 @@
  * the thread that created it?
  *
  * Both are plain uint64_t members (sequence_nr_, thread_id_) whose offsets
- * depend on the torch version and build (24 and 48 on 1.13 and 2.x for
- * x86-64 today, but nothing promises that). Reading a guessed offset would
- * put garbage in the trace, so the offsets are learned and validated at run
- * time against ground truth the agent sees anyway:
+ * depend on the torch version and build: +24/+48 on Debian's 1.13, +16/+40
+ * on PyPI's 2.15 (x86-64), and nothing promises the next release. Reading
+ * a guessed offset would put garbage in the trace, so the offsets are
+ * learned and validated at run time against ground truth the agent sees
+ * anyway:
  *
  *   - every node creation goes through the get_and_increment hook, which
  *     knows the sequence number it hands out and the torch thread id of the
@@ -15,29 +16,44 @@
  *     node's address.
  *
  * While learning, creations are noted in a fixed lock-free set of
- * (seq, tid) keys, and each backward node is one observation: for every
- * pair of candidate word offsets (s, t) in the node's first 128 bytes (all
- * Node subclasses are larger), the pair survives only if the words at s and
- * t form a key that was created (seq = UINT64_MAX is neutral: AccumulateGrad
- * has no number). Small integers are common in a node (topological number,
- * a bool's word), so a single match proves little; but the first node of
- * every pass is one nobody points to (has_parent_ false) and deep nodes have
- * large topological numbers, so wrong pairs die quickly while the true pair
- * matches every single node. The layout settles at the end of a backward
- * pass when exactly one pair survived with at least GT_LAYOUT_MIN_SUPPORT
- * matches. When no pair survives three passes in a row (or several keep
- * surviving for six), learning stops, one warning goes into the trace, and
- * backward nodes carry seq = UINT64_MAX from then on: less detail, never
- * wrong detail.
+ * (seq, tid) keys, and each backward node is one observation: every pair
+ * of candidate word offsets (s, t) in the node's first 128 bytes (all Node
+ * subclasses are larger) stays alive only if the words at s and t form a
+ * key that was created, and not one this pair already read in the current
+ * pass (a node runs once per pass; seq = UINT64_MAX is neutral:
+ * AccumulateGrad has no number). Counters shared by many nodes
+ * (topological number, flags, zeroes) repeat within a pass and die; so do
+ * pointers and anything else that is not a created key.
  *
- * Before the layout settles, a node's values are still reported when the
- * preferred surviving pair matched a created key for that very node, so
- * the first pass is not lost.
+ * What is reported while learning must already be right, so a node's
+ * values are reported only when every live pair reads the same (seq, tid)
+ * from it: the true pair is always alive, so agreement means the value is
+ * the true one. (Early in the first pass, a topological number can equal
+ * the sequence number along a chain; unanimity just waits for them to
+ * disagree.)
+ *
+ * The fastest evidence comes from the forward: the agent also interposes
+ * torch::autograd::impl::set_gradient_edge (which attaches a freshly
+ * created node to its output tensor), so it sees each new node right after
+ * get_and_increment handed out its number on that thread. The pair that
+ * holds exactly that (seq, tid) in nearly every fresh node, with no rival
+ * close, is the layout, usually settled within the first forward, before
+ * any backward node has to be reported.
+ *
+ * From backward nodes alone, the layout settles at the end of a pass when exactly one pair
+ * survived with at least GT_LAYOUT_MIN_SUPPORT matches. One ambiguity is
+ * structural: with a single forward thread (torch id 1), a word holding a
+ * bool that is true (has_parent_) matches as well as thread_id_. It is
+ * resolved by a known layout among the survivors, or by a thread id above 1
+ * once a second thread creates nodes. When nothing can be decided (no
+ * survivor for three passes, or ambiguity for six), learning stops, one
+ * warning goes into the trace, and backward nodes carry seq = UINT64_MAX
+ * from then on: less detail, never wrong detail.
  *
  * Costs: learning is a few hundred hash probes per backward node for the
  * first pass or two; afterwards a read is two loads, creation noting is one
- * relaxed load and a branch. Memory: 512 KiB of zero pages, touched only
- * while learning.
+ * relaxed load and a branch. Memory: about 650 KiB of zero pages, touched
+ * only while learning.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -57,9 +73,10 @@
 #define GT_LAYOUT_TID_LIMIT 0x10000u
 #define GT_LAYOUT_SEQ_LIMIT (1ull << 40)
 
-/* Offsets torch 1.13 and 2.x use; preferred among equally good survivors. */
-#define GT_LAYOUT_PRIOR_SEQ 3
-#define GT_LAYOUT_PRIOR_TID 6
+/* Known layouts (word indices: seq, tid), x86-64: 1.13 and 2.15. They
+ * only break the has_parent_/thread_id_ tie among survivors. */
+static const int known[][2] = {{3, 6}, {2, 5}};
+#define GT_LAYOUT_KNOWN (int)(sizeof(known) / sizeof(known[0]))
 
 enum { LEARNING = 0, SETTLED = 1, FAILED = 2 };
 
@@ -70,15 +87,22 @@ static _Atomic uint64_t created[GT_LAYOUT_BUCKETS][GT_LAYOUT_WAYS];
 
 /* Candidate bookkeeping, only touched under learn_lock. */
 static pthread_mutex_t learn_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint8_t dead[GT_LAYOUT_WORDS][GT_LAYOUT_WORDS];
+/*
+ * Creation-time evidence (gt__torch_layout_note_edge): how often each pair
+ * held exactly the (seq, tid) just handed out on the creating thread, out
+ * of edge_obs freshly created nodes.
+ */
+static uint32_t edge_hits[GT_LAYOUT_WORDS][GT_LAYOUT_WORDS];
+static uint32_t edge_obs;
+#define GT_LAYOUT_EDGE_OBS 12       /* fresh nodes before deciding */
+
+/* Written under learn_lock, read lock-free by unanimous(). */
+static _Atomic uint8_t dead[GT_LAYOUT_WORDS][GT_LAYOUT_WORDS];
 static uint32_t support[GT_LAYOUT_WORDS][GT_LAYOUT_WORDS];
 static unsigned failed_passes, ambiguous_passes;
 /* Largest value each tid word showed in a match: a bool's word never
  * exceeds 1, a thread id does once a second thread creates nodes. */
 static uint64_t tid_max[GT_LAYOUT_WORDS][GT_LAYOUT_WORDS];
-/* Lock-free copy of !dead[prior]: lets a node seen while another thread
- * holds learn_lock still be validated (against the prior layout). */
-static _Atomic int prior_alive_flag = 1;
 /*
  * (pair, key) combinations seen in the current pass. A node runs once per
  * pass, so the true (seq, tid) pair never shows the same key twice in one;
@@ -143,27 +167,42 @@ static int was_created(uint64_t seq, uint64_t tid)
     return 0;
 }
 
-/* Under learn_lock: the surviving pair reads are taken from, or -1. */
-static int preferred_pair(int *s_out, int *t_out)
+static inline int is_dead(int s, int t)
 {
-    int bs = -1, bt = -1;
-    uint32_t best = 0;
-    if (!dead[GT_LAYOUT_PRIOR_SEQ][GT_LAYOUT_PRIOR_TID] &&
-        support[GT_LAYOUT_PRIOR_SEQ][GT_LAYOUT_PRIOR_TID] > 0) {
-        *s_out = GT_LAYOUT_PRIOR_SEQ;
-        *t_out = GT_LAYOUT_PRIOR_TID;
-        return GT_LAYOUT_PRIOR_SEQ;
-    }
+    return atomic_load_explicit(&dead[s][t], memory_order_relaxed);
+}
+
+static inline void kill(int s, int t)
+{
+    atomic_store_explicit(&dead[s][t], 1, memory_order_relaxed);
+}
+
+/*
+ * The (seq, tid) every live pair reads from the node's words w, if they
+ * all agree on one that was created. Lock-free: any thread, any time.
+ * @return 1 with *seq/ *tid set, else 0.
+ */
+static int unanimous(const uint64_t *w, uint64_t *seq, uint64_t *tid)
+{
+    int any = 0;
+    uint64_t vs = 0, vt = 0;
     for (int s = GT_LAYOUT_FIRST; s < GT_LAYOUT_WORDS; s++)
-        for (int t = GT_LAYOUT_FIRST; t < GT_LAYOUT_WORDS; t++)
-            if (s != t && !dead[s][t] && support[s][t] > best) {
-                best = support[s][t];
-                bs = s;
-                bt = t;
+        for (int t = GT_LAYOUT_FIRST; t < GT_LAYOUT_WORDS; t++) {
+            if (s == t || is_dead(s, t))
+                continue;
+            if (!any) {
+                vs = w[s];
+                vt = w[t];
+                any = 1;
+            } else if (w[s] != vs || w[t] != vt) {
+                return 0;
             }
-    *s_out = bs;
-    *t_out = bt;
-    return bs;
+        }
+    if (!any || vs == UINT64_MAX || !was_created(vs, vt))
+        return 0;
+    *seq = vs;
+    *tid = vt;
+    return 1;
 }
 
 /*
@@ -203,7 +242,7 @@ static void observe(const uint64_t *w)
         if (w[s] == UINT64_MAX)
             continue; /* AccumulateGrad and friends: no sequence number */
         for (int t = GT_LAYOUT_FIRST; t < GT_LAYOUT_WORDS; t++) {
-            if (s == t || dead[s][t])
+            if (s == t || is_dead(s, t))
                 continue;
             if (was_created(w[s], w[t]) &&
                 !seen_before(s, t, make_key(w[s], w[t]))) {
@@ -211,7 +250,7 @@ static void observe(const uint64_t *w)
                 if (w[t] > tid_max[s][t])
                     tid_max[s][t] = w[t];
             } else {
-                dead[s][t] = 1;
+                kill(s, t);
             }
         }
     }
@@ -225,8 +264,9 @@ static void reset_pass(void)
 
 static void reset_candidates(void)
 {
-    atomic_store_explicit(&prior_alive_flag, 1, memory_order_relaxed);
-    memset(dead, 0, sizeof(dead));
+    for (int s = 0; s < GT_LAYOUT_WORDS; s++)
+        for (int t = 0; t < GT_LAYOUT_WORDS; t++)
+            atomic_store_explicit(&dead[s][t], 0, memory_order_relaxed);
     memset(support, 0, sizeof(support));
     memset(tid_max, 0, sizeof(tid_max));
 }
@@ -258,34 +298,94 @@ int gt__torch_layout_read(const void *node, uint64_t *seq, uint64_t *tid)
     uint64_t w[GT_LAYOUT_WORDS];
     memcpy(w, p, sizeof(w));
     /*
-     * Never wait. A node seen while another thread learns is validated
-     * alone against the prior layout (still sound: the pair it reads must
-     * be one that was created), or stays unknown.
+     * Never wait: a node seen while another thread holds the lock is not an
+     * observation, but can still be reported when the live pairs agree.
      */
-    if (pthread_mutex_trylock(&learn_lock) != 0) {
-        if (atomic_load_explicit(&prior_alive_flag, memory_order_relaxed) &&
-            was_created(w[GT_LAYOUT_PRIOR_SEQ], w[GT_LAYOUT_PRIOR_TID])) {
-            *seq = w[GT_LAYOUT_PRIOR_SEQ];
-            *tid = w[GT_LAYOUT_PRIOR_TID];
-            return 1;
-        }
-        return 0;
+    if (pthread_mutex_trylock(&learn_lock) == 0) {
+        if (atomic_load_explicit(&state, memory_order_relaxed) == LEARNING)
+            observe(w);
+        pthread_mutex_unlock(&learn_lock);
     }
-    int ok = 0;
-    if (atomic_load_explicit(&state, memory_order_relaxed) == LEARNING) {
-        observe(w);
-        atomic_store_explicit(&prior_alive_flag,
-                              !dead[GT_LAYOUT_PRIOR_SEQ][GT_LAYOUT_PRIOR_TID],
-                              memory_order_relaxed);
-        int s, t;
-        if (preferred_pair(&s, &t) >= 0 && was_created(w[s], w[t])) {
-            *seq = w[s];
-            *tid = w[t];
-            ok = 1;
+    return unanimous(w, seq, tid);
+}
+
+/*
+ * Under learn_lock: settles from creation-time evidence when it is clear.
+ * The true pair holds the fresh (seq, tid) for nearly every node (an op
+ * that creates a second node before attaching the first is the
+ * exception); a topological number equals the sequence number only by
+ * coincidence, and has_parent_ is still false on a fresh node. Normally
+ * one pair must be near-perfect with no rival close; at the first backward
+ * pass (urgent), a tiny forward's few fresh nodes must all agree.
+ */
+static void decide_from_edges(int urgent)
+{
+    int best_s = -1, best_t = -1;
+    uint32_t best = 0, second = 0;
+    for (int s = GT_LAYOUT_FIRST; s < GT_LAYOUT_WORDS; s++)
+        for (int t = GT_LAYOUT_FIRST; t < GT_LAYOUT_WORDS; t++) {
+            uint32_t h = edge_hits[s][t];
+            if (h > best) {
+                second = best;
+                best = h;
+                best_s = s;
+                best_t = t;
+            } else if (h > second) {
+                second = h;
+            }
         }
-    }
+    if (!urgent && best >= edge_obs - edge_obs / 10 &&
+        second <= edge_obs / 2)
+        settle(best_s, best_t);
+    else if (urgent && edge_obs >= 4 && best == edge_obs &&
+             second <= edge_obs / 2)
+        settle(best_s, best_t);
+}
+
+void gt__torch_layout_pass_begin(void)
+{
+    if (atomic_load_explicit(&state, memory_order_relaxed) != LEARNING)
+        return;
+    if (pthread_mutex_trylock(&learn_lock) != 0)
+        return;
+    if (atomic_load_explicit(&state, memory_order_relaxed) == LEARNING)
+        decide_from_edges(1);
     pthread_mutex_unlock(&learn_lock);
-    return ok;
+}
+
+void gt__torch_layout_note_edge(const void *node, uint64_t seq, uint64_t tid)
+{
+    if (atomic_load_explicit(&state, memory_order_relaxed) != LEARNING ||
+        !node)
+        return;
+    uint64_t w[GT_LAYOUT_WORDS];
+    memcpy(w, node, sizeof(w));
+    if (pthread_mutex_trylock(&learn_lock) != 0)
+        return;
+    if (atomic_load_explicit(&state, memory_order_relaxed) != LEARNING)
+        goto out_unlock;
+    edge_obs++;
+    for (int s = GT_LAYOUT_FIRST; s < GT_LAYOUT_WORDS; s++)
+        for (int t = GT_LAYOUT_FIRST; t < GT_LAYOUT_WORDS; t++)
+            if (s != t && w[s] == seq && w[t] == tid)
+                edge_hits[s][t]++;
+    if (edge_obs >= GT_LAYOUT_EDGE_OBS)
+        decide_from_edges(0);
+    if (edge_obs >= 8 * GT_LAYOUT_EDGE_OBS) {
+        /* Undecided after many: start a fresh window of evidence. */
+        edge_obs = 0;
+        memset(edge_hits, 0, sizeof(edge_hits));
+    }
+out_unlock:
+    pthread_mutex_unlock(&learn_lock);
+}
+
+static int is_known(int s, int t)
+{
+    for (int i = 0; i < GT_LAYOUT_KNOWN; i++)
+        if (known[i][0] == s && known[i][1] == t)
+            return 1;
+    return 0;
 }
 
 void gt__torch_layout_pass_done(void)
@@ -297,65 +397,51 @@ void gt__torch_layout_pass_done(void)
     if (atomic_load_explicit(&state, memory_order_relaxed) != LEARNING)
         goto out_unlock;
 
-    int survivors = 0, s_best = -1, t_best = -1, one_seq_word = 1;
-    int big_tid = 0, s_big = -1, t_big = -1;
+    int survivors = 0, any_alive = 0, one_seq_word = 1;
+    int s_best = -1, t_best = -1;
+    int n_known = 0, s_known = -1, t_known = -1;
+    int n_big = 0, s_big = -1, t_big = -1;
     for (int s = GT_LAYOUT_FIRST; s < GT_LAYOUT_WORDS; s++)
-        for (int t = GT_LAYOUT_FIRST; t < GT_LAYOUT_WORDS; t++)
-            if (s != t && !dead[s][t] &&
-                support[s][t] >= GT_LAYOUT_MIN_SUPPORT) {
-                if (survivors++ && s != s_best)
-                    one_seq_word = 0;
-                s_best = s;
-                t_best = t;
-                if (tid_max[s][t] > 1) {
-                    big_tid++;
-                    s_big = s;
-                    t_big = t;
-                }
+        for (int t = GT_LAYOUT_FIRST; t < GT_LAYOUT_WORDS; t++) {
+            if (s == t || is_dead(s, t))
+                continue;
+            any_alive = 1;
+            if (support[s][t] < GT_LAYOUT_MIN_SUPPORT)
+                continue;
+            if (survivors++ && s != s_best)
+                one_seq_word = 0;
+            s_best = s;
+            t_best = t;
+            if (is_known(s, t)) {
+                n_known++;
+                s_known = s;
+                t_known = t;
             }
+            if (tid_max[s][t] > 1) {
+                n_big++;
+                s_big = s;
+                t_big = t;
+            }
+        }
     reset_pass();
-    int prior_alive = !dead[GT_LAYOUT_PRIOR_SEQ][GT_LAYOUT_PRIOR_TID] &&
-                      support[GT_LAYOUT_PRIOR_SEQ][GT_LAYOUT_PRIOR_TID] >=
-                          GT_LAYOUT_MIN_SUPPORT;
 
     if (survivors == 1) {
         settle(s_best, t_best);
-        goto out_unlock;
-    }
-    if (survivors > 1) {
-        /*
-         * Typical single-threaded case: the sequence word is certain, but
-         * with one forward thread (id 1) any word holding 1 (has_parent_)
-         * matches as well as thread_id_. The known layout decides; an
-         * unknown one needs a second thread's nodes (an id above 1), or
-         * gives up after a few passes rather than guess.
-         */
-        if (one_seq_word && prior_alive) {
-            settle(GT_LAYOUT_PRIOR_SEQ, GT_LAYOUT_PRIOR_TID);
-        } else if (one_seq_word && big_tid == 1) {
+    } else if (survivors > 1) {
+        /* See the top of the file: has_parent_ against thread_id_. */
+        if (one_seq_word && n_big == 1)
             settle(s_big, t_big);
-        } else if (++ambiguous_passes >= GT_LAYOUT_AMBIG_PASSES) {
+        else if (one_seq_word && n_known == 1)
+            settle(s_known, t_known);
+        else if (++ambiguous_passes >= GT_LAYOUT_AMBIG_PASSES)
             goto out_fail;
-        }
-        goto out_unlock;
-    }
-    /*
-     * Nobody survived with enough matches: either the pass was too small
-     * (keep the evidence) or everything died (start over, the set may have
-     * evicted keys).
-     */
-    int any_alive = 0;
-    for (int s = GT_LAYOUT_FIRST; s < GT_LAYOUT_WORDS && !any_alive; s++)
-        for (int t = GT_LAYOUT_FIRST; t < GT_LAYOUT_WORDS; t++)
-            if (s != t && !dead[s][t]) {
-                any_alive = 1;
-                break;
-            }
-    if (!any_alive) {
+    } else if (!any_alive) {
+        /* Everything died (evicted keys, a pathological pass): retry. */
         if (++failed_passes >= GT_LAYOUT_FAIL_PASSES)
             goto out_fail;
         reset_candidates();
     }
+    /* else: passes too small to count as evidence yet; keep learning. */
     goto out_unlock;
 
 out_fail:
