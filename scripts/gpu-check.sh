@@ -1,0 +1,446 @@
+#!/usr/bin/env bash
+# gpu-check.sh: proves gradtrace's GPU behaviour on a machine with a GPU.
+#
+#   scripts/gpu-check.sh --prepare      on the build machine (toolkit, -dev
+#                                       packages): builds build-gpu/ to carry
+#   scripts/gpu-check.sh OUTDIR         on the GPU machine: runs and checks
+#
+# The GPU machine has torch 2.x and CUDA's driver but no libuv/cJSON/zstd
+# -dev packages and no network, so --prepare builds everything here into
+# build-gpu/ (agent, daemon, CLI, test programs, kernels/ with nvcc, static
+# cudart) and puts the runtime libraries it links (libuv, libcjson,
+# libzstd; needs glibc >= 2.34 there) in build-gpu/lib, plus their headers
+# in build-gpu/deps so the GPU machine can rebuild with its own compiler if
+# the prebuilt binaries do not load. Carry build-gpu/ (about 10 MB).
+#
+# The check (well under 8 minutes on one H200):
+#   1. kernels/mlp_train --check with and without the agent: same results,
+#      both match the host reference;
+#   2. mlp_train (4 blocks, all visible devices up to 2: pipeline stages)
+#      under `gradtrace record --raw`;
+#   3. a small torch 2.x model on the GPU (module scopes, autograd hooks,
+#      one iteration under emit_nvtx) under `gradtrace record --raw`;
+#   then reads the raw streams (build-gpu/progs/cuda_gtr_dump) and the
+#   Chrome traces, and prints a pass/fail table:
+#     kernels captured with names; each mlp_train kernel attributed (CUPTI
+#     external correlation) to the block and phase its launch was in (NVTX
+#     ranges); per-device clock offsets with uncertainty; kernel start >=
+#     its launch on the host timeline; cross-device order of pipeline
+#     stages; torch autograd interposition (nodes, backward nodes, seq
+#     layout) and torch kernels attributed to layers in forward and
+#     backward; NVTX seq correlation; CUPTI dropped-record count reported;
+#     no CUPTI warning; traces valid and with ac2g flows.
+# Everything (traces, dumps, logs, table.txt) goes to OUTDIR.
+# Exit 0 when every row passes, 1 otherwise, 2 on usage.
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+B=${GT_GPU_BUILD:-build-gpu}
+
+if [ "${1:-}" = --prepare ]; then
+  set -e
+  make BUILD="$B" -j2 "$B/libgradtrace.so" "$B/gradtrace" "$B/gradtraced" \
+    "$B/progs/cuda_gtr_dump" "$B/progs/nvtx_ranges" "$B/kernels/mlp_train"
+  mkdir -p "$B/lib" "$B/deps/include/cjson"
+  for l in libuv.so.1 libcjson.so.1 libzstd.so.1; do
+    p=$(ldconfig -p | awk -v l="$l" '$1 == l && /x86-64/ {print $NF; exit}')
+    [ -n "$p" ] || { echo "gpu-check: $l not found here" >&2; exit 1; }
+    cp -L "$p" "$B/lib/$l"
+    ln -sf "$l" "$B/lib/${l%.1}"
+  done
+  cp -r /usr/include/uv.h /usr/include/uv "$B/deps/include/"
+  cp /usr/include/cjson/cJSON.h "$B/deps/include/cjson/"
+  cp /usr/include/zstd.h /usr/include/zstd_errors.h /usr/include/zdict.h "$B/deps/include/"
+  du -sh "$B"
+  echo "gpu-check: carry $B to the GPU machine and run scripts/gpu-check.sh OUTDIR there"
+  exit 0
+fi
+
+if [ $# -ne 1 ] || [ "${1#-}" != "$1" ]; then
+  sed -n '2,6p' "$0" >&2
+  exit 2
+fi
+OUT=$(mkdir -p "$1" && cd "$1" && pwd)
+export GT_MLP_ITERS=${GT_MLP_ITERS:-30}
+PY=${PYTHON:-python3}
+START=$(date +%s)
+LOG=$OUT/gpu-check.log
+: >"$LOG"
+say() { echo "gpu-check: $*" | tee -a "$LOG" >&2; }
+ROWS=$OUT/rows.txt
+: >"$ROWS"
+row() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$ROWS"; }
+
+finish() {
+  {
+    printf '%-34s %-5s %s\n' CHECK RESULT DETAIL
+    while IFS=$'\t' read -r name res detail; do
+      printf '%-34s %-5s %s\n' "$name" "$res" "$detail"
+    done <"$ROWS"
+    echo "elapsed $(($(date +%s) - START)) s; traces and logs in $OUT"
+  } | tee "$OUT/table.txt"
+  grep -q $'\tFAIL\t' "$ROWS" && exit 1
+  exit 0
+}
+
+# --------------------------------------------------------------- analysis
+analyze() {
+VALIDATE=tests/tools/validate_trace.py
+"$PY" - "$OUT" "$MLP_OK" "$TORCH_OK" "$USE_DEV" "$VALIDATE" >>"$ROWS" 2>>"$LOG" <<'PYEOF'
+import glob, json, os, re, subprocess, sys
+from collections import defaultdict
+
+out, mlp_ok, torch_ok, use_dev, validate = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1", int(sys.argv[4]), sys.argv[5]
+rows = []
+def row(name, ok, detail):
+    rows.append("%s\t%s\t%s" % (name, "PASS" if ok else "FAIL", detail))
+
+class Dump:
+    def __init__(self, path):
+        self.kernels, self.api, self.ext, self.clock = [], {}, defaultdict(list), []
+        self.scopes = defaultdict(list)   # tid -> [(begin, end, kind, name)]
+        self.lost, self.warnings, self.nodes, self.bwd = {}, [], 0, []
+        self.memcpy = []
+        tid, stack = 0, defaultdict(list)
+        for line in open(path, encoding="utf-8", errors="replace"):
+            f = line.rstrip("\n").split("\t")
+            t = f[0]
+            if t == "thread": tid = int(f[1])
+            elif t == "begin": stack[tid].append((int(f[4]), int(f[1]), f[2]))
+            elif t == "end":
+                st = stack[tid]
+                for i in range(len(st) - 1, -1, -1):
+                    if st[i][2] == f[2] and st[i][1] == int(f[1]):
+                        b = st.pop(i)
+                        self.scopes[tid].append((b[0], int(f[3]), b[1], b[2]))
+                        break
+            elif t == "kernel":
+                self.kernels.append(dict(dev=int(f[1]), stream=int(f[2]), corr=int(f[3]),
+                                         start=int(f[4]), end=int(f[5]), name=f[6]))
+            elif t == "memcpy":
+                self.memcpy.append(dict(dev=int(f[1]), corr=int(f[3]), start=int(f[5]), end=int(f[6])))
+            elif t == "api":
+                self.api[int(f[2])] = dict(tid=int(f[1]), start=int(f[3]), end=int(f[4]), name=f[5])
+            elif t == "ext": self.ext[int(f[2])].append((int(f[1]), int(f[3]), f[4]))
+            elif t == "clock": self.clock.append((int(f[1]), int(f[2]), int(f[4]), int(f[5])))
+            elif t == "lost": self.lost[(int(f[1]), int(f[2]))] = int(f[3])
+            elif t == "warning": self.warnings.append(f[2] if len(f) > 2 else "")
+            elif t == "node": self.nodes += 1
+            elif t == "bwd_begin": self.bwd.append(int(f[1]))
+
+    def enclosing(self, tid, ts):
+        """NVTX/module scopes on thread tid containing ts, outermost first."""
+        return sorted([s for s in self.scopes.get(tid, []) if s[0] <= ts <= s[1]])
+
+    def phase_layer(self, corr):
+        phase = layer = None
+        for kind, ext, name in self.ext.get(corr, []):
+            if kind in (1, 2):
+                phase, layer = ("forward" if kind == 1 else "backward"), name
+        return phase, layer
+
+def common_checks(tag, d):
+    launch = [(k["start"] - d.api[k["corr"]]["start"]) for k in d.kernels if k["corr"] in d.api]
+    bad = sum(1 for g in launch if g < 0)
+    if launch:
+        s = sorted(launch)
+        row("%s: kernel start >= launch" % tag, bad == 0,
+            "%d kernels with launch, %d start before it; gap min %.1f us median %.1f us"
+            % (len(launch), bad, s[0] / 1e3, s[len(s) // 2] / 1e3))
+    else:
+        row("%s: kernel start >= launch" % tag, False, "no kernel matched to its launch call")
+    cupti_lost = [v for (tid, what), v in d.lost.items() if what == 2]
+    row("%s: CUPTI dropped records" % tag, bool(cupti_lost),
+        ("reported: %d dropped" % max(cupti_lost)) if cupti_lost else "no GT_LOST_CUPTI record in the stream")
+    cw = [w for w in d.warnings if "CUPTI" in w or "CUDA" in w]
+    row("%s: no CUDA/CUPTI warning" % tag, not cw, "; ".join(cw[:3]) or "%d warning(s), none about CUDA" % len(d.warnings))
+    devs = sorted({k["dev"] for k in d.kernels})
+    cl = {}
+    for dev, mono, dts, unc in d.clock:
+        if dev >= 0:
+            cl[dev] = (mono - dts, unc)
+    missing = [x for x in devs if x not in cl]
+    row("%s: per-device clock offset" % tag, bool(devs) and not missing,
+        ", ".join("GPU%d offset %+d ns +- %d ns" % (x, cl[x][0], cl[x][1]) for x in sorted(cl))
+        + ("; missing for GPU %s" % missing if missing else ""))
+
+def check_traces(tag, pattern):
+    files = sorted(glob.glob(pattern))
+    if not files:
+        row("%s: Chrome trace valid" % tag, False, "no trace written")
+        return
+    if os.path.exists(validate):
+        r = subprocess.run([sys.executable, validate] + files, capture_output=True, text=True)
+        row("%s: Chrome trace valid" % tag, r.returncode == 0, (r.stdout + r.stderr).strip().splitlines()[-1:][0] if (r.stdout + r.stderr).strip() else "")
+    flows = 0
+    for fn in files:
+        try:
+            t = json.load(open(fn))
+        except Exception as e:
+            row("%s: trace loads" % tag, False, "%s: %s" % (fn, e))
+            return
+        flows += sum(1 for e in t.get("traceEvents", []) if e.get("cat") == "ac2g")
+    row("%s: CPU->GPU flows (ac2g)" % tag, flows > 0, "%d flow events" % flows)
+
+MLP_ITERS = int(os.environ.get("GT_MLP_ITERS", "30"))
+FWD = {"gemm_nn", "gelu_fwd"}
+BWD = {"gemm_tn", "gemm_nt", "gelu_bwd", "bias_grad"}
+if mlp_ok and os.path.exists(os.path.join(out, "mlp.dump")):
+    d = Dump(os.path.join(out, "mlp.dump"))
+    names = {k["name"] for k in d.kernels}
+    want = FWD | BWD | {"loss_grad", "sgd_update"}
+    row("mlp: kernels captured with names", want <= names,
+        "%d kernels; names %s%s" % (len(d.kernels), ",".join(sorted(names)[:12]),
+                                   "; missing %s" % sorted(want - names) if want - names else ""))
+    good = bad = unattr = 0
+    examples = []
+    for k in d.kernels:
+        if k["name"] not in FWD | BWD:
+            continue
+        phase, layer = d.phase_layer(k["corr"])
+        a = d.api.get(k["corr"])
+        nv_phase = nv_block = None
+        if a:
+            for b, e, kind, name in d.enclosing(a["tid"], a["start"]):
+                if kind == 2 and name in ("forward", "backward", "optimizer"):
+                    nv_phase = name
+                if kind == 2 and re.fullmatch(r"block\.\d+", name):
+                    nv_block = name.split(".")[1]
+        exp_phase = "forward" if k["name"] in FWD else "backward"
+        if phase is None:
+            unattr += 1
+        elif (phase == exp_phase == nv_phase and layer == "blocks.%s" % nv_block):
+            good += 1
+        else:
+            bad += 1
+            if len(examples) < 3:
+                examples.append("%s: ext %s/%s nvtx %s/block.%s" % (k["name"], phase, layer, nv_phase, nv_block))
+    exp_n = MLP_ITERS * 4 * (3 + 7)  # per block: 3 forward, 7 backward kernels
+    row("mlp: kernels -> block and phase", good == exp_n and bad == 0 and unattr == 0,
+        "%d/%d right, %d wrong, %d unattributed %s" % (good, exp_n, bad, unattr, "; ".join(examples)))
+    common_checks("mlp", d)
+    if use_dev >= 2:
+        # Stage 1's first forward kernel of each iteration after stage 0's last.
+        it_ranges = []
+        for tid, sc in d.scopes.items():
+            it_ranges += [(b, e) for b, e, kind, name in sc if kind == 2 and name.startswith("iter ")]
+        viol = checked = 0
+        for b, e in it_ranges:
+            ks = [k for k in d.kernels if k["name"] in FWD and k["corr"] in d.api and b <= d.api[k["corr"]]["start"] <= e]
+            k0 = [k for k in ks if k["dev"] == 0]
+            k1 = [k for k in ks if k["dev"] == 1]
+            if k0 and k1:
+                checked += 1
+                if min(k["start"] for k in k1) < max(k["end"] for k in k0):
+                    viol += 1
+        row("mlp: cross-device stage order", checked > 0 and viol == 0,
+            "%d iterations checked, %d with GPU1 forward starting before GPU0's ended" % (checked, viol))
+    check_traces("mlp", os.path.join(out, "mlp", "*.json"))
+elif mlp_ok is False:
+    row("mlp: recorded run", False, "mlp_train under gradtrace record failed (see mlp.err)")
+
+if torch_ok and os.path.exists(os.path.join(out, "torch.dump")):
+    d = Dump(os.path.join(out, "torch.dump"))
+    known = sum(1 for s in d.bwd if s >= 0)
+    tw = [w for w in d.warnings if "torch" in w.lower() or "autograd" in w.lower() or "layout" in w.lower()]
+    row("torch: autograd interposition", d.nodes > 0 and len(d.bwd) > 0 and known == len(d.bwd),
+        "%d nodes created, %d backward nodes (%d with seq)%s" % (d.nodes, len(d.bwd), known,
+                                                                 "; " + "; ".join(tw[:2]) if tw else ""))
+    fwd = defaultdict(int); bwd = defaultdict(int)
+    for k in d.kernels:
+        phase, layer = d.phase_layer(k["corr"])
+        if phase == "forward": fwd[layer] += 1
+        elif phase == "backward": bwd[layer] += 1
+    row("torch: kernels captured with names", len(d.kernels) > 0,
+        "%d kernels, e.g. %s" % (len(d.kernels), d.kernels[0]["name"][:60] if d.kernels else "-"))
+    row("torch: kernels -> layer, forward", any(l and l.startswith("blocks.") for l in fwd),
+        ", ".join("%s:%d" % kv for kv in sorted(fwd.items())[:6]) or "none")
+    row("torch: kernels -> layer, backward", any(l and l.startswith("blocks.") for l in bwd),
+        ", ".join("%s:%d" % kv for kv in sorted(bwd.items())[:6]) or "none")
+    seqs = sum(1 for v in d.ext.values() for kind, _, _ in v if kind == 3)
+    row("torch: NVTX seq correlation", seqs > 0, "%d launches tagged with an emit_nvtx seq" % seqs)
+    common_checks("torch", d)
+    check_traces("torch", os.path.join(out, "torch", "*.json"))
+elif os.path.exists(os.path.join(out, "torch_train.py")) and not torch_ok:
+    row("torch: recorded run", False, "torch_train.py under gradtrace record failed (see torch.err)")
+
+print("\n".join(rows))
+PYEOF
+[ $? -eq 0 ] || row analysis FAIL "analyzer crashed (see gpu-check.log)"
+}
+
+# GT_GPU_CHECK_ANALYZE_ONLY=1: only re-read the dumps and traces in OUTDIR
+# (from an earlier run) and print the table again.
+if [ -n "${GT_GPU_CHECK_ANALYZE_ONLY:-}" ]; then
+  MLP_OK=$([ -s "$OUT/mlp.dump" ] && echo 1 || echo 0)
+  TORCH_OK=$([ -s "$OUT/torch.dump" ] && echo 1 || echo 0)
+  USE_DEV=${GT_USE_DEV:-1}
+  analyze
+  finish
+fi
+
+# --------------------------------------------------------------- machine
+{ nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version --format=csv; } \
+  >"$OUT/gpus.txt" 2>&1
+NDEV=$(grep -c '^GPU ' "$OUT/gpus.txt" || true)
+if [ "${NDEV:-0}" -lt 1 ]; then
+  row machine FAIL "no GPU visible (nvidia-smi -L)"
+  finish
+fi
+row machine PASS "$NDEV GPU(s): $(sed -n 1p "$OUT/gpus.txt")"
+USE_DEV=$((NDEV >= 2 ? 2 : 1))
+
+# --------------------------------------------------------------- build
+export LD_LIBRARY_PATH=$ROOT/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+loads() { # every file loads: no "not found" from ldd
+  for f in "$@"; do
+    [ -e "$f" ] || return 1
+    ldd "$f" 2>&1 | grep -q 'not found\|GLIBC_.*not found' && return 1
+  done
+  return 0
+}
+TOOLS=("$B/libgradtrace.so" "$B/gradtrace" "$B/gradtraced" "$B/progs/cuda_gtr_dump")
+if loads "${TOOLS[@]}" && "$B/gradtrace" --help >/dev/null 2>&1; then
+  row build PASS "prebuilt $B"
+elif command -v cc >/dev/null && [ -d "$B/deps/include" ]; then
+  say "prebuilt binaries do not load here; rebuilding with the carried deps"
+  NB=build-gpu-local
+  if make BUILD=$NB -j8 EXTRA_CPPFLAGS="-I$ROOT/$B/deps/include -I$ROOT/$B/deps/include/cjson" \
+       EXTRA_LDFLAGS="-L$ROOT/$B/lib" EXTRA_CFLAGS="-L$ROOT/$B/lib" \
+       "$NB/libgradtrace.so" "$NB/gradtrace" "$NB/gradtraced" "$NB/progs/cuda_gtr_dump" \
+       >>"$LOG" 2>&1; then
+    mkdir -p "$NB/kernels"
+    cp -p "$B/kernels/mlp_train" "$NB/kernels/" 2>/dev/null || true
+    B=$NB
+    row build PASS "rebuilt here as $NB"
+  else
+    row build FAIL "prebuilt binaries do not load and the rebuild failed (see gpu-check.log)"
+    finish
+  fi
+else
+  row build FAIL "prebuilt binaries do not load (ldd) and no compiler to rebuild"
+  finish
+fi
+MLP=$B/kernels/mlp_train
+if ! [ -x "$MLP" ] && command -v nvcc >/dev/null; then
+  make BUILD="$B" NVCC="$(command -v nvcc)" "$MLP" >>"$LOG" 2>&1 || true
+fi
+GT=$ROOT/$B/gradtrace
+AGENT=$ROOT/$B/libgradtrace.so
+DUMP=$ROOT/$B/progs/cuda_gtr_dump
+
+# --------------------------------------------------------------- 1. --check
+if [ -x "$MLP" ]; then
+  timeout 120 "$MLP" --check >"$OUT/check_plain.out" 2>"$OUT/check_plain.err"
+  rc1=$?
+  timeout 120 env GRADTRACE_FILE="$OUT/check.gtr" LD_PRELOAD="$AGENT" "$MLP" --check \
+    >"$OUT/check_agent.out" 2>"$OUT/check_agent.err"
+  rc2=$?
+  l1=$(grep -o 'loss_first=[0-9.e+-]*' "$OUT/check_plain.out")
+  l2=$(grep -o 'loss_first=[0-9.e+-]*' "$OUT/check_agent.out")
+  if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && grep -q check=ok "$OUT/check_agent.out" \
+     && [ -n "$l1" ] && [ "$l1" = "$l2" ]; then
+    row "mlp_train --check" PASS "host reference matches, same $l1 with and without agent"
+  else
+    row "mlp_train --check" FAIL "rc $rc1/$rc2, '$l1' vs '$l2' (see check_*.err)"
+  fi
+else
+  row "mlp_train --check" FAIL "no $MLP (build it with nvcc: scripts/gpu-check.sh --prepare)"
+fi
+
+# --------------------------------------------------------------- 2. kernels/
+run_recorded() { # name timeout cmd...
+  local name=$1 t=$2
+  shift 2
+  rm -rf "$OUT/$name"
+  timeout "$t" "$GT" record -o "$OUT/$name" --raw -- "$@" \
+    >"$OUT/$name.out" 2>"$OUT/$name.err"
+  local rc=$?
+  local gtr
+  gtr=$(find "$OUT/$name" -name '*.gtr' -size +0 2>/dev/null | head -1)
+  if [ -n "$gtr" ]; then
+    "$DUMP" "$gtr" >"$OUT/$name.dump" 2>>"$OUT/$name.err"
+  else
+    : >"$OUT/$name.dump"
+  fi
+  return $rc
+}
+MLP_OK=0
+if [ -x "$MLP" ]; then
+  # Long enough (a second or more) for the clock-sync thread to see the
+  # devices' contexts and record start events while the program runs.
+  run_recorded mlp 180 "$MLP" --blocks 4 --iters "$GT_MLP_ITERS" --dim 1024 \
+    --hidden 4096 --batch 1024 --devices "$USE_DEV" && MLP_OK=1
+  [ $MLP_OK -eq 1 ] || say "mlp_train under record failed: $(tail -n 3 "$OUT/mlp.err")"
+fi
+
+# --------------------------------------------------------------- 3. torch
+cat >"$OUT/torch_train.py" <<'PYEOF'
+"""Small torch 2.x GPU training loop for gpu-check: two Linear-GELU-Linear
+blocks, 6 iterations, the last under torch.autograd.profiler.emit_nvtx so
+op ranges carry 'seq = N'."""
+import sys
+import torch
+import torch.nn as nn
+
+class Block(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.fc1 = nn.Linear(d, h)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(h, d)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+class Net(nn.Module):
+    def __init__(self, d=256, h=512):
+        super().__init__()
+        self.proj = nn.Linear(64, d)
+        self.blocks = nn.ModuleList([Block(d, h), Block(d, h)])
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x):
+        x = self.proj(x)
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+def main():
+    if not torch.cuda.is_available():
+        print("torch_train: CUDA not available", file=sys.stderr)
+        return 1
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    model = Net().to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(128, 64, device=dev)
+    y = torch.randint(0, 10, (128,), device=dev)
+    for it in range(6):
+        ctx = torch.autograd.profiler.emit_nvtx() if it == 5 else None
+        if ctx:
+            ctx.__enter__()
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        if ctx:
+            ctx.__exit__(None, None, None)
+    torch.cuda.synchronize()
+    print("torch_train torch=%s loss=%.4f" % (torch.__version__, loss.item()))
+    return 0
+
+sys.exit(main())
+PYEOF
+TORCH_OK=0
+if "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
+   >>"$LOG" 2>&1; then
+  run_recorded torch 240 "$PY" "$OUT/torch_train.py" && TORCH_OK=1
+  [ $TORCH_OK -eq 1 ] || say "torch run under record failed: $(tail -n 3 "$OUT/torch.err")"
+  "$PY" -c 'import torch; print(torch.__version__, torch.version.cuda)' >"$OUT/torch_version.txt" 2>&1
+else
+  row "torch run" FAIL "$PY has no torch with CUDA"
+fi
+
+analyze
+finish
