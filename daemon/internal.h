@@ -158,6 +158,7 @@ const char *gt__phase_name(enum gt__phase p);
 #define GT_DONE_MAX 4096       /* finished agents remembered for status */
 #define GT_LOST_SLOTS 64       /* (thread, kind) lost counters per agent */
 #define GT_CTLS_MAX 64         /* open control connections */
+#define GT_HELLO_TIMEOUT_S 10  /* a connection must say hello by then */
 
 struct gt__server;
 
@@ -225,6 +226,7 @@ struct gt__server {
     uv_pipe_t ctl_srv;
     uv_signal_t sig_int;
     uv_signal_t sig_term;
+    uv_timer_t sweep;           /* closes connections that never say hello */
     char agent_path[108];
     char control_path[108];
     char out_dir[4096];

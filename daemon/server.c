@@ -167,6 +167,21 @@ static void on_signal(uv_signal_t *h, int signum)
     gt__server_shutdown(s);
 }
 
+/* Connections that never complete a hello would hold a slot forever (a
+ * real agent sends it at once): close them after GT_HELLO_TIMEOUT_S. */
+static void on_sweep(uv_timer_t *t)
+{
+    struct gt__server *s = t->data;
+    uint64_t now = gt__now_ns();
+    struct gt__agent *a, *next;
+
+    for (a = s->agents; a; a = next) {
+        next = a->next;
+        if (!a->hello_seen && now - a->connected_ns > GT_HELLO_TIMEOUT_S * 1000000000ull)
+            gt__agent_close(a, "closing: no hello within the time limit");
+    }
+}
+
 static int take_lock(struct gt__server *s)
 {
     char lock[sizeof(s->agent_path) + 8];
@@ -241,6 +256,9 @@ int gt__server_init(struct gt__server *s, uv_loop_t *loop,
     uv_signal_init(loop, &s->sig_int);
     uv_signal_init(loop, &s->sig_term);
     s->sig_int.data = s->sig_term.data = s;
+    uv_timer_init(loop, &s->sweep);
+    s->sweep.data = s;
+    uv_timer_start(&s->sweep, on_sweep, 1000, 1000);
     uv_signal_start(&s->sig_int, on_signal, SIGINT);
     uv_signal_start(&s->sig_term, on_signal, SIGTERM);
     gt__log("version %s pid %d: agents on %s, control on %s, output to %s%s",
@@ -280,6 +298,7 @@ void gt__server_shutdown(struct gt__server *s)
         if (!gt__agent_drain(a))
             gt__agent_close(a, "daemon shutting down");
     }
+    uv_close((uv_handle_t *)&s->sweep, NULL);
     uv_close((uv_handle_t *)&s->sig_int, NULL);
     uv_close((uv_handle_t *)&s->sig_term, NULL);
     gt__ctl_close_all(s);

@@ -8,6 +8,13 @@
 need "$B/gradtraced" "$FAKE"
 start_daemon --raw
 
+# A connection that starts a hello and goes silent: closed after 10 s.
+"$PY" -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"GTRA")
+s.settimeout(30); t = time.time(); s.recv(1); print(round(time.time() - t))' \
+  "$GRADTRACE_SOCKET" >"$E2E_TMP/silent" & silent=$!
+
 # A good agent streams slowly across the whole attack (hold keeps it open).
 "$FAKE" --chunks 30 --records 1000 --rank 0 --hold-ms 1500 --dump "$E2E_TMP/good.sent" \
   >/dev/null 2>"$E2E_TMP/good.err" & good=$!
@@ -48,6 +55,10 @@ head -c 5000 /dev/urandom | "$PY" -c '
 import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(sys.stdin.buffer.read()); s.close()' "$GRADTRACE_CONTROL"
 
 kill -0 "$DAEMON_PID" || die "daemon died"
+wait $silent
+secs=$(cat "$E2E_TMP/silent")
+[ "$secs" -ge 9 ] && [ "$secs" -le 13 ] || die "silent connection closed after ${secs}s, want ~10"
+grep -q "closed before a valid hello: closing: no hello within" "$E2E_TMP/daemon.log" || die "silent close not logged"
 wait $good || die "good agent failed while others attacked: $(cat "$E2E_TMP/good.err")"
 ctl_q '{"cmd":"status"}' 'r["totals"]["bad_streams"]' | grep -qx 5 || die "bad_streams count wrong (want the 5 hostile modes)"
 stop_daemon || die "daemon exit status $?"
