@@ -78,6 +78,7 @@ int gt__config_parse(struct gt__config *c, gt__getenv_fn get)
     c->capture = 1;
     c->block_kb = GT_CONFIG_BLOCK_KB_DEFAULT;
     c->blocks = GT_CONFIG_BLOCKS_DEFAULT;
+    c->tsc = 1;
 
     /* First, so that the other settings can explain themselves. Any value
      * but empty or a false word turns diagnostics on. */
@@ -114,6 +115,14 @@ int gt__config_parse(struct gt__config *c, gt__getenv_fn get)
     if (v && *v && parse_u32(v, GT_CONFIG_BLOCK_KB_MIN, GT_CONFIG_BLOCK_KB_MAX,
                              &c->block_kb) < 0)
         nbad += bad(c, "GRADTRACE_BUFFER_KB", v, "expected KiB in 4..8192");
+
+    v = get("GRADTRACE_CLOCK");
+    if (v && *v) {
+        if (!strcmp(v, "mono"))
+            c->tsc = 0;
+        else if (strcmp(v, "tsc"))
+            nbad += bad(c, "GRADTRACE_CLOCK", v, "expected tsc or mono");
+    }
 
     v = get("GRADTRACE_BUFFER_BLOCKS");
     if (v && *v && parse_u32(v, GT_CONFIG_BLOCKS_MIN, GT_CONFIG_BLOCKS_MAX,

@@ -107,7 +107,7 @@ static void identity_now(void)
     struct timespec ts;
 
     gt__st.pid = (uint32_t)getpid();
-    gt__st.start_mono = gt__now();
+    gt__st.start_mono = gt__mono_ns();
     clock_gettime(CLOCK_REALTIME, &ts);
     gt__st.start_real = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
@@ -152,6 +152,7 @@ int gt__agent_start(const struct gt__config *c)
     config = *c;
     gt__log_enabled = c->log;
     gt__ring_configure(c->block_kb, c->blocks);
+    gt__timebase_init(c->tsc);
     gt__st.kind = c->file_path[0] ? GT_SINK_FILE : GT_SINK_SOCKET;
     identity_now();
     process_identity();

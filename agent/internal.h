@@ -46,16 +46,62 @@ extern _Atomic int gt__capture_on;
 extern _Atomic uint32_t gt__capture_epoch;
 
 /*
- * CLOCK_MONOTONIC in nanoseconds, through the vDSO (no syscall on x86-64
- * with the tsc clocksource). tests/bench/bench_hotpath.c measures it next to
- * the hot path; see the README's agent section for why it is not a TSC.
+ * Time base (agent/timebase.c). Event timestamps are CLOCK_MONOTONIC
+ * nanoseconds. Reading the vDSO clock costs ~16 ns here, most of a
+ * captured event's budget, so once the streamer has calibrated the TSC
+ * against CLOCK_MONOTONIC (an invariant TSC that the kernel itself uses as
+ * its clocksource; first calibration ~50 ms after start), gt__now maps
+ * rdtsc through a linear map that the streamer re-fits every second,
+ * continuously (each new map starts where the old one was at its switch
+ * point, and its slope absorbs the measured error over the next second),
+ * so timestamps stay monotonic per thread and within a few microseconds of
+ * CLOCK_MONOTONIC. Without a usable TSC (or with GRADTRACE_CLOCK=mono)
+ * the map stays NULL and gt__now is clock_gettime.
  */
-static inline uint64_t gt__now(void)
+struct gt__tsc_map {
+    uint64_t tsc_base;  /* rdtsc at the map's start */
+    uint64_t mono_base; /* CLOCK_MONOTONIC ns it maps to */
+    uint64_t mult;      /* ns per tick, << GT_TSC_SHIFT */
+};
+#define GT_TSC_SHIFT 32
+
+/* The current map, or NULL (use clock_gettime). Written by the streamer. */
+extern const struct gt__tsc_map *_Atomic gt__tsc_map;
+
+/* CLOCK_MONOTONIC through the vDSO. */
+static inline uint64_t gt__mono_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+/* CLOCK_MONOTONIC in nanoseconds (TSC-mapped when calibrated). Any thread,
+ * async-signal-safe. */
+static inline uint64_t gt__now(void)
+{
+#if defined(__x86_64__)
+    const struct gt__tsc_map *m =
+        atomic_load_explicit(&gt__tsc_map, memory_order_acquire);
+
+    if (GT_LIKELY(m != NULL)) {
+        /* Signed: rdtsc is not ordered after the load and may read a few
+         * ticks before a brand-new map's base. */
+        int64_t d = (int64_t)(__builtin_ia32_rdtsc() - m->tsc_base);
+        return m->mono_base +
+               (uint64_t)(int64_t)(((__int128)d * (__int128)m->mult) >> GT_TSC_SHIFT);
+    }
+#endif
+    return gt__mono_ns();
+}
+
+/*
+ * Streamer only: (re)fits the TSC map; a no-op until 50 ms after
+ * gt__timebase_init and then at most once a second. enabled = 0 (or no
+ * invariant TSC, or the kernel not using the TSC) keeps clock_gettime.
+ */
+void gt__timebase_init(int enabled);
+void gt__timebase_update(void);
 
 /* ------------------------------------------------------------ strings */
 
@@ -147,6 +193,7 @@ struct gt__config {
     uint32_t block_kb;         /* per-thread block size, KiB */
     uint32_t blocks;           /* blocks per thread */
     int log;                   /* GRADTRACE_LOG */
+    int tsc;                   /* GRADTRACE_CLOCK: 1 tsc (default), 0 mono */
 };
 
 #define GT_CONFIG_BLOCK_KB_DEFAULT 256u

@@ -67,7 +67,7 @@ static uint64_t b_first;
 
 static uint64_t mono_ns(void)
 {
-    return gt__now();
+    return gt__mono_ns();
 }
 
 static uint64_t real_ns(void)
@@ -506,6 +506,7 @@ static void *streamer_main(void *arg)
             (void)rc;
             atomic_store(&wake_pending, 0);
         }
+        gt__timebase_update();
         if (atomic_load(&stop_req) || !gt__stream_trylock(100))
             continue;
         if (nf == 2 && pf[1].revents)
