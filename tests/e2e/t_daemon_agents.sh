@@ -33,6 +33,12 @@ if [ -f "$B/libgradtrace.so" ] && [ -x "$B/progs/agent_threads" ]; then
   wait $r1 || die "agent_threads 4 20000 failed: $(cat "$E2E_TMP/r1.err")"
   wait $r2 || die "agent_threads 2 10000 failed: $(cat "$E2E_TMP/r2.err")"
   [ ! -s "$E2E_TMP/r1.out" ] || die "the agent printed on the program's stdout"
+  # A real agent killed mid-stream: its partial trace must still be valid
+  # and the daemon must keep serving.
+  LD_PRELOAD=$B/libgradtrace.so "$B/progs/agent_threads" 1 50000000 >/dev/null 2>&1 & victim=$!
+  sleep 0.2
+  kill -9 $victim; wait $victim 2>/dev/null
+  "$FAKE" --chunks 2 --records 100 2>/dev/null || die "daemon stopped serving after the kill"
 fi
 
 stop_daemon || die "daemon exit status $?"
@@ -68,6 +74,10 @@ PY
     echo "real agent pid $pid: $n spans (want $want)"
     [ "$n" -eq "$want" ] || die "real agent pid $pid incomplete: $n of $want spans"
   done
+  fv=$(ls "$OUT"/agent_threads-pid$victim*.json 2>/dev/null)
+  [ -n "$fv" ] || die "no partial trace for the killed agent (pid $victim)"
+  validate $fv
+  echo "killed real agent: partial trace valid ($(du -ck $fv | tail -1 | cut -f1) KB)"
 else
   echo "note: agent library or agent_threads missing; fake agents only"
 fi
