@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The agent preloaded into a program that calls the CUDA runtime on a
+# Without CUDA in the process nothing CUDA-related runs: preloaded into a
+# program that never touches CUDA, the agent maps no CUPTI and starts no
+# CUDA thread. Preloaded into a program that calls the CUDA runtime on a
 # machine without a GPU driver: the program runs exactly as without the
 # agent (same exit status, nothing on stdout), the agent points
 # CUDA_INJECTION64_PATH at itself, and the stream holds exactly one
@@ -14,6 +16,13 @@ for f in "$agent" "$prog" "$dump"; do
   [ -x "$f" ] || [ -f "$f" ] || { echo "missing $f (run make)"; exit 77; }
 done
 
+fail() { echo "FAIL: $*"; exit 1; }
+GRADTRACE_FILE=$tmp/plain.gtr LD_PRELOAD=$agent /bin/sh -c \
+  'cat /proc/$$/maps' >"$tmp/plain.maps" \
+  || fail "a plain program failed under the agent"
+grep -q libgradtrace "$tmp/plain.maps" || fail "the agent was not loaded into /bin/sh"
+grep -q libcupti "$tmp/plain.maps" && fail "CUPTI loaded into a process without CUDA"
+
 "$prog" >"$tmp/base.out" 2>"$tmp/base.err"
 base_rc=$?
 [ $base_rc -eq 77 ] && { echo "cuda_nodriver built without the CUDA runtime"; exit 77; }
@@ -23,7 +32,6 @@ grep -q '^devices=0 ' "$tmp/base.err" || {
 GRADTRACE_FILE=$tmp/t.gtr LD_PRELOAD=$agent "$prog" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 cat "$tmp/err"
-fail() { echo "FAIL: $*"; exit 1; }
 [ $rc -eq $base_rc ] || fail "exit status $rc with the agent, $base_rc without"
 [ -s "$tmp/out" ] && fail "the agent wrote to stdout: $(head -c 200 "$tmp/out")"
 real_agent=$(realpath "$agent")
