@@ -692,7 +692,9 @@ static void on_record(struct gt_conv *c, uint16_t type, uint16_t size,
             o->created_ts = v.x;
             o->created_tid = v.p;
             o->layer = v.q;
-        } else {
+        } else if (r.seq != UINT64_MAX) {
+            /* UINT64_MAX: the agent could not read the node's fields
+             * (AccumulateGrad, unknown layout) and said so: no anomaly. */
             c->an.nodes_without_creation++;
         }
         return;
