@@ -23,6 +23,7 @@ The hooks never return anything (so they cannot change inputs or outputs)
 and never raise into the model.
 """
 
+import importlib
 import threading
 import weakref
 
@@ -147,7 +148,9 @@ def _count_step(optimizer):
 
 
 def _install_optimizer_hook():
-    optim = torch.optim.optimizer
+    # torch 1.13's torch.optim deletes its `optimizer` attribute; the
+    # module itself is still importable.
+    optim = importlib.import_module("torch.optim.optimizer")
     if hasattr(optim, "register_optimizer_step_post_hook"):
         optim.register_optimizer_step_post_hook(
             lambda opt, args, kwargs: _count_step(opt))
@@ -178,6 +181,9 @@ def install():
             reg_post(_post_hook, always_call=True)
         except TypeError:  # torch < 2.1
             reg_post(_post_hook)
-        _install_optimizer_hook()
         _installed = True
+        try:
+            _install_optimizer_hook()
+        except Exception:  # scopes still work without step marks
+            pass
     return True

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The agent and the Python module each work without the other, and neither
+# changes results:
+#  - agent preloaded, no Python module: backward node events still carry
+#    sequence numbers (and torch's names), checked against torch's profiler;
+#    no module scopes or layers appear;
+#  - Python module on the path, no agent: gradtrace.available() is false,
+#    no torch hook is installed, nothing is printed;
+#  - the demo's losses are bit-identical with no agent, with the agent and
+#    module capturing, and with the module alone.
+set -u
+. "$(dirname "$0")/torch/lib.sh"
+PY=${PYTHON:-/usr/bin/python3}
+torch_require "$PY"
+rc=0
+torch_case "$PY" small --no-modules || rc=1
+
+echo "== module without agent"
+out=$(PYTHONPATH="$ROOT/python" "$PY" - <<'PY'
+import torch, gradtrace
+import torch.nn.modules.module as mm
+assert not gradtrace.available(), "agent reported available without it"
+assert gradtrace.install() is False
+with gradtrace.scope("x"):
+    pass
+hooks = len(mm._global_forward_pre_hooks) + len(mm._global_forward_hooks)
+assert hooks == 0, "%d global hooks installed without the agent" % hooks
+print("inert")
+PY
+) || rc=1
+[ "$out" = "inert" ] || { echo "module not inert: $out"; rc=1; }
+
+echo "== results unchanged"
+demo="$ROOT/examples/train_small.py"
+plain=$("$PY" "$demo" --iters 4) || rc=1
+traced=$(env LD_PRELOAD="$AGENT" GRADTRACE_FILE="$E2E_TMP/demo.gtr" GRADTRACE_CAPTURE=1 \
+           PYTHONPATH="$ROOT/python" "$PY" "$demo" --iters 4) || rc=1
+modonly=$(PYTHONPATH="$ROOT/python" "$PY" "$demo" --iters 4) || rc=1
+echo "plain:  $plain"
+echo "traced: $traced"
+if [ "$plain" != "$traced" ] || [ "$plain" != "$modonly" ] || [ -z "$plain" ]; then
+  echo "losses differ"; rc=1
+fi
+# The traced run really traced: module scopes, nodes and 4 steps.
+TORCH_DIR=$TORCH_DIR "$PY" - "$E2E_TMP/demo.gtr" <<'PY' || rc=1
+import os, sys
+sys.path.insert(0, os.environ["TORCH_DIR"])
+import gtr
+t = gtr.Trace(sys.argv[1])
+steps = [e["value"] for e in t.of(gtr.T_STEP)]
+passes = t.of(gtr.T_PASS_BEGIN)
+mods = {p for _t, p, _c, _b, _e in t.module_calls()}
+print("steps", steps, "passes", len(passes), "modules", len(mods))
+assert steps == [1, 2, 3, 4], steps
+assert len(passes) == 4 and [p["value"] for p in passes] == [0, 1, 2, 3]
+assert {"SmallNet", "proj", "blocks.0.fc1", "blocks.1.fc2", "head"} <= mods, mods
+PY
+exit $rc
