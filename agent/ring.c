@@ -71,12 +71,16 @@ static void ring_reset(struct gt__thread *t)
     }
 }
 
+/* The name is only copied here; the streamer interns it (registration
+ * takes no lock and allocates nothing but the state's own mapping). */
 static void thread_name_read(struct gt__thread *t)
 {
     char name[17] = {0};
 
-    if (prctl(PR_GET_NAME, name, 0, 0, 0) == 0 && name[0])
-        atomic_store(&t->name_id, gt__intern(name, strnlen(name, 16)));
+    if (prctl(PR_GET_NAME, name, 0, 0, 0) < 0)
+        name[0] = '\0';
+    memcpy(t->name, name, sizeof(t->name) - 1);
+    t->name[sizeof(t->name) - 1] = '\0';
 }
 
 /* A state from the free list, or a fresh mapping pushed on the registry. */

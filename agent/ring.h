@@ -78,6 +78,7 @@ struct gt__thread {
     _Atomic int status;           /* enum gt__thread_status */
     uint32_t tid;                 /* OS thread id */
     _Atomic uint32_t name_id;     /* interned thread name, 0 if unknown */
+    char name[16];                /* name at registration (prctl), NUL-ended */
     uint32_t nblocks;
     uint32_t block_size;
     struct gt__block *_Atomic blocks; /* NULL until the first record */

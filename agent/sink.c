@@ -158,6 +158,19 @@ int gt__sink_open(void)
     return gt__st.kind == GT_SINK_FILE ? open_file() : open_socket();
 }
 
+static char triggers[GT_TRIGGERS_MAX][GT_CTL_MAX_SIZE];
+static unsigned ntriggers;
+
+unsigned gt__triggers_count(void)
+{
+    return ntriggers;
+}
+
+const char *gt__trigger_text(unsigned i)
+{
+    return i < ntriggers ? triggers[i] : NULL;
+}
+
 static void ctl_handle(uint16_t type, const char *text, size_t len)
 {
     switch (type) {
@@ -171,11 +184,17 @@ static void ctl_handle(uint16_t type, const char *text, size_t len)
         gt_capture_stop();
         break;
     case GT_CTL_TRIGGER:
-        /* Evaluated by a later issue's trigger engine; kept visible now. */
+        /* Evaluated by a later issue's trigger engine; kept until then. */
         GT_LOG("trigger received (not armed yet): %.*s", (int)len, text);
+        if (ntriggers < GT_TRIGGERS_MAX) {
+            memcpy(triggers[ntriggers], text, len);
+            triggers[ntriggers][len] = '\0';
+            ntriggers++;
+        }
         break;
     case GT_CTL_TRIGGER_CLEAR:
         GT_LOG("triggers cleared");
+        ntriggers = 0;
         break;
     default:
         break;

@@ -285,9 +285,13 @@ static uint32_t thread_name(struct gt__thread *t)
         }
         while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == '\0'))
             n--;
-        if (n > 0)
-            atomic_store(&t->name_id, gt__intern(name, (size_t)n));
     }
+    if (n <= 0) {
+        n = (ssize_t)strnlen(t->name, sizeof(t->name));
+        memcpy(name, t->name, (size_t)n);
+    }
+    if (n > 0)
+        atomic_store(&t->name_id, gt__intern(name, (size_t)n));
     return atomic_load(&t->name_id);
 }
 

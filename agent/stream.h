@@ -86,6 +86,16 @@ GT_WUR int gt__sink_write(const void *buf, size_t len, int timeout_ms);
 /* Closes the sink; a socket is retried after the backoff. */
 void gt__sink_close(const char *why);
 
+/*
+ * Trigger specs the daemon sent (GT_CTL_TRIGGER, canonical text), kept in
+ * arrival order for the trigger engine of a later issue; GT_CTL_TRIGGER_CLEAR
+ * empties the list. At most GT_TRIGGERS_MAX (later ones are logged and
+ * dropped). Read them from the streamer thread (or with the stream lock).
+ */
+#define GT_TRIGGERS_MAX 16
+unsigned gt__triggers_count(void);
+const char *gt__trigger_text(unsigned i);
+
 /* Builds gt__st.hello for the current process. */
 void gt__stream_hello_build(void);
 

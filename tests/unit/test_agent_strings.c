@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "agent/internal.h"
+#include "agent/stream.h"
 #include "agent/strings.h"
 
 Test(agent_strings, same_text_same_id)
@@ -130,11 +131,24 @@ static int accept_within(int lfd, int ms)
     return accept(lfd, NULL, NULL);
 }
 
+static void send_ctl_text(int fd, uint16_t type, const char *text)
+{
+    uint8_t buf[256];
+    size_t len = strlen(text);
+    struct gt_ctl c = {.magic = GT_CTL_MAGIC, .type = type,
+                       .size = (uint16_t)(sizeof(c) + len)};
+
+    memcpy(buf, &c, sizeof(c));
+    memcpy(buf + sizeof(c), text, len);
+    /* Two writes: the agent must reassemble a message split across reads. */
+    cr_assert_eq(write(fd, buf, 5), 5);
+    usleep(30000);
+    cr_assert_eq(write(fd, buf + 5, sizeof(c) + len - 5), (ssize_t)(sizeof(c) + len - 5));
+}
+
 static void send_ctl(int fd, uint16_t type)
 {
-    struct gt_ctl c = {.magic = GT_CTL_MAGIC, .type = type, .size = sizeof(c)};
-
-    cr_assert_eq(write(fd, &c, sizeof(c)), (ssize_t)sizeof(c));
+    send_ctl_text(fd, type, "");
 }
 
 /* Reads the stream until `want` scope records arrived (or 5 s passed). */
@@ -250,6 +264,17 @@ Test(agent_strings, defined_once_per_stream_and_again_after_reconnect, .timeout 
     for (int i = 0; i < 200 && !gt_capture_active(); i++)
         usleep(10000);
     cr_assert_eq(gt_capture_active(), 1, "CAPTURE_ON was not applied");
+
+    /* Triggers are kept (for the trigger engine) until cleared. */
+    send_ctl_text(cfd, GT_CTL_TRIGGER, "layer=layers.1,phase=backward");
+    for (int i = 0; i < 200 && gt__triggers_count() == 0; i++)
+        usleep(10000);
+    cr_assert_eq(gt__triggers_count(), 1);
+    cr_assert_str_eq(gt__trigger_text(0), "layer=layers.1,phase=backward");
+    send_ctl(cfd, GT_CTL_TRIGGER_CLEAR);
+    for (int i = 0; i < 200 && gt__triggers_count() != 0; i++)
+        usleep(10000);
+    cr_assert_eq(gt__triggers_count(), 0);
 
     gt__agent_stop();
     gt_framer_free(f);
