@@ -16,6 +16,8 @@
  *   thread 200, then dereferences NULL (dies by SIGSEGV).
  * --abort: the same, then calls abort() (dies by SIGABRT).
  * --exit-from-thread: thread 0 calls exit(0) while others may still record.
+ * --then-sleep MS: after the threads (and a fork), sleeps MS ms, then the
+ *   main thread records EVENTS as thread 102.
  * --print-pids: prints "pid=<pid> child=<pid>" on stdout (fork mode).
  * Nothing else is printed.
  */
@@ -62,13 +64,13 @@ static void *run(void *arg)
 int main(int argc, char **argv)
 {
     int threads, crash = 0, print = 0, exit_thread = 0;
-    long events, child_events = -1;
+    long events, child_events = -1, sleep_ms = -1;
     pthread_t *th;
     struct worker *w;
 
     if (argc < 3) {
         fprintf(stderr, "usage: %s THREADS EVENTS [--fork N] [--crash] "
-                        "[--exit-from-thread] [--print-pids]\n", argv[0]);
+                        "[--exit-from-thread] [--then-sleep MS] [--print-pids]\n", argv[0]);
         return 2;
     }
     threads = atoi(argv[1]);
@@ -84,6 +86,8 @@ int main(int argc, char **argv)
             print = 1;
         else if (!strcmp(argv[i], "--exit-from-thread"))
             exit_thread = 1;
+        else if (!strcmp(argv[i], "--then-sleep") && i + 1 < argc)
+            sleep_ms = atol(argv[++i]);
     }
     th = calloc((size_t)threads, sizeof(*th));
     w = calloc((size_t)threads, sizeof(*w));
@@ -110,6 +114,10 @@ int main(int argc, char **argv)
         record(101, events);
         if (print)
             printf("pid=%d child=%d\n", (int)getpid(), (int)pid);
+    }
+    if (sleep_ms >= 0) {
+        usleep((useconds_t)sleep_ms * 1000);
+        record(102, events);
     }
     /* Fresh records in the main thread right before dying: these are still
      * in its buffer (the streamer runs every 20 ms), so the crash path is
