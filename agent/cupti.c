@@ -385,13 +385,20 @@ static int cupti_start_locked(void)
     return 0;
 }
 
-/* Starts CUPTI once per process; later calls report the first outcome. */
+/*
+ * Starts CUPTI once per process; later calls report the first outcome.
+ * Never waits for another start: CUPTI may call into the driver, whose
+ * cuInit calls InitializeInjection (on this thread: re-entry, or on a
+ * thread already holding the driver's init lock): a busy lock means a
+ * start is under way, so the caller just goes on.
+ */
 static int cupti_start(void)
 {
     int st = atomic_load(&g_state);
     if (st != ST_OFF)
         return st == ST_RUNNING ? 0 : -EIO;
-    pthread_mutex_lock(&g_start_lock);
+    if (pthread_mutex_trylock(&g_start_lock))
+        return -EBUSY;
     int r = 0;
     if (atomic_load(&g_state) == ST_OFF) {
         r = cupti_start_locked();

@@ -271,8 +271,12 @@ static int cu_check(int r, const char *call, int line)
 {
     if (GT_LIKELY(r == 0))
         return 0;
-    /* CUDA_ERROR_DEINITIALIZED: the process is exiting, nothing to say. */
-    if (r == 4)
+    /*
+     * CUDA_ERROR_NOT_INITIALIZED (cuInit still running, or not called
+     * yet: we poll again) and CUDA_ERROR_DEINITIALIZED (the process is
+     * exiting) are states, not failures worth a warning.
+     */
+    if (r == 3 || r == 4)
         return -EIO;
     char msg[256];
     snprintf(msg, sizeof(msg),
