@@ -90,7 +90,11 @@ void gt__sink_close(const char *why)
 /* The stream exists: hello first, then the streamer re-sends the rest. */
 static int sink_start_stream(void)
 {
-    int rc = gt__sink_write(gt__st.hello, gt__st.hello_len, 1000);
+    int rc;
+
+    /* Rebuilt per stream: GT_HELLO_CAPTURE says what holds now. */
+    gt__stream_hello_build();
+    rc = gt__sink_write(gt__st.hello, gt__st.hello_len, 1000);
 
     if (rc < 0) {
         gt__sink_close("hello not written");
