@@ -136,8 +136,9 @@ static void print_status(const cJSON *r)
     printf("sockets  %s, %s\n", str(r, "agent_socket"), str(r, "control_socket"));
     printf("\nagents: %d\n", cJSON_GetArraySize(agents));
     if (cJSON_GetArraySize(agents) > 0) {
-        printf("  %-8s %-5s %-7s %10s %12s %10s %8s  %s\n", "PID", "RANK",
-               "CAPTURE", "BYTES", "RECORDS", "LOST", "WINDOWS", "COMMAND");
+        printf("  %-8s %-5s %-7s %10s %12s %10s %7s %7s  %s\n", "PID", "RANK",
+               "CAPTURE", "BYTES", "RECORDS", "LOST-EV", "LOST-CH", "WINDOWS",
+               "COMMAND");
         cJSON_ArrayForEach(a, agents) {
             char rank[16];
 
@@ -145,12 +146,11 @@ static void print_status(const cJSON *r)
                 snprintf(rank, sizeof(rank), "%.0f", num(a, "rank"));
             else
                 snprintf(rank, sizeof(rank), "-");
-            printf("  %-8.0f %-5s %-7s %10.0f %12.0f %10.0f %8.0f  %.60s\n",
+            printf("  %-8.0f %-5s %-7s %10.0f %12.0f %10.0f %7.0f %7.0f  %.60s\n",
                    num(a, "pid"), rank,
                    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "capture")) ? "on" : "off",
-                   num(a, "bytes"), num(a, "records"),
-                   num(a, "lost_events") + num(a, "lost_chunks"), num(a, "windows"),
-                   str(a, "command"));
+                   num(a, "bytes"), num(a, "records"), num(a, "lost_events"),
+                   num(a, "lost_chunks"), num(a, "windows"), str(a, "command"));
         }
     }
     printf("\ntriggers armed: %d\n", cJSON_GetArraySize(trig));
@@ -163,9 +163,10 @@ static void print_status(const cJSON *r)
             const cJSON *files = cJSON_GetObjectItemCaseSensitive(a, "files");
             const cJSON *f;
 
-            printf("  pid %.0f %.40s: %s, %.0f records, %.0f lost\n", num(a, "pid"),
-                   str(a, "command"), str(a, "end"), num(a, "records"),
-                   num(a, "lost_events") + num(a, "lost_chunks"));
+            printf("  pid %.0f %.40s: %s, %.0f records, %.0f events lost, "
+                   "%.0f chunks lost\n", num(a, "pid"), str(a, "command"),
+                   str(a, "end"), num(a, "records"), num(a, "lost_events"),
+                   num(a, "lost_chunks"));
             cJSON_ArrayForEach(f, files)
                 if (cJSON_IsString(f))
                     printf("      %s\n", f->valuestring);

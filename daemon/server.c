@@ -201,13 +201,36 @@ static int take_lock(struct gt__server *s)
     return 0;
 }
 
+/* mkdir -p: the output directory may be several levels deep. */
+static int mkdirs(const char *dir)
+{
+    char buf[4096];
+    size_t n = strlen(dir);
+
+    if (n == 0 || n >= sizeof(buf))
+        return -ENAMETOOLONG;
+    memcpy(buf, dir, n + 1);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
 static int make_out_dir(struct gt__server *s, const char *dir)
 {
     char *abs;
+    int rc = mkdirs(dir);
 
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        gt__log("cannot create output directory %s: %s", dir, strerror(errno));
-        return -errno;
+    if (rc < 0) {
+        gt__log("cannot create output directory %s: %s", dir, strerror(-rc));
+        return rc;
     }
     abs = realpath(dir, NULL);
     if (!abs || strlen(abs) >= sizeof(s->out_dir)) {

@@ -8,13 +8,13 @@ need "$B/gradtrace" "$B/gradtraced" "$FAKE"
 GT=$B/gradtrace
 cd "$E2E_TMP"
 
-"$GT" daemon --output-dir detached 2>"$E2E_TMP/start.err" || die "daemon start failed: $(cat "$E2E_TMP/start.err")"
+"$GT" daemon --output-dir nest/ed/detached 2>"$E2E_TMP/start.err" || die "daemon start failed: $(cat "$E2E_TMP/start.err")"
 pid=$(sed -n 's/.*running as pid \([0-9]*\).*/\1/p' "$E2E_TMP/start.err")
 [ -n "$pid" ] || die "no pid reported: $(cat "$E2E_TMP/start.err")"
 trap 'kill $pid 2>/dev/null; cat "$E2E_TMP/gradtraced.log" >&2 2>/dev/null' EXIT
 # No sleep: detaching waited for the sockets.
 "$GT" status >"$E2E_TMP/status" || die "status right after start failed"
-grep -q "output   $E2E_TMP/detached" "$E2E_TMP/status" || die "output dir: $(cat "$E2E_TMP/status")"
+grep -q "output   $E2E_TMP/nest/ed/detached" "$E2E_TMP/status" || die "output dir: $(cat "$E2E_TMP/status")"
 [ "$(ps -o sid= -p "$pid" | tr -d ' ')" = "$pid" ] || die "daemon is not in its own session"
 
 "$FAKE" --chunks 2 --records 100 2>/dev/null || die "agent failed"
@@ -26,7 +26,7 @@ for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
 kill -0 "$pid" 2>/dev/null && die "daemon still running after shutdown"
 [ ! -e "$GRADTRACE_SOCKET" ] && [ ! -e "$GRADTRACE_CONTROL" ] || die "sockets left behind"
 grep -q "shutdown requested" "$E2E_TMP/gradtraced.log" || die "log file not written"
-ls detached/fake_agent-pid*.json >/dev/null || die "no trace in the output dir"
-validate detached/fake_agent-pid*.json
+ls nest/ed/detached/fake_agent-pid*.json >/dev/null || die "no trace in the output dir"
+validate nest/ed/detached/fake_agent-pid*.json
 trap - EXIT
 echo ok
