@@ -73,9 +73,9 @@ row() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$ROWS"; }
 
 finish() {
   {
-    printf '%-34s %-5s %s\n' CHECK RESULT DETAIL
+    printf '%-40s %-5s %s\n' CHECK RESULT DETAIL
     while IFS=$'\t' read -r name res detail; do
-      printf '%-34s %-5s %s\n' "$name" "$res" "$detail"
+      printf '%-40s %-5s %s\n' "$name" "$res" "$detail"
     done <"$ROWS"
     echo "elapsed $(($(date +%s) - START)) s; traces and logs in $OUT"
   } | tee "$OUT/table.txt"
@@ -172,15 +172,34 @@ def check_traces(tag, pattern):
     if os.path.exists(validate):
         r = subprocess.run([sys.executable, validate] + files, capture_output=True, text=True)
         row("%s: Chrome trace valid" % tag, r.returncode == 0, (r.stdout + r.stderr).strip().splitlines()[-1:][0] if (r.stdout + r.stderr).strip() else "")
-    flows = 0
+    flows = tagged = 0
+    clocks = {}
+    def find_clock(o):
+        if isinstance(o, dict):
+            cl = o.get("clock")
+            if isinstance(cl, dict) and isinstance(cl.get("devices"), list):
+                for dv in cl["devices"]:
+                    if isinstance(dv, dict) and "device" in dv:
+                        clocks[dv["device"]] = dv.get("uncertainty_ns")
+            for v in o.values():
+                if isinstance(v, dict):
+                    find_clock(v)
     for fn in files:
         try:
             t = json.load(open(fn))
         except Exception as e:
             row("%s: trace loads" % tag, False, "%s: %s" % (fn, e))
             return
-        flows += sum(1 for e in t.get("traceEvents", []) if e.get("cat") == "ac2g")
+        evs = t.get("traceEvents", [])
+        flows += sum(1 for e in evs if e.get("cat") == "ac2g")
+        tagged += sum(1 for e in evs if e.get("ph") == "X" and isinstance(e.get("args"), dict)
+                      and "layer" in e["args"] and "phase" in e["args"])
+        find_clock({k: v for k, v in t.items() if k != "traceEvents"})
     row("%s: CPU->GPU flows (ac2g)" % tag, flows > 0, "%d flow events" % flows)
+    row("%s: trace GPU events with layer+phase" % tag, tagged > 0, "%d events" % tagged)
+    row("%s: trace metadata clock offsets" % tag,
+        any(d >= 0 and (u or 0) > 0 for d, u in clocks.items()),
+        ", ".join("GPU%s +-%s ns" % (d, u) for d, u in sorted(clocks.items())) or "none")
 
 MLP_ITERS = int(os.environ.get("GT_MLP_ITERS", "30"))
 FWD = {"gemm_nn", "gelu_fwd"}
