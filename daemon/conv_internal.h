@@ -32,7 +32,7 @@
 #define GT__LANE_DEPTH 32u            /* nesting depth checked per lane */
 #define GT__MAX_OVERFLOW 8u           /* overlap tracks per track */
 #define GT__NODE_MAP_DEFAULT (1u << 18)
-#define GT__CORR_MAP_CAP (1u << 16)
+#define GT__CORR_MAP_CAP (1u << 15)
 #define GT__MAX_LAYERS (1u << 17)
 #define GT__MAX_DEVICES 64u
 #define GT__MAX_STREAMS 4096u
