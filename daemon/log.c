@@ -2,6 +2,7 @@
  * The daemon's log: one line per event, wall-clock timestamp first, written
  * with a single write(2) so lines from a crash or a signal stay whole. The
  * daemon logs to stderr in the foreground and to a file when detached.
+ * Control bytes are replaced, since lines quote untrusted agent text.
  */
 #include "daemon/internal.h"
 
@@ -36,6 +37,11 @@ void gt__log(const char *fmt, ...)
     vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
     va_end(ap);
     n = strlen(line);
+    /* Agent text (command lines, host names) appears in log lines: a
+     * control byte must not forge a line or drive a terminal. */
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+            line[i] = '?';
     line[n++] = '\n';
     /* A log line that cannot be written is dropped: there is nowhere
      * else to report it. */

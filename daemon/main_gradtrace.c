@@ -113,11 +113,21 @@ static double num(const cJSON *o, const char *k)
     return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
+/*
+ * A string member for the terminal. Agents supply command lines and host
+ * names, so control bytes (escape sequences) are replaced in place: the
+ * reply is ours to modify and is printed only once.
+ */
 static const char *str(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
 
-    return cJSON_IsString(v) ? v->valuestring : "";
+    if (!cJSON_IsString(v))
+        return "";
+    for (char *p = v->valuestring; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
+    return v->valuestring;
 }
 
 static void print_status(const cJSON *r)
@@ -169,7 +179,7 @@ static void print_status(const cJSON *r)
                    num(a, "lost_chunks"));
             cJSON_ArrayForEach(f, files)
                 if (cJSON_IsString(f))
-                    printf("      %s\n", f->valuestring);
+                    printf("      %s\n", f->valuestring); /* sanitized stems */
         }
     }
     if (tot)

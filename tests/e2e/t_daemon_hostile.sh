@@ -41,6 +41,18 @@ wait $killed; rc=$?
 "$FAKE" --cmd $'../../../../tmp/escape\x01 /..' --chunks 1 --records 10 2>>"$E2E_TMP/bad.err" & evil=$!
 wait $evil
 
+# Control bytes in agent text must neither forge log lines nor reach the
+# terminal through `gradtrace status`.
+"$FAKE" --cmd $'evil\nFORGED line\033[31m' --chunks 1 --records 10 2>>"$E2E_TMP/bad.err" & forger=$!
+wait $forger
+grep -q '^FORGED' "$E2E_TMP/daemon.log" && die "an agent forged a log line"
+grep -q $'\033' "$E2E_TMP/daemon.log" && die "escape byte in the log"
+if [ -x "$B/gradtrace" ]; then
+  "$B/gradtrace" status >"$E2E_TMP/status.txt" || die "status failed"
+  grep -q 'evil?FORGED line?\[31m' "$E2E_TMP/status.txt" || die "hostile command not shown sanitized"
+  grep -q $'\033' "$E2E_TMP/status.txt" && die "escape byte reached the terminal"
+fi
+
 # Control abuse on one connection: each gets an error reply, then a valid
 # request on the same connection still works.
 replies=$(ctl 'not json' '{"cmd":"reboot"}' '{"cmd":"start","pids":"x"}' '[1,2]' \
