@@ -383,6 +383,17 @@ static int sync_round(int all)
     return synced;
 }
 
+/*
+ * Test hook: one sync round against a fake driver (tests/unit/test_cupti.c
+ * drives the start-event path without a GPU). @return devices synced.
+ */
+int gt__cupti_sync_test_round(const struct gt__cu_driver *fake, int all);
+int gt__cupti_sync_test_round(const struct gt__cu_driver *fake, int all)
+{
+    g_cu = *fake;
+    return sync_round(all);
+}
+
 /* ------------------------------------------------------------ the thread */
 
 static pthread_t g_thread;

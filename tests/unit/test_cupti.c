@@ -653,6 +653,101 @@ Test(cupti, backward_node_carries_creation_layer, .init = setup, .fini = teardow
     cr_assert_eq(g_pops, 1);
 }
 
+
+/* ------------------------------------------------ start events, fake driver */
+
+int gt__cupti_sync_test_round(const struct gt__cu_driver *fake, int all);
+
+/* Two devices; device 1's context is not active (the program never used
+ * it), device 0's clock runs 7 s ahead of the host. */
+static int fk_records, fk_syncs, fk_retains, fk_streams;
+static uint64_t fk_dev_ts[8];
+static int fk_count(int *n) { *n = 2; return 0; }
+static int fk_get(int *dev, int i) { *dev = i; return 0; }
+static int fk_state(int dev, unsigned *flags, int *active)
+{
+    *flags = 0;
+    *active = dev == 0;
+    return 0;
+}
+static int fk_retain(void **ctx, int dev) { *ctx = (void *)(uintptr_t)(0x100 + dev); fk_retains++; return 0; }
+static int fk_release(int dev) { (void)dev; return 0; }
+static int fk_push(void *ctx) { (void)ctx; return 0; }
+static int fk_pop(void **ctx) { *ctx = NULL; return 0; }
+static int fk_stream(void **s, unsigned flags)
+{
+    cr_assert_eq(flags, GT_CU_STREAM_NON_BLOCKING, "own non-blocking stream");
+    *s = (void *)0x5000;
+    fk_streams++;
+    return 0;
+}
+static int fk_destroy(void *p) { (void)p; return 0; }
+static int fk_event(void **e, unsigned flags) { (void)flags; *e = (void *)0x6000; return 0; }
+static int fk_record(void *e, void *s)
+{
+    (void)e;
+    cr_assert_eq(s, (void *)0x5000);
+    cr_assert(fk_records < 8);
+    /* The device stamps the event while the host is inside the bracket. */
+    fk_dev_ts[fk_records++] = test_now() + 7000000000ull;
+    return 0;
+}
+static int fk_sync(void *e) { (void)e; fk_syncs++; return 0; }
+static int fk_cupti_stream(void *ctx, void *stream, uint32_t *id)
+{
+    cr_assert_eq(ctx, (void *)0x100);
+    cr_assert_eq(stream, (void *)0x5000);
+    *id = 31;
+    return 0;
+}
+static int fk_timestamps(uint8_t on) { (void)on; return 0; }
+
+Test(cupti, start_events_on_used_devices_give_offsets, .init = setup, .fini = teardown)
+{
+    struct gt__cu_driver fake = {
+        fk_count, fk_get, fk_state, fk_retain, fk_release, fk_push, fk_pop,
+        fk_stream, fk_destroy, fk_event, fk_record, fk_sync, fk_destroy,
+    };
+    gt__cupti.GetStreamId = fk_cupti_stream;
+    gt__cupti.ActivityEnableCudaEventDeviceTimestamps = fk_timestamps;
+    fk_records = fk_syncs = fk_retains = fk_streams = 0;
+    cr_assert_eq(gt__cupti_sync_test_round(&fake, 1), 1, "device 0 only");
+    cr_assert_eq(fk_retains, 1, "no context created on the unused device");
+    cr_assert_eq(fk_records, 4, "three warm-ups and the start event");
+    cr_assert_eq(fk_syncs, 4, "each waited for");
+    /* Only devices not synced yet between periods: nothing to do now. */
+    cr_assert_eq(gt__cupti_sync_test_round(&fake, 0), 0);
+    cr_assert_eq(fk_records, 4);
+
+    /* CUPTI's records of those events come back in a buffer. */
+    struct abuf b = {0};
+    for (int i = 0; i < 4; i++) {
+        CUpti_ActivityCudaEvent2 *ev = abuf_add(&b, sizeof(*ev));
+        ev->kind = CUPTI_ACTIVITY_KIND_CUDA_EVENT;
+        ev->deviceId = 0;
+        ev->streamId = 31;
+        ev->deviceTimestamp = fk_dev_ts[i];
+    }
+    abuf_feed(&b);
+    struct gt_r_clock_sync cs[2];
+    cr_assert_eq(collect(GT_R_CLOCK_SYNC, cs, sizeof(cs[0]), 2), 1);
+    cr_assert_eq(cs[0].device, 0);
+    cr_assert_eq(cs[0].device_ts, fk_dev_ts[3], "the start event, not a warm-up");
+    /* The stamp was taken inside [mono - u, mono + u]. */
+    uint64_t host_at_stamp = fk_dev_ts[3] - 7000000000ull;
+    cr_assert(host_at_stamp + cs[0].uncertainty_ns >= cs[0].mono_ns &&
+                  host_at_stamp <= cs[0].mono_ns + cs[0].uncertainty_ns,
+              "stamp at %lu, pair %lu +- %lu", (unsigned long)host_at_stamp,
+              (unsigned long)cs[0].mono_ns, (unsigned long)cs[0].uncertainty_ns);
+    int64_t off;
+    uint64_t unc;
+    cr_assert_eq(gt__cupti_sync_model(0, &off, &unc), 0);
+    cr_assert(llabs(off + 7000000000ll) <= (long long)unc + 1,
+              "offset %lld +- %lu", (long long)off, (unsigned long)unc);
+    cr_assert_eq(gt__cupti_sync_model(1, &off, &unc), -ENOENT);
+    cr_assert_eq(g_warnings, 0, "%s", g_warning);
+}
+
 #else
 
 Test(cupti, needs_cuda_headers)
