@@ -563,7 +563,10 @@ struct ctl_write {
 
 static void on_written(uv_write_t *req, int status)
 {
-    if (status < 0 && status != UV_ECANCELED)
+    /* An agent that exits right after streaming never reads its welcome;
+     * only unexpected failures are worth a log line. */
+    if (status < 0 && status != UV_ECANCELED && status != UV_EPIPE &&
+        status != UV_ECONNRESET)
         gt__log("control message to agent not sent: %s", uv_strerror(status));
     gt__free(req);
 }
