@@ -431,6 +431,11 @@ static inline char *put_kv(char *p, const char *key, size_t kl, uint64_t v)
 /* Writes a literal key (with its punctuation) and a decimal value. */
 #define PUT_KV(p, lit, v) put_kv((p), (lit), sizeof(lit) - 1, (v))
 
+/* Defines (or redefines) string id; conv_threads.c. */
+void gt__str_define(struct gt_conv *c, uint32_t id, const char *text,
+                    size_t len);
+/* Names thread tid (GT_R_THREAD_INFO) and renames its tracks. */
+void gt__thread_named(struct gt_conv *c, uint32_t tid, uint32_t name);
 /* The thread with OS tid, or NULL; find never creates, get does. */
 struct gt__thread *gt__thread_find(struct gt_conv *c, uint32_t tid);
 struct gt__thread *gt__thread_get(struct gt_conv *c, uint32_t tid);
