@@ -4,7 +4,8 @@
  * Runs CMD with the agent preloaded and reports the trace files it left.
  *
  * Which daemon: the running one when it answers on the control socket and
- * neither -o nor --raw asks for settings only a fresh daemon can have;
+ * no option (-o, --raw, --max-file-mb) asks for settings only a fresh
+ * daemon can have;
  * otherwise a private daemon with its own runtime directory (mkdtemp,
  * 0700) that lives exactly as long as CMD: after CMD exits it is asked to
  * shut down, which finishes every conversion before it replies, and the
@@ -40,7 +41,8 @@
 #define MAX_TRIGGERS 32
 
 static const char record_usage[] =
-    "usage: gradtrace record [-o DIR] [--trigger SPEC]... [--raw] -- CMD [ARGS...]\n"
+    "usage: gradtrace record [-o DIR] [--trigger SPEC]... [--raw] [--max-file-mb N]\n"
+    "                        -- CMD [ARGS...]\n"
     "\n"
     "Runs CMD with the gradtrace agent preloaded and prints (on stderr) the\n"
     "trace files written for it and its child processes.\n"
@@ -50,9 +52,11 @@ static const char record_usage[] =
     "  --trigger SPEC        arm a capture trigger before CMD starts, e.g.\n"
     "                        layer=layers.17,phase=backward,iteration=200\n"
     "  --raw                 also keep the raw .gtr streams (private daemon)\n"
+    "  --max-file-mb N       start a new trace file past N MB (private daemon)\n"
     "\n"
-    "Uses the running daemon when one answers (and neither -o nor --raw is\n"
-    "given), else starts a private one and stops it when CMD exits.\n"
+    "Uses the running daemon when one answers (and none of -o, --raw,\n"
+    "--max-file-mb is given), else starts a private one and stops it when\n"
+    "CMD exits.\n"
     "Environment: GRADTRACE_AGENT overrides the agent library path.\n"
     "Exit status: CMD's (128+N when killed by signal N); 1 when recording\n"
     "could not start; 2 on bad usage.\n";
@@ -60,6 +64,7 @@ static const char record_usage[] =
 struct record {
     const char *out_dir;
     int raw;
+    const char *max_file_mb;
     struct gt__trigger trig[MAX_TRIGGERS];
     size_t ntrig;
     char exe_dir[4096];
@@ -119,7 +124,7 @@ static int parse_args(struct record *r, int argc, char **argv, int *cmd_at)
             continue;
         }
         if (strcmp(a, "-o") == 0 || strcmp(a, "--output-dir") == 0 ||
-            strcmp(a, "--trigger") == 0) {
+            strcmp(a, "--trigger") == 0 || strcmp(a, "--max-file-mb") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "gradtrace record: %s needs a value\n", a);
                 return -1;
@@ -149,6 +154,9 @@ static int parse_args(struct record *r, int argc, char **argv, int *cmd_at)
                 return -1;
             }
             r->ntrig++;
+        } else if (strcmp(a, "--max-file-mb") == 0) {
+            /* gradtraced validates the number and reports a bad one. */
+            r->max_file_mb = val;
         } else {
             r->out_dir = val;
         }
@@ -199,7 +207,7 @@ static void print_log(const char *path)
 static pid_t spawn_daemon(struct record *r)
 {
     char daemon[4096 + 16];
-    const char *args[8];
+    const char *args[10];
     int n = 0, fd;
     pid_t pid;
 
@@ -214,6 +222,10 @@ static pid_t spawn_daemon(struct record *r)
     args[n++] = r->out_dir ? r->out_dir : "gradtrace-traces";
     if (r->raw)
         args[n++] = "--raw";
+    if (r->max_file_mb) {
+        args[n++] = "--max-file-mb";
+        args[n++] = r->max_file_mb;
+    }
     args[n] = NULL;
     pid = fork();
     if (pid != 0)
@@ -457,7 +469,7 @@ static int use_running_daemon(struct record *r)
     const cJSON *sock;
     int ok = 0;
 
-    if (r->out_dir || r->raw)
+    if (r->out_dir || r->raw || r->max_file_mb)
         return 0;
     if (gt_control_socket_path(r->control_sock, sizeof(r->control_sock)) < 0)
         return 0;

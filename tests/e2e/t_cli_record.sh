@@ -33,6 +33,16 @@ validate $listed
 [ "$(count_fake_spans $listed)" -eq 160 ] || die "traces incomplete: $(count_fake_spans $listed) of 160 spans"
 case $listed in *"$E2E_TMP/traces/"*) ;; *) die "traces not under -o: $listed" ;; esac
 
+# Rotation: a 1 MB limit splits one agent's trace; every part is listed,
+# valid, and together complete.
+"$GT" record -o rot --max-file-mb 1 -- "$FAKE" --chunks 50 --records 4000 2>"$E2E_TMP/rot.err" \
+  || die "record with rotation failed: $(cat "$E2E_TMP/rot.err")"
+rot=$(grep "^  /" "$E2E_TMP/rot.err" | sed 's/^  //')
+[ "$(echo "$rot" | wc -l)" -ge 3 ] || die "expected rotated files, got: $rot"
+validate $rot
+[ "$(count_fake_spans $rot)" -eq 100000 ] || die "rotated traces incomplete: $(count_fake_spans $rot) of 100000"
+"$GT" record --max-file-mb zero -- true 2>"$E2E_TMP/e" && die "bad --max-file-mb accepted"
+
 # 2. Nothing left behind.
 pgrep -f "gradtraced --foreground --output-dir traces" && die "private daemon still running"
 after=$(ls -d /tmp/gradtrace-rec-* 2>/dev/null | sort)
