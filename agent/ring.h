@@ -133,7 +133,7 @@ static inline struct gt__thread *gt__thread_self(void)
 }
 
 /* Reserve slow path: register, allocate, switch blocks or drop. */
-void *gt__reserve_slow(size_t size);
+void *gt__reserve_slow(size_t size) __attribute__((cold, noinline));
 
 /* The hot path, inlined into api.c; gt__reserve is its out-of-line copy. */
 static inline void *gt__reserve_inline(size_t size)

@@ -154,6 +154,10 @@ int main(int argc, char **argv)
         gt_scope_begin(name);
         gt_scope_end();
     });
+    MEASURE("captured instant (no scope stack), per event", {
+        gt_instant(name);
+        gt_instant(name);
+    });
     gt_capture_stop();
     MEASURE("capture off: scope begin/end, per call", {
         gt_scope_begin(name);
