@@ -118,9 +118,38 @@ static uint32_t intern_wide(const wchar_t *w)
     return gt__cuda_sink->intern(buf, n);
 }
 
+/*
+ * Range names repeat (the same few per layer, per op), and interning takes
+ * the string table's lock: a per-thread direct-mapped cache keyed by the
+ * text's 64-bit FNV-1a hash and length answers repeats without it. Two
+ * different names would have to collide in all 64 bits and the length to
+ * be confused. Ids live as long as the process, so entries never go stale.
+ */
+#define NAME_CACHE 256u
+
+static __thread struct name_slot {
+    uint64_t hash;
+    uint32_t len;
+    uint32_t id;
+} t_names[NAME_CACHE];
+
 static uint32_t intern_c(const char *s)
 {
-    return s ? gt__cuda_sink->intern(s, strlen(s)) : 0;
+    if (!s)
+        return 0;
+    uint64_t h = 1469598103934665603ull;
+    size_t len = 0;
+    for (; s[len]; len++) {
+        h ^= (uint8_t)s[len];
+        h *= 1099511628211ull;
+    }
+    struct name_slot *e = &t_names[(h ^ (h >> 29)) & (NAME_CACHE - 1)];
+    if (e->id && e->hash == h && e->len == len)
+        return e->id;
+    uint32_t id = gt__cuda_sink->intern(s, len);
+    if (id && len <= UINT32_MAX)
+        *e = (struct name_slot){h, (uint32_t)len, id};
+    return id;
 }
 
 /* Handles (domains, registered strings) carry the interned id. */
