@@ -28,13 +28,15 @@ struct fx {
     struct gt_recbuf b;
 };
 
-static void fx_open(struct fx *f, uint64_t max_events, uint32_t max_nodes)
+static void fx_open_bytes(struct fx *f, uint64_t max_events,
+                          uint32_t max_nodes, uint64_t max_bytes)
 {
     memset(f, 0, sizeof(*f));
     strcpy(f->dir, "/tmp/gt-conv-XXXXXX");
     cr_assert_not_null(mkdtemp(f->dir));
     struct gt_conv_opts o = {.out_dir = f->dir, .stem = "t",
                              .max_file_events = max_events,
+                             .max_file_bytes = max_bytes,
                              .max_pending_nodes = max_nodes};
     f->c = gt_conv_create(&o);
     cr_assert_not_null(f->c);
@@ -50,6 +52,11 @@ static void fx_open(struct fx *f, uint64_t max_events, uint32_t max_nodes)
     strcpy(h->cmdline, "/usr/bin/python3 train.py");
     cr_assert_eq(gt_conv_hello(f->c, h), 0);
     free(h);
+}
+
+static void fx_open(struct fx *f, uint64_t max_events, uint32_t max_nodes)
+{
+    fx_open_bytes(f, max_events, max_nodes, 0);
 }
 
 static void add(struct fx *f, const void *r, size_t n)
@@ -820,5 +827,40 @@ Test(convert, windows_are_spans_and_metadata, .timeout = 10)
     cr_assert_str_eq(s_of(cJSON_GetArrayItem(wl, 0), "layer"), "layers.17");
     cr_assert_eq(anomaly(doc, "windows_unmatched"), 1);
     cJSON_Delete(doc);
+    fx_close(&f);
+}
+
+Test(convert, rotation_by_size_splits_near_the_limit, .timeout = 20)
+{
+    struct fx f;
+    fx_open_bytes(&f, 0, 0, 8192);
+    str(&f, 1, "a rather long scope name to fill files quickly");
+    thr(&f, 100);
+    for (uint64_t i = 0; i < 2000; i++) {
+        sb(&f, GT_SCOPE_USER, 1, 0, 10 * i);
+        se(&f, GT_SCOPE_USER, 1, 10 * i + 5);
+    }
+    feed(&f);
+    size_t n;
+    cJSON *doc = finish(&f, &n);
+    cJSON_Delete(doc);
+    const char *const *paths;
+    gt_conv_files(f.c, &paths);
+    cr_assert(n > 10, "%zu files", n);
+    int total = 0;
+    for (size_t i = 0; i < n; i++) {
+        FILE *fp = fopen(paths[i], "rb");
+        fseek(fp, 0, SEEK_END);
+        long sz = ftell(fp);
+        fclose(fp);
+        /* Past the limit by at most one event plus the metadata tail. */
+        cr_assert(sz < 8192 + 4096, "%s is %ld bytes", paths[i], sz);
+        if (i + 1 < n)
+            cr_assert(sz >= 8192, "%s rotated early (%ld)", paths[i], sz);
+        cJSON *d = load(paths[i]);
+        total += count(d, "X", "user");
+        cJSON_Delete(d);
+    }
+    cr_assert_eq(total, 2000, "no span lost or duplicated by rotation");
     fx_close(&f);
 }
