@@ -115,6 +115,8 @@ static uint32_t api_name(uint32_t domain, uint32_t cbid)
     const char *name = NULL;
     char buf[96];
     uint32_t id;
+    /* Not GT_CUPTI_CALL: before a driver initialised CUPTI the lookup
+     * fails as a matter of course, and the fallback name is fine. */
     if (gt__cupti.GetCallbackName &&
         gt__cupti.GetCallbackName(domain, cbid, &name) == GT_CUPTI_SUCCESS &&
         name && *name) {

@@ -111,8 +111,8 @@ void gt__cupti_sync_cupti_pair(void)
     uint64_t lo = gt__cuda_sink->now();
     int r = gt__cupti.GetTimestamp(&ts);
     uint64_t hi = gt__cuda_sink->now();
-    if (r != GT_CUPTI_SUCCESS || !ts)
-        return; /* no clock yet (no driver): records keep their values */
+    if (gt__cupti_check(r, "cuptiGetTimestamp(&ts)", __FILE__, __LINE__) || !ts)
+        return; /* no clock: records keep their values */
     pthread_mutex_lock(&g_clock_lock);
     models_init_locked();
     if (gt__clock_add_pair(&g_cupti_clock, lo, hi, ts))
