@@ -17,8 +17,10 @@
  *     scope functions also keep the per-thread layer stack, see below);
  *   - records go to the calling thread's buffer; when it is full the record
  *     is dropped and counted (the count reaches the trace as GT_R_LOST).
- * None of them is async-signal-safe, except that a signal handler calling
- * them cannot deadlock (no locks are taken once a thread has recorded once).
+ * Recording functions take no lock (a thread's first call maps its
+ * buffers), so they cannot deadlock in a signal handler; but a handler that
+ * records while it interrupted a recording call on the same thread may
+ * overwrite that one record. gt_intern takes a lock: not from handlers.
  *
  * String ids come from gt_intern() and are valid for the whole process (and
  * its forked children); pass 0 where a string is optional.
