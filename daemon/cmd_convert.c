@@ -88,7 +88,7 @@ static void progress(uint64_t done, uint64_t total, double t0, int final)
     double frac = total ? (double)done / (double)total : 1.0;
     int fill = (int)(frac * width);
     double el = now_s() - t0;
-    fprintf(stderr, "\r[%.*s%*s] %3d%% %6.1f MB/s", fill,
+    fprintf(stderr, "\r[%.*s%*s] %3d%% %6.1f MB/s read", fill,
             "==============================", width - fill, "",
             (int)(frac * 100), el > 0 ? (double)done / el / 1e6 : 0.0);
     if (final)
