@@ -204,9 +204,9 @@ void gt_framer_free(struct gt_framer *f);
 /*
  * Feeds len bytes. Complete chunks are delivered through on_chunk before
  * this returns; a partial chunk is kept for the next call.
- * @return 0, or in strict mode the first decode error (the framer is then
- *         dead and every later call returns it), or a callback's negative
- *         return. In resync mode decode errors are counted in the stats
+ * @return 0, or in strict mode the first decode error, or a callback's
+ *         negative return; after either the framer is dead and every later
+ *         call (feed or finish) returns the same code without delivering. In resync mode decode errors are counted in the stats
  *         and skipped; only a bad hello is returned.
  */
 GT_WUR int gt_framer_feed(struct gt_framer *f, const void *data, size_t len);

@@ -181,7 +181,7 @@ static int process(struct gt_framer *f, int eof)
             f->have_hello = 1;
             f->off += (size_t)n;
             if (f->on_hello && (rc = f->on_hello(f->ud, &f->hello)) < 0)
-                return rc;
+                return f->dead = rc;
             continue;
         }
 
@@ -222,7 +222,7 @@ static int process(struct gt_framer *f, int eof)
         f->stats.records += h.record_count;
         f->stats.raw_bytes += h.raw_size;
         if (f->on_chunk && (rc = f->on_chunk(f->ud, &h, f->raw, h.raw_size)) < 0)
-            return rc;
+            return f->dead = rc;
     }
 }
 

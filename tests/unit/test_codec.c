@@ -3,6 +3,7 @@
  * or stream can be wrong (truncation, corruption, versions, sizes, gaps).
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
@@ -475,4 +476,39 @@ Test(codec, error_strings_are_distinct)
         for (size_t j = i + 1; j < sizeof(codes) / sizeof(codes[0]); j++)
             cr_assert_str_neq(gt_strerror(codes[i]), gt_strerror(codes[j]));
     cr_assert_str_eq(gt_strerror(-2), strerror(2));
+}
+
+static int refuse_hello(void *ud, const struct gt_hello_info *hello)
+{
+    (void)hello;
+    (*(int *)ud)++;
+    return -EPERM;
+}
+
+static int count_chunk(void *ud, const struct gt_chunk_header *h,
+                       const uint8_t *records, size_t raw_size)
+{
+    (void)ud;
+    (void)h;
+    (void)records;
+    (void)raw_size;
+    cr_assert_fail("no chunk may be delivered after a callback error");
+    return 0;
+}
+
+Test(codec, callback_error_stops_the_framer)
+{
+    uint8_t buf[1024];
+    size_t n = 0;
+    struct gt_recbuf b = {0};
+    int hellos = 0;
+    struct gt_framer *f = gt_framer_create(GT_FRAMER_STRICT, refuse_hello, count_chunk, &hellos);
+
+    n += make_hello(buf, sizeof(buf));
+    n += make_chunk(NULL, 0, &b, 0, buf + n, sizeof(buf) - n);
+    cr_assert_eq(gt_framer_feed(f, buf, n), -EPERM);
+    cr_assert_eq(gt_framer_feed(f, buf, 0), -EPERM);
+    cr_assert_eq(gt_framer_finish(f), -EPERM);
+    cr_assert_eq(hellos, 1);
+    gt_framer_free(f);
 }
