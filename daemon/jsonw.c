@@ -73,8 +73,10 @@ int gt__jw_flush(struct gt__jw *w)
 
 char *gt__jw_reserve_slow(struct gt__jw *w, size_t n)
 {
-    /* The error stays sticky in w->err; the caller reports it later. */
-    (void)gt__jw_flush(w);
+    /* On failure the output is discarded (len is 0 either way) and the
+     * error stays sticky in w->err for the caller's next flush. */
+    if (gt__jw_flush(w) != 0)
+        w->len = 0;
     (void)n; /* n <= GT__JW_MAX_RESERVE <= cap / 2 by contract */
     return w->buf;
 }
