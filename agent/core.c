@@ -187,4 +187,12 @@ void gt__agent_stop(void)
     if (gt__cuda_flush)
         gt__cuda_flush();
     gt__streamer_stop();
+    if (gt__log_enabled) {
+        unsigned states = 0;
+        for (struct gt__thread *t = atomic_load(&gt__threads); t; t = t->next)
+            states++;
+        GT_LOG("stopped: %llu threads recorded using %u buffer sets, %llu chunks "
+               "lost", (unsigned long long)atomic_load(&gt__thread_registrations),
+               states, (unsigned long long)atomic_load(&gt__st.lost_chunks));
+    }
 }

@@ -19,6 +19,7 @@ _Atomic(struct gt__thread *) gt__threads;
 __thread struct gt__thread *gt__tls __attribute__((tls_model("initial-exec")));
 struct gt__thread gt__thread_dead;
 _Atomic uint64_t gt__lost_orphan;
+_Atomic uint64_t gt__thread_registrations;
 void (*gt__ring_notify)(void);
 void (*gt__ring_armed)(void);
 
@@ -115,6 +116,7 @@ struct gt__thread *gt__thread_register(void)
     t = thread_state_acquire();
     if (!t)
         return NULL;
+    atomic_fetch_add_explicit(&gt__thread_registrations, 1, memory_order_relaxed);
     ring_reset(t);
     atomic_store(&t->lost, 0);
     t->layer_depth = 0;

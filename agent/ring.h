@@ -94,6 +94,8 @@ extern __thread struct gt__thread *gt__tls
 extern struct gt__thread gt__thread_dead;
 /* Records dropped by threads without a state (exiting, out of memory). */
 extern _Atomic uint64_t gt__lost_orphan;
+/* Threads registered so far (diagnostics: states are fewer when reused). */
+extern _Atomic uint64_t gt__thread_registrations;
 
 /*
  * Block geometry for threads registered from now on (block_kb KiB,

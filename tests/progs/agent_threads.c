@@ -16,6 +16,8 @@
  *   thread 200, then dereferences NULL (dies by SIGSEGV).
  * --abort: the same, then calls abort() (dies by SIGABRT).
  * --exit-from-thread: thread 0 calls exit(0) while others may still record.
+ * --waves W: runs the THREADS threads W times over, each wave new threads
+ *   (indexes wave * THREADS + i): exercises thread exit and state reuse.
  * --then-sleep MS: after the threads (and a fork), sleeps MS ms, then the
  *   main thread records EVENTS as thread 102.
  * --print-pids: prints "pid=<pid> child=<pid>" on stdout (fork mode).
@@ -63,14 +65,15 @@ static void *run(void *arg)
 
 int main(int argc, char **argv)
 {
-    int threads, crash = 0, print = 0, exit_thread = 0;
+    int threads, crash = 0, print = 0, exit_thread = 0, waves = 1;
     long events, child_events = -1, sleep_ms = -1;
     pthread_t *th;
     struct worker *w;
 
     if (argc < 3) {
         fprintf(stderr, "usage: %s THREADS EVENTS [--fork N] [--crash] "
-                        "[--exit-from-thread] [--then-sleep MS] [--print-pids]\n", argv[0]);
+                        "[--exit-from-thread] [--then-sleep MS] [--waves W]\n"
+                        "       [--print-pids]\n", argv[0]);
         return 2;
     }
     threads = atoi(argv[1]);
@@ -88,18 +91,22 @@ int main(int argc, char **argv)
             exit_thread = 1;
         else if (!strcmp(argv[i], "--then-sleep") && i + 1 < argc)
             sleep_ms = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--waves") && i + 1 < argc)
+            waves = atoi(argv[++i]);
     }
     th = calloc((size_t)threads, sizeof(*th));
     w = calloc((size_t)threads, sizeof(*w));
     if (!th || !w)
         return 1;
-    for (int i = 0; i < threads; i++) {
-        w[i] = (struct worker){i, events, exit_thread && i == 0};
-        if (pthread_create(&th[i], NULL, run, &w[i]))
-            return 1;
+    for (int wave = 0; wave < waves; wave++) {
+        for (int i = 0; i < threads; i++) {
+            w[i] = (struct worker){wave * threads + i, events, exit_thread && i == 0};
+            if (pthread_create(&th[i], NULL, run, &w[i]))
+                return 1;
+        }
+        for (int i = 0; i < threads; i++)
+            pthread_join(th[i], NULL);
     }
-    for (int i = 0; i < threads; i++)
-        pthread_join(th[i], NULL);
     if (child_events >= 0) {
         pid_t pid = fork();
         int st;
