@@ -473,6 +473,8 @@ void gt__pass_begin(struct gt_conv *c, struct gt__thread *th, uint64_t ts,
 void gt__pass_end(struct gt_conv *c, struct gt__thread *th, uint64_t ts,
                   uint64_t value);
 void gt__step(struct gt_conv *c, uint64_t ts, uint64_t value);
+/* Flushes the implicit group of nodes run outside any pass, if any. */
+void gt__layers_outside_pass(struct gt_conv *c);
 /* Flushes pending layer spans and open iterations at end of input. */
 void gt__layers_finish(struct gt_conv *c);
 void gt__layers_free(struct gt_conv *c);

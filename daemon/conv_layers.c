@@ -6,8 +6,11 @@
  * "layers"), so a parent's [first, last] always contains its children's.
  * Spans are accumulated per "pass group": from a backward pass begin until
  * every open pass has ended (several Python threads may run backward at
- * once). Nodes that run while no pass is open form an implicit group that
- * is flushed at the next pass begin or at the end of input. At a flush the
+ * once). Nodes that run while no pass is open (no pass marks: an agent
+ * without the Engine::execute hook) form an implicit group that is flushed
+ * at the next pass begin, step mark, node creation (the next forward has
+ * started) or the end of input, so that it covers one backward, not the
+ * whole run. At a flush the
  * group's spans are sorted by (start, -end, depth) and placed with
  * gt__place on the "Layers backward" track: parents come before children,
  * and siblings that overlap without nesting (interleaved branches) go to an
@@ -313,9 +316,16 @@ static int iteration_start(struct gt_conv *c, uint64_t ts, uint64_t *start)
     return 1;
 }
 
+void gt__layers_outside_pass(struct gt_conv *c)
+{
+    if (c->passes_open == 0 && c->ntouched > 0)
+        flush_group(c, 0, 0);
+}
+
 void gt__step(struct gt_conv *c, uint64_t ts, uint64_t value)
 {
     uint64_t start;
+    gt__layers_outside_pass(c);
     c->saw_step = 1;
     if (c->pend_iter) {
         /* The pass-based boundary is superseded by the step mark. */

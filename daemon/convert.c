@@ -473,6 +473,10 @@ static void on_record(struct gt_conv *c, uint16_t type, uint16_t size,
         GET(rec, size, r);
         if (!(th = cur_thread(c)))
             return;
+        /* A creation after backward nodes ran outside any pass: the next
+         * forward has begun, so that backward's layer spans are complete. */
+        if (c->ntouched && !c->passes_open)
+            gt__layers_outside_pass(c);
         struct gt__bmap_val v = {.x = thread_ts(c, th, r.ts),
                                  .p = th->os_tid, .q = r.layer};
         if (gt__bmap_put(&c->nodes, r.fwd_tid, r.seq, &v))

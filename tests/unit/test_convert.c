@@ -864,3 +864,32 @@ Test(convert, rotation_by_size_splits_near_the_limit, .timeout = 20)
     cr_assert_eq(total, 2000, "no span lost or duplicated by rotation");
     fx_close(&f);
 }
+
+Test(convert, without_pass_marks_each_backward_gets_its_own_spans,
+     .timeout = 10)
+{
+    struct fx f;
+    fx_open(&f, 0, 0);
+    str(&f, 1, "fc");
+    str(&f, 2, "Linear");
+    str(&f, 3, "AddmmBackward0");
+    thr(&f, 100);
+    for (uint64_t it = 0; it < 3; it++) {
+        uint64_t t = 1000 * it;
+        fwd_node(&f, 1, 2, 2 * it, t);
+        fwd_node(&f, 1, 2, 2 * it + 1, t + 10);
+        node(&f, 3, 2 * it + 1, t + 100, t + 110);
+        node(&f, 3, 2 * it, t + 120, t + 130);
+    }
+    feed(&f);
+    cJSON *doc = finish(&f, NULL);
+    cr_assert_eq(count(doc, "X", "layer_backward"), 3, "one per backward");
+    cr_assert_eq(count(doc, "X", "backward_pass"), 0);
+    for (int it = 0; it < 3; it++) {
+        const cJSON *e = find(doc, "X", "fc (Linear) backward", it);
+        cr_assert_eq(ns_of(e, "ts"), (1000 * it + 100) * 1000);
+        cr_assert_eq(ns_of(e, "dur"), 30000);
+    }
+    cJSON_Delete(doc);
+    fx_close(&f);
+}
