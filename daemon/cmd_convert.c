@@ -170,6 +170,14 @@ int gt_cmd_convert(int argc, char **argv)
     uint64_t total = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
     if (!out && !(out = out_alloc = default_out(in)))
         goto out_nomem;
+    struct stat ost;
+    if (stat(out, &ost) == 0 && ost.st_dev == st.st_dev &&
+        ost.st_ino == st.st_ino) {
+        /* Opening the output truncates it: it must not be the input. */
+        fprintf(stderr, "gradtrace convert: output %s is the input file\n",
+                out);
+        goto out;
+    }
     struct gt_conv_opts opts = {
         .out_path = out,
         .max_file_bytes = mb << 20,

@@ -69,6 +69,12 @@ set +e
 set -e
 cat "$T/g.err" "$T/n.err" "$T/u2.err"
 [ $rc1 -eq 1 ] && grep -q "not a gradtrace stream" "$T/g.err"
+cp "$T/full.gtr" "$T/same.gtr"
+set +e
+"$B/gradtrace" convert "$T/same.gtr" -o "$T/same.gtr" 2>"$T/s.err"; rc6=$?
+set -e
+cat "$T/s.err"
+[ $rc6 -eq 1 ] && cmp -s "$T/full.gtr" "$T/same.gtr"   # input untouched
 [ $rc2 -eq 1 ] && grep -q "No such file" "$T/n.err"
 [ $rc3 -eq 2 ] && [ $rc4 -eq 2 ] && [ $rc5 -eq 0 ]
 grep -q "usage: gradtrace convert" "$T/help.out"
