@@ -18,4 +18,14 @@
  */
 int gt_cmd_convert(int argc, char **argv);
 
+/*
+ * `gradtrace report [--sort model|fwd|bwd|name] [--csv] TRACE...`: the
+ * per-layer table (forward calls and time, backward spans, time and nodes)
+ * from gradtrace trace files or a .gtr recording (converted on the fly).
+ * Memory bounded by the number of layers.
+ * @return 0, 1 when the input is unreadable or holds no layer spans, 2 on
+ *         a usage error.
+ */
+int gt_cmd_report(int argc, char **argv);
+
 #endif

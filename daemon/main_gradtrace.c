@@ -43,6 +43,8 @@ static const char main_usage[] =
     "                      [,iteration=N|next][,count=N][,ranks=0,3][,pids=..]\n"
     "  convert IN.gtr [-o OUT.json]\n"
     "                      convert a recorded stream to Chrome-trace JSON\n"
+    "  report [--sort model|fwd|bwd|name] [--csv] TRACE...\n"
+    "                      per-layer forward/backward table of a trace or .gtr\n"
     "\n"
     "Every command takes --help. The daemon's sockets are found as the\n"
     "agents find them: $GRADTRACE_CONTROL / $GRADTRACE_SOCKET, else\n"
@@ -388,6 +390,8 @@ int main(int argc, char **argv)
         return cmd_trigger(argc - 1, argv + 1);
     if (strcmp(cmd, "convert") == 0)
         return gt_cmd_convert(argc - 1, argv + 1);
+    if (strcmp(cmd, "report") == 0)
+        return gt_cmd_report(argc - 1, argv + 1);
     fprintf(stderr, "gradtrace: unknown command '%s'\n%s", cmd, main_usage);
     return GT_EXIT_USAGE;
 }
