@@ -24,7 +24,7 @@
 #define GT__CONV_DEFAULT_MAX_EVENTS 4000000ull
 #define GT__CONV_MIN_MAX_BYTES 4096ull
 
-#define GT__STR_MAX_IDS (1u << 20)    /* string ids accepted: 1 .. this-1 */
+#define GT__STR_MAX_IDS (1u << 18)    /* string ids accepted: 1 .. this-1 */
 #define GT__STR_MAX_BYTES (24u << 20) /* raw + escaped bytes kept */
 #define GT__MAX_THREADS 65536u
 #define GT__MAX_TRACKS (1u << 18)
