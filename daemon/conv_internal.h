@@ -312,6 +312,10 @@ struct gt_conv {
     uint32_t passes_open;
     uint64_t group_begin, group_value;
     int group_has_pass;
+    int group_ended;        /* every pass of the group has ended ... */
+    uint64_t group_end;     /* ... at this time, */
+    uint64_t group_end_chunk; /* while reading this chunk */
+    uint64_t group_min_first; /* earliest node start in the group */
     int saw_step;
     uint64_t iter_start;
     int have_iter_start;
@@ -475,6 +479,8 @@ void gt__pass_end(struct gt_conv *c, struct gt__thread *th, uint64_t ts,
 void gt__step(struct gt_conv *c, uint64_t ts, uint64_t value);
 /* Flushes the implicit group of nodes run outside any pass, if any. */
 void gt__layers_outside_pass(struct gt_conv *c);
+/* End of a chunk: flushes a pass group that ended in an earlier chunk. */
+void gt__layers_chunk_end(struct gt_conv *c);
 /* Flushes pending layer spans and open iterations at end of input. */
 void gt__layers_finish(struct gt_conv *c);
 void gt__layers_free(struct gt_conv *c);

@@ -6,7 +6,12 @@
  * "layers"), so a parent's [first, last] always contains its children's.
  * Spans are accumulated per "pass group": from a backward pass begin until
  * every open pass has ended (several Python threads may run backward at
- * once). Nodes that run while no pass is open (no pass marks: an agent
+ * once). Records of different threads arrive in no time order (each
+ * thread's blocks are shipped separately), so membership follows time: an
+ * ended group stays open for nodes that started before its end, and is
+ * flushed when a node starts after it, the next pass begins, or one more
+ * chunk has been read; nodes that arrive before their pass's begin record
+ * but started after it are adopted by that pass. Nodes that run while no pass is open (no pass marks: an agent
  * without the Engine::execute hook) form an implicit group that is flushed
  * at the next pass begin, step mark, node creation (the next forward has
  * started) or the end of input, so that it covers one backward, not the
@@ -36,6 +41,8 @@
 
 #include "common/alloc.h"
 #include "daemon/conv_internal.h"
+
+static void flush_group(struct gt_conv *c, uint64_t end_ts);
 
 static uint32_t text_hash(const char *s, size_t n)
 {
@@ -155,8 +162,15 @@ void gt__layer_credit(struct gt_conv *c, uint32_t path_id, uint64_t s,
                       uint64_t e)
 {
     int32_t l = layer_of(c, path_id);
-    if (c->gen == 0)
+    if (c->gen == 0) {
         c->gen = 1;
+        c->group_min_first = UINT64_MAX;
+    }
+    /* A node that starts after the ended pass belongs to the next one. */
+    if (c->group_ended && s > c->group_end)
+        flush_group(c, c->group_end);
+    if (l >= 0 && s < c->group_min_first)
+        c->group_min_first = s;
     for (; l >= 0; l = c->layers[l].parent) {
         struct gt__layer *L = &c->layers[l];
         if (L->gen != c->gen) {
@@ -228,9 +242,13 @@ static void emit_layer_span(struct gt_conv *c, uint32_t t,
     }
 }
 
-/* Emits the current group's spans (and its pass span when has_pass). */
-static void flush_group(struct gt_conv *c, uint64_t end_ts, int has_pass)
+/*
+ * Emits the current group's spans (and its pass span when it has a pass,
+ * ending at end_ts), then starts an empty group.
+ */
+static void flush_group(struct gt_conv *c, uint64_t end_ts)
 {
+    int has_pass = c->group_has_pass;
     uint32_t n = c->ntouched + (has_pass ? 1 : 0);
     if (n == 0)
         goto out_next_gen;
@@ -282,6 +300,9 @@ static void flush_group(struct gt_conv *c, uint64_t end_ts, int has_pass)
 out_next_gen:
     c->ntouched = 0;
     c->gen++;
+    c->group_has_pass = 0;
+    c->group_ended = 0;
+    c->group_min_first = UINT64_MAX;
 }
 
 static void emit_iteration(struct gt_conv *c, uint64_t s, uint64_t e,
@@ -318,8 +339,16 @@ static int iteration_start(struct gt_conv *c, uint64_t ts, uint64_t *start)
 
 void gt__layers_outside_pass(struct gt_conv *c)
 {
-    if (c->passes_open == 0 && c->ntouched > 0)
-        flush_group(c, 0, 0);
+    if (c->passes_open == 0 && c->ntouched > 0 && !c->group_has_pass)
+        flush_group(c, 0);
+}
+
+void gt__layers_chunk_end(struct gt_conv *c)
+{
+    /* One whole chunk after the pass ended: the agent's streamer has
+     * gathered every thread's blocks since, so late nodes are in. */
+    if (c->group_ended && c->chunks > c->group_end_chunk)
+        flush_group(c, c->group_end);
 }
 
 void gt__step(struct gt_conv *c, uint64_t ts, uint64_t value)
@@ -348,10 +377,16 @@ void gt__pass_begin(struct gt_conv *c, struct gt__thread *th, uint64_t ts,
         gt__pass_end(c, th, ts, value);
     }
     if (c->passes_open == 0) {
-        if (c->ntouched)
-            flush_group(c, 0, 0); /* nodes that ran outside any pass */
+        if (c->group_ended)
+            flush_group(c, c->group_end);
+        /* Nodes seen before this begin but timed after it ran on another
+         * thread whose records came first: they belong to this pass. Any
+         * earlier node ran outside a pass: its group is flushed alone. */
+        if (c->ntouched && c->group_min_first < ts)
+            flush_group(c, 0);
         c->group_begin = ts;
         c->group_value = value;
+        c->group_has_pass = 1;
     }
     c->passes_open++;
     if (th)
@@ -378,16 +413,21 @@ void gt__pass_end(struct gt_conv *c, struct gt__thread *th, uint64_t ts,
         c->iter_start = ts;
         c->have_iter_start = 1;
     }
-    if (c->passes_open == 0)
-        flush_group(c, ts, 1);
+    if (c->passes_open == 0) {
+        /* Held open for nodes of other threads that arrive late: see
+         * gt__layer_credit and gt__layers_chunk_end. */
+        c->group_ended = 1;
+        c->group_end = ts;
+        c->group_end_chunk = c->chunks;
+    }
 }
 
 void gt__layers_finish(struct gt_conv *c)
 {
-    if (c->ntouched || c->passes_open) {
+    if (c->ntouched || c->group_has_pass) {
         if (c->passes_open)
             c->an.pass_unbalanced += c->passes_open;
-        flush_group(c, c->max_ts, c->passes_open > 0);
+        flush_group(c, c->group_ended ? c->group_end : c->max_ts);
         c->passes_open = 0;
     }
     if (c->pend_iter) {

@@ -475,8 +475,7 @@ static void on_record(struct gt_conv *c, uint16_t type, uint16_t size,
             return;
         /* A creation after backward nodes ran outside any pass: the next
          * forward has begun, so that backward's layer spans are complete. */
-        if (c->ntouched && !c->passes_open)
-            gt__layers_outside_pass(c);
+        gt__layers_outside_pass(c);
         struct gt__bmap_val v = {.x = thread_ts(c, th, r.ts),
                                  .p = th->os_tid, .q = r.layer};
         if (gt__bmap_put(&c->nodes, r.fwd_tid, r.seq, &v))
@@ -655,6 +654,7 @@ int gt_conv_chunk(struct gt_conv *c, const struct gt_chunk_header *h,
     }
     if (rc < 0)
         c->an.bad_records++; /* the rest of the chunk is unreadable */
+    gt__layers_chunk_end(c);
     if (c->w.err && !c->err)
         c->err = c->w.err;
     return c->err;

@@ -893,3 +893,49 @@ Test(convert, without_pass_marks_each_backward_gets_its_own_spans,
     cJSON_Delete(doc);
     fx_close(&f);
 }
+
+Test(convert, pass_groups_follow_time_not_arrival_order, .timeout = 10)
+{
+    struct fx f;
+    fx_open(&f, 0, 0);
+    str(&f, 1, "fc");
+    str(&f, 2, "Linear");
+    str(&f, 3, "AddmmBackward0");
+    thr(&f, 100);
+    for (uint64_t k = 0; k < 4; k++)
+        fwd_node(&f, 1, 2, k, 10 * k);
+    feed(&f);
+    /* One chunk: the worker's block comes before the main thread's, which
+     * holds the pass begin and end and the next forward's first node. */
+    thr(&f, 101);
+    node(&f, 3, 3, 110, 120);
+    node(&f, 3, 2, 130, 140);
+    thr(&f, 100);
+    mark(&f, GT_R_BWD_PASS_BEGIN, 100, 0);
+    mark(&f, GT_R_BWD_PASS_END, 200, 0);
+    fwd_node(&f, 1, 2, 10, 300);
+    feed(&f);
+    /* The next chunk: the rest of that backward, late. */
+    thr(&f, 101);
+    node(&f, 3, 1, 150, 160);
+    node(&f, 3, 0, 170, 180);
+    feed(&f);
+    thr(&f, 100); /* and one more chunk, after which the pass is closed */
+    mark(&f, GT_R_STEP, 400, 1);
+    feed(&f);
+    thr(&f, 101);
+    node(&f, 3, 10, 500, 510); /* no pass open: its own group */
+    feed(&f);
+    cJSON *doc = finish(&f, NULL);
+    const cJSON *e = find(doc, "X", "fc (Linear) backward", 0);
+    cr_assert_not_null(e);
+    cr_assert_eq(ns_of(e, "ts"), 110000);
+    cr_assert_eq(ns_of(e, "ts") + ns_of(e, "dur"), 180000);
+    cr_assert_eq(i_of(cJSON_GetObjectItem(e, "args"), "nodes"), 4);
+    cr_assert_eq(count(doc, "X", "backward_pass"), 1);
+    const cJSON *late = find(doc, "X", "fc (Linear) backward", 1);
+    cr_assert_eq(ns_of(late, "ts"), 500000);
+    cr_assert_eq(count(doc, "X", "layer_backward"), 2);
+    cJSON_Delete(doc);
+    fx_close(&f);
+}
