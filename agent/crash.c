@@ -176,7 +176,9 @@ static void crash_flush(void)
         if (crash_thread(t) < 0)
             goto out_unlock;
         l.tid = t->tid;
-        l.count = atomic_load_explicit(&t->lost, memory_order_relaxed);
+        if (t->lost_stream != gt__st.stream_id)
+            t->lost_base = 0; /* registered after the stream began */
+        l.count = atomic_load_explicit(&t->lost, memory_order_relaxed) - t->lost_base;
         if (l.count && len + sizeof(l) <= sizeof(scratch)) {
             memcpy(scratch + len, &l, sizeof(l));
             len += sizeof(l);

@@ -125,6 +125,7 @@ struct gt__thread *gt__thread_register(void)
     t->info_stream = 0;
     t->lost_stream = 0;
     t->lost_sent = 0;
+    t->lost_base = 0;
     t->tid = (uint32_t)gettid();
     atomic_store(&t->name_id, 0);
     thread_name_read(t);
@@ -270,6 +271,7 @@ void gt__ring_after_fork_child(void)
         t->info_stream = 0;
         t->lost_stream = 0;
         t->lost_sent = 0;
+        t->lost_base = 0;
         if (t != self) {
             atomic_store(&t->status, GT_THR_FREE);
             continue;

@@ -72,6 +72,7 @@ struct gt__thread {
     uint32_t info_stream;         /* stream id its THREAD_INFO went out in */
     uint32_t lost_stream;         /* stream id lost_sent belongs to */
     uint64_t lost_sent;           /* last count sent in that stream */
+    uint64_t lost_base;           /* `lost` when that stream began */
 
     /* Registry. */
     struct gt__thread *next;

@@ -60,6 +60,7 @@ static uint8_t *enc;
 static size_t enc_cap;
 static uint64_t last_meta_ns;
 static uint64_t orphan_sent, chunks_sent; /* process-level LOST, per stream */
+static uint64_t orphan_base;              /* gt__lost_orphan at stream start */
 
 /* The chunk being built in raw. */
 static uint32_t b_len, b_count;
@@ -383,11 +384,12 @@ static void thread_drain(struct gt__thread *t, uint64_t limit)
         }
     next:;
     }
-    lost = atomic_load_explicit(&t->lost, memory_order_relaxed);
+    /* A thread registered after the stream began has base 0. */
     if (t->lost_stream != gt__st.stream_id) {
         t->lost_stream = gt__st.stream_id;
         t->lost_sent = 0;
     }
+    lost = atomic_load_explicit(&t->lost, memory_order_relaxed) - t->lost_base;
     if (lost != t->lost_sent) {
         lost_append(t->tid, GT_LOST_EVENTS, lost);
         t->lost_sent = lost;
@@ -426,7 +428,7 @@ static void cycle(void)
         atomic_fetch_add(&gt__st.seq, chunks);
     }
     if (gt__st.ready) {
-        v = atomic_load(&gt__lost_orphan);
+        v = atomic_load(&gt__lost_orphan) - orphan_base;
         if (v != orphan_sent) {
             lost_append(0, GT_LOST_EVENTS, v);
             orphan_sent = v;
@@ -440,6 +442,12 @@ static void cycle(void)
     chunk_flush();
 }
 
+/*
+ * LOST counts are cumulative since the stream began (schema/wire.md):
+ * drops before it are not this stream's to explain. GT_LOST_CHUNKS is the
+ * exception: chunks dropped while there was no stream can only be reported
+ * in the next one, so it counts over the process's life.
+ */
 void gt__stream_reset(void)
 {
     gt__st.stream_id++;
@@ -447,6 +455,15 @@ void gt__stream_reset(void)
     gt__st.meta_due = 1;
     orphan_sent = 0;
     chunks_sent = 0;
+    orphan_base = atomic_load(&gt__lost_orphan);
+    for (struct gt__thread *t = atomic_load(&gt__threads); t; t = t->next) {
+        int status = atomic_load_explicit(&t->status, memory_order_acquire);
+        if (status != GT_THR_ACTIVE && status != GT_THR_EXITED)
+            continue;
+        t->lost_stream = gt__st.stream_id;
+        t->lost_sent = 0;
+        t->lost_base = atomic_load_explicit(&t->lost, memory_order_relaxed);
+    }
 }
 
 /* ------------------------------------------------------------ thread */
