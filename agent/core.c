@@ -173,11 +173,12 @@ int gt__agent_start(const struct gt__config *c)
     rc = pthread_atfork(fork_prepare, fork_parent, fork_child);
     if (rc)
         GT_LOG("pthread_atfork failed: forked children share our state");
-    /* The first stream starts here, before the application runs: a file
-     * open, or a nonblocking connect (a Unix socket connect completes or
-     * fails at once) plus a hello into an empty socket buffer. Nothing here
-     * waits for a daemon; a pending or failed connect is the streamer's. */
-    if (gt__stream_trylock(0)) {
+    /* A socket stream starts here, before the application runs: a
+     * nonblocking connect (a Unix socket connect completes or fails at
+     * once) plus a hello into an empty socket buffer. Nothing here waits
+     * for a daemon; a pending or failed connect is the streamer's. A file
+     * is opened at the first record (see agent/stream.h). */
+    if (gt__sink_wanted() && gt__stream_trylock(0)) {
         rc = gt__sink_open();
         (void)rc;
         gt__stream_unlock();

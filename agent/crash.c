@@ -156,7 +156,8 @@ static void crash_flush(void)
         return;
     /* A file that was not open yet (a crash right at start) is opened
      * here; a socket that is not connected is not waited for. */
-    if (!gt__st.ready && gt__st.kind == GT_SINK_FILE && gt__sink_open() < 0)
+    if (!gt__st.ready && gt__st.kind == GT_SINK_FILE &&
+        atomic_load(&gt__st.file_wanted) && gt__sink_open() < 0)
         goto out_unlock;
     if (!gt__st.ready)
         goto out_unlock;

@@ -416,8 +416,10 @@ static void cycle(void)
             continue;
         if (gt__st.ready)
             thread_drain(t, limit);
-        else
+        else if (gt__st.kind == GT_SINK_SOCKET || gt__st.warned_open)
             discarded += thread_discard(t, limit);
+        else
+            continue; /* the file is about to be opened: keep the records */
         /* Exited and (status read before the peek) fully drained. */
         if (status == GT_THR_EXITED && !gt__ring_peek(t, &(const uint8_t *){0}))
             gt__ring_release_exited(t);
@@ -484,7 +486,7 @@ static void final_flush(void)
 {
     if (!gt__stream_trylock(1000))
         return;
-    if (!gt__st.ready && gt__sink_open() == -EINPROGRESS)
+    if (!gt__st.ready && gt__sink_wanted() && gt__sink_open() == -EINPROGRESS)
         wait_connect(200);
     cycle();
     if (gt__st.fd >= 0)
@@ -507,8 +509,8 @@ static void *streamer_main(void *arg)
     prctl(PR_SET_NAME, "gt-streamer", 0, 0, 0);
     /* Open the sink right away (not after the first tick), so that even a
      * process that crashes within milliseconds has its stream started. */
-    if (gt__stream_trylock(100)) {
-        int rc = gt__sink_open();
+    if (gt__sink_wanted() && gt__stream_trylock(100)) {
+        int rc = gt__st.ready ? 0 : gt__sink_open();
         (void)rc;
         gt__stream_unlock();
     }
@@ -532,7 +534,7 @@ static void *streamer_main(void *arg)
             continue;
         if (nf == 2 && pf[1].revents)
             gt__sink_events(pf[1].revents);
-        if (!gt__st.ready && !gt__st.connecting &&
+        if (!gt__st.ready && !gt__st.connecting && gt__sink_wanted() &&
             mono_ns() >= gt__st.next_try_ns) {
             /* A failure schedules the next attempt itself (backoff). */
             int rc = gt__sink_open();
@@ -553,8 +555,23 @@ static void poke(void)
         wake();
 }
 
+/* A thread's first record (in this process). */
 static void armed(void)
 {
+    /* File mode: the file is created now, before this first record is
+     * written, so nothing recorded can precede its stream. If the streamer
+     * holds the lock, it opens the file on its next pass instead (and
+     * keeps records in the buffers meanwhile). */
+    if (gt__st.kind == GT_SINK_FILE && !atomic_load(&gt__st.file_wanted)) {
+        atomic_store(&gt__st.file_wanted, 1);
+        if (gt__stream_trylock(0)) {
+            int rc = gt__st.ready ? 0 : gt__sink_open();
+            (void)rc;
+            gt__stream_unlock();
+        } else {
+            wake();
+        }
+    }
     /* A failed start leaves the final flush to run inline at exit. */
     if (!atomic_load_explicit(&streamer_running, memory_order_relaxed) &&
         atomic_load(&lazy_start) && atomic_exchange(&lazy_start, 0) &&
@@ -669,6 +686,7 @@ void gt__streamer_after_fork_child(void)
     gt__st.next_try_ns = 0;
     gt__st.backoff_ns = 0;
     gt__st.warned_open = 0;
+    atomic_store(&gt__st.file_wanted, 0);
     gt__st.child = 1;
     atomic_store(&gt__st.seq, 0);
     atomic_store(&gt__st.lost_chunks, 0);

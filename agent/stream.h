@@ -8,6 +8,12 @@
  * handler can try it with a bounded wait and see whether it interrupted the
  * owner itself).
  *
+ * When: a socket is connected at start (the daemon must be able to send
+ * capture-on to a process that records nothing yet); a file is opened when
+ * the process first records, so wrappers (sh -c, a launcher that execs)
+ * and forked children that never record leave no file behind, and a
+ * process exec'd from one does not share its file.
+ *
  * A stream is one connection or one file: it starts with a hello, then
  * every string definition so far, process info and a clock pair, and each
  * thread's THREAD_INFO before its first records. Chunk sequence numbers
@@ -38,7 +44,8 @@ struct gt__stream {
     _Atomic uint64_t lost_chunks; /* chunks dropped, process lifetime */
     uint64_t backoff_ns;       /* socket reconnect delay */
     uint64_t next_try_ns;      /* no sink: when to try again */
-    int warned_open;           /* an open failure was logged */
+    int warned_open;           /* open failures since the last success */
+    _Atomic int file_wanted;   /* file mode: a thread has recorded */
     char path[GT_PATH_MAX];    /* file: expanded path; socket: sun_path */
 
     /* hello, rebuilt for each process (fork) */
@@ -72,6 +79,13 @@ void gt__stream_unlock(void);
  * backs off).
  */
 GT_WUR int gt__sink_open(void);
+
+/* A sink should exist now: always for a socket; for a file once the
+ * process has recorded. */
+static inline int gt__sink_wanted(void)
+{
+    return gt__st.kind == GT_SINK_SOCKET || atomic_load(&gt__st.file_wanted);
+}
 
 /* Lock holder: the socket became writable/readable/hung up (poll revents). */
 void gt__sink_events(short revents);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Agent and fork(): parent and child each write a complete stream of their
 # own, with their own pid, to GRADTRACE_FILE with %p expanded; without %p
-# the child writes <file>.<pid> and the parent's file stays intact.
+# the child writes <file>.<pid> and the parent's file stays intact. A shell
+# wrapper that forks and execs the program, recording nothing itself,
+# creates no file of its own.
 set -eu
 B=$ROOT/$BUILD
 AGENT=$B/libgradtrace.so
@@ -29,4 +31,10 @@ pid=${out#pid=}; pid=${pid%% *}; child=${out##*child=}
   --expect 101=100000 --pid "$pid"
 "$B/progs/agent_check" "$T/plain.gtr.$child" --expect 100=50000 \
   --pid "$child" --ppid "$pid"
+echo "== a wrapper that never records (sh -c) leaves the file to the program"
+GRADTRACE_FILE=$T/wrapped.gtr LD_PRELOAD=$AGENT \
+  sh -c "'$B/progs/agent_threads' 2 10000; true"
+ls "$T" | grep wrapped
+[ "$(ls "$T" | grep -c wrapped)" = 1 ] || { echo "expected exactly one file"; exit 1; }
+"$B/progs/agent_check" "$T/wrapped.gtr" --threads 2 --events 10000
 echo OK
