@@ -20,9 +20,16 @@
 static uint32_t stream_track(struct gt_conv *c, uint32_t device,
                              uint32_t stream)
 {
-    const struct gt__bmap_val *v = gt__bmap_get(&c->streams, device, stream);
-    if (v)
-        return v->p;
+    const uint32_t mask = 2 * GT__MAX_STREAMS - 1;
+    uint32_t i = (stream * 2654435761u ^ device * 40503u) & mask;
+    for (;;) {
+        struct gt__stream_slot *sl = &c->streams[i];
+        if (!sl->used)
+            break;
+        if (sl->device == device && sl->stream == stream)
+            return sl->track;
+        i = (i + 1) & mask;
+    }
     uint32_t proc = gt__gpu_proc(c, device);
     if (proc == UINT32_MAX || c->nstreams >= GT__MAX_STREAMS) {
         c->an.threads_dropped++;
@@ -36,9 +43,7 @@ static uint32_t stream_track(struct gt_conv *c, uint32_t device,
                                stream < 1000000 ? stream : 1000000, name);
     if (!t)
         return 0;
-    struct gt__bmap_val nv = {.p = t};
-    /* Never evicts: nstreams stays below the map's capacity. */
-    (void)gt__bmap_put(&c->streams, device, stream, &nv);
+    c->streams[i] = (struct gt__stream_slot){device, stream, t, 1};
     c->nstreams++;
     return t;
 }

@@ -35,11 +35,12 @@
 #define GT__CORR_MAP_CAP (1u << 15)
 #define GT__MAX_LAYERS (1u << 17)
 #define GT__MAX_DEVICES 64u
-#define GT__MAX_STREAMS 4096u
+#define GT__MAX_STREAMS 4096u         /* table has twice the slots */
 #define GT__MAX_LOST 4096u
 #define GT__MAX_WINDOWS 256u
 #define GT__MAX_OPEN_WINDOWS 16u
 #define GT__MAX_WARNINGS 64u
+#define GT__WAIT_CAP 4096u            /* nodes waiting for their creation */
 
 /* Synthetic tids (tracks that are not OS threads) start here, above any
  * Linux tid (pid_max <= 2^22). */
@@ -95,9 +96,9 @@ struct gt__str {
 /* ------------------------------------------------------------ bounded map */
 
 /*
- * A bounded map from a (a, b) key to a small value: a ring of entries in
- * insertion order plus a linear-probing hash index. When the ring is full
- * the oldest entry is evicted, so memory is fixed at creation.
+ * A bounded map from a (a, b) key to a small value: two-way set-associative,
+ * so memory is fixed at creation and an insert into a full bucket evicts
+ * the older entry (conv_map.c explains why this suits counting keys).
  */
 struct gt__bmap_val {
     uint64_t x;
@@ -109,22 +110,18 @@ struct gt__bmap_val {
 struct gt__bmap_ent {
     uint64_t a, b;
     struct gt__bmap_val v;
-    uint32_t live;
-    uint32_t pad;
+    uint64_t stamp;   /* insertion order, 0 = empty */
 };
 
 struct gt__bmap {
-    struct gt__bmap_ent *ring;
-    uint64_t *slots;  /* hash << 32 | ring index + 1, 0 = empty */
-    uint32_t cap;     /* ring entries */
-    uint32_t mask;    /* slots - 1 */
-    uint32_t head;    /* next ring position to write */
+    struct gt__bmap_ent *e; /* 2 entries per bucket */
+    uint32_t bmask;   /* buckets - 1 */
+    uint64_t stamp;
 };
 
 GT_WUR int gt__bmap_init(struct gt__bmap *m, uint32_t cap);
 void gt__bmap_free(struct gt__bmap *m);
-/* Inserts or replaces. @return 1 if a live entry was evicted (or the new
- * one dropped, in a pathological probe cluster), else 0. */
+/* Inserts or replaces. @return 1 if another live entry was evicted. */
 int gt__bmap_put(struct gt__bmap *m, uint64_t a, uint64_t b,
                  const struct gt__bmap_val *v);
 /* @return the value, or NULL. Valid until the next put/take. */
@@ -135,6 +132,12 @@ int gt__bmap_take(struct gt__bmap *m, uint64_t a, uint64_t b,
                   struct gt__bmap_val *out);
 
 /* ------------------------------------------------------------ tracks */
+
+/* Open addressing, never deleted, at most half full: never loses a stream
+ * (a second track for one (pid, tid) could break its nesting). */
+struct gt__stream_slot {
+    uint32_t device, stream, track, used;
+};
 
 struct gt__proc {
     uint32_t pid;
@@ -175,6 +178,14 @@ struct gt__open {
     uint32_t created_tid; /* OS tid of the creating thread, 0 unknown */
     uint16_t kind;        /* scope kind */
     uint16_t has_creation;
+};
+
+struct gt__wait {
+    struct gt__open o;
+    uint64_t end;
+    uint64_t chunk;       /* c->chunks when it started waiting */
+    uint32_t tid;         /* executing thread */
+    uint32_t live;
 };
 
 struct gt__stack {
@@ -298,7 +309,10 @@ struct gt_conv {
     struct gt__bmap ext;    /* corr -> external id */
     struct gt__bmap api;    /* corr -> CUDA API call */
     struct gt__bmap kpend;  /* corr -> GPU activity waiting for its API */
-    struct gt__bmap streams; /* (device, stream) -> track, never evicts */
+    struct gt__stream_slot *streams; /* (device, stream) -> track */
+    struct gt__wait *wait;  /* nodes waiting for a late creation (ring) */
+    struct gt__bmap wait_idx; /* (fwd_tid, seq) -> wait index */
+    uint32_t wait_head, nwait;
     uint32_t nstreams;
 
     /* layers, passes, iterations */
@@ -448,6 +462,20 @@ uint32_t gt__thread_track(struct gt_conv *c, struct gt__thread *th, int which);
 /* Widens the [min_ts, max_ts] seen. */
 void gt__see_ts(struct gt_conv *c, uint64_t ts);
 void gt__window_done(struct gt_conv *c, struct gt__window *w);
+
+/* ------------------------------------------------ conv_nodes.c */
+
+/* Writes a backward node's X, its fwdbwd flow, and credits its layer. */
+void gt__emit_node(struct gt_conv *c, struct gt__thread *th,
+                   const struct gt__open *o, uint64_t end, int unclosed);
+/* A node ended: written now, or held until its creation is read. */
+void gt__node_ended(struct gt_conv *c, struct gt__thread *th,
+                    const struct gt__open *o, uint64_t end, int unclosed);
+/* A creation for a waiting node: written now. @return 1 if consumed. */
+int gt__node_created_late(struct gt_conv *c, uint64_t fwd_tid, uint64_t seq,
+                          uint64_t ts, uint32_t tid, uint32_t layer);
+/* Writes nodes that waited a whole chunk (or all of them). */
+void gt__nodes_chunk_end(struct gt_conv *c, int all);
 
 /* ------------------------------------------------ conv_gpu.c, conv_meta.c */
 

@@ -61,7 +61,11 @@ struct gt_conv *gt_conv_create(const struct gt_conv_opts *opts)
         gt__bmap_init(&c->ext, GT__CORR_MAP_CAP) ||
         gt__bmap_init(&c->api, GT__CORR_MAP_CAP) ||
         gt__bmap_init(&c->kpend, GT__CORR_MAP_CAP) ||
-        gt__bmap_init(&c->streams, GT__MAX_STREAMS))
+        gt__bmap_init(&c->wait_idx, GT__WAIT_CAP))
+        goto out_free;
+    c->wait = gt__calloc(GT__WAIT_CAP, sizeof(*c->wait));
+    c->streams = gt__calloc(2 * GT__MAX_STREAMS, sizeof(*c->streams));
+    if (!c->wait || !c->streams)
         goto out_free;
     return c;
 
@@ -100,7 +104,9 @@ void gt_conv_free(struct gt_conv *c)
     gt__bmap_free(&c->ext);
     gt__bmap_free(&c->api);
     gt__bmap_free(&c->kpend);
-    gt__bmap_free(&c->streams);
+    gt__free(c->streams);
+    gt__bmap_free(&c->wait_idx);
+    gt__free(c->wait);
     gt__layers_free(c);
     for (size_t i = 0; i < c->nfiles; i++)
         gt__free(c->files[i].path);
@@ -280,45 +286,6 @@ static void emit_scope(struct gt_conv *c, struct gt__thread *th,
     }
 }
 
-static void emit_node(struct gt_conv *c, struct gt__thread *th,
-                      const struct gt__open *o, uint64_t end, int unclosed)
-{
-    uint32_t nl, ll = 0;
-    const char *name = gt__str_esc(c, o->name, &nl);
-    const char *layer = o->layer ? gt__str_esc(c, o->layer, &ll) : NULL;
-    uint32_t bt = gt__thread_track(c, th, 1);
-    char *p = gt__x_open(c, bt, "backward", o->ts, end, nl + ll + 128);
-    p = put_esc(p, name, nl);
-    p = GT__LIT(p, "\",\"args\":{");
-    if (o->seq != UINT64_MAX) {
-        p = GT__LIT(p, "\"seq\":");
-        p = gt__fmt_u64(p, o->seq);
-        p = GT__LIT(p, ",\"fwd_tid\":");
-        p = gt__fmt_u64(p, o->fwd_tid);
-        *p++ = ',';
-    }
-    p = GT__LIT(p, "\"layer\":");
-    if (layer) {
-        *p++ = '"';
-        p = put_esc(p, layer, ll);
-        *p++ = '"';
-    } else {
-        p = GT__LIT(p, "null");
-    }
-    if (unclosed)
-        p = GT__LIT(p, ",\"unclosed\":true");
-    p = GT__LIT(p, "}}");
-    gt__ev_end(c, p);
-    if (o->has_creation) {
-        /* Both halves now, into the file that holds the node. */
-        const struct gt__thread *ct = gt__thread_find(c, o->created_tid);
-        if (ct)
-            gt__emit_flow(c, "fwdbwd", ct->track, o->created_ts, bt, o->ts);
-    }
-    if (o->layer)
-        gt__layer_credit(c, o->layer, o->ts, end);
-}
-
 /*
  * Ends the entry that match() accepts on stack s at ts: entries above it
  * were left open by their thread (a lost end, or improper nesting) and are
@@ -476,8 +443,11 @@ static void on_record(struct gt_conv *c, uint16_t type, uint16_t size,
         /* A creation after backward nodes ran outside any pass: the next
          * forward has begun, so that backward's layer spans are complete. */
         gt__layers_outside_pass(c);
-        struct gt__bmap_val v = {.x = thread_ts(c, th, r.ts),
-                                 .p = th->os_tid, .q = r.layer};
+        uint64_t ts = thread_ts(c, th, r.ts);
+        if (gt__node_created_late(c, r.fwd_tid, r.seq, ts, th->os_tid,
+                                  r.layer))
+            return;
+        struct gt__bmap_val v = {.x = ts, .p = th->os_tid, .q = r.layer};
         if (gt__bmap_put(&c->nodes, r.fwd_tid, r.seq, &v))
             c->an.node_map_evicted++;
         return;
@@ -502,10 +472,6 @@ static void on_record(struct gt_conv *c, uint16_t type, uint16_t size,
             o->created_ts = v.x;
             o->created_tid = v.p;
             o->layer = v.q;
-        } else if (r.seq != UINT64_MAX) {
-            /* UINT64_MAX: the agent could not read the node's fields
-             * (AccumulateGrad, unknown layout) and said so: no anomaly. */
-            c->an.nodes_without_creation++;
         }
         return;
     }
@@ -515,7 +481,7 @@ static void on_record(struct gt_conv *c, uint16_t type, uint16_t size,
         if (!(th = cur_thread(c)))
             return;
         struct node_key k = {r.seq, r.fwd_tid};
-        stack_end(c, th, &th->nodes, node_match, &k, emit_node,
+        stack_end(c, th, &th->nodes, node_match, &k, gt__node_ended,
                   thread_ts(c, th, r.ts));
         return;
     }
@@ -654,6 +620,7 @@ int gt_conv_chunk(struct gt_conv *c, const struct gt_chunk_header *h,
     }
     if (rc < 0)
         c->an.bad_records++; /* the rest of the chunk is unreadable */
+    gt__nodes_chunk_end(c, 0);
     gt__layers_chunk_end(c);
     if (c->w.err && !c->err)
         c->err = c->w.err;
@@ -669,7 +636,7 @@ static void close_open(struct gt_conv *c)
         while (s->depth > 0) {
             struct gt__open o = s->e[--s->depth];
             c->an.closed_at_finish++;
-            emit_node(c, &c->threads[i], &o, end < o.ts ? o.ts : end, 1);
+            gt__emit_node(c, &c->threads[i], &o, end < o.ts ? o.ts : end, 1);
         }
         s = &c->threads[i].scopes;
         while (s->depth > 0) {
@@ -697,6 +664,7 @@ int gt_conv_finish(struct gt_conv *c, const struct gt_framer_stats *stats,
     if ((rc = ensure_file(c)))
         return rc;
     close_open(c);
+    gt__nodes_chunk_end(c, 1);
     gt__layers_finish(c);
     c->finished = 1;
     c->truncated = truncated != 0;

@@ -451,10 +451,18 @@ Test(convert, backward_nodes_get_layer_and_fwdbwd_flows, .timeout = 10)
     cr_assert_eq(i_of(fl, "tid"), i_of(n, "tid"));
     cr_assert_eq(ns_of(fl, "ts"), ns_of(n, "ts"));
     cr_assert_eq(count(doc, "s", "fwdbwd"), 1);
+    /* seq 99 waits for a creation that never comes, so it is written
+     * after the seq-less node: tell them apart by their args. */
     const cJSON *m = find(doc, "X", "Mystery\"Backward\"", 0);
+    const cJSON *u = find(doc, "X", "Mystery\"Backward\"", 1);
+    if (cJSON_GetObjectItem(cJSON_GetObjectItem(m, "args"), "seq") == NULL) {
+        const cJSON *t = m;
+        m = u;
+        u = t;
+    }
+    cr_assert_eq(i_of(cJSON_GetObjectItem(m, "args"), "seq"), 99);
     cr_assert(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "args"),
                                                "layer")));
-    const cJSON *u = find(doc, "X", "Mystery\"Backward\"", 1);
     cr_assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(u, "args"), "seq"));
     cr_assert_eq(anomaly(doc, "nodes_without_creation"), 1,
                  "seq 99 only: an unknown seq is the agent's own report");
@@ -936,6 +944,49 @@ Test(convert, pass_groups_follow_time_not_arrival_order, .timeout = 10)
     const cJSON *late = find(doc, "X", "fc (Linear) backward", 1);
     cr_assert_eq(ns_of(late, "ts"), 500000);
     cr_assert_eq(count(doc, "X", "layer_backward"), 2);
+    cJSON_Delete(doc);
+    fx_close(&f);
+}
+
+Test(convert, creations_read_after_their_nodes_still_attribute, .timeout = 10)
+{
+    struct fx f;
+    fx_open(&f, 0, 0);
+    str(&f, 1, "head");
+    str(&f, 2, "Linear");
+    str(&f, 3, "AddmmBackward0");
+    /* The worker's block is read first: nodes 1 and 0 before the forward
+     * thread's block that created them. */
+    thr(&f, 101);
+    node(&f, 3, 1, 100, 110);
+    node(&f, 3, 0, 120, 130);
+    thr(&f, 100);
+    fwd_node(&f, 1, 2, 0, 10);
+    feed(&f);
+    thr(&f, 100);
+    fwd_node(&f, 1, 2, 1, 20); /* one chunk later: still in time */
+    feed(&f);
+    thr(&f, 101);
+    node(&f, 3, 7, 200, 210); /* its creation never comes */
+    feed(&f);
+    thr(&f, 100);
+    feed(&f);
+    thr(&f, 100);
+    fwd_node(&f, 1, 2, 7, 300); /* two chunks late: too late */
+    feed(&f);
+    cJSON *doc = finish(&f, NULL);
+    cr_assert_eq(count(doc, "s", "fwdbwd"), 2);
+    for (int i = 0; i < 3; i++) {
+        const cJSON *n = find(doc, "X", "AddmmBackward0", i);
+        const cJSON *a = cJSON_GetObjectItem(n, "args");
+        if (i_of(a, "seq") == 7)
+            cr_assert(cJSON_IsNull(cJSON_GetObjectItem(a, "layer")));
+        else
+            cr_assert_str_eq(s_of(a, "layer"), "head");
+    }
+    cr_assert_eq(anomaly(doc, "nodes_without_creation"), 1);
+    const cJSON *s = find(doc, "s", "fwdbwd", 0);
+    cr_assert_eq(i_of(s, "tid"), 100);
     cJSON_Delete(doc);
     fx_close(&f);
 }
