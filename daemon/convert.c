@@ -299,7 +299,7 @@ static void stack_end(struct gt_conv *c, struct gt__thread *th,
                       struct gt__stack *s, match_fn match, const void *key,
                       emit_fn emit, uint64_t ts)
 {
-    uint32_t tid = th->os_tid;
+    /* Emitting never creates a thread, so th and s stay valid. */
     if (s->depth > 0 && match(&s->e[s->depth - 1], key)) {
         struct gt__open o = s->e[--s->depth];
         emit(c, th, &o, ts, 0);
@@ -322,7 +322,6 @@ static void stack_end(struct gt_conv *c, struct gt__thread *th,
         if (s->depth >= i)
             c->an.closed_implicitly++;
         emit(c, th, &o, ts, 0);
-        th = gt__thread_find(c, tid);
         if (s->depth == 0)
             break;
     }
