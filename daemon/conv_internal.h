@@ -188,6 +188,13 @@ struct gt__wait {
     uint32_t live;
 };
 
+/* A closed scope held back until its same-start parent is written. */
+struct gt__held {
+    struct gt__open o;
+    uint64_t end;
+    int unclosed;
+};
+
 struct gt__stack {
     struct gt__open *e;
     uint32_t depth;
@@ -207,6 +214,8 @@ struct gt__thread {
     uint64_t last_ts;
     struct gt__stack scopes;
     struct gt__stack nodes;
+    struct gt__held *held;  /* see scope_closed in convert.c */
+    uint32_t nheld, held_cap;
 };
 
 /* ------------------------------------------------------------ layers */

@@ -90,6 +90,7 @@ void gt_conv_free(struct gt_conv *c)
     gt__free(c->strs);
     for (uint32_t i = 0; i < c->nthreads; i++) {
         gt__free(c->threads[i].scopes.e);
+        gt__free(c->threads[i].held);
         gt__free(c->threads[i].nodes.e);
     }
     gt__free(c->threads);
@@ -287,6 +288,43 @@ static void emit_scope(struct gt_conv *c, struct gt__thread *th,
 }
 
 /*
+ * Writes a closed scope, parents before same-start children. Viewers nest
+ * two X events that start at the same time by their order in the file
+ * (chrome://tracing; Perfetto, google/perfetto#878), and a stack writes a
+ * child when it ends, before its parent. So a scope that starts exactly
+ * when its parent does is held (at most GT__STACK_MAX per thread) until
+ * the parent is written, then released outermost first. Called right
+ * after o was popped: the parent is the new top of the stack.
+ */
+static void scope_closed(struct gt_conv *c, struct gt__thread *th,
+                         const struct gt__open *o, uint64_t end, int unclosed)
+{
+    struct gt__stack *s = &th->scopes;
+    if (s->depth > 0 && s->e[s->depth - 1].ts == o->ts) {
+        if (th->nheld == th->held_cap && th->held_cap < GT__STACK_MAX) {
+            uint32_t cap = th->held_cap ? th->held_cap * 2 : 8;
+            struct gt__held *nh = gt__realloc(th->held, cap * sizeof(*nh));
+            if (nh) {
+                th->held = nh;
+                th->held_cap = cap;
+            }
+        }
+        if (th->nheld < th->held_cap) {
+            th->held[th->nheld++] = (struct gt__held){*o, end, unclosed};
+            return;
+        }
+    }
+    emit_scope(c, th, o, end, unclosed);
+    /* Held scopes with this start can only be its descendants (a thread's
+     * times never go back along its stack); they were held innermost
+     * first, so releasing from the end writes outer before inner. */
+    while (th->nheld > 0 && th->held[th->nheld - 1].o.ts == o->ts) {
+        struct gt__held h = th->held[--th->nheld];
+        emit_scope(c, th, &h.o, h.end, h.unclosed);
+    }
+}
+
+/*
  * Ends the entry that match() accepts on stack s at ts: entries above it
  * were left open by their thread (a lost end, or improper nesting) and are
  * closed at the same time, which keeps the track nested.
@@ -430,7 +468,7 @@ static void on_record(struct gt_conv *c, uint16_t type, uint16_t size,
         if (!(th = cur_thread(c)))
             return;
         struct scope_key k = {r.kind, r.name};
-        stack_end(c, th, &th->scopes, scope_match, &k, emit_scope,
+        stack_end(c, th, &th->scopes, scope_match, &k, scope_closed,
                   thread_ts(c, th, r.ts));
         return;
     }
@@ -641,7 +679,7 @@ static void close_open(struct gt_conv *c)
         while (s->depth > 0) {
             struct gt__open o = s->e[--s->depth];
             c->an.closed_at_finish++;
-            emit_scope(c, &c->threads[i], &o, end < o.ts ? o.ts : end, 1);
+            scope_closed(c, &c->threads[i], &o, end < o.ts ? o.ts : end, 1);
         }
     }
     while (c->nopen_win > 0) {

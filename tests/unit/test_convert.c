@@ -990,3 +990,46 @@ Test(convert, creations_read_after_their_nodes_still_attribute, .timeout = 10)
     cJSON_Delete(doc);
     fx_close(&f);
 }
+
+Test(convert, parents_precede_children_that_start_with_them, .timeout = 10)
+{
+    struct fx f;
+    fx_open(&f, 0, 0);
+    str(&f, 1, "outer");
+    str(&f, 2, "middle");
+    str(&f, 3, "inner");
+    str(&f, 4, "later");
+    thr(&f, 100);
+    sb(&f, GT_SCOPE_USER, 1, 0, 10);
+    sb(&f, GT_SCOPE_USER, 2, 0, 10);
+    sb(&f, GT_SCOPE_USER, 3, 0, 10);
+    se(&f, GT_SCOPE_USER, 3, 12);
+    se(&f, GT_SCOPE_USER, 2, 14);
+    sb(&f, GT_SCOPE_USER, 4, 0, 15);
+    se(&f, GT_SCOPE_USER, 4, 16);
+    se(&f, GT_SCOPE_USER, 1, 20);
+    sb(&f, GT_SCOPE_USER, 1, 0, 30); /* left open: closed at finish */
+    sb(&f, GT_SCOPE_USER, 2, 0, 30);
+    feed(&f);
+    cJSON *doc = finish(&f, NULL);
+    /* File order of the X events: a same-start child never comes before
+     * its parent (viewers nest equal starts by file order). */
+    const char *order[8];
+    int n = 0;
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, cJSON_GetObjectItem(doc, "traceEvents")) {
+        if (!strcmp(s_of(ev, "ph"), "X") && n < 8)
+            order[n++] = s_of(ev, "name");
+    }
+    cr_assert_eq(n, 6);
+    cr_assert_str_eq(order[0], "later"); /* starts later: written at once */
+    cr_assert_str_eq(order[1], "outer");
+    cr_assert_str_eq(order[2], "middle");
+    cr_assert_str_eq(order[3], "inner");
+    cr_assert_str_eq(order[4], "outer");
+    cr_assert_str_eq(order[5], "middle");
+    const cJSON *in = find(doc, "X", "inner", 0);
+    cr_assert_eq(ns_of(in, "dur"), 2000, "held, not changed");
+    cJSON_Delete(doc);
+    fx_close(&f);
+}
