@@ -11,6 +11,7 @@
  */
 #include "agent/cuda.h"
 #include "agent/ring.h"
+#include "agent/trigger.h"
 
 _Atomic int gt__capture_on;
 _Atomic uint32_t gt__capture_epoch;
@@ -101,10 +102,22 @@ GT_API void gt_scope_end(void)
     scope_end(GT_SCOPE_USER, name);
 }
 
+/* One load and a branch while no trigger is armed. */
+static inline int triggers(void)
+{
+    return atomic_load_explicit(&gt__trig_active, memory_order_relaxed);
+}
+
 GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id)
 {
     struct gt__thread *t = gt__thread_self();
-    int on = capturing();
+    int on;
+
+    /* A forward window opens at a matching module's entry, before the
+     * capture state is read, so the module's own scope is in it. */
+    if (GT_UNLIKELY(triggers()))
+        gt__trig_module_begin(path_id);
+    on = capturing();
 
     /* CUDA: kernels launched inside carry the layer (agent/cuda.h). */
     if (gt__cuda_ext_push)
@@ -138,6 +151,23 @@ GT_API void gt_module_end(void)
      * capture (or not at all) has no place in the current one. */
     if (capturing() && l.epoch && l.epoch == epoch_now())
         scope_end(GT_SCOPE_MODULE, l.id);
+    if (GT_UNLIKELY(triggers()))
+        gt__trig_module_end(l.id);
+}
+
+/* Trigger path of node creation: the node belongs to every module on the
+ * creating thread's layer stack (the layer and all its callers). */
+static void trig_node_created(uint64_t seq, uint64_t fwd_tid)
+{
+    struct gt__thread *t = gt__tls;
+    uint32_t mask = 0, d;
+
+    if (!t || t == &gt__thread_dead)
+        return;
+    d = t->layer_depth < GT_STACK_MAX ? t->layer_depth : GT_STACK_MAX;
+    for (uint32_t i = 0; i < d; i++)
+        mask |= gt__trig_layer_mask(t->layers[i].id);
+    gt__trig_node_created(seq, fwd_tid, mask, gt__current_layer());
 }
 
 uint32_t gt__current_layer(void)
@@ -153,6 +183,8 @@ uint32_t gt__current_layer(void)
 
 GT_API void gt_node_created(uint64_t seq, uint64_t fwd_tid)
 {
+    if (GT_UNLIKELY(triggers()))
+        trig_node_created(seq, fwd_tid);
     if (GT_LIKELY(!capturing()))
         return;
     if (gt__cuda_node_created)
@@ -167,6 +199,9 @@ GT_API void gt_node_created(uint64_t seq, uint64_t fwd_tid)
 
 GT_API void gt_bwd_node_begin(uint32_t name_id, uint64_t seq, uint64_t fwd_tid)
 {
+    /* A backward window opens at its first node, before the check. */
+    if (GT_UNLIKELY(triggers()))
+        gt__trig_bwd_node_begin(seq, fwd_tid);
     if (GT_LIKELY(!capturing()))
         return;
     if (gt__cuda_bwd_begin)
@@ -183,14 +218,16 @@ GT_API void gt_bwd_node_end(uint64_t seq, uint64_t fwd_tid)
 {
     if (gt__cuda_bwd_end)
         gt__cuda_bwd_end();
-    if (GT_LIKELY(!capturing()))
-        return;
-    RECORD(gt_r_bwd_node_end, GT_R_BWD_NODE_END, r, {
-        r->flags = 0;
-        r->ts = gt__now();
-        r->seq = seq;
-        r->fwd_tid = fwd_tid;
-    });
+    if (GT_LIKELY(capturing()))
+        RECORD(gt_r_bwd_node_end, GT_R_BWD_NODE_END, r, {
+            r->flags = 0;
+            r->ts = gt__now();
+            r->seq = seq;
+            r->fwd_tid = fwd_tid;
+        });
+    /* ... and closes after its last node's end is recorded. */
+    if (GT_UNLIKELY(triggers()))
+        gt__trig_bwd_node_end(seq, fwd_tid);
 }
 
 static void mark(uint16_t type, uint64_t value)
@@ -204,6 +241,8 @@ static void mark(uint16_t type, uint64_t value)
 
 GT_API void gt_bwd_pass_begin(void)
 {
+    /* Iterations are counted always, so a trigger armed later can name one. */
+    gt__trig_pass_begin();
     if (GT_LIKELY(!capturing()))
         return;
     mark(GT_R_BWD_PASS_BEGIN, atomic_fetch_add(&bwd_pass_count, 1));
@@ -213,10 +252,12 @@ GT_API void gt_bwd_pass_end(void)
 {
     uint64_t n;
 
-    if (GT_LIKELY(!capturing()))
-        return;
-    n = atomic_load(&bwd_pass_count);
-    mark(GT_R_BWD_PASS_END, n ? n - 1 : 0);
+    if (capturing()) {
+        n = atomic_load(&bwd_pass_count);
+        mark(GT_R_BWD_PASS_END, n ? n - 1 : 0);
+    }
+    /* After the mark: the pass end may complete a window. */
+    gt__trig_pass_end();
 }
 
 GT_API void gt_step(uint64_t step)
@@ -236,27 +277,32 @@ GT_API void gt_instant(uint32_t name_id)
     });
 }
 
-GT_API void gt_capture_start(void)
+void gt__capture_set(int on, int flush)
 {
-    if (!atomic_load(&gt__capture_on)) {
+    int expect = 1;
+
+    if (on && !atomic_load(&gt__capture_on)) {
         /* Epoch first: a scope begun once capture_on reads 1 must carry
          * the new epoch. */
         atomic_fetch_add(&gt__capture_epoch, 1);
         atomic_store(&bwd_pass_count, 0);
         atomic_store(&gt__capture_on, 1);
         GT_LOG("capture on");
+    } else if (!on && atomic_compare_exchange_strong(&gt__capture_on, &expect, 0)) {
+        GT_LOG("capture off");
+        if (flush && gt__cuda_flush)
+            gt__cuda_flush();
     }
+}
+
+GT_API void gt_capture_start(void)
+{
+    gt__capture_set(1, 0);
 }
 
 GT_API void gt_capture_stop(void)
 {
-    int expect = 1;
-
-    if (atomic_compare_exchange_strong(&gt__capture_on, &expect, 0)) {
-        GT_LOG("capture off");
-        if (gt__cuda_flush)
-            gt__cuda_flush();
-    }
+    gt__capture_set(0, 1);
 }
 
 GT_API int gt_capture_active(void)

@@ -9,8 +9,27 @@
  * accident: tests call gt__agent_start themselves.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "agent/internal.h"
+#include "agent/trigger.h"
+
+/*
+ * GRADTRACE_TRIGGER: trigger specs separated by ';', armed at start (the
+ * offline path: with GRADTRACE_FILE there is no daemon to send them).
+ */
+static void arm_env_triggers(void)
+{
+    const char *p = getenv("GRADTRACE_TRIGGER");
+
+    while (p && *p) {
+        const char *semi = strchr(p, ';');
+        size_t n = semi ? (size_t)(semi - p) : strlen(p);
+        if (n && gt__trig_arm(p, n) < 0)
+            GT_LOG("GRADTRACE_TRIGGER: bad spec '%.*s' ignored", (int)n, p);
+        p = semi ? semi + 1 : NULL;
+    }
+}
 
 static const char *env(const char *name)
 {
@@ -36,6 +55,7 @@ __attribute__((constructor)) static void gt_agent_ctor(void)
     /* Registered after the core started, so it runs after the handlers the
      * application registers later (atexit runs in reverse order). */
     atexit(at_exit);
+    arm_env_triggers();
     if (gt__torch_init)
         gt__torch_init();
     if (gt__cuda_init)

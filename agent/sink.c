@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "agent/stream.h"
+#include "agent/trigger.h"
 
 #define BACKOFF_MIN_NS 50000000ull
 #define BACKOFF_MAX_NS 2000000000ull
@@ -188,8 +189,9 @@ static void ctl_handle(uint16_t type, const char *text, size_t len)
         gt_capture_stop();
         break;
     case GT_CTL_TRIGGER:
-        /* Evaluated by a later issue's trigger engine; kept until then. */
-        GT_LOG("trigger received (not armed yet): %.*s", (int)len, text);
+        /* Armed in the trigger engine (agent/trigger.c); the text is also
+         * kept for diagnostics. */
+        (void)gt__trig_arm(text, len);
         if (ntriggers < GT_TRIGGERS_MAX) {
             memcpy(triggers[ntriggers], text, len);
             triggers[ntriggers][len] = '\0';
@@ -198,6 +200,7 @@ static void ctl_handle(uint16_t type, const char *text, size_t len)
         break;
     case GT_CTL_TRIGGER_CLEAR:
         GT_LOG("triggers cleared");
+        gt__trig_clear();
         ntriggers = 0;
         break;
     default:

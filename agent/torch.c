@@ -53,6 +53,7 @@
 #include <string.h>
 
 #include "agent/internal.h"
+#include "agent/trigger.h"
 #include "agent/torch.h"
 
 /* ------------------------------------------------------------ symbols */
@@ -399,8 +400,11 @@ uint64_t _ZN2at15sequence_number17get_and_incrementEv(void)
         fatal_unresolved(SYM_SEQ);
     uint64_t seq = real();
 
+    /* Armed triggers need node creations while capture is off (they count
+     * the matching nodes of a window's layer in its forward). */
     int capturing = atomic_load_explicit(&gt__capture_on,
-                                         memory_order_relaxed);
+                                         memory_order_relaxed) |
+                    atomic_load_explicit(&gt__trig_active, memory_order_relaxed);
     if (GT_LIKELY(!capturing) && !gt__torch_layout_learning())
         return seq;
     if (GT_UNLIKELY(torch_disabled))
@@ -453,8 +457,11 @@ _ZN5torch8autograd6Engine17evaluate_functionERSt10shared_ptrINS0_9GraphTaskEEPNS
     if (GT_UNLIKELY(!real))
         fatal_unresolved(SYM_EVAL);
 
+    /* With a trigger armed the node goes through gt_bwd_node_begin/end,
+     * where a window may open or close. */
     int capturing = atomic_load_explicit(&gt__capture_on,
-                                         memory_order_relaxed);
+                                         memory_order_relaxed) |
+                    atomic_load_explicit(&gt__trig_active, memory_order_relaxed);
     if ((GT_LIKELY(!capturing) && !gt__torch_layout_learning()) ||
         GT_UNLIKELY(torch_disabled || !node)) {
         real(engine, graph_task, node, inputs, ready_queue);
@@ -502,10 +509,11 @@ _ZN5torch8autograd6Engine7executeERKSt6vectorINS0_4EdgeESaIS3_EERKS2_IN2at6Tenso
     if (tl_exec_depth++ == 0 && !torch_disabled) {
         if (GT_UNLIKELY(gt__torch_layout_learning()))
             gt__torch_layout_pass_begin();
-        if (atomic_load_explicit(&gt__capture_on, memory_order_relaxed)) {
-            gt_bwd_pass_begin();
-            g.recorded = 1;
-        }
+        /* Always: passes are counted as iterations even while capture
+         * is off, so a trigger can name one (gt_bwd_pass_begin records a
+         * mark only while capturing). */
+        gt_bwd_pass_begin();
+        g.recorded = 1;
     }
     return real(engine, roots, inputs, keep_graph, create_graph,
                 accumulate_grad, outputs);

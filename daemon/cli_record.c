@@ -365,6 +365,10 @@ static pid_t spawn_command(const struct record *r, char **cmd)
     setenv("GRADTRACE_SOCKET", r->agent_sock, 1);
     setenv("GRADTRACE_CONTROL", r->control_sock, 1);
     env_prepend("LD_PRELOAD", r->agent_lib);
+    /* With triggers, capture is off outside their windows (the agent
+     * turns it on and off); a GRADTRACE_CAPTURE the user set wins. */
+    if (r->ntrig)
+        setenv("GRADTRACE_CAPTURE", "0", 0);
     python_path(r);
     execvp(cmd[0], cmd);
     fprintf(stderr, "gradtrace record: cannot run %s: %s\n", cmd[0], strerror(errno));

@@ -146,6 +146,7 @@ enum gt_rec_type {
     GT_R_WINDOW_BEGIN = 21,
     GT_R_WINDOW_END = 22,
     GT_R_WARNING = 23,      /* a diagnostic for the trace's metadata */
+    GT_R_WINDOW_DONE = 24,  /* a window's last segment has ended */
     GT_R_TYPE_COUNT
 };
 
@@ -401,7 +402,8 @@ _Static_assert(sizeof(struct gt_r_warning) == 20, "warning");
     X(GT_R_LOST, gt_r_lost)                         \
     X(GT_R_WINDOW_BEGIN, gt_r_window)               \
     X(GT_R_WINDOW_END, gt_r_window)                 \
-    X(GT_R_WARNING, gt_r_warning)
+    X(GT_R_WARNING, gt_r_warning)                   \
+    X(GT_R_WINDOW_DONE, gt_r_window)
 
 /* ------------------------------------------------ daemon -> agent messages */
 

@@ -1,0 +1,700 @@
+/*
+ * Trigger engine: capture windows that open and close inside a layer's
+ * forward or backward, evaluated at the agent's hooks with no round trip.
+ *
+ * Iterations. The agent counts outermost backward passes for the whole
+ * process life (gt__trig_pass_begin/end, also while nothing is armed):
+ * iteration k is the forward that precedes the k-th backward pass (from 0)
+ * and that pass itself. Nested passes (checkpointing, autograd.grad inside
+ * backward) and passes of several threads at once count as one while any
+ * is open. iteration=N means "the first iteration >= N in which the layer
+ * runs"; iteration=next the first one after the current.
+ *
+ * Attribution. A backward node belongs to a layer when it was created
+ * while that layer's forward was running on the creating thread (the
+ * layer itself or any module it called): at creation the agent ORs the
+ * match masks of every module on the thread's layer stack and remembers
+ * the node (fwd thread id, sequence number) -> mask in a small open-
+ * addressing table filled only during the target iteration's forward.
+ *
+ * Windows. One window per trigger and iteration, with one or more
+ * segments (GT_R_WINDOW_BEGIN/END pairs carrying the same id), then
+ * GT_R_WINDOW_DONE; capture is on exactly inside segments.
+ *   backward: a segment opens at the first backward node of a matching
+ *     layer and closes after the last one: the agent counted the matching
+ *     nodes created in the forward, and closes when that many have ended
+ *     (nodes never executed, or a trigger armed after the forward began,
+ *     close it at the end of the pass instead);
+ *   forward: a segment per outermost call of a matching module, entry to
+ *     exit (a glob matching several layers gives several segments of one
+ *     window: one file spanning them, holding only their calls);
+ *   both: the forward segments and the backward segment, one window.
+ * The window is done at the end of the iteration's backward pass; with
+ * count=N the trigger then re-arms for the next iteration, N times.
+ * One segment is open at a time: a trigger whose layer starts while
+ * another trigger's segment is open waits for it to close.
+ *
+ * Costs. Hooks test gt__trig_active first (one load and a branch when
+ * nothing is armed). With a trigger armed, per event: a cached mask
+ * lookup (one atomic load) and, for matching nodes, one table insert or
+ * probe. Opening or closing a segment takes a mutex (a few per window).
+ */
+#include "agent/trigger.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "agent/internal.h"
+#include "agent/strings.h"
+
+_Atomic int gt__trig_active;
+
+static _Atomic uint64_t g_iter;       /* completed outermost passes */
+static _Atomic int g_pass_depth;      /* passes open now, all threads */
+
+struct trig {
+    int used;
+    struct gt__trig_spec s;
+    uint32_t spec_id;
+    uint64_t target;                  /* iteration the window is for */
+    uint32_t fired;                   /* windows completed */
+    int count_valid;                  /* armed before target's forward */
+    uint32_t win_id;                  /* window of target, 0 until opened */
+    _Atomic uint64_t expected;        /* matching nodes created in forward */
+    _Atomic uint64_t seen;            /* matching nodes ended in backward */
+    _Atomic int fwd_depth;            /* open calls of matching modules */
+    int bwd_closed;                   /* backward segment finished */
+};
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct trig g_trig[GT_TRIG_MAX];
+static _Atomic uint32_t g_gen = 1;    /* bumps when the trigger set changes */
+static int g_open = -1;               /* trigger owning the open segment */
+static uint32_t g_win_seq;            /* last window id */
+static unsigned g_windows_done;
+static int g_capture_ours;            /* the open segment turned capture on */
+
+/* ------------------------------------------------------------ parsing */
+
+/* Writes "field: why" into err. @return -EINVAL. */
+static int fail(char *err, size_t cap, const char *field, const char *why)
+{
+    snprintf(err, cap, "%s: %s", field, why);
+    return -EINVAL;
+}
+
+static int parse_u64(const char *v, size_t n, uint64_t *out)
+{
+    uint64_t x = 0;
+
+    if (n == 0 || n > 19)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9')
+            return -1;
+        x = x * 10 + (uint64_t)(v[i] - '0');
+    }
+    *out = x;
+    return 0;
+}
+
+int gt__trig_parse(const char *spec, size_t len, struct gt__trig_spec *out,
+                   char *err, size_t errcap)
+{
+    const char *p = spec, *end = spec + len;
+    int list = 0; /* 1 pids, 2 ranks: a bare value continues it */
+    int have_layer = 0;
+
+    memset(out, 0, sizeof(*out));
+    out->phase = GT_TRIG_BACKWARD;
+    out->next = 1;
+    out->count = 1;
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *tok_end = comma ? comma : end;
+        const char *eq = memchr(p, '=', (size_t)(tok_end - p));
+        const char *key = p, *val;
+        size_t klen, vlen;
+        uint64_t num;
+
+        if (eq) {
+            klen = (size_t)(eq - p);
+            val = eq + 1;
+            list = 0;
+        } else {
+            klen = 0;
+            val = p;
+        }
+        vlen = (size_t)(tok_end - val);
+        p = comma ? comma + 1 : end;
+
+        if (!eq) {
+            if (!list)
+                return fail(err, errcap, "spec", "a value without key= outside a pids/ranks list");
+            if (parse_u64(val, vlen, &num) < 0)
+                return fail(err, errcap, list == 1 ? "pids" : "ranks",
+                            "expected a non-negative integer");
+            goto add_list;
+        }
+#define KEY(k) (klen == sizeof(k) - 1 && memcmp(key, k, klen) == 0)
+        if (KEY("layer")) {
+            if (vlen == 0 || vlen > GT_TRIG_GLOB_MAX)
+                return fail(err, errcap, "layer", "must be 1..256 bytes");
+            memcpy(out->layer, val, vlen);
+            out->layer[vlen] = '\0';
+            have_layer = 1;
+        } else if (KEY("phase")) {
+            if (vlen == 7 && memcmp(val, "forward", 7) == 0)
+                out->phase = GT_TRIG_FORWARD;
+            else if (vlen == 8 && memcmp(val, "backward", 8) == 0)
+                out->phase = GT_TRIG_BACKWARD;
+            else if (vlen == 4 && memcmp(val, "both", 4) == 0)
+                out->phase = GT_TRIG_BOTH;
+            else
+                return fail(err, errcap, "phase", "must be forward, backward or both");
+        } else if (KEY("iteration")) {
+            if (vlen == 4 && memcmp(val, "next", 4) == 0) {
+                out->next = 1;
+            } else if (parse_u64(val, vlen, &out->iteration) == 0) {
+                out->next = 0;
+            } else {
+                return fail(err, errcap, "iteration", "expected an integer >= 0 or next");
+            }
+        } else if (KEY("count")) {
+            if (parse_u64(val, vlen, &num) < 0 || num < 1 || num > 1000000)
+                return fail(err, errcap, "count", "expected an integer 1..1000000");
+            out->count = (uint32_t)num;
+        } else if (KEY("pids") || KEY("ranks")) {
+            list = KEY("pids") ? 1 : 2;
+            if (vlen == 0)
+                continue;
+            if (parse_u64(val, vlen, &num) < 0)
+                return fail(err, errcap, list == 1 ? "pids" : "ranks",
+                            "expected a non-negative integer");
+            goto add_list;
+        } else {
+            char k[32];
+            snprintf(k, sizeof(k), "%.*s", (int)(klen < 31 ? klen : 31), key);
+            return fail(err, errcap, k, "unknown field");
+        }
+#undef KEY
+        continue;
+add_list:
+        if (list == 1) {
+            if (out->npids == GT_TRIG_LIST_MAX)
+                return fail(err, errcap, "pids", "too many entries");
+            out->pids[out->npids++] = (int64_t)num;
+        } else {
+            if (out->nranks == GT_TRIG_LIST_MAX)
+                return fail(err, errcap, "ranks", "too many entries");
+            out->ranks[out->nranks++] = (int64_t)num;
+        }
+    }
+    if (!have_layer)
+        return fail(err, errcap, "layer", "required");
+    return 0;
+}
+
+int gt__trig_glob_match(const char *glob, const char *path, size_t len,
+                        int with_ancestors)
+{
+    char buf[GT_STRING_MAX + 1];
+
+    if (len > GT_STRING_MAX)
+        len = GT_STRING_MAX;
+    memcpy(buf, path, len);
+    buf[len] = '\0';
+    if (fnmatch(glob, buf, 0) == 0)
+        return 1;
+    if (!with_ancestors)
+        return 0;
+    for (size_t i = len; i-- > 0;) {
+        if (buf[i] != '.')
+            continue;
+        buf[i] = '\0';
+        if (fnmatch(glob, buf, 0) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ match cache */
+
+/*
+ * layer id -> bitmask of triggers whose glob matches the layer's path,
+ * direct-mapped, one atomic word per slot: id (32) | gen (20) | mask (12).
+ * A stale generation or another id is a miss, recomputed from the string.
+ */
+#define MASK_SLOTS 4096u
+static _Atomic uint64_t g_mask_cache[MASK_SLOTS];
+
+_Static_assert(GT_TRIG_MAX < 12, "mask and the recorded flag fit 12 bits");
+
+uint32_t gt__trig_layer_mask(uint32_t id)
+{
+    uint32_t gen = atomic_load_explicit(&g_gen, memory_order_acquire) & 0xfffff;
+    _Atomic uint64_t *slot = &g_mask_cache[id & (MASK_SLOTS - 1)];
+    uint64_t v = atomic_load_explicit(slot, memory_order_relaxed);
+    const char *s;
+    uint32_t len, mask = 0;
+
+    if (!id)
+        return 0;
+    if ((uint32_t)(v >> 32) == id && ((v >> 12) & 0xfffff) == gen)
+        return (uint32_t)v & 0xfff;
+    if (gt__strings_get(id, &s, &len) != 0)
+        return 0;
+    /* Trigger globs only change under g_lock with a new generation; a
+     * racing re-arm at worst caches a mask under the old generation. */
+    for (int i = 0; i < GT_TRIG_MAX; i++)
+        if (g_trig[i].used && gt__trig_glob_match(g_trig[i].s.layer, s, len, 0))
+            mask |= 1u << i;
+    atomic_store_explicit(slot, (uint64_t)id << 32 | (uint64_t)gen << 12 | mask,
+                          memory_order_relaxed);
+    return mask;
+}
+
+/* ------------------------------------------------------------ node table */
+
+/*
+ * (fwd_tid, seq) -> mask of matching triggers, for nodes of matching
+ * layers created in a target iteration's forward. Open addressing with
+ * linear probing; each slot is one atomic word holding a 52-bit hash of
+ * the key and the 12-bit mask, claimed with one CAS, so readers never see
+ * a key without its mask (0 = empty). Cleared when the iteration is done.
+ * Past 3/4 full, inserts stop and that iteration's windows close at the
+ * pass end instead of by count.
+ */
+#define NODE_SLOTS (1u << 16)
+#define NODE_MASK_BITS 0xfffull
+/* Flag beside the trigger bits: the creation was recorded (a forward
+ * segment was open), so the window already holds its GT_R_NODE_CREATED. */
+#define NODE_RECORDED (1u << GT_TRIG_MAX)
+static _Atomic uint64_t *g_nodes;
+/* Per slot, written by the claiming thread before the node can run
+ * backward: the creation's layer and time, replayed into the window as a
+ * GT_R_NODE_CREATED so its nodes keep their layer and fwdbwd arrow. */
+static uint32_t *g_node_layer;
+static uint64_t *g_node_ts;
+static _Atomic uint32_t g_node_count;
+static _Atomic int g_node_full;
+
+static uint64_t node_key(uint64_t seq, uint64_t tid)
+{
+    uint64_t h = seq * 0x9e3779b97f4a7c15ull ^ (tid + 0x632be59bd9b4e019ull) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+    h *= 0x94d049bb133111ebull;
+    h ^= h >> 29;
+    return (h & ~NODE_MASK_BITS) | (NODE_MASK_BITS + 1); /* never 0 */
+}
+
+struct node_info {
+    uint32_t mask;
+    uint32_t layer;
+    uint64_t ts;
+};
+
+static void node_put(uint64_t seq, uint64_t tid, uint32_t mask, uint32_t layer)
+{
+    uint64_t k = node_key(seq, tid);
+
+    if (!g_nodes || atomic_fetch_add(&g_node_count, 1) >= NODE_SLOTS / 4 * 3) {
+        atomic_store(&g_node_full, 1);
+        return;
+    }
+    for (uint32_t i = (uint32_t)(k >> 12) & (NODE_SLOTS - 1);; i = (i + 1) & (NODE_SLOTS - 1)) {
+        uint64_t cur = 0;
+        if (atomic_compare_exchange_strong_explicit(&g_nodes[i], &cur, k | mask,
+                                                    memory_order_relaxed,
+                                                    memory_order_relaxed)) {
+            g_node_layer[i] = layer;
+            g_node_ts[i] = gt__now();
+            return;
+        }
+        if ((cur & ~NODE_MASK_BITS) == k) {
+            /* The same node again (cannot happen with unique seqs). */
+            atomic_fetch_or_explicit(&g_nodes[i], mask, memory_order_relaxed);
+            return;
+        }
+    }
+}
+
+/* @return the node's trigger mask (0: not a node of a matching layer). */
+static uint32_t node_get(uint64_t seq, uint64_t tid, struct node_info *info)
+{
+    uint64_t k = node_key(seq, tid);
+
+    if (!g_nodes || atomic_load_explicit(&g_node_count, memory_order_relaxed) == 0)
+        return 0;
+    for (uint32_t i = (uint32_t)(k >> 12) & (NODE_SLOTS - 1), n = 0; n < NODE_SLOTS;
+         i = (i + 1) & (NODE_SLOTS - 1), n++) {
+        uint64_t cur = atomic_load_explicit(&g_nodes[i], memory_order_relaxed);
+        if ((cur & ~NODE_MASK_BITS) == k) {
+            info->mask = (uint32_t)(cur & NODE_MASK_BITS);
+            info->layer = g_node_layer[i];
+            info->ts = g_node_ts[i];
+            return info->mask & ~NODE_RECORDED;
+        }
+        if (cur == 0)
+            return 0;
+    }
+    return 0;
+}
+
+static void node_clear(void)
+{
+    if (g_nodes && atomic_load(&g_node_count)) {
+        memset((void *)g_nodes, 0, NODE_SLOTS * sizeof(*g_nodes));
+        atomic_store(&g_node_count, 0);
+        atomic_store(&g_node_full, 0);
+    }
+}
+
+/* ------------------------------------------------------------ windows */
+
+static void window_record(uint16_t type, struct trig *t, uint32_t layer)
+{
+    struct gt_r_window w;
+
+    w.h.type = type;
+    w.h.size = sizeof(w);
+    w.id = t->win_id;
+    w.spec = t->spec_id;
+    w.layer = layer;
+    w.ts = gt__now();
+    w.iteration = t->target;
+    (void)gt__emit(&w, sizeof(w));
+}
+
+/* g_lock held. Opens a segment of t's window for its target iteration. */
+static void segment_open(int i, uint32_t layer)
+{
+    struct trig *t = &g_trig[i];
+
+    if (g_open >= 0)
+        return;
+    if (!t->win_id)
+        t->win_id = ++g_win_seq;
+    g_open = i;
+    window_record(GT_R_WINDOW_BEGIN, t, layer);
+    /* A capture already running (started by hand or by the daemon) is left
+     * as it is: the window only marks its span. */
+    g_capture_ours = !gt_capture_active();
+    if (g_capture_ours)
+        gt__capture_set(1, 0);
+    GT_LOG("window %u open (%s, iteration %llu)", t->win_id, t->s.layer,
+           (unsigned long long)t->target);
+}
+
+/* g_lock held. */
+static void segment_close(int i)
+{
+    struct trig *t = &g_trig[i];
+
+    if (g_open != i)
+        return;
+    if (g_capture_ours)
+        gt__capture_set(0, 0);
+    g_capture_ours = 0;
+    window_record(GT_R_WINDOW_END, t, 0);
+    g_open = -1;
+}
+
+static int active_count(void)
+{
+    int n = 0;
+    for (int i = 0; i < GT_TRIG_MAX; i++)
+        n += g_trig[i].used;
+    return n;
+}
+
+/* g_lock held: trigger t is ready for iteration it (counters reset). */
+static void retarget(struct trig *t, uint64_t it, int count_valid)
+{
+    t->target = it;
+    t->count_valid = count_valid;
+    t->win_id = 0;
+    t->bwd_closed = 0;
+    atomic_store(&t->expected, 0);
+    atomic_store(&t->seen, 0);
+    atomic_store(&t->fwd_depth, 0);
+}
+
+/* g_lock held: the target iteration's backward pass ended. */
+static void iteration_done(int i)
+{
+    struct trig *t = &g_trig[i];
+
+    segment_close(i);
+    if (!t->win_id) {
+        /* Did not run in that iteration: wait for the next one. */
+        retarget(t, t->target + 1, 1);
+        return;
+    }
+    window_record(GT_R_WINDOW_DONE, t, 0);
+    g_windows_done++;
+    t->fired++;
+    GT_LOG("window %u done (%u of %u)", t->win_id, t->fired, t->s.count);
+    if (t->fired < t->s.count) {
+        retarget(t, t->target + 1, 1);
+    } else {
+        t->used = 0;
+        atomic_fetch_add(&g_gen, 1);
+    }
+}
+
+/* ------------------------------------------------------------ arming */
+
+static int for_this_process(const struct gt__trig_spec *s)
+{
+    const char *r = getenv("RANK");
+    long rank = r && *r ? strtol(r, NULL, 10) : -1;
+    int ok;
+
+    if (s->npids) {
+        ok = 0;
+        for (uint32_t i = 0; i < s->npids; i++)
+            ok |= s->pids[i] == (int64_t)getpid();
+        if (!ok)
+            return 0;
+    }
+    if (s->nranks) {
+        ok = 0;
+        for (uint32_t i = 0; i < s->nranks; i++)
+            ok |= rank >= 0 && s->ranks[i] == rank;
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+int gt__trig_arm(const char *spec, size_t len)
+{
+    struct gt__trig_spec s;
+    char err[128];
+    int rc, slot = -1;
+    uint64_t it;
+
+    rc = gt__trig_parse(spec, len, &s, err, sizeof(err));
+    if (rc < 0) {
+        GT_LOG("trigger refused: %s", err);
+        gt__warn_once(0, "a trigger from the daemon could not be parsed");
+        return rc;
+    }
+    if (!for_this_process(&s))
+        return 1;
+    if (!g_nodes) {
+        size_t per = sizeof(*g_nodes) + sizeof(*g_node_ts) + sizeof(*g_node_layer);
+        void *k = mmap(NULL, NODE_SLOTS * per, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (k == MAP_FAILED)
+            return -ENOMEM;
+        g_node_ts = (uint64_t *)((char *)k + NODE_SLOTS * sizeof(*g_nodes));
+        g_node_layer = (uint32_t *)(g_node_ts + NODE_SLOTS);
+        g_nodes = k;
+    }
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < GT_TRIG_MAX; i++)
+        if (!g_trig[i].used) {
+            slot = i;
+            break;
+        }
+    if (slot < 0) {
+        pthread_mutex_unlock(&g_lock);
+        gt__warn_once(0, "more than 11 triggers armed at once: extra ones ignored");
+        return -ENOSPC;
+    }
+    memset(&g_trig[slot], 0, sizeof(g_trig[slot]));
+    g_trig[slot].s = s;
+    g_trig[slot].spec_id = gt__intern(spec, len);
+    it = atomic_load(&g_iter);
+    /* "next", or a past iteration: the first one that starts from now on.
+     * A target equal to the current iteration may already be in its
+     * forward, so its node count would be incomplete. */
+    if (s.next || s.iteration <= it)
+        retarget(&g_trig[slot], it + 1, 1);
+    else
+        retarget(&g_trig[slot], s.iteration, 1);
+    g_trig[slot].used = 1;
+    atomic_fetch_add(&g_gen, 1);
+    atomic_store(&gt__trig_active, 1);
+    pthread_mutex_unlock(&g_lock);
+    GT_LOG("trigger armed: %.*s (iteration %llu)", (int)len, spec,
+           (unsigned long long)g_trig[slot].target);
+    return 0;
+}
+
+void gt__trig_clear(void)
+{
+    pthread_mutex_lock(&g_lock);
+    if (g_open >= 0)
+        segment_close(g_open);
+    for (int i = 0; i < GT_TRIG_MAX; i++)
+        g_trig[i].used = 0;
+    atomic_fetch_add(&g_gen, 1);
+    atomic_store(&gt__trig_active, 0);
+    node_clear();
+    pthread_mutex_unlock(&g_lock);
+}
+
+void gt__trig_info(struct gt__trig_info *out)
+{
+    pthread_mutex_lock(&g_lock);
+    out->armed = (unsigned)active_count();
+    out->windows = g_windows_done;
+    out->open = g_open >= 0;
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* ------------------------------------------------------------ hooks */
+
+/* Triggers whose target is the current iteration and whose phase has p. */
+static uint32_t live_mask(int phase)
+{
+    uint64_t it = atomic_load_explicit(&g_iter, memory_order_relaxed);
+    uint32_t m = 0;
+
+    for (int i = 0; i < GT_TRIG_MAX; i++)
+        if (g_trig[i].used && (g_trig[i].s.phase & phase) && g_trig[i].target == it)
+            m |= 1u << i;
+    return m;
+}
+
+void gt__trig_module_begin(uint32_t path_id)
+{
+    uint32_t m = gt__trig_layer_mask(path_id);
+
+    if (!m || atomic_load_explicit(&g_pass_depth, memory_order_relaxed))
+        return;
+    pthread_mutex_lock(&g_lock);
+    m &= live_mask(GT_TRIG_FORWARD);
+    for (int i = 0; i < GT_TRIG_MAX; i++)
+        if (m & (1u << i) && atomic_fetch_add(&g_trig[i].fwd_depth, 1) == 0)
+            segment_open(i, path_id);
+    pthread_mutex_unlock(&g_lock);
+}
+
+void gt__trig_module_end(uint32_t path_id)
+{
+    uint32_t m = gt__trig_layer_mask(path_id);
+
+    if (!m)
+        return;
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < GT_TRIG_MAX; i++)
+        if (m & (1u << i) && g_trig[i].used && atomic_load(&g_trig[i].fwd_depth) > 0 &&
+            atomic_fetch_sub(&g_trig[i].fwd_depth, 1) == 1)
+            segment_close(i);
+    pthread_mutex_unlock(&g_lock);
+}
+
+void gt__trig_node_created(uint64_t seq, uint64_t fwd_tid, uint32_t mask,
+                           uint32_t layer)
+{
+    if (!mask || atomic_load_explicit(&g_pass_depth, memory_order_relaxed))
+        return;
+    mask &= live_mask(GT_TRIG_BACKWARD);
+    if (!mask)
+        return;
+    for (int i = 0; i < GT_TRIG_MAX; i++)
+        if (mask & (1u << i))
+            atomic_fetch_add_explicit(&g_trig[i].expected, 1, memory_order_relaxed);
+    /* Capture on now means the caller records this creation itself. */
+    node_put(seq, fwd_tid, mask | (gt_capture_active() ? NODE_RECORDED : 0), layer);
+}
+
+void gt__trig_bwd_node_begin(uint64_t seq, uint64_t fwd_tid)
+{
+    struct node_info info;
+    uint32_t m = node_get(seq, fwd_tid, &info);
+
+    if (!m)
+        return;
+    pthread_mutex_lock(&g_lock);
+    m &= live_mask(GT_TRIG_BACKWARD);
+    for (int i = 0; i < GT_TRIG_MAX; i++)
+        if (m & (1u << i) && !g_trig[i].bwd_closed) {
+            segment_open(i, 0);
+            break;
+        }
+    /* The creation happened outside any segment: replay it, so the node
+     * keeps its layer and forward->backward arrow in the window. */
+    if (g_open >= 0 && !(info.mask & NODE_RECORDED)) {
+        struct gt_r_node_created r = {{GT_R_NODE_CREATED, sizeof(r)}, info.layer,
+                                      info.ts, seq, fwd_tid};
+        (void)gt__emit(&r, sizeof(r));
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+void gt__trig_bwd_node_end(uint64_t seq, uint64_t fwd_tid)
+{
+    struct node_info info;
+    uint32_t m = node_get(seq, fwd_tid, &info);
+
+    if (!m)
+        return;
+    pthread_mutex_lock(&g_lock);
+    m &= live_mask(GT_TRIG_BACKWARD);
+    for (int i = 0; i < GT_TRIG_MAX; i++) {
+        struct trig *t = &g_trig[i];
+        if (!(m & (1u << i)))
+            continue;
+        /* Last matching node of the forward's count: the backward segment
+         * ends here, unless counting was not possible. */
+        if (atomic_fetch_add(&t->seen, 1) + 1 == atomic_load(&t->expected) &&
+            t->count_valid && !atomic_load(&g_node_full) && g_open == i) {
+            segment_close(i);
+            t->bwd_closed = 1;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+void gt__trig_pass_begin(void)
+{
+    atomic_fetch_add(&g_pass_depth, 1);
+}
+
+void gt__trig_pass_end(void)
+{
+    int was = atomic_fetch_sub(&g_pass_depth, 1);
+
+    if (was <= 0) {
+        /* An end without a begin (hook installed mid-pass): undo. */
+        atomic_fetch_add(&g_pass_depth, 1);
+        return;
+    }
+    if (was != 1)
+        return;
+    if (atomic_load_explicit(&gt__trig_active, memory_order_relaxed)) {
+        uint64_t it = atomic_load(&g_iter);
+        pthread_mutex_lock(&g_lock);
+        for (int i = 0; i < GT_TRIG_MAX; i++)
+            if (g_trig[i].used && g_trig[i].target == it)
+                iteration_done(i);
+        node_clear();
+        atomic_fetch_add(&g_iter, 1);
+        if (!active_count())
+            atomic_store(&gt__trig_active, 0);
+        pthread_mutex_unlock(&g_lock);
+        return;
+    }
+    atomic_fetch_add(&g_iter, 1);
+}
+
+uint64_t gt__trig_iteration(void)
+{
+    return atomic_load(&g_iter);
+}
+
+int gt__trig_in_backward(void)
+{
+    return atomic_load_explicit(&g_pass_depth, memory_order_relaxed) > 0;
+}

@@ -1,0 +1,102 @@
+/*
+ * Capture windows opened and closed by triggers, evaluated inside the
+ * agent at its hooks (no round trip to the daemon). See agent/trigger.c
+ * for the semantics and schema/control.md for the spec syntax.
+ */
+#ifndef GRADTRACE_AGENT_TRIGGER_H
+#define GRADTRACE_AGENT_TRIGGER_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/codec.h"
+
+#define GT_TRIG_MAX 11        /* armed triggers at once */
+#define GT_TRIG_GLOB_MAX 256
+
+enum {
+    GT_TRIG_FORWARD = 1,
+    GT_TRIG_BACKWARD = 2,
+    GT_TRIG_BOTH = 3,
+};
+
+#define GT_TRIG_LIST_MAX 64
+
+/* A parsed trigger spec (canonical or CLI spelling). */
+struct gt__trig_spec {
+    char layer[GT_TRIG_GLOB_MAX + 1]; /* module path or glob */
+    int phase;                        /* GT_TRIG_* */
+    int next;                         /* iteration=next */
+    uint64_t iteration;
+    uint32_t count;
+    uint32_t npids, nranks;
+    int64_t pids[GT_TRIG_LIST_MAX];
+    int64_t ranks[GT_TRIG_LIST_MAX];
+};
+
+/*
+ * Parses "layer=NAME,phase=P,iteration=N|next,count=N[,pids=..][,ranks=..]"
+ * (any order; a bare value after a list field continues the list).
+ * On error writes a one-line reason naming the field into err.
+ * @return 0 or -EINVAL.
+ */
+GT_WUR int gt__trig_parse(const char *spec, size_t len, struct gt__trig_spec *out,
+                          char *err, size_t errcap);
+
+/*
+ * 1 when layer path (len bytes) or one of its dotted ancestors matches glob
+ * (fnmatch syntax: *, ?, [...]). Only used when with_ancestors is set;
+ * otherwise the path itself must match.
+ */
+int gt__trig_glob_match(const char *glob, const char *path, size_t len,
+                        int with_ancestors);
+
+/*
+ * Streamer thread (GT_CTL_TRIGGER): arms a trigger for this process unless
+ * its pids/ranks exclude it. @return 0 armed, 1 not for this process,
+ * -EINVAL bad spec, -ENOSPC too many armed.
+ */
+int gt__trig_arm(const char *spec, size_t len);
+/* Streamer thread (GT_CTL_TRIGGER_CLEAR): disarms all; closes an open window. */
+void gt__trig_clear(void);
+
+/* Nonzero while any trigger is armed: hooks call the functions below only
+ * then (one load and a branch otherwise). */
+extern _Atomic int gt__trig_active;
+
+/* Hooks (agent/api.c). */
+uint32_t gt__trig_layer_mask(uint32_t layer_id);
+void gt__trig_module_begin(uint32_t path_id);
+void gt__trig_module_end(uint32_t path_id);
+/* mask: OR of gt__trig_layer_mask over the thread's module stack; layer:
+ * the innermost module (the node's layer). */
+void gt__trig_node_created(uint64_t seq, uint64_t fwd_tid, uint32_t mask,
+                           uint32_t layer);
+void gt__trig_bwd_node_begin(uint64_t seq, uint64_t fwd_tid);
+void gt__trig_bwd_node_end(uint64_t seq, uint64_t fwd_tid);
+
+/*
+ * Backward passes, always counted (also without triggers): the iteration
+ * is the number of outermost backward passes completed in this process.
+ */
+void gt__trig_pass_begin(void);
+void gt__trig_pass_end(void);
+uint64_t gt__trig_iteration(void);
+int gt__trig_in_backward(void);
+
+/* Armed/fired state for diagnostics and tests. */
+struct gt__trig_info {
+    unsigned armed;       /* triggers still armed */
+    unsigned windows;     /* windows completed */
+    int open;             /* a window segment is open now */
+};
+void gt__trig_info(struct gt__trig_info *out);
+
+/*
+ * Capture switch shared with gt_capture_start/stop: windows turn capture on
+ * and off through it. flush: also ask CUDA for its buffered records.
+ */
+void gt__capture_set(int on, int flush);
+
+#endif
