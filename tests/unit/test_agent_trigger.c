@@ -1,0 +1,210 @@
+/*
+ * Trigger engine (agent/trigger.c): spec parsing with errors that name the
+ * field, glob matching with ancestors, and the window state machine driven
+ * through the same hooks the torch interposer calls (gt_module_begin/end,
+ * gt_node_created, gt_bwd_node_begin/end, gt_bwd_pass_begin/end), checking
+ * where capture turns on and off.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/internal.h"
+#include "agent/trigger.h"
+
+static int parse(const char *s, struct gt__trig_spec *out, char *err)
+{
+    return gt__trig_parse(s, strlen(s), out, err, 128);
+}
+
+Test(agent_trigger, parses_canonical_and_cli_spellings)
+{
+    struct gt__trig_spec s;
+    char err[128];
+
+    cr_assert_eq(parse("layer=layers.1?.mlp,phase=both,iteration=200,count=3,pids=7,8,ranks=0,3", &s, err), 0, "%s", err);
+    cr_assert_str_eq(s.layer, "layers.1?.mlp");
+    cr_assert_eq(s.phase, GT_TRIG_BOTH);
+    cr_assert_eq(s.next, 0);
+    cr_assert_eq(s.iteration, 200);
+    cr_assert_eq(s.count, 3);
+    cr_assert_eq(s.npids, 2);
+    cr_assert_eq(s.pids[1], 8);
+    cr_assert_eq(s.nranks, 2);
+    cr_assert_eq(s.ranks[1], 3);
+
+    cr_assert_eq(parse("ranks=1,layer=enc", &s, err), 0, "%s", err);
+    cr_assert_eq(s.phase, GT_TRIG_BACKWARD, "backward by default");
+    cr_assert(s.next, "next by default");
+    cr_assert_eq(s.count, 1);
+    cr_assert_eq(s.nranks, 1);
+}
+
+Test(agent_trigger, errors_name_the_field)
+{
+    struct gt__trig_spec s;
+    char err[128];
+    static const struct {
+        const char *spec, *field;
+    } bad[] = {
+        {"phase=forward", "layer"},
+        {"layer=", "layer"},
+        {"layer=a,phase=sideways", "phase"},
+        {"layer=a,iteration=-1", "iteration"},
+        {"layer=a,iteration=soon", "iteration"},
+        {"layer=a,count=0", "count"},
+        {"layer=a,count=99999999", "count"},
+        {"layer=a,ranks=x", "ranks"},
+        {"layer=a,colour=red", "colour"},
+        {"layer=a,7", "spec"},
+    };
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        cr_assert_eq(parse(bad[i].spec, &s, err), -EINVAL, "%s accepted", bad[i].spec);
+        cr_assert_eq(strncmp(err, bad[i].field, strlen(bad[i].field)), 0,
+                     "%s: error '%s' does not name %s", bad[i].spec, err, bad[i].field);
+    }
+}
+
+Test(agent_trigger, glob_matches_layer_or_ancestor)
+{
+    const char *p = "layers.17.mlp.up_proj";
+
+    cr_assert(gt__trig_glob_match("layers.17", p, strlen(p), 1));
+    cr_assert(gt__trig_glob_match("layers.1?.mlp", p, strlen(p), 1));
+    cr_assert(gt__trig_glob_match("layers.17.mlp.up_proj", p, strlen(p), 0));
+    cr_assert_not(gt__trig_glob_match("layers.1", p, strlen(p), 1),
+                  "a prefix that is not a whole path component");
+    cr_assert_not(gt__trig_glob_match("layers.17", p, strlen(p), 0),
+                  "without ancestors only the path itself");
+    cr_assert_not(gt__trig_glob_match("layers.2?", p, strlen(p), 1));
+}
+
+/* One forward + backward of a layer "blk" (two nodes) inside "net". */
+static void iteration(uint32_t net, uint32_t blk, uint64_t *seq, int *on_in_bwd)
+{
+    uint64_t s0 = (*seq)++, s1 = (*seq)++, s2 = (*seq)++;
+
+    gt_module_begin(net, 0);
+    gt_node_created(s0, 1);          /* net's own node, before blk */
+    gt_module_begin(blk, 0);
+    gt_node_created(s1, 1);
+    gt_node_created(s2, 1);
+    gt_module_end();
+    gt_module_end();
+    gt_bwd_pass_begin();
+    gt_bwd_node_begin(0, s2, 1);
+    on_in_bwd[0] = gt_capture_active();
+    gt_bwd_node_end(s2, 1);
+    gt_bwd_node_begin(0, s1, 1);
+    gt_bwd_node_end(s1, 1);
+    on_in_bwd[1] = gt_capture_active(); /* after blk's last node: closed */
+    gt_bwd_node_begin(0, s0, 1);
+    on_in_bwd[2] = gt_capture_active();
+    gt_bwd_node_end(s0, 1);
+    gt_bwd_pass_end();
+}
+
+Test(agent_trigger, backward_window_spans_exactly_the_layers_nodes)
+{
+    uint32_t net = gt_intern("Net"), blk = gt_intern("blocks.3");
+    uint64_t seq = 100;
+    int on[3];
+    struct gt__trig_info info;
+    const char *spec = "layer=blocks.3,phase=backward,iteration=2";
+
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+    for (int it = 0; it < 4; it++) {
+        iteration(net, blk, &seq, on);
+        if (it == 2) {
+            cr_assert(on[0], "open at the layer's first backward node");
+            cr_assert_not(on[1], "closed after its last node");
+            cr_assert_not(on[2], "other layers' nodes are outside");
+        } else {
+            cr_assert_not(on[0] || on[1] || on[2], "iteration %d has no window", it);
+        }
+    }
+    gt__trig_info(&info);
+    cr_assert_eq(info.windows, 1);
+    cr_assert_eq(info.armed, 0, "count=1: disarmed after its window");
+    cr_assert_eq(gt__trig_iteration(), 4);
+}
+
+Test(agent_trigger, forward_window_and_count)
+{
+    uint32_t net = gt_intern("Net"), blk = gt_intern("blocks.3");
+    uint64_t seq = 1;
+    int on[3];
+    struct gt__trig_info info;
+    const char *spec = "layer=blocks.?,phase=forward,count=2";
+
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+    for (int it = 0; it < 4; it++) {
+        gt_module_begin(net, 0);
+        cr_assert_not(gt_capture_active());
+        gt_module_begin(blk, 0);
+        /* next = iteration 1; count=2: iterations 1 and 2. */
+        cr_assert_eq(gt_capture_active(), it == 1 || it == 2, "iteration %d", it);
+        gt_module_end();
+        cr_assert_not(gt_capture_active(), "closed at the module's exit");
+        gt_module_end();
+        gt_bwd_pass_begin();
+        gt_bwd_pass_end();
+    }
+    (void)seq;
+    (void)on;
+    gt__trig_info(&info);
+    cr_assert_eq(info.windows, 2);
+    cr_assert_eq(info.armed, 0);
+}
+
+Test(agent_trigger, layer_that_never_runs_stays_armed)
+{
+    uint32_t net = gt_intern("Net"), blk = gt_intern("blocks.3");
+    uint64_t seq = 1;
+    int on[3];
+    struct gt__trig_info info;
+    const char *spec = "layer=decoder,phase=both";
+
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+    for (int it = 0; it < 3; it++) {
+        iteration(net, blk, &seq, on);
+        cr_assert_not(on[0] || on[1] || on[2]);
+    }
+    gt__trig_info(&info);
+    cr_assert_eq(info.windows, 0);
+    cr_assert_eq(info.armed, 1);
+    gt__trig_clear();
+    gt__trig_info(&info);
+    cr_assert_eq(info.armed, 0);
+}
+
+Test(agent_trigger, other_ranks_and_pids_are_ignored)
+{
+    const char *spec = "layer=a,ranks=5";
+    const char *spec2 = "layer=a,pids=1";
+
+    setenv("RANK", "2", 1);
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 1);
+    cr_assert_eq(gt__trig_arm(spec2, strlen(spec2)), getpid() == 1 ? 0 : 1);
+    setenv("RANK", "5", 1);
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+}
+
+Test(agent_trigger, running_capture_is_left_alone)
+{
+    uint32_t net = gt_intern("Net"), blk = gt_intern("blocks.3");
+    uint64_t seq = 1;
+    int on[3];
+    const char *spec = "layer=blocks.3";
+
+    gt_capture_start();
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+    for (int it = 0; it < 3; it++) {
+        iteration(net, blk, &seq, on);
+        cr_assert(on[0] && on[1] && on[2], "a window must not stop a full capture");
+    }
+}
