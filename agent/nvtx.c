@@ -31,6 +31,7 @@
  * agent build); tests/unit/test_cupti.c checks the layouts against them.
  */
 #include <stdatomic.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <wchar.h>
@@ -127,11 +128,64 @@ static uint32_t intern_wide(const wchar_t *w)
  */
 #define NAME_CACHE 256u
 
-static __thread struct name_slot {
+struct name_slot {
     uint64_t hash;
     uint32_t len;
     uint32_t id;
-} t_names[NAME_CACHE];
+};
+
+#define NVTX_DEPTH 128
+
+struct nvtx_entry {
+    uint32_t name;    /* 0: not recorded */
+    uint32_t domain;
+    uint8_t ext;      /* a GT_EXT_NVTX_SEQ id was pushed */
+};
+
+/*
+ * Per-thread state, allocated on a thread's first NVTX call and freed at
+ * its exit. Only a pointer lives in TLS: several KiB of __thread arrays
+ * would be static TLS in a library with an initial-exec variable, and a
+ * dlopen of the agent (ctypes.CDLL without LD_PRELOAD) would then fail
+ * with "cannot allocate memory in static TLS block".
+ */
+struct nvtx_thread {
+    struct name_slot names[NAME_CACHE];
+    struct nvtx_entry e[NVTX_DEPTH];
+    int depth;        /* entries in e */
+    int overflow;     /* pushes beyond NVTX_DEPTH, not recorded */
+};
+
+static __thread struct nvtx_thread *t_nvtx;
+static pthread_key_t nvtx_key;
+static pthread_once_t nvtx_once = PTHREAD_ONCE_INIT;
+static int nvtx_key_ok;
+
+static void nvtx_thread_free(void *p)
+{
+    free(p);
+}
+
+static void nvtx_key_init(void)
+{
+    nvtx_key_ok = pthread_key_create(&nvtx_key, nvtx_thread_free) == 0;
+}
+
+/* @return this thread's state, NULL when it cannot be allocated (the
+ * event is then not recorded). Cold on a thread's first call only. */
+static struct nvtx_thread *nvtx_self(void)
+{
+    struct nvtx_thread *t = t_nvtx;
+
+    if (GT_LIKELY(t != NULL))
+        return t;
+    pthread_once(&nvtx_once, nvtx_key_init);
+    t = calloc(1, sizeof(*t));
+    if (t && nvtx_key_ok)
+        (void)pthread_setspecific(nvtx_key, t);
+    t_nvtx = t;
+    return t;
+}
 
 static uint32_t intern_c(const char *s)
 {
@@ -143,7 +197,10 @@ static uint32_t intern_c(const char *s)
         h ^= (uint8_t)s[len];
         h *= 1099511628211ull;
     }
-    struct name_slot *e = &t_names[(h ^ (h >> 29)) & (NAME_CACHE - 1)];
+    struct nvtx_thread *t = nvtx_self();
+    if (!t)
+        return gt__cuda_sink->intern(s, len);
+    struct name_slot *e = &t->names[(h ^ (h >> 29)) & (NAME_CACHE - 1)];
     if (e->id && e->hash == h && e->len == len)
         return e->id;
     uint32_t id = gt__cuda_sink->intern(s, len);
@@ -192,19 +249,6 @@ int gt__nvtx_parse_seq(const char *s, uint64_t *seq)
 
 /* ------------------------------------------------------------ recording */
 
-#define NVTX_DEPTH 128
-
-struct nvtx_entry {
-    uint32_t name;    /* 0: not recorded */
-    uint32_t domain;
-    uint8_t ext;      /* a GT_EXT_NVTX_SEQ id was pushed */
-};
-
-static __thread struct {
-    struct nvtx_entry e[NVTX_DEPTH];
-    int depth;        /* entries in e */
-    int overflow;     /* pushes beyond NVTX_DEPTH, not recorded */
-} t_stack;
 
 static int capturing(void)
 {
@@ -259,9 +303,13 @@ static uint32_t attr_name(const struct gt__nvtx_attr *a, const char **text)
 /* @return the level of the new range (0-based), as NVTX defines. */
 static int push_range(uint32_t domain, uint32_t name, const char *text)
 {
-    if (t_stack.depth >= NVTX_DEPTH)
-        return NVTX_DEPTH + t_stack.overflow++;
-    struct nvtx_entry *e = &t_stack.e[t_stack.depth];
+    struct nvtx_thread *t_st = nvtx_self();
+
+    if (!t_st)
+        return 0;
+    if (t_st->depth >= NVTX_DEPTH)
+        return NVTX_DEPTH + t_st->overflow++;
+    struct nvtx_entry *e = &t_st->e[t_st->depth];
     *e = (struct nvtx_entry){.name = name, .domain = domain};
     uint64_t seq;
     if (text && gt__cuda_ext_push && gt__nvtx_parse_seq(text, &seq)) {
@@ -270,21 +318,25 @@ static int push_range(uint32_t domain, uint32_t name, const char *text)
     }
     if (name)
         emit_begin(name, domain);
-    return t_stack.depth++;
+    return t_st->depth++;
 }
 
 /* Pops the innermost range of domain. @return its level, or -1. */
 static int pop_range(uint32_t domain)
 {
-    if (t_stack.overflow > 0)
-        return NVTX_DEPTH + --t_stack.overflow;
-    for (int i = t_stack.depth - 1; i >= 0; i--) {
-        if (t_stack.e[i].domain != domain)
+    struct nvtx_thread *t_st = t_nvtx;
+
+    if (!t_st)
+        return -1;
+    if (t_st->overflow > 0)
+        return NVTX_DEPTH + --t_st->overflow;
+    for (int i = t_st->depth - 1; i >= 0; i--) {
+        if (t_st->e[i].domain != domain)
             continue;
-        struct nvtx_entry e = t_stack.e[i];
-        memmove(&t_stack.e[i], &t_stack.e[i + 1],
-                (size_t)(t_stack.depth - 1 - i) * sizeof(e));
-        t_stack.depth--;
+        struct nvtx_entry e = t_st->e[i];
+        memmove(&t_st->e[i], &t_st->e[i + 1],
+                (size_t)(t_st->depth - 1 - i) * sizeof(e));
+        t_st->depth--;
         if (e.ext && gt__cuda_ext_pop)
             gt__cuda_ext_pop(GT_EXT_NVTX_SEQ);
         /* A begin recorded in an earlier capture still gets its end. */
