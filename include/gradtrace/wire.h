@@ -88,8 +88,8 @@ _Static_assert(sizeof(struct gt_hello) == 64, "gt_hello is 64 bytes");
 /*
  * Every chunk. crc is CRC-32C (Castagnoli) over the 48 header bytes with the
  * crc field taken as zero, followed by the payload bytes. seq counts chunks
- * per stream from 0: a reader that sees a gap knows how many chunks were
- * lost. Record timestamps are absolute CLOCK_MONOTONIC nanoseconds; zstd
+ * from 0 at agent start and continues across reconnections (a stream may
+ * start at any seq): a reader that sees a gap knows how many were lost. Record timestamps are absolute CLOCK_MONOTONIC nanoseconds; zstd
  * removes their redundancy (see schema/wire.md, "Why absolute times").
  */
 struct gt_chunk_header {
