@@ -6,6 +6,8 @@
 #    no module scopes or layers appear;
 #  - Python module on the path, no agent: gradtrace.available() is false,
 #    no torch hook is installed, nothing is printed;
+#  - gradtrace's sitecustomize installs the hooks when torch is imported
+#    and still runs the user's own sitecustomize further down the path;
 #  - the demo's losses are bit-identical with no agent, with the agent and
 #    module capturing, and with the module alone.
 set -u
@@ -29,6 +31,20 @@ print("inert")
 PY
 ) || rc=1
 [ "$out" = "inert" ] || { echo "module not inert: $out"; rc=1; }
+
+echo "== sitecustomize chains to the next one on the path"
+mkdir -p "$E2E_TMP/usersite"
+cat >"$E2E_TMP/usersite/sitecustomize.py" <<'PY'
+import os
+open(os.environ["CHAIN_MARK"], "w").write("user sitecustomize ran")
+PY
+out=$(env LD_PRELOAD="$AGENT" GRADTRACE_FILE="$E2E_TMP/chain.gtr" CHAIN_MARK="$E2E_TMP/mark" \
+        PYTHONPATH="$ROOT/python:$E2E_TMP/usersite" "$PY" -c '
+import torch, torch.nn.modules.module as mm
+print(len(mm._global_forward_pre_hooks))') || rc=1
+[ "$out" = "1" ] || { echo "gradtrace hooks not installed via sitecustomize: $out"; rc=1; }
+[ "$(cat "$E2E_TMP/mark" 2>/dev/null)" = "user sitecustomize ran" ] || {
+  echo "user sitecustomize did not run"; rc=1; }
 
 echo "== results unchanged"
 demo="$ROOT/examples/train_small.py"
