@@ -40,8 +40,8 @@
  * close, is the layout, usually settled within the first forward, before
  * any backward node has to be reported.
  *
- * From backward nodes alone, the layout settles at the end of a pass when exactly one pair
- * survived with at least GT_LAYOUT_MIN_SUPPORT matches. One ambiguity is
+ * From backward nodes alone, the layout settles at the end of a pass when
+ * exactly one pair survived with at least GT_LAYOUT_MIN_SUPPORT matches. One ambiguity is
  * structural: with a single forward thread (torch id 1), a word holding a
  * bool that is true (has_parent_) matches as well as thread_id_. It is
  * resolved by a known layout among the survivors, or by a thread id above 1

@@ -71,4 +71,17 @@ assert steps == [1, 2, 3, 4], steps
 assert len(passes) == 4 and [p["value"] for p in passes] == [0, 1, 2, 3]
 assert {"SmallNet", "proj", "blocks.0.fc1", "blocks.1.fc2", "head"} <= mods, mods
 PY
+
+echo "== GRADTRACE_TORCH=0 turns the autograd hooks into pass-through"
+env LD_PRELOAD="$AGENT" GRADTRACE_FILE="$E2E_TMP/off.gtr" GRADTRACE_CAPTURE=1 GRADTRACE_TORCH=0 \
+    PYTHONPATH="$ROOT/python" "$PY" "$demo" --iters 2 >/dev/null || rc=1
+TORCH_DIR=$TORCH_DIR "$PY" - "$E2E_TMP/off.gtr" <<'PY' || rc=1
+import os, sys
+sys.path.insert(0, os.environ["TORCH_DIR"])
+import gtr
+t = gtr.Trace(sys.argv[1])
+n = len(t.of(gtr.T_NODE_CREATED)) + len(t.of(gtr.T_BWD_BEGIN))
+print("autograd records", n, "module scopes", len(t.module_calls()))
+assert n == 0 and len(t.module_calls()) > 0
+PY
 exit $rc
