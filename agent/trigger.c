@@ -60,7 +60,7 @@ static _Atomic int g_pass_depth;      /* passes open now, all threads */
 
 struct trig {
     int used;
-    struct gt__trig_spec s;
+    struct gt__trigger s;
     uint32_t spec_id;
     uint64_t target;                  /* iteration the window is for */
     uint32_t fired;                   /* windows completed */
@@ -80,126 +80,7 @@ static uint32_t g_win_seq;            /* last window id */
 static unsigned g_windows_done;
 static int g_capture_ours;            /* the open segment turned capture on */
 
-/* ------------------------------------------------------------ parsing */
-
-/* Writes "field: why" into err. @return -EINVAL. */
-static int fail(char *err, size_t cap, const char *field, const char *why)
-{
-    snprintf(err, cap, "%s: %s", field, why);
-    return -EINVAL;
-}
-
-static int parse_u64(const char *v, size_t n, uint64_t *out)
-{
-    uint64_t x = 0;
-
-    if (n == 0 || n > 19)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        if (v[i] < '0' || v[i] > '9')
-            return -1;
-        x = x * 10 + (uint64_t)(v[i] - '0');
-    }
-    *out = x;
-    return 0;
-}
-
-int gt__trig_parse(const char *spec, size_t len, struct gt__trig_spec *out,
-                   char *err, size_t errcap)
-{
-    const char *p = spec, *end = spec + len;
-    int list = 0; /* 1 pids, 2 ranks: a bare value continues it */
-    int have_layer = 0;
-
-    memset(out, 0, sizeof(*out));
-    out->phase = GT_TRIG_BACKWARD;
-    out->next = 1;
-    out->count = 1;
-    while (p < end) {
-        const char *comma = memchr(p, ',', (size_t)(end - p));
-        const char *tok_end = comma ? comma : end;
-        const char *eq = memchr(p, '=', (size_t)(tok_end - p));
-        const char *key = p, *val;
-        size_t klen, vlen;
-        uint64_t num;
-
-        if (eq) {
-            klen = (size_t)(eq - p);
-            val = eq + 1;
-            list = 0;
-        } else {
-            klen = 0;
-            val = p;
-        }
-        vlen = (size_t)(tok_end - val);
-        p = comma ? comma + 1 : end;
-
-        if (!eq) {
-            if (!list)
-                return fail(err, errcap, "spec", "a value without key= outside a pids/ranks list");
-            if (parse_u64(val, vlen, &num) < 0)
-                return fail(err, errcap, list == 1 ? "pids" : "ranks",
-                            "expected a non-negative integer");
-            goto add_list;
-        }
-#define KEY(k) (klen == sizeof(k) - 1 && memcmp(key, k, klen) == 0)
-        if (KEY("layer")) {
-            if (vlen == 0 || vlen > GT_TRIG_GLOB_MAX)
-                return fail(err, errcap, "layer", "must be 1..256 bytes");
-            memcpy(out->layer, val, vlen);
-            out->layer[vlen] = '\0';
-            have_layer = 1;
-        } else if (KEY("phase")) {
-            if (vlen == 7 && memcmp(val, "forward", 7) == 0)
-                out->phase = GT_TRIG_FORWARD;
-            else if (vlen == 8 && memcmp(val, "backward", 8) == 0)
-                out->phase = GT_TRIG_BACKWARD;
-            else if (vlen == 4 && memcmp(val, "both", 4) == 0)
-                out->phase = GT_TRIG_BOTH;
-            else
-                return fail(err, errcap, "phase", "must be forward, backward or both");
-        } else if (KEY("iteration")) {
-            if (vlen == 4 && memcmp(val, "next", 4) == 0) {
-                out->next = 1;
-            } else if (parse_u64(val, vlen, &out->iteration) == 0) {
-                out->next = 0;
-            } else {
-                return fail(err, errcap, "iteration", "expected an integer >= 0 or next");
-            }
-        } else if (KEY("count")) {
-            if (parse_u64(val, vlen, &num) < 0 || num < 1 || num > 1000000)
-                return fail(err, errcap, "count", "expected an integer 1..1000000");
-            out->count = (uint32_t)num;
-        } else if (KEY("pids") || KEY("ranks")) {
-            list = KEY("pids") ? 1 : 2;
-            if (vlen == 0)
-                continue;
-            if (parse_u64(val, vlen, &num) < 0)
-                return fail(err, errcap, list == 1 ? "pids" : "ranks",
-                            "expected a non-negative integer");
-            goto add_list;
-        } else {
-            char k[32];
-            snprintf(k, sizeof(k), "%.*s", (int)(klen < 31 ? klen : 31), key);
-            return fail(err, errcap, k, "unknown field");
-        }
-#undef KEY
-        continue;
-add_list:
-        if (list == 1) {
-            if (out->npids == GT_TRIG_LIST_MAX)
-                return fail(err, errcap, "pids", "too many entries");
-            out->pids[out->npids++] = (int64_t)num;
-        } else {
-            if (out->nranks == GT_TRIG_LIST_MAX)
-                return fail(err, errcap, "ranks", "too many entries");
-            out->ranks[out->nranks++] = (int64_t)num;
-        }
-    }
-    if (!have_layer)
-        return fail(err, errcap, "layer", "required");
-    return 0;
-}
+/* ------------------------------------------------------------ matching */
 
 int gt__trig_glob_match(const char *glob, const char *path, size_t len,
                         int with_ancestors)
@@ -451,23 +332,23 @@ static void iteration_done(int i)
 
 /* ------------------------------------------------------------ arming */
 
-static int for_this_process(const struct gt__trig_spec *s)
+static int for_this_process(const struct gt__trigger *s)
 {
     const char *r = getenv("RANK");
     long rank = r && *r ? strtol(r, NULL, 10) : -1;
     int ok;
 
-    if (s->npids) {
+    if (s->sel.npids) {
         ok = 0;
-        for (uint32_t i = 0; i < s->npids; i++)
-            ok |= s->pids[i] == (int64_t)getpid();
+        for (size_t i = 0; i < s->sel.npids; i++)
+            ok |= s->sel.pids[i] == (uint32_t)getpid();
         if (!ok)
             return 0;
     }
-    if (s->nranks) {
+    if (s->sel.nranks) {
         ok = 0;
-        for (uint32_t i = 0; i < s->nranks; i++)
-            ok |= rank >= 0 && s->ranks[i] == rank;
+        for (size_t i = 0; i < s->sel.nranks; i++)
+            ok |= rank >= 0 && s->sel.ranks[i] == rank;
         if (!ok)
             return 0;
     }
@@ -476,25 +357,37 @@ static int for_this_process(const struct gt__trig_spec *s)
 
 int gt__trig_arm(const char *spec, size_t len)
 {
-    struct gt__trig_spec s;
-    char err[128];
+    static struct gt__trigger s; /* 2 KiB: off the stack, under arm_lock */
+    static pthread_mutex_t arm_lock = PTHREAD_MUTEX_INITIALIZER;
+    char text[GT_CTL_MAX_SIZE + 1];
+    char err[160];
     int rc, slot = -1;
     uint64_t it;
 
-    rc = gt__trig_parse(spec, len, &s, err, sizeof(err));
-    if (rc < 0) {
+    if (len > GT_CTL_MAX_SIZE)
+        return -EINVAL;
+    memcpy(text, spec, len);
+    text[len] = '\0';
+    pthread_mutex_lock(&arm_lock);
+    rc = gt__trigger_parse_spec(text, &s, err, sizeof(err));
+    if (rc == 0 && !for_this_process(&s))
+        rc = 1;
+    if (rc != 0) {
+        pthread_mutex_unlock(&arm_lock);
+        if (rc == 1)
+            return 1;
         GT_LOG("trigger refused: %s", err);
         gt__warn_once(0, "a trigger from the daemon could not be parsed");
         return rc;
     }
-    if (!for_this_process(&s))
-        return 1;
     if (!g_nodes) {
         size_t per = sizeof(*g_nodes) + sizeof(*g_node_ts) + sizeof(*g_node_layer);
         void *k = mmap(NULL, NODE_SLOTS * per, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (k == MAP_FAILED)
+        if (k == MAP_FAILED) {
+            pthread_mutex_unlock(&arm_lock);
             return -ENOMEM;
+        }
         g_node_ts = (uint64_t *)((char *)k + NODE_SLOTS * sizeof(*g_nodes));
         g_node_layer = (uint32_t *)(g_node_ts + NODE_SLOTS);
         g_nodes = k;
@@ -507,6 +400,7 @@ int gt__trig_arm(const char *spec, size_t len)
         }
     if (slot < 0) {
         pthread_mutex_unlock(&g_lock);
+        pthread_mutex_unlock(&arm_lock);
         gt__warn_once(0, "more than 11 triggers armed at once: extra ones ignored");
         return -ENOSPC;
     }
@@ -517,14 +411,15 @@ int gt__trig_arm(const char *spec, size_t len)
     /* "next", or a past iteration: the first one that starts from now on.
      * A target equal to the current iteration may already be in its
      * forward, so its node count would be incomplete. */
-    if (s.next || s.iteration <= it)
+    if (s.iteration == GT__ITER_NEXT || (uint64_t)s.iteration <= it)
         retarget(&g_trig[slot], it + 1, 1);
     else
-        retarget(&g_trig[slot], s.iteration, 1);
+        retarget(&g_trig[slot], (uint64_t)s.iteration, 1);
     g_trig[slot].used = 1;
     atomic_fetch_add(&g_gen, 1);
     atomic_store(&gt__trig_active, 1);
     pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&arm_lock);
     GT_LOG("trigger armed: %.*s (iteration %llu)", (int)len, spec,
            (unsigned long long)g_trig[slot].target);
     return 0;

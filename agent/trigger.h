@@ -11,38 +11,13 @@
 #include <stdint.h>
 
 #include "common/codec.h"
+#include "common/trigspec.h"
 
 #define GT_TRIG_MAX 11        /* armed triggers at once */
-#define GT_TRIG_GLOB_MAX 256
 
-enum {
-    GT_TRIG_FORWARD = 1,
-    GT_TRIG_BACKWARD = 2,
-    GT_TRIG_BOTH = 3,
-};
-
-#define GT_TRIG_LIST_MAX 64
-
-/* A parsed trigger spec (canonical or CLI spelling). */
-struct gt__trig_spec {
-    char layer[GT_TRIG_GLOB_MAX + 1]; /* module path or glob */
-    int phase;                        /* GT_TRIG_* */
-    int next;                         /* iteration=next */
-    uint64_t iteration;
-    uint32_t count;
-    uint32_t npids, nranks;
-    int64_t pids[GT_TRIG_LIST_MAX];
-    int64_t ranks[GT_TRIG_LIST_MAX];
-};
-
-/*
- * Parses "layer=NAME,phase=P,iteration=N|next,count=N[,pids=..][,ranks=..]"
- * (any order; a bare value after a list field continues the list).
- * On error writes a one-line reason naming the field into err.
- * @return 0 or -EINVAL.
- */
-GT_WUR int gt__trig_parse(const char *spec, size_t len, struct gt__trig_spec *out,
-                          char *err, size_t errcap);
+/* Phase bits: GT__PHASE_FORWARD (1), GT__PHASE_BACKWARD (2), BOTH (3). */
+#define GT_TRIG_FORWARD GT__PHASE_FORWARD
+#define GT_TRIG_BACKWARD GT__PHASE_BACKWARD
 
 /*
  * 1 when layer path (len bytes) or one of its dotted ancestors matches glob
@@ -53,9 +28,10 @@ int gt__trig_glob_match(const char *glob, const char *path, size_t len,
                         int with_ancestors);
 
 /*
- * Streamer thread (GT_CTL_TRIGGER): arms a trigger for this process unless
- * its pids/ranks exclude it. @return 0 armed, 1 not for this process,
- * -EINVAL bad spec, -ENOSPC too many armed.
+ * Streamer thread (GT_CTL_TRIGGER) or the constructor (GRADTRACE_TRIGGER):
+ * parses spec (len bytes, gt__trigger_parse_spec) and arms it unless its
+ * pids/ranks exclude this process. @return 0 armed, 1 not for this
+ * process, -EINVAL bad spec, -ENOSPC too many armed, -ENOMEM.
  */
 int gt__trig_arm(const char *spec, size_t len);
 /* Streamer thread (GT_CTL_TRIGGER_CLEAR): disarms all; closes an open window. */

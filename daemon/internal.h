@@ -20,15 +20,12 @@
 #include <stdint.h>
 
 #include "common/codec.h"
+#include "common/trigspec.h"
 
 #define GT_DAEMON_VERSION "0.1.0"
 
 /* Largest control request line (bytes, newline excluded). */
 #define GT_CTL_REQ_MAX (64u * 1024u)
-/* Most pids or ranks one selection may name. */
-#define GT_SEL_MAX 256
-/* Longest layer name or glob in a trigger. */
-#define GT_LAYER_MAX 256
 /* Longest sanitized file-name part. */
 #define GT_NAME_PART_MAX 64
 
@@ -78,26 +75,6 @@ enum gt__cmd {
     GT__CMD_SHUTDOWN,
 };
 
-/* Which agents a request is for; empty lists mean all agents. */
-struct gt__sel {
-    uint32_t pids[GT_SEL_MAX];
-    size_t npids;
-    int32_t ranks[GT_SEL_MAX];
-    size_t nranks;
-};
-
-enum gt__phase { GT__PHASE_FORWARD = 1, GT__PHASE_BACKWARD, GT__PHASE_BOTH };
-
-#define GT__ITER_NEXT (-1)
-
-struct gt__trigger {
-    char layer[GT_LAYER_MAX + 1];
-    enum gt__phase phase;       /* default backward */
-    int64_t iteration;          /* >= 0, or GT__ITER_NEXT (default) */
-    uint32_t count;             /* >= 1, default 1 */
-    struct gt__sel sel;
-};
-
 struct gt__req {
     enum gt__cmd cmd;
     struct gt__sel sel;         /* start, stop */
@@ -126,28 +103,12 @@ int gt__req_parse(const char *line, size_t len, struct gt__req *req, char *err,
 int gt__trigger_from_json(const struct cJSON *obj, struct gt__trigger *t,
                           char *err, size_t errcap) GT_WUR;
 
-/*
- * Parses the CLI spelling layer=NAME[,phase=P][,iteration=N|next]
- * [,count=N][,ranks=0,3][,pids=..] into t.
- * @return 0 or -EINVAL with a message naming the bad field.
- */
-int gt__trigger_parse_spec(const char *spec, struct gt__trigger *t, char *err,
-                           size_t errcap) GT_WUR;
-
-/*
- * Writes the canonical spec text (every field, fixed order) — the text
- * agents receive in GT_CTL_TRIGGER and the daemon reports.
- * @return its length, or -ENOSPC when cap is too small.
- */
-int gt__trigger_format(const struct gt__trigger *t, char *out, size_t cap) GT_WUR;
-
 /* The trigger as request members (caller frees); NULL on ENOMEM. */
 struct cJSON *gt__trigger_to_json(const struct gt__trigger *t);
 
 /* @return 1 when (pid, rank) is selected by s (empty lists select all). */
 int gt__sel_match(const struct gt__sel *s, uint32_t pid, int32_t rank);
 
-const char *gt__phase_name(enum gt__phase p);
 
 /* ---------------------------------------------------- daemon state */
 

@@ -1,9 +1,10 @@
 /*
- * Trigger engine (agent/trigger.c): spec parsing with errors that name the
- * field, glob matching with ancestors, and the window state machine driven
+ * Trigger engine (agent/trigger.c): glob matching with ancestors, and the
+ * window state machine driven
  * through the same hooks the torch interposer calls (gt_module_begin/end,
  * gt_node_created, gt_bwd_node_begin/end, gt_bwd_pass_begin/end), checking
- * where capture turns on and off.
+ * where capture turns on and off. The spec parser (common/trigspec.c) is
+ * tested in test_control.c.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -13,61 +14,6 @@
 
 #include "agent/internal.h"
 #include "agent/trigger.h"
-
-static int parse(const char *s, struct gt__trig_spec *out, char *err)
-{
-    return gt__trig_parse(s, strlen(s), out, err, 128);
-}
-
-Test(agent_trigger, parses_canonical_and_cli_spellings)
-{
-    struct gt__trig_spec s;
-    char err[128];
-
-    cr_assert_eq(parse("layer=layers.1?.mlp,phase=both,iteration=200,count=3,pids=7,8,ranks=0,3", &s, err), 0, "%s", err);
-    cr_assert_str_eq(s.layer, "layers.1?.mlp");
-    cr_assert_eq(s.phase, GT_TRIG_BOTH);
-    cr_assert_eq(s.next, 0);
-    cr_assert_eq(s.iteration, 200);
-    cr_assert_eq(s.count, 3);
-    cr_assert_eq(s.npids, 2);
-    cr_assert_eq(s.pids[1], 8);
-    cr_assert_eq(s.nranks, 2);
-    cr_assert_eq(s.ranks[1], 3);
-
-    cr_assert_eq(parse("ranks=1,layer=enc", &s, err), 0, "%s", err);
-    cr_assert_eq(s.phase, GT_TRIG_BACKWARD, "backward by default");
-    cr_assert(s.next, "next by default");
-    cr_assert_eq(s.count, 1);
-    cr_assert_eq(s.nranks, 1);
-}
-
-Test(agent_trigger, errors_name_the_field)
-{
-    struct gt__trig_spec s;
-    char err[128];
-    static const struct {
-        const char *spec, *field;
-    } bad[] = {
-        {"phase=forward", "layer"},
-        {"layer=", "layer"},
-        {"layer=a,phase=sideways", "phase"},
-        {"layer=a,iteration=-1", "iteration"},
-        {"layer=a,iteration=soon", "iteration"},
-        {"layer=a,count=0", "count"},
-        {"layer=a,count=99999999", "count"},
-        {"layer=a,ranks=x", "ranks"},
-        {"layer=a,colour=red", "colour"},
-        {"layer=a,7", "spec"},
-    };
-
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        err[0] = '\0';
-        cr_assert_eq(parse(bad[i].spec, &s, err), -EINVAL, "%s accepted", bad[i].spec);
-        cr_assert_eq(strncmp(err, bad[i].field, strlen(bad[i].field)), 0,
-                     "%s: error '%s' does not name %s", bad[i].spec, err, bad[i].field);
-    }
-}
 
 Test(agent_trigger, glob_matches_layer_or_ancestor)
 {
