@@ -260,7 +260,7 @@ static struct {
 } names[NAME_SLOTS];
 
 static _Atomic int name_slot = -2;   /* -2 unknown, -1 none, else index */
-static delete_fn cxx_delete;
+static _Atomic(delete_fn) cxx_delete;
 
 /* Finds Node::name's slot in Node's own vtable. Cold, once. */
 static void find_name_slot(void)
@@ -270,10 +270,11 @@ static void find_name_slot(void)
     void *h = torch_handle(NULL);
     void *fn = h ? dlsym(h, SYM_NODE_NAME) : NULL;
     void *vt = h ? dlsym(h, SYM_NODE_VTABLE) : NULL;
-    cxx_delete = h ? (delete_fn)dlsym(h, SYM_DELETE) : NULL;
+    delete_fn del = h ? (delete_fn)dlsym(h, SYM_DELETE) : NULL;
+    atomic_store_explicit(&cxx_delete, del, memory_order_relaxed);
     Dl_info di;
     const ElfW(Sym) *sym = NULL;
-    if (fn && vt && cxx_delete &&
+    if (fn && vt && del &&
         dladdr1(vt, &di, (void **)&sym, RTLD_DL_SYMENT) && sym) {
         /* Itanium vtable: offset-to-top, typeinfo, then the slots. */
         void *const *slots = (void *const *)vt + 2;
@@ -331,7 +332,7 @@ static uint32_t called_name(const void *node, int slot)
     fn(&s, node);
     uint32_t id = gt__intern(s.data, s.len);
     if (s.data != s.u.local)
-        cxx_delete(s.data);
+        atomic_load_explicit(&cxx_delete, memory_order_relaxed)(s.data);
     return id;
 }
 
