@@ -89,6 +89,7 @@ int gt__file_open(struct gt_conv *c)
     c->file_events = 0;
     c->file_open = 1;
     gt__jw_puts(&c->w, "{\"traceEvents\":[");
+    gt__win_file_opened(c, path);
     return 0;
 
 out_free_path:
@@ -237,6 +238,8 @@ int gt__file_close(struct gt_conv *c, int last)
     put_kv_i64(w, ",\"world_size\":", c->world_size);
     put_kv_str(w, ",\"hostname\":", c->hostname);
     put_kv_str(w, ",\"cmdline\":", c->cmdline);
+    if (c->root)
+        gt__win_write_meta(c);
     put_kv_u64(w, ",\n\"file_index\":", c->file_index);
     /* Patched at gt_conv_finish; stays null if the converter never
      * finishes (daemon killed), which readers take as "unknown". */
@@ -628,6 +631,14 @@ static void write_track_meta(struct gt_conv *c, uint32_t t)
 
 char *gt__ev_begin(struct gt_conv *c, uint32_t t, size_t extra)
 {
+    /* Files are created with their first event (see gt_conv_hello). A
+     * failure is sticky in c->err; the event then goes to the writer with
+     * no file behind it, which discards it. */
+    if (!c->file_open && !c->err) {
+        int rc = gt__file_open(c);
+        if (rc)
+            c->err = rc;
+    }
     if (c->tracks[t].meta_file != c->file_index + 1)
         write_track_meta(c, t);
     char *p = gt__jw_reserve(&c->w, extra + 256);

@@ -182,6 +182,9 @@ int gt_cmd_convert(int argc, char **argv)
         .out_path = out,
         .max_file_bytes = mb << 20,
         .max_file_events = events,
+        /* The user named the output: it exists afterwards, even when the
+         * input held only capture windows or nothing at all. */
+        .keep_empty_main = 1,
     };
     run.conv = gt_conv_create(&opts);
     buf = gt__malloc(BLOCK);
@@ -252,6 +255,9 @@ int gt_cmd_convert(int argc, char **argv)
                 stats->corrupt_chunks, truncated ? "; truncated" : "",
                 nfiles, nfiles == 1 ? "" : "s", nfiles ? paths[0] : "",
                 nfiles > 1 ? " ..." : "");
+        /* Rotated parts and capture windows: every file, one a line. */
+        for (size_t i = 1; i < nfiles && !quiet; i++)
+            fprintf(stderr, "gradtrace convert: file: %s\n", paths[i]);
     }
     status = nothing ? 1 : 0;
     goto out;

@@ -41,6 +41,8 @@
 #define GT__MAX_OPEN_WINDOWS 16u
 #define GT__MAX_WARNINGS 64u
 #define GT__WAIT_CAP 4096u            /* nodes waiting for their creation */
+#define GT__MAX_WIN_OPEN 4u           /* window converters alive at once */
+#define GT__WIN_CORR_CAP (1u << 14)   /* CUDA corr ids launched in windows */
 
 /* Synthetic tids (tracks that are not OS threads) start here, above any
  * Linux tid (pid_max <= 2^22). */
@@ -261,6 +263,14 @@ struct gt__warning {
     uint64_t ts;
 };
 
+/* A window being written: its own converter (conv_window.c). */
+struct gt__win_out {
+    struct gt_conv *sub;
+    uint32_t id;
+    int seg_open;         /* between WINDOW_BEGIN and WINDOW_END */
+    uint64_t seg_begin, seg_end; /* last segment's times */
+};
+
 struct gt_conv {
     /* options */
     char *out_dir, *stem, *out_path;
@@ -339,6 +349,7 @@ struct gt_conv {
     uint64_t group_end;     /* ... at this time, */
     uint64_t group_end_chunk; /* while reading this chunk */
     uint64_t group_min_first; /* earliest node start in the group */
+    uint64_t group_max_last;  /* latest node end in the group */
     int saw_step;
     uint64_t iter_start;
     int have_iter_start;
@@ -361,6 +372,26 @@ struct gt_conv {
     struct gt__warning warnings[GT__MAX_WARNINGS];
     uint32_t nwarnings;
     struct gt__anomalies an;
+
+    /* capture windows (conv_window.c): the stream's converter routes
+     * records to one converter per window, each writing its own files */
+    struct gt_conv *root;   /* set in window converters: the stream's */
+    int keep_empty_main;
+    struct gt__win_out wout[GT__MAX_WIN_OPEN];
+    uint32_t nwout;
+    uint32_t route;         /* 1 + wout index taking records, 0 main */
+    struct gt__bmap win_corr; /* CUDA corr -> window id */
+    struct gt_conv_window *winfo; /* history, GT__MAX_WINDOWS at most */
+    uint32_t nwinfo;
+    char **all_paths;       /* every file, main and windows, NULL-ended */
+    size_t nall;
+    uint64_t win_events, win_bytes, win_files, win_anomalies; /* finished */
+    /* in a window converter: what its metadata says */
+    uint32_t win_id, win_segments;
+    uint64_t win_iter;
+    int win_state;
+    char *win_spec, *win_layer;
+    const char *win_phase;
 
     /* from gt_conv_finish */
     int finished;
@@ -500,6 +531,34 @@ void gt__on_window(struct gt_conv *c, uint16_t type,
 void gt__on_warning(struct gt_conv *c, const struct gt_r_warning *r);
 void gt__on_process(struct gt_conv *c, const struct gt_r_process_info *r);
 
+/* ------------------------------------------------ convert.c, per record */
+
+/* Chunk bookkeeping around records fed with gt__conv_record. */
+void gt__conv_chunk_begin(struct gt_conv *c, const struct gt_chunk_header *h);
+void gt__conv_chunk_end(struct gt_conv *c);
+/* One record into c, rotating its file when past a limit. */
+void gt__conv_record(struct gt_conv *c, uint16_t type, uint16_t size,
+                     const uint8_t *rec);
+/* Closes open spans and the last file of c; conv_window.c for windows. */
+GT_WUR int gt__conv_close(struct gt_conv *c);
+
+/* ------------------------------------------------ conv_window.c */
+
+/* Routes one record of the stream's converter c (window converters get
+ * what falls in their segments, GPU activity by correlation id). */
+void gt__win_record(struct gt_conv *c, uint16_t type, uint16_t size,
+                    const uint8_t *rec);
+/* Chunk start/end for every window converter alive. */
+void gt__win_chunk_begin(struct gt_conv *c, const struct gt_chunk_header *h);
+void gt__win_chunk_end(struct gt_conv *c);
+/* End of input: windows without WINDOW_DONE are closed as cut. */
+GT_WUR int gt__win_finish_all(struct gt_conv *c);
+/* A file was created by c (main or window): added to the stream's list. */
+void gt__win_file_opened(struct gt_conv *c, const char *path);
+void gt__win_free(struct gt_conv *c);
+/* Writes "window":{...} into a window file's gradtrace metadata. */
+void gt__win_write_meta(struct gt_conv *c);
+
 /* ------------------------------------------------ conv_layers.c */
 
 void gt__layer_set_class(struct gt_conv *c, uint32_t path_id, uint32_t cls);
@@ -514,8 +573,13 @@ void gt__pass_begin(struct gt_conv *c, struct gt__thread *th, uint64_t ts,
 void gt__pass_end(struct gt_conv *c, struct gt__thread *th, uint64_t ts,
                   uint64_t value);
 void gt__step(struct gt_conv *c, uint64_t ts, uint64_t value);
-/* Flushes the implicit group of nodes run outside any pass, if any. */
-void gt__layers_outside_pass(struct gt_conv *c);
+/*
+ * Flushes the implicit group of nodes run outside any pass, if any, when
+ * something at ts shows the next forward has begun: ts after the group's
+ * last node (UINT64_MAX: unconditionally). A creation timed before the
+ * group's nodes end is a replayed one (capture windows) and flushes nothing.
+ */
+void gt__layers_outside_pass(struct gt_conv *c, uint64_t ts);
 /* End of a chunk: flushes a pass group that ended in an earlier chunk. */
 void gt__layers_chunk_end(struct gt_conv *c);
 /* Flushes pending layer spans and open iterations at end of input. */

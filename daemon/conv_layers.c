@@ -12,9 +12,11 @@
  * flushed when a node starts after it, the next pass begins, or one more
  * chunk has been read; nodes that arrive before their pass's begin record
  * but started after it are adopted by that pass. Nodes that run while no pass is open (no pass marks: an agent
- * without the Engine::execute hook) form an implicit group that is flushed
- * at the next pass begin, step mark, node creation (the next forward has
- * started) or the end of input, so that it covers one backward, not the
+ * without the Engine::execute hook, or a capture window cut inside a pass)
+ * form an implicit group that is flushed at the next pass begin, step
+ * mark, node creation timed after the group's last node (the next forward
+ * has started; a window's replayed creations are older) or the end of
+ * input, so that it covers one backward, not the
  * whole run. At a flush the
  * group's spans are sorted by (start, -end, depth) and placed with
  * gt__place on the "Layers backward" track: parents come before children,
@@ -171,6 +173,8 @@ void gt__layer_credit(struct gt_conv *c, uint32_t path_id, uint64_t s,
         flush_group(c, c->group_end);
     if (l >= 0 && s < c->group_min_first)
         c->group_min_first = s;
+    if (l >= 0 && e > c->group_max_last)
+        c->group_max_last = e;
     for (; l >= 0; l = c->layers[l].parent) {
         struct gt__layer *L = &c->layers[l];
         if (L->gen != c->gen) {
@@ -303,6 +307,7 @@ out_next_gen:
     c->group_has_pass = 0;
     c->group_ended = 0;
     c->group_min_first = UINT64_MAX;
+    c->group_max_last = 0;
 }
 
 static void emit_iteration(struct gt_conv *c, uint64_t s, uint64_t e,
@@ -337,9 +342,14 @@ static int iteration_start(struct gt_conv *c, uint64_t ts, uint64_t *start)
     return 1;
 }
 
-void gt__layers_outside_pass(struct gt_conv *c)
+void gt__layers_outside_pass(struct gt_conv *c, uint64_t ts)
 {
-    if (c->passes_open == 0 && c->ntouched > 0 && !c->group_has_pass)
+    /* A capture window replays each node's creation (its forward time)
+     * just before the node runs: such a creation is older than the nodes
+     * already in the group and must not cut the backward into one span
+     * per node. A real next forward starts after the group's last node. */
+    if (c->passes_open == 0 && c->ntouched > 0 && !c->group_has_pass &&
+        ts >= c->group_max_last)
         flush_group(c, 0);
 }
 
@@ -354,7 +364,7 @@ void gt__layers_chunk_end(struct gt_conv *c)
 void gt__step(struct gt_conv *c, uint64_t ts, uint64_t value)
 {
     uint64_t start;
-    gt__layers_outside_pass(c);
+    gt__layers_outside_pass(c, UINT64_MAX);
     c->saw_step = 1;
     if (c->pend_iter) {
         /* The pass-based boundary is superseded by the step mark. */

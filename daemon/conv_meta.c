@@ -42,7 +42,9 @@ void gt__on_lost(struct gt_conv *c, const struct gt_r_lost *r)
     /* Cumulative counts: the newest record replaces the older one. */
     c->lost_sum[r->what] = c->lost_sum[r->what] - old + r->count;
     c->lost[i].count = r->count;
-    uint32_t t = meta_track(c);
+    /* The counter is drawn only in a file that exists: lost counts alone
+     * must not create a trace (they are in every file's metadata). */
+    uint32_t t = c->file_open ? meta_track(c) : 0;
     if (!t)
         return;
     char *p = gt__ev_begin(c, t, 128);
@@ -122,6 +124,8 @@ void gt__window_done(struct gt_conv *c, struct gt__window *w)
 void gt__on_window(struct gt_conv *c, uint16_t type,
                       const struct gt_r_window *r)
 {
+    if (type == GT_R_WINDOW_DONE)
+        return; /* conv_window.c finishes the window's converter */
     gt__see_ts(c, r->ts);
     if (type == GT_R_WINDOW_BEGIN) {
         if (c->nopen_win == GT__MAX_OPEN_WINDOWS) {
@@ -155,7 +159,7 @@ void gt__on_warning(struct gt_conv *c, const struct gt_r_warning *r)
     }
     c->warnings[c->nwarnings++] =
         (struct gt__warning){.code = r->code, .text = r->text, .ts = r->ts};
-    uint32_t t = meta_track(c), tl;
+    uint32_t t = c->file_open ? meta_track(c) : 0, tl;
     if (!t)
         return;
     const char *text = gt__str_esc(c, r->text, &tl);

@@ -45,6 +45,7 @@ struct gt_conv *gt_conv_create(const struct gt_conv_opts *opts)
                                           : GT__CONV_DEFAULT_MAX_EVENTS;
     c->node_map_cap = opts->max_pending_nodes ? opts->max_pending_nodes
                                               : GT__NODE_MAP_DEFAULT;
+    c->keep_empty_main = opts->keep_empty_main;
     if (opts->out_path && !(c->out_path = gt__strdup(opts->out_path)))
         goto out_free;
     if (opts->out_dir && !(c->out_dir = gt__strdup(opts->out_dir)))
@@ -80,6 +81,7 @@ void gt_conv_free(struct gt_conv *c)
 {
     if (!c)
         return;
+    gt__win_free(c);
     if (c->fd >= 0)
         close(c->fd);
     gt__jw_close(&c->w);
@@ -124,21 +126,29 @@ void gt_conv_free(struct gt_conv *c)
 size_t gt_conv_files(const struct gt_conv *c, const char *const **paths)
 {
     static const char *const none[1] = {NULL};
-    *paths = c->paths ? (const char *const *)c->paths : none;
-    return c->nfiles;
+    *paths = c->all_paths ? (const char *const *)c->all_paths : none;
+    return c->nall;
 }
 
 uint64_t gt_conv_events(const struct gt_conv *c)
 {
-    return c->total_events;
+    uint64_t n = c->total_events + c->win_events;
+    for (uint32_t i = 0; i < c->nwout; i++)
+        n += c->wout[i].sub->total_events;
+    return n;
 }
 
 void gt_conv_summary(const struct gt_conv *c, struct gt_conv_summary *out)
 {
     memset(out, 0, sizeof(*out));
-    out->events = c->total_events;
-    out->files = c->nfiles;
-    out->bytes = c->total_bytes + (c->file_open ? c->w.bytes : 0);
+    out->events = gt_conv_events(c);
+    out->files = c->nall;
+    out->bytes = c->total_bytes + (c->file_open ? c->w.bytes : 0) + c->win_bytes;
+    for (uint32_t i = 0; i < c->nwout; i++) {
+        const struct gt_conv *w = c->wout[i].sub;
+        out->bytes += w->total_bytes + (w->file_open ? w->w.bytes : 0);
+    }
+    out->anomalies = c->win_anomalies;
     out->chunks = c->chunks;
     out->records = c->records;
     out->lost_events = c->lost_sum[GT_LOST_EVENTS];
@@ -149,7 +159,7 @@ void gt_conv_summary(const struct gt_conv *c, struct gt_conv_summary *out)
 #undef GT__ANOM_SUM
 }
 
-/* Opens the first file on first need. */
+/* Opens the first file now (gt__ev_begin opens it at the first event). */
 static int ensure_file(struct gt_conv *c)
 {
     int rc;
@@ -183,7 +193,9 @@ int gt_conv_hello(struct gt_conv *c, const struct gt_hello_info *hello)
         c->base_ns = c->start_mono - c->start_mono % 1000000u;
         c->have_base = 1;
     }
-    return ensure_file(c);
+    /* The file is created with its first event: a stream that records
+     * only inside capture windows leaves no empty main trace. */
+    return 0;
 }
 
 /* The current thread (from the last GT_R_THREAD), or NULL (counted). */
@@ -479,8 +491,16 @@ static void on_record(struct gt_conv *c, uint16_t type, uint16_t size,
             return;
         /* A creation after backward nodes ran outside any pass: the next
          * forward has begun, so that backward's layer spans are complete. */
-        gt__layers_outside_pass(c);
-        uint64_t ts = thread_ts(c, th, r.ts);
+        /* A creation older than the thread's last event is a capture
+         * window's replay (the agent's per-thread time never goes back
+         * otherwise): it keeps its forward time, which ends no span and
+         * so needs no clamping, and it does not end the backward group. */
+        uint64_t ts = r.ts;
+        if (ts >= th->last_ts)
+            ts = thread_ts(c, th, ts);
+        else
+            gt__see_ts(c, ts);
+        gt__layers_outside_pass(c, ts);
         if (gt__node_created_late(c, r.fwd_tid, r.seq, ts, th->os_tid,
                                   r.layer))
             return;
@@ -607,7 +627,8 @@ static void on_record(struct gt_conv *c, uint16_t type, uint16_t size,
         return;
     }
     case GT_R_WINDOW_BEGIN:
-    case GT_R_WINDOW_END: {
+    case GT_R_WINDOW_END:
+    case GT_R_WINDOW_DONE: {
         struct gt_r_window r;
         GET(rec, size, r);
         gt__on_window(c, type, &r);
@@ -625,15 +646,8 @@ static void on_record(struct gt_conv *c, uint16_t type, uint16_t size,
     }
 }
 
-int gt_conv_chunk(struct gt_conv *c, const struct gt_chunk_header *h,
-                  const uint8_t *records, size_t raw_size)
+void gt__conv_chunk_begin(struct gt_conv *c, const struct gt_chunk_header *h)
 {
-    struct gt_rec_iter it;
-    uint16_t type, size;
-    const uint8_t *rec;
-    int rc;
-    if (c->err)
-        return c->err;
     if (!c->have_base) {
         /* No hello: the chunk's earliest time, with a margin for records
          * of other threads that arrive later. */
@@ -643,24 +657,50 @@ int gt_conv_chunk(struct gt_conv *c, const struct gt_chunk_header *h,
         c->base_ns = f - f % 1000000u;
         c->have_base = 1;
     }
-    if ((rc = ensure_file(c)))
-        return rc;
     c->chunks++;
-    c->records += h ? h->record_count : 0;
+    c->records += h && !c->root ? h->record_count : 0;
     c->cur = 0; /* each chunk names its threads again */
-    gt_rec_iter_init(&it, records, raw_size);
-    while ((rc = gt_rec_next(&it, &type, &size, &rec)) == 1) {
-        on_record(c, type, size, rec);
-        if ((c->w.bytes >= c->max_bytes || c->file_events >= c->max_events) &&
-            gt__maybe_rotate(c))
-            break;
-    }
-    if (rc < 0)
-        c->an.bad_records++; /* the rest of the chunk is unreadable */
+}
+
+void gt__conv_record(struct gt_conv *c, uint16_t type, uint16_t size,
+                     const uint8_t *rec)
+{
+    if (c->err)
+        return;
+    if (c->root)
+        c->records++;
+    on_record(c, type, size, rec);
+    if ((c->w.bytes >= c->max_bytes || c->file_events >= c->max_events) &&
+        gt__maybe_rotate(c) && !c->err)
+        c->err = -EIO;
+}
+
+void gt__conv_chunk_end(struct gt_conv *c)
+{
     gt__nodes_chunk_end(c, 0);
     gt__layers_chunk_end(c);
     if (c->w.err && !c->err)
         c->err = c->w.err;
+}
+
+int gt_conv_chunk(struct gt_conv *c, const struct gt_chunk_header *h,
+                  const uint8_t *records, size_t raw_size)
+{
+    struct gt_rec_iter it;
+    uint16_t type, size;
+    const uint8_t *rec;
+    int rc;
+    if (c->err)
+        return c->err;
+    gt__conv_chunk_begin(c, h);
+    gt__win_chunk_begin(c, h);
+    gt_rec_iter_init(&it, records, raw_size);
+    while ((rc = gt_rec_next(&it, &type, &size, &rec)) == 1 && !c->err)
+        gt__win_record(c, type, size, rec);
+    if (rc < 0)
+        c->an.bad_records++; /* the rest of the chunk is unreadable */
+    gt__conv_chunk_end(c);
+    gt__win_chunk_end(c);
     return c->err;
 }
 
@@ -690,6 +730,20 @@ static void close_open(struct gt_conv *c)
     }
 }
 
+int gt__conv_close(struct gt_conv *c)
+{
+    int rc;
+    close_open(c);
+    gt__nodes_chunk_end(c, 1);
+    gt__layers_finish(c);
+    c->finished = 1;
+    rc = gt__file_close(c, 1);
+    gt__files_patch_count(c);
+    if (rc && !c->err)
+        c->err = rc;
+    return c->err;
+}
+
 int gt_conv_finish(struct gt_conv *c, const struct gt_framer_stats *stats,
                    int truncated)
 {
@@ -698,20 +752,21 @@ int gt_conv_finish(struct gt_conv *c, const struct gt_framer_stats *stats,
         return c->err;
     if (!c->have_base)
         c->have_base = 1; /* nothing seen: base 0 */
-    if ((rc = ensure_file(c)))
-        return rc;
-    close_open(c);
-    gt__nodes_chunk_end(c, 1);
-    gt__layers_finish(c);
-    c->finished = 1;
     c->truncated = truncated != 0;
     if (stats) {
         c->stats = *stats;
         c->have_stats = 1;
     }
-    rc = gt__file_close(c, 1);
-    gt__files_patch_count(c);
+    /* Windows first: their files are complete whatever happens to main. */
+    rc = gt__win_finish_all(c);
     if (rc && !c->err)
         c->err = rc;
-    return c->err;
+    /* Closing spans still open may write the first events; a stream with
+     * none keeps no main file unless the caller named it (and no window
+     * file stands in for it). */
+    close_open(c);
+    if (!c->file_open && !c->err && c->keep_empty_main && c->nall == 0 &&
+        (rc = ensure_file(c)))
+        return rc;
+    return gt__conv_close(c);
 }

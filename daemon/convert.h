@@ -28,6 +28,10 @@ struct gt_conv_opts {
     /* Node creations held until their backward node runs; the oldest is
      * evicted (and counted) beyond this. 0 = default (262144). */
     uint32_t max_pending_nodes;
+    /* Write the main file even when it would hold no events (gradtrace
+     * convert -o, where the user named the file). Otherwise a stream that
+     * recorded nothing outside capture windows leaves no main file. */
+    int keep_empty_main;
 };
 
 struct gt_conv;
@@ -58,8 +62,39 @@ GT_WUR int gt_conv_chunk(struct gt_conv *c, const struct gt_chunk_header *h,
 GT_WUR int gt_conv_finish(struct gt_conv *c, const struct gt_framer_stats *stats,
                           int truncated);
 
-/* Paths of files written so far (valid until gt_conv_free). */
+/* Paths of files written so far, the main file's and the windows', in the
+ * order they were created (valid until the next call that feeds c). */
 size_t gt_conv_files(const struct gt_conv *c, const char *const **paths);
+
+/*
+ * A capture window of the stream (GT_R_WINDOW_* records): each one is
+ * written to its own file(s) named <stem>-w<id>-<layer>-<phase>-it<N>.json.
+ */
+struct gt_conv_window {
+    uint32_t id;          /* the agent's window id */
+    uint32_t segments;    /* WINDOW_BEGIN records seen */
+    uint64_t iteration;
+    const char *spec;     /* the trigger spec that opened it */
+    const char *layer;    /* the spec's layer (module path or glob) */
+    const char *phase;    /* "forward", "backward" or "both" */
+    const char *file;     /* its first file, NULL until an event is written */
+    int state;            /* GT_CONV_WIN_* */
+};
+
+enum {
+    GT_CONV_WIN_OPEN = 0,   /* segments still arriving */
+    GT_CONV_WIN_DONE = 1,   /* WINDOW_DONE seen: its files are complete */
+    GT_CONV_WIN_CUT = 2,    /* input ended (or the open-window cap hit)
+                             * before WINDOW_DONE: files closed as they were */
+};
+
+/*
+ * The most recent windows (at most 256, oldest dropped first) in the order
+ * they began. *out stays valid until the next gt_conv_chunk/finish/free.
+ * @return how many.
+ */
+size_t gt_conv_windows(const struct gt_conv *c,
+                       const struct gt_conv_window **out);
 
 /* Events written so far, across files. */
 uint64_t gt_conv_events(const struct gt_conv *c);
