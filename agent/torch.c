@@ -270,7 +270,14 @@ static void find_name_slot(void)
     void *h = torch_handle(NULL);
     void *fn = h ? dlsym(h, SYM_NODE_NAME) : NULL;
     void *vt = h ? dlsym(h, SYM_NODE_VTABLE) : NULL;
-    delete_fn del = h ? (delete_fn)dlsym(h, SYM_DELETE) : NULL;
+    /*
+     * The operator delete that matches the operator new libtorch's
+     * std::string used: its PLT looks in the global scope first (where a
+     * preloaded allocator or a sanitizer replaces it), then in its own.
+     */
+    delete_fn del = (delete_fn)dlsym(RTLD_DEFAULT, SYM_DELETE);
+    if (!del && h)
+        del = (delete_fn)dlsym(h, SYM_DELETE);
     atomic_store_explicit(&cxx_delete, del, memory_order_relaxed);
     Dl_info di;
     const ElfW(Sym) *sym = NULL;
