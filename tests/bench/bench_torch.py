@@ -12,6 +12,10 @@ several rounds so that drift on a shared machine hits all of them alike,
 and each reports per-iteration wall times after warm-up. Printed: median
 and best-round medians per configuration and their ratios to "none".
 
+A last measurement toggles capture inside one agent process around a chain
+of multiplies, which isolates the C hooks' cost per autograd node from
+process-to-process noise.
+
 Configurations:
   none      no agent, no profiler
   idle      agent + Python module loaded, capture off
@@ -82,11 +86,49 @@ def child(args):
     print(" ".join("%.9f" % t for t in times))
 
 
+def pernode(args):
+    """In one agent process: a chain of N multiplies (one node created and
+    one run backward each), timed with capture off and on alternately, so
+    the difference is the C hooks' cost per node without process-to-process
+    noise."""
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import gradtrace
+    import torch
+
+    torch.set_num_threads(1)
+    x = torch.zeros(1, requires_grad=True)
+    n = 2000
+
+    def fb():
+        y = x
+        for _ in range(n):
+            y = y * 1.0
+        y.backward()
+
+    def best(k=7):
+        b = 1e9
+        for _ in range(k):
+            t = time.perf_counter()
+            fb()
+            b = min(b, time.perf_counter() - t)
+        return b / n
+
+    for _ in range(3):
+        fb()
+    off, on = [], []
+    for _ in range(args.rounds * 3):
+        gradtrace.capture_stop()
+        off.append(best())
+        gradtrace.capture_start()
+        on.append(best())
+    print("%.9f %.9f" % (min(off), min(on)))
+
+
 def launch(config, args, tmp):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     env.pop("PYTHONPATH", None)
-    if config in ("idle", "capture", "c-only"):
+    if config in ("idle", "capture", "c-only", "pernode"):
         env["LD_PRELOAD"] = AGENT
         env["GRADTRACE_FILE"] = os.path.join(tmp, config + ".gtr")
         env["GRADTRACE_CAPTURE"] = "0" if config == "idle" else "1"
@@ -138,6 +180,9 @@ def main():
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--batch", type=int, default=64)
     args = ap.parse_args()
+    if args.config == "pernode":
+        pernode(args)
+        return 0
     if args.config:
         child(args)
         return 0
@@ -153,10 +198,11 @@ def main():
         tiny.hidden, tiny.batch, tiny.iters = 8, 1, args.tiny_iters
         tiny.rounds, tiny.warmup = max(3, args.rounds), 20
         res = measure(tiny, tmp, "overhead-bound")
+        off, on = launch("pernode", args, tmp)
     # Events per iteration of this model: per block fc1, fc2 (addmm + t
     # nodes each), gelu, add -> 6 created + 6 run backward; plus pow, mean.
     nodes = 6 * args.blocks + 2
-    modules = 3 * args.blocks + 1
+    modules = 4 * args.blocks + 1
     per_iter = lambda a, b: (res[a] - res[b]) * 1e6  # noqa: E731
     print("where the time goes (overhead-bound, best rounds, per iteration "
           "of %d autograd nodes and %d module calls):" % (nodes, modules))
@@ -167,6 +213,9 @@ def main():
     print("  full capture (capture - none):            %+8.1f us"
           " = %.2f us per module call if all of it is Python" %
           (per_iter("capture", "none"), per_iter("capture", "none") / modules))
+    print("C hooks per autograd node, one process, capture toggled: "
+          "%.0f ns per op off, %.0f ns on: %+.0f ns per node (created and "
+          "run backward: 3 records)" % (off * 1e9, on * 1e9, (on - off) * 1e9))
     print("trace bytes, realistic run's last round: capture %d, c-only %d"
           % (big["capture"], big["c-only"]))
     return 0
