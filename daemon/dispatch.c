@@ -300,6 +300,7 @@ static void do_trigger(struct gt__ctlconn *c, const struct gt__req *r, cJSON *id
             gt__agent_send(a, GT_CTL_TRIGGER, t->spec) < 0)
             continue;
         t->sent++;
+        gt__agent_trig_sent(a, t);
         cJSON_AddItemToArray(arr, cJSON_CreateNumber(a->hello->h.pid));
     }
     gt__log("trigger %llu armed: %s (sent to %u agent(s))",
@@ -317,8 +318,10 @@ static void do_trigger_clear(struct gt__ctlconn *c, cJSON *id)
 
     for (struct gt__agent *a = s->agents; a; a = a->next)
         if (a->hello_seen && !a->closing &&
-            gt__agent_send(a, GT_CTL_TRIGGER_CLEAR, "") == 0)
+            gt__agent_send(a, GT_CTL_TRIGGER_CLEAR, "") == 0) {
+            gt__agent_trig_cleared(a);
             n++;
+        }
     o = ok_obj();
     cJSON_AddNumberToObject(o, "cleared", (double)s->narmed);
     cJSON_AddNumberToObject(o, "agents", n);

@@ -4,7 +4,7 @@
  *   accept -> SO_PEERCRED check -> read -> strict framer (hello, chunks)
  *     hello: pick a unique sanitized stem, create the converter and the raw
  *            .gtr file (--raw), answer GT_CTL_WELCOME, send armed triggers;
- *     chunk: feed the converter, note lost counts and windows for status;
+ *     chunk: feed the converter (which keeps the windows), note lost counts;
  *     EOF or any decode error: finish the converter (the partial trace is
  *            still a valid file), remember a summary, close the socket.
  *
@@ -212,8 +212,6 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
 
             if (gt_rec_get(rec, size, &l, sizeof(l)) == 0)
                 note_lost(a, &l);
-        } else if (type == GT_R_WINDOW_BEGIN) {
-            a->windows++;
         }
     }
     return gt_conv_chunk(a->conv, h, records, raw_size);
@@ -225,6 +223,7 @@ static void on_closed(uv_handle_t *h)
 
     gt_framer_free(a->framer);
     gt_conv_free(a->conv);
+    gt__agent_trig_free(a);
     gt__free(a->hello);
     gt__free(a->pre);
     gt__free(a);
@@ -252,6 +251,7 @@ static struct gt__done *remember(struct gt__agent *a, const char *reason)
     d->lost_events = lost_sum(a, GT_LOST_EVENTS);
     d->lost_chunks = lost_sum(a, GT_LOST_CHUNKS) +
                      gt_framer_stats(a->framer)->chunks_lost;
+    d->trig = gt__agent_trig_json(a);
     d->files = gt__calloc(n + 1, sizeof(char *));
     for (size_t i = 0; d->files && i < n; i++)
         if ((d->files[d->nfiles] = gt__strdup(paths[i])) != NULL)
@@ -267,10 +267,7 @@ static struct gt__done *remember(struct gt__agent *a, const char *reason)
 
         while ((*pp)->next)
             pp = &(*pp)->next;
-        for (size_t i = 0; i < (*pp)->nfiles; i++)
-            gt__free((*pp)->files[i]);
-        gt__free((*pp)->files);
-        gt__free(*pp);
+        gt__done_free(*pp);
         *pp = NULL;
         s->ndone--;
     }
@@ -608,8 +605,10 @@ void gt__agent_send_triggers(struct gt__agent *a)
         struct gt__armed *t = &s->armed[i];
 
         if (gt__sel_match(&t->t.sel, a->hello->h.pid, a->hello->h.rank) &&
-            gt__agent_send(a, GT_CTL_TRIGGER, t->spec) == 0)
+            gt__agent_send(a, GT_CTL_TRIGGER, t->spec) == 0) {
             t->sent++;
+            gt__agent_trig_sent(a, t);
+        }
     }
 }
 
@@ -651,8 +650,12 @@ cJSON *gt__agent_json(const struct gt__agent *a)
     cJSON_AddNumberToObject(o, "lost_cupti", (double)lost_sum(a, GT_LOST_CUPTI));
     cJSON_AddNumberToObject(o, "lost_chunks",
                             (double)(lost_sum(a, GT_LOST_CHUNKS) + st->chunks_lost));
-    cJSON_AddNumberToObject(o, "windows", (double)a->windows);
+    const struct gt_conv_window *w;
+    cJSON_AddNumberToObject(o, "windows", (double)gt_conv_windows(a->conv, &w));
     cJSON_AddItemToObject(o, "files", files_json(paths, n));
+    cJSON *trig = gt__agent_trig_json(a);
+    gt__trig_json_merge(o, trig);
+    cJSON_Delete(trig);
     return o;
 }
 
@@ -675,5 +678,6 @@ cJSON *gt__done_json(const struct gt__done *d)
     cJSON_AddNumberToObject(o, "lost_chunks", (double)d->lost_chunks);
     cJSON_AddItemToObject(o, "files",
                           files_json((const char *const *)d->files, d->nfiles));
+    gt__trig_json_merge(o, d->trig);
     return o;
 }

@@ -131,6 +131,14 @@ struct gt__lost_slot {
 };
 
 /* One agent connection (ingest.c). */
+/* A trigger the daemon sent to one agent (agent_trig.c). */
+struct gt__agent_trig {
+    uint64_t id;                /* the daemon's trigger id */
+    char *spec;                 /* canonical text, as the agent got it */
+    uint32_t count;
+    int cleared;                /* trigger_clear came after it */
+};
+
 struct gt__agent {
     uv_pipe_t pipe;             /* first: handle->data is unused, cast back */
     struct gt__server *srv;
@@ -150,9 +158,10 @@ struct gt__agent {
     size_t pre_len;
     uint64_t bytes;
     uint64_t records;
-    uint64_t windows;
     struct gt__lost_slot lost[GT_LOST_SLOTS];
     size_t nlost;
+    struct gt__agent_trig trigs[GT_ARMED_MAX];
+    size_t ntrigs;
     uint8_t rbuf[64 * 1024];
 };
 
@@ -169,6 +178,7 @@ struct gt__done {
     size_t nfiles;
     uint64_t bytes, records, events, lost_events, lost_chunks;
     int collected;              /* reported by a collect request */
+    struct cJSON *trig;         /* gt__agent_trig_json at the end */
 };
 
 struct gt__armed {
@@ -251,6 +261,18 @@ struct cJSON *gt__agent_json(const struct gt__agent *a);
 struct cJSON *gt__done_json(const struct gt__done *d);
 /* Sends the armed triggers that select this agent. */
 void gt__agent_send_triggers(struct gt__agent *a);
+
+/* agent_trig.c: triggers sent to an agent and the windows it fired */
+void gt__agent_trig_sent(struct gt__agent *a, const struct gt__armed *t);
+void gt__agent_trig_cleared(struct gt__agent *a);
+void gt__agent_trig_free(struct gt__agent *a);
+/* {"triggers":[{id,spec,count,windows,state}], "windows":[{id,spec,layer,
+ * phase,iteration,segments,state,file}]}; NULL on ENOMEM. */
+struct cJSON *gt__agent_trig_json(const struct gt__agent *a);
+/* Adds "triggers" and "fired" (copies of trig's lists) to dst. */
+void gt__trig_json_merge(struct cJSON *dst, const struct cJSON *trig);
+/* Frees a finished agent's record (NULL is ok). */
+void gt__done_free(struct gt__done *d);
 
 /* dispatch.c */
 void gt__ctl_on_connection(uv_stream_t *server, int status);

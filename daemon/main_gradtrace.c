@@ -132,6 +132,25 @@ static const char *str(const cJSON *o, const char *k)
     return v->valuestring;
 }
 
+/* The triggers an agent was sent and the windows it fired. */
+static void print_agent_triggers(const cJSON *a)
+{
+    const cJSON *trig = cJSON_GetObjectItemCaseSensitive(a, "triggers");
+    const cJSON *fired = cJSON_GetObjectItemCaseSensitive(a, "fired");
+    const cJSON *t;
+
+    if (cJSON_GetArraySize(trig) == 0 && cJSON_GetArraySize(fired) == 0)
+        return;
+    printf("  pid %.0f:\n", num(a, "pid"));
+    cJSON_ArrayForEach(t, trig)
+        printf("    trigger #%.0f %s: %s (%.0f of %.0f windows)\n", num(t, "id"),
+               str(t, "spec"), str(t, "state"), num(t, "windows"), num(t, "count"));
+    cJSON_ArrayForEach(t, fired)
+        printf("    window %.0f iteration %.0f %s %s: %s, %s\n", num(t, "id"),
+               num(t, "iteration"), str(t, "layer"), str(t, "phase"),
+               str(t, "state"), *str(t, "file") ? str(t, "file") : "no file yet");
+}
+
 static void print_status(const cJSON *r)
 {
     const cJSON *agents = cJSON_GetObjectItemCaseSensitive(r, "agents");
@@ -164,6 +183,8 @@ static void print_status(const cJSON *r)
                    num(a, "bytes"), num(a, "records"), num(a, "lost_events"),
                    num(a, "lost_chunks"), num(a, "windows"), str(a, "command"));
         }
+        cJSON_ArrayForEach(a, agents)
+            print_agent_triggers(a);
     }
     printf("\ntriggers armed: %d\n", cJSON_GetArraySize(trig));
     cJSON_ArrayForEach(a, trig)
@@ -182,6 +203,7 @@ static void print_status(const cJSON *r)
             cJSON_ArrayForEach(f, files)
                 if (cJSON_IsString(f))
                     printf("      %s\n", f->valuestring); /* sanitized stems */
+            print_agent_triggers(a);
         }
     }
     if (tot)

@@ -334,10 +334,7 @@ void gt__server_cleanup(struct gt__server *s)
     while (d) {
         struct gt__done *next = d->next;
 
-        for (size_t i = 0; i < d->nfiles; i++)
-            free(d->files[i]);
-        free(d->files);
-        free(d);
+        gt__done_free(d);
         d = next;
     }
     s->done = NULL;
