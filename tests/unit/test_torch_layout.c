@@ -75,8 +75,10 @@ Test(torch_layout, fresh_node_evidence_with_a_rival_does_not_settle)
 Test(torch_layout, backward_reports_only_unanimous_values_then_settles)
 {
     struct fake_node n;
-    /* 1.13-like layout: seq +24, topo +32, has_parent +40, tid +48. The
-     * forward created seqs 0..19 on torch thread 1; no fresh-node evidence. */
+    /* 1.13's seq +24 and tid +48, with a topological number placed before
+     * them (+16, so a scan in offset order meets it first) and a true
+     * has_parent_ at +40. The forward created seqs 0..19 on torch thread
+     * 1; no fresh-node evidence. */
     for (uint64_t seq = 0; seq < 20; seq++)
         gt__torch_layout_note_created(seq, 1);
 
@@ -85,7 +87,7 @@ Test(torch_layout, backward_reports_only_unanimous_values_then_settles)
     int reported = 0;
     for (uint64_t seq = 19; seq + 1 > 0 && seq < 20; seq--) {
         uint64_t topo = seq == 19 ? 19 : seq % 4;
-        fill(&n, 3, 6, seq, 1, topo, 4, 5);
+        fill(&n, 3, 6, seq, 1, topo, 2, 5);
         uint64_t s, t;
         if (gt__torch_layout_read(&n, &s, &t)) {
             cr_assert_eq(s, seq, "reported seq %lu for node %lu",
