@@ -21,3 +21,30 @@ try:
 except RuntimeError as e:
     print("caught2", str(e)[:30])
 print("ok", x.grad.shape)
+
+
+# A forward that raises inside nested modules, caught outside the model:
+# on torch 1.13 the module post-hooks do not run, so the package must close
+# the stale scopes itself when the model is called again.
+class Flaky(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fail = True
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        if self.fail:
+            raise ValueError("flaky forward")
+        return self.lin(x)
+
+
+model = torch.nn.Sequential(torch.nn.Linear(4, 4),
+                            torch.nn.Sequential(Flaky()))
+inp = torch.randn(2, 4)
+try:
+    model(inp)
+except ValueError:
+    print("caught3")
+model[1][0].fail = False
+model(inp).sum().backward()
+print("ok2")
