@@ -2,16 +2,17 @@
  * Fuzz target: arbitrary bytes as the records of chunks fed to the
  * converter (the first byte picks how the input is cut into chunks and a
  * tiny node-map cap, so eviction and multi-chunk state are exercised).
- * Invariant checked: whatever the records say, the converter produces one
- * file that is valid JSON with a traceEvents array and the gradtrace
+ * Invariant checked: whatever the records say, the converter produces at
+ * least one file (the main one, or capture windows' files), and every file
+ * it lists is valid JSON with a traceEvents array and the gradtrace
  * metadata (parsed back with cJSON); it never crashes or reads outside the
- * input (ASan/UBSan in the libFuzzer build).
+ * input (ASan/UBSan in the libFuzzer build). Files go to a private
+ * directory made once per process and are removed after each input.
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "common/codec.h"
@@ -19,19 +20,54 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* Parses one output file; aborts unless it is a trace. */
+static void check_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        abort();
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)len + 1);
+    if (fread(text, 1, (size_t)len, f) != (size_t)len)
+        abort();
+    fclose(f);
+    text[len] = 0;
+    cJSON *doc = cJSON_Parse(text);
+    if (!doc || !cJSON_IsArray(cJSON_GetObjectItem(doc, "traceEvents")) ||
+        !cJSON_IsObject(cJSON_GetObjectItem(doc, "gradtrace"))) {
+        fprintf(stderr, "fuzz_convert: %s is not a valid trace\n", path);
+        abort();
+    }
+    cJSON_Delete(doc);
+    free(text);
+}
+
+static char dir[64];
+
+static void remove_dir(void)
+{
+    rmdir(dir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char path[64];
+    char path[96];
     if (size < 1)
         return 0;
-    int fd = memfd_create("fuzz_convert", 0);
-    if (fd < 0)
-        return 0;
-    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    if (!dir[0]) {
+        strcpy(dir, "/tmp/gt-fuzz-convert-XXXXXX");
+        if (!mkdtemp(dir))
+            abort();
+        atexit(remove_dir);
+    }
+    snprintf(path, sizeof(path), "%s/out.json", dir);
     struct gt_conv_opts o = {.out_path = path,
                              .max_file_bytes = 1ull << 40,
                              .max_file_events = 1ull << 40,
-                             .max_pending_nodes = 1u + (data[0] & 7)};
+                             .max_pending_nodes = 1u + (data[0] & 7),
+                             .keep_empty_main = 1};
     struct gt_conv *c = gt_conv_create(&o);
     if (!c)
         abort();
@@ -62,21 +98,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (gt_conv_finish(c, NULL, 1))
         abort();
-    gt_conv_free(c);
-
-    off_t len = lseek(fd, 0, SEEK_END);
-    char *text = malloc((size_t)len + 1);
-    if (pread(fd, text, (size_t)len, 0) != len)
+    const char *const *paths;
+    size_t n = gt_conv_files(c, &paths);
+    if (n == 0)
         abort();
-    text[len] = 0;
-    close(fd);
-    cJSON *doc = cJSON_Parse(text);
-    if (!doc || !cJSON_IsArray(cJSON_GetObjectItem(doc, "traceEvents")) ||
-        !cJSON_IsObject(cJSON_GetObjectItem(doc, "gradtrace"))) {
-        fprintf(stderr, "fuzz_convert: output is not a valid trace\n");
-        abort();
+    for (size_t i = 0; i < n; i++) {
+        check_file(paths[i]);
+        unlink(paths[i]);
     }
-    cJSON_Delete(doc);
-    free(text);
+    gt_conv_free(c);
     return 0;
 }
