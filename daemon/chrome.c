@@ -238,8 +238,7 @@ int gt__file_close(struct gt_conv *c, int last)
     put_kv_i64(w, ",\"world_size\":", c->world_size);
     put_kv_str(w, ",\"hostname\":", c->hostname);
     put_kv_str(w, ",\"cmdline\":", c->cmdline);
-    if (c->root)
-        gt__win_write_meta(c);
+    gt__win_write_meta(c);
     put_kv_u64(w, ",\n\"file_index\":", c->file_index);
     /* Patched at gt_conv_finish; stays null if the converter never
      * finishes (daemon killed), which readers take as "unknown". */

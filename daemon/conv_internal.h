@@ -556,7 +556,8 @@ GT_WUR int gt__win_finish_all(struct gt_conv *c);
 /* A file was created by c (main or window): added to the stream's list. */
 void gt__win_file_opened(struct gt_conv *c, const char *path);
 void gt__win_free(struct gt_conv *c);
-/* Writes "window":{...} into a window file's gradtrace metadata. */
+/* Writes "window":{...} into a window file's gradtrace metadata, and
+ * "window_files":[...] (the stream's windows so far) into a main file's. */
 void gt__win_write_meta(struct gt_conv *c);
 
 /* ------------------------------------------------ conv_layers.c */

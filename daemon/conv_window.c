@@ -334,6 +334,10 @@ static void on_window(struct gt_conv *c, uint16_t type, uint16_t size,
         struct gt_conv *w = info ? win_create(c, &r, info) : NULL;
         if (!w) {
             /* Out of memory: the window's records go to main. */
+            if (info) {
+                winfo_release(info);
+                c->nwinfo--;
+            }
             c->an.windows_unmatched++;
             return;
         }
@@ -493,10 +497,40 @@ void gt__win_file_opened(struct gt_conv *c, const char *path)
     }
 }
 
+static const char *const states[] = {"open", "done", "cut"};
+
+static const char *state_name(int s)
+{
+    return states[s >= 0 && s <= 2 ? s : 0];
+}
+
 void gt__win_write_meta(struct gt_conv *c)
 {
-    static const char *const states[] = {"open", "done", "cut"};
     struct gt__jw *w = &c->w;
+
+    if (!c->root) {
+        /* The main file: where the stream's windows went. */
+        gt__jw_puts(w, ",\n\"window_files\":[");
+        for (uint32_t i = 0; i < c->nwinfo; i++) {
+            const struct gt_conv_window *x = &c->winfo[i];
+            gt__jw_puts(w, i ? ",{\"id\":" : "{\"id\":");
+            gt__jw_u64(w, x->id);
+            gt__jw_puts(w, ",\"iteration\":");
+            gt__jw_u64(w, x->iteration);
+            gt__jw_puts(w, ",\"spec\":");
+            gt__jw_str(w, x->spec, strlen(x->spec));
+            gt__jw_puts(w, ",\"state\":\"");
+            gt__jw_puts(w, state_name(x->state));
+            gt__jw_puts(w, "\",\"file\":");
+            if (x->file)
+                gt__jw_str(w, x->file, strlen(x->file));
+            else
+                gt__jw_puts(w, "null");
+            gt__jw_puts(w, "}");
+        }
+        gt__jw_puts(w, "]");
+        return;
+    }
 
     gt__jw_puts(w, ",\n\"window\":{\"id\":");
     gt__jw_u64(w, c->win_id);
@@ -511,6 +545,6 @@ void gt__win_write_meta(struct gt_conv *c)
     gt__jw_puts(w, ",\"segments\":");
     gt__jw_u64(w, c->win_segments);
     gt__jw_puts(w, ",\"state\":\"");
-    gt__jw_puts(w, states[c->win_state >= 0 && c->win_state <= 2 ? c->win_state : 0]);
+    gt__jw_puts(w, state_name(c->win_state));
     gt__jw_puts(w, "\"}");
 }

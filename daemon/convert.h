@@ -90,7 +90,8 @@ enum {
 
 /*
  * The most recent windows (at most 256, oldest dropped first) in the order
- * they began. *out stays valid until the next gt_conv_chunk/finish/free.
+ * they began. *out stays valid until the next gt_conv_chunk or gt_conv_free
+ * (gt_conv_finish only updates states: open windows become cut).
  * @return how many.
  */
 size_t gt_conv_windows(const struct gt_conv *c,

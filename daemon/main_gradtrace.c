@@ -145,10 +145,15 @@ static void print_agent_triggers(const cJSON *a)
     cJSON_ArrayForEach(t, trig)
         printf("    trigger #%.0f %s: %s (%.0f of %.0f windows)\n", num(t, "id"),
                str(t, "spec"), str(t, "state"), num(t, "windows"), num(t, "count"));
+    /* The last 10 windows; a count=1000 trigger must not flood the table. */
+    int skip = cJSON_GetArraySize(fired) - 10;
+    if (skip > 0)
+        printf("    ... %d earlier windows (status --json lists them)\n", skip);
     cJSON_ArrayForEach(t, fired)
-        printf("    window %.0f iteration %.0f %s %s: %s, %s\n", num(t, "id"),
-               num(t, "iteration"), str(t, "layer"), str(t, "phase"),
-               str(t, "state"), *str(t, "file") ? str(t, "file") : "no file yet");
+        if (skip-- <= 0)
+            printf("    window %.0f iteration %.0f %s %s: %s, %s\n", num(t, "id"),
+                   num(t, "iteration"), str(t, "layer"), str(t, "phase"),
+                   str(t, "state"), *str(t, "file") ? str(t, "file") : "no file yet");
 }
 
 static void print_status(const cJSON *r)

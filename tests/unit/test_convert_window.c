@@ -239,6 +239,10 @@ Test(convert_window, records_inside_segments_go_to_the_window_file, .timeout = 1
     cJSON *m = load(strstr(paths[0], "-w1-") ? paths[1] : paths[0]);
     cJSON *d = load(w[0].file);
     cr_assert_eq(count(m, "X", "outside", NULL), 2, "both scopes in main");
+    const cJSON *wf = cJSON_GetObjectItem(cJSON_GetObjectItem(m, "gradtrace"), "window_files");
+    cr_assert_eq(cJSON_GetArraySize(wf), 1, "main lists where its window went");
+    cr_assert_str_eq(s_of(cJSON_GetArrayItem(wf, 0), "file"), w[0].file);
+    cr_assert_str_eq(s_of(cJSON_GetArrayItem(wf, 0), "state"), "done");
     cr_assert_eq(count(m, "X", "AddmmBackward0", NULL), 0);
     cr_assert_null(window_meta(m));
     cr_assert_eq(count(d, "X", "outside", NULL), 0);
