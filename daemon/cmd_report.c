@@ -15,6 +15,7 @@
  * Times are inclusive: a parent's forward contains its children's, as the
  * spans in the viewer do.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <stdint.h>
@@ -259,6 +260,12 @@ static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *
     return remove(p);
 }
 
+static int json_file(const struct dirent *e)
+{
+    size_t n = strlen(e->d_name);
+    return n > 5 && strcmp(e->d_name + n - 5, ".json") == 0;
+}
+
 /* Converts a .gtr into a temporary directory and reads its files. */
 static int read_gtr(struct report *r, const char *path)
 {
@@ -280,15 +287,22 @@ static int read_gtr(struct report *r, const char *path)
     argv[5] = NULL;
     rc = gt_cmd_convert(5, argv) == 0 ? 0 : -EINVAL;
     if (rc == 0) {
-        /* t.json, then t.1.json, t.2.json... as the converter rotates. */
-        rc = read_json(r, out);
-        for (int i = 1; rc == 0; i++) {
-            char rot[sizeof(dir) + 32];
-            snprintf(rot, sizeof(rot), "%s/t.%d.json", dir, i);
-            if (access(rot, F_OK) != 0)
-                break;
-            rc = read_json(r, rot);
+        /* Every file the conversion wrote: t.json and its rotations when
+         * something was recorded outside capture windows, and each
+         * window's t-w<id>-....json (their records are disjoint). */
+        struct dirent **ents;
+        int n = scandir(dir, &ents, json_file, alphasort);
+        if (n <= 0)
+            rc = -ENOENT;
+        for (int i = 0; i < n; i++) {
+            char p[sizeof(dir) + 260];
+            snprintf(p, sizeof(p), "%s/%s", dir, ents[i]->d_name);
+            if (rc == 0)
+                rc = read_json(r, p);
+            free(ents[i]);
         }
+        if (n > 0)
+            free(ents);
     }
     nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
     return rc;
