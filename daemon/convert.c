@@ -490,11 +490,11 @@ static void on_record(struct gt_conv *c, uint16_t type, uint16_t size,
         if (!(th = cur_thread(c)))
             return;
         /* A creation after backward nodes ran outside any pass: the next
-         * forward has begun, so that backward's layer spans are complete. */
-        /* A creation older than the thread's last event is a capture
-         * window's replay (the agent's per-thread time never goes back
-         * otherwise): it keeps its forward time, which ends no span and
-         * so needs no clamping, and it does not end the backward group. */
+         * forward has begun, so that backward's layer spans are complete.
+         * Unless it is older than the thread's last event: then it is a
+         * capture window's replay (the agent's per-thread time never goes
+         * back otherwise), which keeps its forward time (it ends no span,
+         * so needs no clamping) and does not end the backward group. */
         uint64_t ts = r.ts;
         if (ts >= th->last_ts)
             ts = thread_ts(c, th, ts);
