@@ -14,6 +14,7 @@
 #include "agent/trigger.h"
 
 _Atomic int gt__capture_on;
+_Atomic int gt__hooks;
 _Atomic uint32_t gt__capture_epoch;
 /* Backward passes begun since the capture started. */
 static _Atomic uint64_t bwd_pass_count;
@@ -105,7 +106,7 @@ GT_API void gt_scope_end(void)
 /* One load and a branch while no trigger is armed. */
 static inline int triggers(void)
 {
-    return atomic_load_explicit(&gt__trig_active, memory_order_relaxed);
+    return atomic_load_explicit(&gt__hooks, memory_order_relaxed) & GT_HOOK_TRIGGER;
 }
 
 GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id)
@@ -183,6 +184,9 @@ uint32_t gt__current_layer(void)
 
 GT_API void gt_node_created(uint64_t seq, uint64_t fwd_tid)
 {
+    /* The hottest hook (every op of every forward): one load when idle. */
+    if (GT_LIKELY(!atomic_load_explicit(&gt__hooks, memory_order_relaxed)))
+        return;
     if (GT_UNLIKELY(triggers()))
         trig_node_created(seq, fwd_tid);
     if (GT_LIKELY(!capturing()))
@@ -287,8 +291,10 @@ void gt__capture_set(int on, int flush)
         atomic_fetch_add(&gt__capture_epoch, 1);
         atomic_store(&bwd_pass_count, 0);
         atomic_store(&gt__capture_on, 1);
+        atomic_fetch_or(&gt__hooks, GT_HOOK_CAPTURE);
         GT_LOG("capture on");
     } else if (!on && atomic_compare_exchange_strong(&gt__capture_on, &expect, 0)) {
+        atomic_fetch_and(&gt__hooks, ~GT_HOOK_CAPTURE);
         GT_LOG("capture off");
         if (flush && gt__cuda_flush)
             gt__cuda_flush();

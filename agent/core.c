@@ -164,6 +164,7 @@ int gt__agent_start(const struct gt__config *c)
     if (c->capture) {
         atomic_fetch_add(&gt__capture_epoch, 1);
         atomic_store(&gt__capture_on, 1);
+        atomic_fetch_or(&gt__hooks, GT_HOOK_CAPTURE);
     }
     gt__stream_hello_build();
     /* Warm the CRC tables now: the crash handler must not be the first

@@ -41,6 +41,15 @@
 
 /* 1 while capturing. Hooks load it (relaxed) before doing anything else. */
 extern _Atomic int gt__capture_on;
+/*
+ * What the autograd hooks must do, in one word so that they cost one load
+ * and a branch when idle: GT_HOOK_CAPTURE while capturing (mirrors
+ * gt__capture_on), GT_HOOK_TRIGGER while a trigger is armed (the hooks then
+ * feed the trigger engine even with capture off).
+ */
+#define GT_HOOK_CAPTURE 1
+#define GT_HOOK_TRIGGER 2
+extern _Atomic int gt__hooks;
 /* Incremented at every off->on transition; lets scope stacks notice that a
  * begin was recorded in an earlier capture. */
 extern _Atomic uint32_t gt__capture_epoch;

@@ -410,9 +410,7 @@ uint64_t _ZN2at15sequence_number17get_and_incrementEv(void)
 
     /* Armed triggers need node creations while capture is off (they count
      * the matching nodes of a window's layer in its forward). */
-    int capturing = atomic_load_explicit(&gt__capture_on,
-                                         memory_order_relaxed) |
-                    atomic_load_explicit(&gt__trig_active, memory_order_relaxed);
+    int capturing = atomic_load_explicit(&gt__hooks, memory_order_relaxed);
     if (GT_LIKELY(!capturing) && !gt__torch_layout_learning())
         return seq;
     if (GT_UNLIKELY(torch_disabled))
@@ -467,9 +465,7 @@ _ZN5torch8autograd6Engine17evaluate_functionERSt10shared_ptrINS0_9GraphTaskEEPNS
 
     /* With a trigger armed the node goes through gt_bwd_node_begin/end,
      * where a window may open or close. */
-    int capturing = atomic_load_explicit(&gt__capture_on,
-                                         memory_order_relaxed) |
-                    atomic_load_explicit(&gt__trig_active, memory_order_relaxed);
+    int capturing = atomic_load_explicit(&gt__hooks, memory_order_relaxed);
     if ((GT_LIKELY(!capturing) && !gt__torch_layout_learning()) ||
         GT_UNLIKELY(torch_disabled || !node)) {
         real(engine, graph_task, node, inputs, ready_queue);

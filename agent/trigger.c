@@ -34,7 +34,7 @@
  * One segment is open at a time: a trigger whose layer starts while
  * another trigger's segment is open waits for it to close.
  *
- * Costs. Hooks test gt__trig_active first (one load and a branch when
+ * Costs. Hooks test gt__hooks first (one load and a branch when
  * nothing is armed). With a trigger armed, per event: a cached mask
  * lookup (one atomic load) and, for matching nodes, one table insert or
  * probe. Opening or closing a segment takes a mutex (a few per window).
@@ -54,6 +54,16 @@
 #include "agent/strings.h"
 
 _Atomic int gt__trig_active;
+
+/* gt__trig_active and its bit in gt__hooks change together. */
+static void set_active(int on)
+{
+    atomic_store(&gt__trig_active, on);
+    if (on)
+        atomic_fetch_or(&gt__hooks, GT_HOOK_TRIGGER);
+    else
+        atomic_fetch_and(&gt__hooks, ~GT_HOOK_TRIGGER);
+}
 
 static _Atomic uint64_t g_iter;       /* completed outermost passes */
 static _Atomic int g_pass_depth;      /* passes open now, all threads */
@@ -417,7 +427,7 @@ int gt__trig_arm(const char *spec, size_t len)
         retarget(&g_trig[slot], (uint64_t)s.iteration, 1);
     g_trig[slot].used = 1;
     atomic_fetch_add(&g_gen, 1);
-    atomic_store(&gt__trig_active, 1);
+    set_active(1);
     pthread_mutex_unlock(&g_lock);
     pthread_mutex_unlock(&arm_lock);
     GT_LOG("trigger armed: %.*s (iteration %llu)", (int)len, spec,
@@ -433,7 +443,7 @@ void gt__trig_clear(void)
     for (int i = 0; i < GT_TRIG_MAX; i++)
         g_trig[i].used = 0;
     atomic_fetch_add(&g_gen, 1);
-    atomic_store(&gt__trig_active, 0);
+    set_active(0);
     node_clear();
     pthread_mutex_unlock(&g_lock);
 }
@@ -577,7 +587,7 @@ void gt__trig_pass_end(void)
         node_clear();
         atomic_fetch_add(&g_iter, 1);
         if (!active_count())
-            atomic_store(&gt__trig_active, 0);
+            set_active(0);
         pthread_mutex_unlock(&g_lock);
         return;
     }
