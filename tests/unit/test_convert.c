@@ -16,19 +16,13 @@
 
 #include "common/codec.h"
 #include "daemon/convert.h"
+#include "tests/unit/conv_fixture.h"
 
 #define PID 777u
-#define T0 5000000000ull /* hello start: trace base */
 
 /* ------------------------------------------------------------ helpers */
 
-struct fx {
-    char dir[64];
-    struct gt_conv *c;
-    struct gt_recbuf b;
-};
-
-static void fx_open_bytes(struct fx *f, uint64_t max_events,
+static void fx_open_bytes(struct conv_fx *f, uint64_t max_events,
                           uint32_t max_nodes, uint64_t max_bytes)
 {
     memset(f, 0, sizeof(*f));
@@ -54,28 +48,12 @@ static void fx_open_bytes(struct fx *f, uint64_t max_events,
     free(h);
 }
 
-static void fx_open(struct fx *f, uint64_t max_events, uint32_t max_nodes)
+static void fx_open(struct conv_fx *f, uint64_t max_events, uint32_t max_nodes)
 {
     fx_open_bytes(f, max_events, max_nodes, 0);
 }
 
-static void add(struct fx *f, const void *r, size_t n)
-{
-    cr_assert_eq(gt_recbuf_append(&f->b, r, n), 0);
-}
-
-static void str(struct fx *f, uint32_t id, const char *s)
-{
-    cr_assert_eq(gt_recbuf_string(&f->b, id, s, strlen(s)), 0);
-}
-
-static void thr(struct fx *f, uint32_t tid)
-{
-    struct gt_r_thread r = {{GT_R_THREAD, sizeof(r)}, tid};
-    add(f, &r, sizeof(r));
-}
-
-static void sb(struct fx *f, uint16_t kind, uint32_t name, uint32_t cls,
+static void sb(struct conv_fx *f, uint16_t kind, uint32_t name, uint32_t cls,
                uint64_t us)
 {
     struct gt_r_scope_begin r = {{GT_R_SCOPE_BEGIN, sizeof(r)}, kind, 0, name,
@@ -83,61 +61,17 @@ static void sb(struct fx *f, uint16_t kind, uint32_t name, uint32_t cls,
     add(f, &r, sizeof(r));
 }
 
-static void se(struct fx *f, uint16_t kind, uint32_t name, uint64_t us)
+static void se(struct conv_fx *f, uint16_t kind, uint32_t name, uint64_t us)
 {
     struct gt_r_scope_end r = {{GT_R_SCOPE_END, sizeof(r)}, kind, 0, name,
                                T0 + us * 1000};
     add(f, &r, sizeof(r));
 }
 
-static void created(struct fx *f, uint32_t layer, uint64_t seq, uint64_t us)
-{
-    struct gt_r_node_created r = {{GT_R_NODE_CREATED, sizeof(r)}, layer,
-                                  T0 + us * 1000, seq, 1};
-    add(f, &r, sizeof(r));
-}
-
-static void node(struct fx *f, uint32_t name, uint64_t seq, uint64_t b_us,
-                 uint64_t e_us)
-{
-    struct gt_r_bwd_node_begin b = {{GT_R_BWD_NODE_BEGIN, sizeof(b)}, name,
-                                    T0 + b_us * 1000, seq, 1};
-    struct gt_r_bwd_node_end e = {{GT_R_BWD_NODE_END, sizeof(e)}, 0,
-                                  T0 + e_us * 1000, seq, 1};
-    add(f, &b, sizeof(b));
-    add(f, &e, sizeof(e));
-}
-
-static void mark(struct fx *f, uint16_t type, uint64_t us, uint64_t v)
+static void mark(struct conv_fx *f, uint16_t type, uint64_t us, uint64_t v)
 {
     struct gt_r_mark r = {{type, sizeof(r)}, 0, T0 + us * 1000, v};
     add(f, &r, sizeof(r));
-}
-
-static void feed(struct fx *f)
-{
-    struct gt_chunk_header h;
-    memset(&h, 0, sizeof(h));
-    h.record_count = f->b.count;
-    cr_assert_eq(gt_conv_chunk(f->c, &h, f->b.data, f->b.len), 0);
-    gt_recbuf_reset(&f->b);
-}
-
-static cJSON *load(const char *path)
-{
-    FILE *fp = fopen(path, "rb");
-    cr_assert_not_null(fp, "%s", path);
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    cr_assert_eq(fread(b, 1, (size_t)n, fp), (size_t)n);
-    b[n] = 0;
-    fclose(fp);
-    cJSON *doc = cJSON_Parse(b);
-    cr_assert_not_null(doc, "%s is not valid JSON", path);
-    free(b);
-    return doc;
 }
 
 static int64_t ns_of(const cJSON *ev, const char *key)
@@ -146,12 +80,6 @@ static int64_t ns_of(const cJSON *ev, const char *key)
     cr_assert(cJSON_IsNumber(v), "missing %s", key);
     cr_assert(v->valuedouble >= 0);
     return llround(v->valuedouble * 1000.0);
-}
-
-static const char *s_of(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItem(o, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 static int i_of(const cJSON *o, const char *key)
@@ -231,7 +159,7 @@ static void check_file(const cJSON *doc)
 }
 
 /* Finishes, checks every file, returns the first file parsed. */
-static cJSON *finish(struct fx *f, size_t *nfiles)
+static cJSON *finish(struct conv_fx *f, size_t *nfiles)
 {
     cr_assert_eq(gt_conv_finish(f->c, NULL, 0), 0);
     const char *const *paths;
@@ -249,7 +177,7 @@ static cJSON *finish(struct fx *f, size_t *nfiles)
     return doc;
 }
 
-static void fx_close(struct fx *f)
+static void fx_close(struct conv_fx *f)
 {
     const char *const *paths;
     size_t n = gt_conv_files(f->c, &paths);
@@ -309,7 +237,7 @@ static const char *track_name(const cJSON *doc, int pid, int tid)
 
 Test(convert, scopes_nest_on_their_thread_with_metadata, .timeout = 10)
 {
-    struct fx f;
+    struct conv_fx f;
     fx_open(&f, 0, 0);
     str(&f, 1, "model");
     str(&f, 2, "Net");
@@ -362,7 +290,7 @@ Test(convert, scopes_nest_on_their_thread_with_metadata, .timeout = 10)
 
 Test(convert, unbalanced_input_never_breaks_nesting, .timeout = 10)
 {
-    struct fx f;
+    struct conv_fx f;
     fx_open(&f, 0, 0);
     str(&f, 1, "A");
     str(&f, 2, "B");
@@ -411,7 +339,7 @@ Test(convert, unbalanced_input_never_breaks_nesting, .timeout = 10)
 
 Test(convert, backward_nodes_get_layer_and_fwdbwd_flows, .timeout = 10)
 {
-    struct fx f;
+    struct conv_fx f;
     fx_open(&f, 0, 0);
     str(&f, 1, "fc");
     str(&f, 2, "Linear");
@@ -472,7 +400,7 @@ Test(convert, backward_nodes_get_layer_and_fwdbwd_flows, .timeout = 10)
 
 Test(convert, node_map_is_bounded_and_counts_evictions, .timeout = 10)
 {
-    struct fx f;
+    struct conv_fx f;
     fx_open(&f, 0, 4);
     str(&f, 1, "fc");
     str(&f, 3, "AddmmBackward0");
@@ -492,7 +420,7 @@ Test(convert, node_map_is_bounded_and_counts_evictions, .timeout = 10)
 }
 
 /* Creates module scopes for path (class cls) around one node each. */
-static void fwd_node(struct fx *f, uint32_t path, uint32_t cls, uint64_t seq,
+static void fwd_node(struct conv_fx *f, uint32_t path, uint32_t cls, uint64_t seq,
                      uint64_t us)
 {
     sb(f, GT_SCOPE_MODULE, path, cls, us);
@@ -503,7 +431,7 @@ static void fwd_node(struct fx *f, uint32_t path, uint32_t cls, uint64_t seq,
 Test(convert, per_layer_backward_spans_nest_and_cover_descendants,
      .timeout = 10)
 {
-    struct fx f;
+    struct conv_fx f;
     fx_open(&f, 0, 0);
     str(&f, 1, "Net");
     str(&f, 2, "layers.0");
@@ -571,7 +499,7 @@ Test(convert, per_layer_backward_spans_nest_and_cover_descendants,
 Test(convert, interleaved_sibling_layers_go_to_an_overlap_track,
      .timeout = 10)
 {
-    struct fx f;
+    struct conv_fx f;
     fx_open(&f, 0, 0);
     str(&f, 1, "a");
     str(&f, 2, "b");
@@ -616,7 +544,7 @@ Test(convert, interleaved_sibling_layers_go_to_an_overlap_track,
     fx_close(&f);
 }
 
-static void api(struct fx *f, uint32_t tid, uint32_t corr, uint64_t s,
+static void api(struct conv_fx *f, uint32_t tid, uint32_t corr, uint64_t s,
                 uint64_t e)
 {
     struct gt_r_cuda_api r = {{GT_R_CUDA_API, sizeof(r)}, tid, 211, corr, 20,
@@ -624,7 +552,7 @@ static void api(struct fx *f, uint32_t tid, uint32_t corr, uint64_t s,
     add(f, &r, sizeof(r));
 }
 
-static void kernel(struct fx *f, uint32_t dev, uint32_t stream, uint32_t corr,
+static void kernel(struct conv_fx *f, uint32_t dev, uint32_t stream, uint32_t corr,
                    uint64_t s, uint64_t e)
 {
     struct gt_r_gpu_kernel r = {{GT_R_GPU_KERNEL, sizeof(r)}, dev, stream, 21,
@@ -635,7 +563,7 @@ static void kernel(struct fx *f, uint32_t dev, uint32_t stream, uint32_t corr,
 
 Test(convert, gpu_activity_on_device_tracks_with_ac2g_flows, .timeout = 10)
 {
-    struct fx f;
+    struct conv_fx f;
     fx_open(&f, 0, 0);
     str(&f, 20, "cudaLaunchKernel");
     str(&f, 21, "gemm<float>");
@@ -695,7 +623,7 @@ Test(convert, gpu_activity_on_device_tracks_with_ac2g_flows, .timeout = 10)
 Test(convert, rotation_keeps_every_file_whole_and_flows_paired,
      .timeout = 20)
 {
-    struct fx f;
+    struct conv_fx f;
     fx_open(&f, 50, 0);
     str(&f, 1, "blk");
     str(&f, 2, "Block");
@@ -739,7 +667,7 @@ Test(convert, rotation_keeps_every_file_whole_and_flows_paired,
 
 Test(convert, malformed_and_unknown_records_are_counted, .timeout = 10)
 {
-    struct fx f;
+    struct conv_fx f;
     fx_open(&f, 0, 0);
     str(&f, 1, "ok\x01\xff");
     thr(&f, 100);
@@ -780,7 +708,7 @@ Test(convert, malformed_and_unknown_records_are_counted, .timeout = 10)
 
 Test(convert, step_marks_define_profiler_steps, .timeout = 10)
 {
-    struct fx f;
+    struct conv_fx f;
     fx_open(&f, 0, 0);
     str(&f, 1, "x");
     thr(&f, 100);
@@ -811,7 +739,7 @@ Test(convert, step_marks_define_profiler_steps, .timeout = 10)
 
 Test(convert, window_segments_are_spans_and_metadata_of_its_file, .timeout = 10)
 {
-    struct fx f;
+    struct conv_fx f;
     fx_open(&f, 0, 0);
     str(&f, 1, "layer=layers.17,phase=backward");
     str(&f, 2, "layers.17");
@@ -844,7 +772,7 @@ Test(convert, window_segments_are_spans_and_metadata_of_its_file, .timeout = 10)
 
 Test(convert, rotation_by_size_splits_near_the_limit, .timeout = 20)
 {
-    struct fx f;
+    struct conv_fx f;
     fx_open_bytes(&f, 0, 0, 8192);
     str(&f, 1, "a rather long scope name to fill files quickly");
     thr(&f, 100);
@@ -880,7 +808,7 @@ Test(convert, rotation_by_size_splits_near_the_limit, .timeout = 20)
 Test(convert, without_pass_marks_each_backward_gets_its_own_spans,
      .timeout = 10)
 {
-    struct fx f;
+    struct conv_fx f;
     fx_open(&f, 0, 0);
     str(&f, 1, "fc");
     str(&f, 2, "Linear");
@@ -908,7 +836,7 @@ Test(convert, without_pass_marks_each_backward_gets_its_own_spans,
 
 Test(convert, pass_groups_follow_time_not_arrival_order, .timeout = 10)
 {
-    struct fx f;
+    struct conv_fx f;
     fx_open(&f, 0, 0);
     str(&f, 1, "fc");
     str(&f, 2, "Linear");
@@ -954,7 +882,7 @@ Test(convert, pass_groups_follow_time_not_arrival_order, .timeout = 10)
 
 Test(convert, creations_read_after_their_nodes_still_attribute, .timeout = 10)
 {
-    struct fx f;
+    struct conv_fx f;
     fx_open(&f, 0, 0);
     str(&f, 1, "head");
     str(&f, 2, "Linear");
@@ -997,7 +925,7 @@ Test(convert, creations_read_after_their_nodes_still_attribute, .timeout = 10)
 
 Test(convert, parents_precede_children_that_start_with_them, .timeout = 10)
 {
-    struct fx f;
+    struct conv_fx f;
     fx_open(&f, 0, 0);
     str(&f, 1, "outer");
     str(&f, 2, "middle");

@@ -15,16 +15,10 @@
 
 #include "common/codec.h"
 #include "daemon/convert.h"
+#include "tests/unit/conv_fixture.h"
 
-#define T0 5000000000ull
 
-struct wfx {
-    char dir[64];
-    struct gt_conv *c;
-    struct gt_recbuf b;
-};
-
-static void wfx_open(struct wfx *f, const char *out_path, int keep_empty,
+static void wfx_open(struct conv_fx *f, const char *out_path, int keep_empty,
                      uint64_t max_events)
 {
     memset(f, 0, sizeof(*f));
@@ -51,48 +45,14 @@ static void wfx_open(struct wfx *f, const char *out_path, int keep_empty,
     free(h);
 }
 
-static void add(struct wfx *f, const void *r, size_t n)
-{
-    cr_assert_eq(gt_recbuf_append(&f->b, r, n), 0);
-}
-
-static void str(struct wfx *f, uint32_t id, const char *s)
-{
-    cr_assert_eq(gt_recbuf_string(&f->b, id, s, strlen(s)), 0);
-}
-
-static void thr(struct wfx *f, uint32_t tid)
-{
-    struct gt_r_thread r = {{GT_R_THREAD, sizeof(r)}, tid};
-    add(f, &r, sizeof(r));
-}
-
-static void win(struct wfx *f, uint16_t type, uint32_t id, uint32_t spec,
+static void win(struct conv_fx *f, uint16_t type, uint32_t id, uint32_t spec,
                 uint64_t us, uint64_t it)
 {
     struct gt_r_window r = {{type, sizeof(r)}, id, spec, 0, T0 + us * 1000, it};
     add(f, &r, sizeof(r));
 }
 
-static void created(struct wfx *f, uint32_t layer, uint64_t seq, uint64_t us)
-{
-    struct gt_r_node_created r = {{GT_R_NODE_CREATED, sizeof(r)}, layer,
-                                  T0 + us * 1000, seq, 1};
-    add(f, &r, sizeof(r));
-}
-
-static void node(struct wfx *f, uint32_t name, uint64_t seq, uint64_t b_us,
-                 uint64_t e_us)
-{
-    struct gt_r_bwd_node_begin b = {{GT_R_BWD_NODE_BEGIN, sizeof(b)}, name,
-                                    T0 + b_us * 1000, seq, 1};
-    struct gt_r_bwd_node_end e = {{GT_R_BWD_NODE_END, sizeof(e)}, 0,
-                                  T0 + e_us * 1000, seq, 1};
-    add(f, &b, sizeof(b));
-    add(f, &e, sizeof(e));
-}
-
-static void scope(struct wfx *f, uint32_t name, uint64_t b_us, uint64_t e_us)
+static void scope(struct conv_fx *f, uint32_t name, uint64_t b_us, uint64_t e_us)
 {
     struct gt_r_scope_begin b = {{GT_R_SCOPE_BEGIN, sizeof(b)}, GT_SCOPE_USER,
                                  0, name, 0, T0 + b_us * 1000};
@@ -102,14 +62,14 @@ static void scope(struct wfx *f, uint32_t name, uint64_t b_us, uint64_t e_us)
     add(f, &e, sizeof(e));
 }
 
-static void api(struct wfx *f, uint32_t corr, uint64_t b_us)
+static void api(struct conv_fx *f, uint32_t corr, uint64_t b_us)
 {
     struct gt_r_cuda_api r = {{GT_R_CUDA_API, sizeof(r)}, 7, 211, corr, 3,
                               T0 + b_us * 1000, T0 + b_us * 1000 + 500};
     add(f, &r, sizeof(r));
 }
 
-static void kernel(struct wfx *f, uint32_t corr, uint32_t name, uint64_t b_us)
+static void kernel(struct conv_fx *f, uint32_t corr, uint32_t name, uint64_t b_us)
 {
     struct gt_r_gpu_kernel r;
     memset(&r, 0, sizeof(r));
@@ -121,38 +81,6 @@ static void kernel(struct wfx *f, uint32_t corr, uint32_t name, uint64_t b_us)
     r.start = T0 + b_us * 1000;
     r.end = r.start + 2000;
     add(f, &r, sizeof(r));
-}
-
-static void feed(struct wfx *f)
-{
-    struct gt_chunk_header h;
-    memset(&h, 0, sizeof(h));
-    h.record_count = f->b.count;
-    cr_assert_eq(gt_conv_chunk(f->c, &h, f->b.data, f->b.len), 0);
-    gt_recbuf_reset(&f->b);
-}
-
-static cJSON *load(const char *path)
-{
-    FILE *fp = fopen(path, "rb");
-    cr_assert_not_null(fp, "%s", path);
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    cr_assert_eq(fread(b, 1, (size_t)n, fp), (size_t)n);
-    b[n] = 0;
-    fclose(fp);
-    cJSON *doc = cJSON_Parse(b);
-    cr_assert_not_null(doc, "%s is not valid JSON", path);
-    free(b);
-    return doc;
-}
-
-static const char *s_of(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItem(o, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 /* Events with this phase and name (or cat when name is NULL). */
@@ -178,13 +106,13 @@ static const cJSON *window_meta(const cJSON *doc)
     return cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "gradtrace"), "window");
 }
 
-static size_t finish(struct wfx *f, const char *const **paths)
+static size_t finish(struct conv_fx *f, const char *const **paths)
 {
     cr_assert_eq(gt_conv_finish(f->c, NULL, 0), 0);
     return gt_conv_files(f->c, paths);
 }
 
-static void wfx_close(struct wfx *f)
+static void wfx_close(struct conv_fx *f)
 {
     const char *const *paths;
     size_t n = gt_conv_files(f->c, &paths);
@@ -207,7 +135,7 @@ static int exists(const char *dir, const char *name)
 
 Test(convert_window, records_inside_segments_go_to_the_window_file, .timeout = 10)
 {
-    struct wfx f;
+    struct conv_fx f;
     wfx_open(&f, NULL, 0, 0);
     str(&f, 1, "layer=blocks.17,phase=backward,iteration=3,count=1");
     str(&f, 2, "outside");
@@ -269,7 +197,7 @@ Test(convert_window, records_inside_segments_go_to_the_window_file, .timeout = 1
 
 Test(convert_window, a_trigger_only_stream_leaves_no_main_file, .timeout = 10)
 {
-    struct wfx f;
+    struct conv_fx f;
     wfx_open(&f, NULL, 0, 0);
     str(&f, 1, "layer=blocks.1,phase=forward");
     str(&f, 2, "blocks.1 forward work");
@@ -308,7 +236,7 @@ Test(convert_window, a_trigger_only_stream_leaves_no_main_file, .timeout = 10)
 
 Test(convert_window, replayed_creations_keep_one_span_per_layer, .timeout = 10)
 {
-    struct wfx f;
+    struct conv_fx f;
     wfx_open(&f, "out.json", 1, 0);
     str(&f, 1, "layer=blocks.17,phase=backward,iteration=2");
     str(&f, 2, "blocks.17.fc1");
@@ -344,7 +272,7 @@ Test(convert_window, replayed_creations_keep_one_span_per_layer, .timeout = 10)
 
 Test(convert_window, gpu_activity_follows_its_launch_until_done, .timeout = 10)
 {
-    struct wfx f;
+    struct conv_fx f;
     wfx_open(&f, NULL, 0, 0);
     str(&f, 1, "layer=blocks.0,phase=forward");
     str(&f, 2, "work");
@@ -392,7 +320,7 @@ Test(convert_window, gpu_activity_follows_its_launch_until_done, .timeout = 10)
 
 Test(convert_window, open_windows_are_bounded_and_cut_ones_say_so, .timeout = 20)
 {
-    struct wfx f;
+    struct conv_fx f;
     wfx_open(&f, NULL, 0, 0);
     str(&f, 1, "layer=a/../../b c,phase=both,iteration=next");
     str(&f, 2, "work");
@@ -433,7 +361,7 @@ Test(convert_window, open_windows_are_bounded_and_cut_ones_say_so, .timeout = 20
 
 Test(convert_window, a_window_rotates_like_any_trace, .timeout = 20)
 {
-    struct wfx f;
+    struct conv_fx f;
     wfx_open(&f, NULL, 0, 50);
     str(&f, 1, "layer=x,phase=forward");
     str(&f, 2, "work");

@@ -1,0 +1,95 @@
+/*
+ * Shared by the converter's unit tests (test_convert.c,
+ * test_convert_window.c): a converter writing into a private directory, a
+ * buffer of hand-built records fed as one chunk, and JSON read-back.
+ * Times are microseconds after T0, the hello's start (the trace base).
+ */
+#ifndef GRADTRACE_TESTS_CONV_FIXTURE_H
+#define GRADTRACE_TESTS_CONV_FIXTURE_H
+
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/codec.h"
+#include "daemon/convert.h"
+
+#define T0 5000000000ull /* hello start: trace base */
+
+struct conv_fx {
+    char dir[64];
+    struct gt_conv *c;
+    struct gt_recbuf b;
+};
+
+static inline void add(struct conv_fx *f, const void *r, size_t n)
+{
+    cr_assert_eq(gt_recbuf_append(&f->b, r, n), 0);
+}
+
+static inline void str(struct conv_fx *f, uint32_t id, const char *s)
+{
+    cr_assert_eq(gt_recbuf_string(&f->b, id, s, strlen(s)), 0);
+}
+
+static inline void thr(struct conv_fx *f, uint32_t tid)
+{
+    struct gt_r_thread r = {{GT_R_THREAD, sizeof(r)}, tid};
+    add(f, &r, sizeof(r));
+}
+
+static inline void created(struct conv_fx *f, uint32_t layer, uint64_t seq, uint64_t us)
+{
+    struct gt_r_node_created r = {{GT_R_NODE_CREATED, sizeof(r)}, layer,
+                                  T0 + us * 1000, seq, 1};
+    add(f, &r, sizeof(r));
+}
+
+static inline void node(struct conv_fx *f, uint32_t name, uint64_t seq, uint64_t b_us,
+                        uint64_t e_us)
+{
+    struct gt_r_bwd_node_begin b = {{GT_R_BWD_NODE_BEGIN, sizeof(b)}, name,
+                                    T0 + b_us * 1000, seq, 1};
+    struct gt_r_bwd_node_end e = {{GT_R_BWD_NODE_END, sizeof(e)}, 0,
+                                  T0 + e_us * 1000, seq, 1};
+    add(f, &b, sizeof(b));
+    add(f, &e, sizeof(e));
+}
+
+/* Feeds the buffered records to the converter as one chunk. */
+static inline void feed(struct conv_fx *f)
+{
+    struct gt_chunk_header h;
+    memset(&h, 0, sizeof(h));
+    h.record_count = f->b.count;
+    cr_assert_eq(gt_conv_chunk(f->c, &h, f->b.data, f->b.len), 0);
+    gt_recbuf_reset(&f->b);
+}
+
+/* Parses a whole output file; it must be valid JSON. Caller frees. */
+static inline cJSON *load(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    cr_assert_not_null(fp, "%s", path);
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    cr_assert_eq(fread(b, 1, (size_t)n, fp), (size_t)n);
+    b[n] = 0;
+    fclose(fp);
+    cJSON *doc = cJSON_Parse(b);
+    cr_assert_not_null(doc, "%s is not valid JSON", path);
+    free(b);
+    return doc;
+}
+
+static inline const char *s_of(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItem(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+#endif
