@@ -24,6 +24,25 @@ struct conv_fx {
     struct gt_recbuf b;
 };
 
+/* Sends the hello of process pid (rank/world -1 when unset), started at T0. */
+static inline void fx_hello(struct conv_fx *f, uint32_t pid, int32_t rank,
+                            int32_t local_rank, int32_t world, const char *cmdline)
+{
+    struct gt_hello_info *h = calloc(1, sizeof(*h));
+    cr_assert_not_null(h);
+    h->h.pid = pid;
+    h->h.ppid = 1;
+    h->h.rank = rank;
+    h->h.local_rank = local_rank;
+    h->h.world_size = world;
+    h->h.start_mono_ns = T0;
+    h->h.start_real_ns = 1700000000000000000ull;
+    strcpy(h->hostname, "unit");
+    snprintf(h->cmdline, sizeof(h->cmdline), "%s", cmdline);
+    cr_assert_eq(gt_conv_hello(f->c, h), 0);
+    free(h);
+}
+
 static inline void add(struct conv_fx *f, const void *r, size_t n)
 {
     cr_assert_eq(gt_recbuf_append(&f->b, r, n), 0);

@@ -34,18 +34,7 @@ static void fx_open_bytes(struct conv_fx *f, uint64_t max_events,
                              .max_pending_nodes = max_nodes};
     f->c = gt_conv_create(&o);
     cr_assert_not_null(f->c);
-    struct gt_hello_info *h = calloc(1, sizeof(*h));
-    h->h.pid = PID;
-    h->h.ppid = 1;
-    h->h.rank = 3;
-    h->h.local_rank = 1;
-    h->h.world_size = 8;
-    h->h.start_mono_ns = T0;
-    h->h.start_real_ns = 1700000000000000000ull;
-    strcpy(h->hostname, "unit");
-    strcpy(h->cmdline, "/usr/bin/python3 train.py");
-    cr_assert_eq(gt_conv_hello(f->c, h), 0);
-    free(h);
+    fx_hello(f, PID, 3, 1, 8, "/usr/bin/python3 train.py");
 }
 
 static void fx_open(struct conv_fx *f, uint64_t max_events, uint32_t max_nodes)

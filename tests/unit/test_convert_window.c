@@ -33,16 +33,7 @@ static void wfx_open(struct conv_fx *f, const char *out_path, int keep_empty,
                              .max_file_events = max_events};
     f->c = gt_conv_create(&o);
     cr_assert_not_null(f->c);
-    struct gt_hello_info *h = calloc(1, sizeof(*h));
-    h->h.pid = 4242;
-    h->h.rank = 1;
-    h->h.world_size = 2;
-    h->h.start_mono_ns = T0;
-    h->h.start_real_ns = 1700000000000000000ull;
-    strcpy(h->hostname, "unit");
-    strcpy(h->cmdline, "python3 train.py");
-    cr_assert_eq(gt_conv_hello(f->c, h), 0);
-    free(h);
+    fx_hello(f, 4242, 1, 0, 2, "python3 train.py");
 }
 
 static void win(struct conv_fx *f, uint16_t type, uint32_t id, uint32_t spec,
