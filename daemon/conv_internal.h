@@ -383,6 +383,8 @@ struct gt_conv {
     struct gt__bmap win_corr; /* CUDA corr -> window id */
     struct gt_conv_window *winfo; /* history, GT__MAX_WINDOWS at most */
     uint32_t nwinfo;
+    uint32_t win_max_id;    /* largest window id given a file so far */
+    uint64_t win_created;   /* window converters created in this stream */
     char **all_paths;       /* every file, main and windows, NULL-ended */
     size_t nall;
     uint64_t win_events, win_bytes, win_files, win_anomalies; /* finished */

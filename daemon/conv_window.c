@@ -165,18 +165,27 @@ static struct gt_conv *win_create(struct gt_conv *c, const struct gt_r_window *r
         .max_file_events = c->max_events,
         .max_pending_nodes = c->node_map_cap,
     };
+    /* Agents number windows 1, 2, 3...; an id that does not increase
+     * (hostile or broken input) would reuse an earlier window's file name
+     * and overwrite it, so it gets a suffix unique within the stream. */
+    char dup[32] = "";
+    if (r->id <= c->win_max_id)
+        snprintf(dup, sizeof(dup), "-dup%llu", (unsigned long long)c->win_created);
+    else
+        c->win_max_id = r->id;
+    c->win_created++;
     int n;
     if (c->out_path) {
         size_t pl = strlen(c->out_path);
         if (pl > 5 && strcmp(c->out_path + pl - 5, ".json") == 0)
             pl -= 5;
-        n = asprintf(&out_path, "%.*s-w%u-%s-%s-it%llu.json", (int)pl,
+        n = asprintf(&out_path, "%.*s-w%u-%s-%s-it%llu%s.json", (int)pl,
                      c->out_path, r->id, part, info->phase,
-                     (unsigned long long)r->iteration);
+                     (unsigned long long)r->iteration, dup);
         o.out_path = out_path;
     } else {
-        n = asprintf(&stem, "%s-w%u-%s-%s-it%llu", c->stem, r->id, part,
-                     info->phase, (unsigned long long)r->iteration);
+        n = asprintf(&stem, "%s-w%u-%s-%s-it%llu%s", c->stem, r->id, part,
+                     info->phase, (unsigned long long)r->iteration, dup);
         o.stem = stem;
     }
     if (n < 0)

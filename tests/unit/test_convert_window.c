@@ -225,6 +225,35 @@ Test(convert_window, a_trigger_only_stream_leaves_no_main_file, .timeout = 10)
     wfx_close(&f);
 }
 
+/* Found by fuzz_convert: a stream that reuses a window id must not make
+ * the second window overwrite the first's file. */
+Test(convert_window, a_reused_window_id_never_overwrites_a_file, .timeout = 10)
+{
+    struct conv_fx f;
+    const char *const *paths;
+
+    wfx_open(&f, NULL, 0, 0);
+    str(&f, 1, "layer=blocks.1,phase=forward");
+    str(&f, 2, "first");
+    str(&f, 3, "second");
+    thr(&f, 100);
+    for (int i = 0; i < 2; i++) {
+        win(&f, GT_R_WINDOW_BEGIN, 1, 1, 100 + 100 * (uint64_t)i, 0);
+        scope(&f, i ? 3 : 2, 110 + 100 * (uint64_t)i, 120 + 100 * (uint64_t)i);
+        win(&f, GT_R_WINDOW_END, 1, 1, 130 + 100 * (uint64_t)i, 0);
+        win(&f, GT_R_WINDOW_DONE, 1, 1, 140 + 100 * (uint64_t)i, 0);
+    }
+    feed(&f);
+    cr_assert_eq(finish(&f, &paths), 2);
+    cr_assert_str_neq(paths[0], paths[1]);
+    for (int i = 0; i < 2; i++) {
+        cJSON *d = load(paths[i]);
+        cr_assert_eq(count(d, "X", i ? "second" : "first", NULL), 1, "%s", paths[i]);
+        cJSON_Delete(d);
+    }
+    wfx_close(&f);
+}
+
 Test(convert_window, replayed_creations_keep_one_span_per_layer, .timeout = 10)
 {
     struct conv_fx f;
