@@ -567,21 +567,30 @@ const char *gt__str_raw(struct gt_conv *c, uint32_t id, uint32_t *len)
 }
 
 /* Writes one metadata event; name is a literal key, val escaped text. */
-static void meta_name(struct gt_conv *c, const char *what, const char *pt,
-                      size_t pt_len, const char *val, uint32_t len)
+/* Starts a metadata event: {"ph":"M","name":"<what>",<pid/tid>,"args":{
+ * with room for extra more bytes after it. */
+static char *meta_head(struct gt_conv *c, const char *what, const char *pt,
+                       size_t pt_len, size_t extra)
 {
-    char *p = gt__jw_reserve(&c->w, len + pt_len + 128);
+    size_t wl = strlen(what);
+    char *p = gt__jw_reserve(&c->w, wl + pt_len + extra + 64);
     if (c->file_events)
         *p++ = ',';
     *p++ = '\n';
     p = GT__LIT(p, "{\"ph\":\"M\",\"name\":\"");
-    size_t wl = strlen(what);
     memcpy(p, what, wl);
     p += wl;
     p = GT__LIT(p, "\",");
     memcpy(p, pt, pt_len);
     p += pt_len;
-    p = GT__LIT(p, ",\"args\":{\"name\":\"");
+    return GT__LIT(p, ",\"args\":{");
+}
+
+static void meta_name(struct gt_conv *c, const char *what, const char *pt,
+                      size_t pt_len, const char *val, uint32_t len)
+{
+    char *p = meta_head(c, what, pt, pt_len, len + 16);
+    p = GT__LIT(p, "\"name\":\"");
     memcpy(p, val, len);
     p += len;
     p = GT__LIT(p, "\"}}");
@@ -593,17 +602,8 @@ static void meta_name(struct gt_conv *c, const char *what, const char *pt,
 static void meta_sort(struct gt_conv *c, const char *what, const char *pt,
                       size_t pt_len, uint32_t sort)
 {
-    char *p = gt__jw_reserve(&c->w, pt_len + 128);
-    *p++ = ',';
-    *p++ = '\n';
-    p = GT__LIT(p, "{\"ph\":\"M\",\"name\":\"");
-    size_t wl = strlen(what);
-    memcpy(p, what, wl);
-    p += wl;
-    p = GT__LIT(p, "\",");
-    memcpy(p, pt, pt_len);
-    p += pt_len;
-    p = GT__LIT(p, ",\"args\":{\"sort_index\":");
+    char *p = meta_head(c, what, pt, pt_len, 48);
+    p = GT__LIT(p, "\"sort_index\":");
     p = gt__fmt_u64(p, sort);
     p = GT__LIT(p, "}}");
     gt__jw_commit(&c->w, p);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/codec.h"
 #include "daemon/convert.h"
@@ -75,6 +76,19 @@ static inline void node(struct conv_fx *f, uint32_t name, uint64_t seq, uint64_t
                                   T0 + e_us * 1000, seq, 1};
     add(f, &b, sizeof(b));
     add(f, &e, sizeof(e));
+}
+
+/* Removes every file the converter listed; the directory must then be
+ * empty (a file the converter did not list fails the test). */
+static inline void fx_close(struct conv_fx *f)
+{
+    const char *const *paths;
+    size_t n = gt_conv_files(f->c, &paths);
+    for (size_t i = 0; i < n; i++)
+        unlink(paths[i]);
+    gt_conv_free(f->c);
+    gt_recbuf_free(&f->b);
+    cr_assert_eq(rmdir(f->dir), 0, "a file was left that the converter did not list");
 }
 
 /* Feeds the buffered records to the converter as one chunk. */

@@ -166,17 +166,6 @@ static cJSON *finish(struct conv_fx *f, size_t *nfiles)
     return doc;
 }
 
-static void fx_close(struct conv_fx *f)
-{
-    const char *const *paths;
-    size_t n = gt_conv_files(f->c, &paths);
-    for (size_t i = 0; i < n; i++)
-        unlink(paths[i]);
-    gt_conv_free(f->c);
-    gt_recbuf_free(&f->b);
-    rmdir(f->dir);
-}
-
 /* The n-th (0-based) event with this phase and name, or NULL. */
 static const cJSON *find(const cJSON *doc, const char *ph, const char *name,
                          int nth)

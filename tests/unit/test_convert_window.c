@@ -103,17 +103,6 @@ static size_t finish(struct conv_fx *f, const char *const **paths)
     return gt_conv_files(f->c, paths);
 }
 
-static void wfx_close(struct conv_fx *f)
-{
-    const char *const *paths;
-    size_t n = gt_conv_files(f->c, &paths);
-    for (size_t i = 0; i < n; i++)
-        unlink(paths[i]);
-    gt_conv_free(f->c);
-    gt_recbuf_free(&f->b);
-    cr_assert_eq(rmdir(f->dir), 0, "a file was left that the converter did not list");
-}
-
 static int exists(const char *dir, const char *name)
 {
     char p[256];
@@ -183,7 +172,7 @@ Test(convert_window, records_inside_segments_go_to_the_window_file, .timeout = 1
                  cJSON_GetObjectItem(m, "baseTimeNanoseconds")->valuedouble);
     cJSON_Delete(m);
     cJSON_Delete(d);
-    wfx_close(&f);
+    fx_close(&f);
 }
 
 Test(convert_window, a_trigger_only_stream_leaves_no_main_file, .timeout = 10)
@@ -209,20 +198,20 @@ Test(convert_window, a_trigger_only_stream_leaves_no_main_file, .timeout = 10)
     const cJSON *l = cJSON_GetObjectItem(cJSON_GetObjectItem(d, "gradtrace"), "lost");
     cr_assert_eq(cJSON_GetObjectItem(l, "events")->valueint, 4);
     cJSON_Delete(d);
-    wfx_close(&f);
+    fx_close(&f);
 
     /* Nothing at all: no file in the daemon's mode, one when asked for. */
     wfx_open(&f, NULL, 0, 0);
     str(&f, 1, "x");
     feed(&f);
     cr_assert_eq(finish(&f, &paths), 0);
-    wfx_close(&f);
+    fx_close(&f);
     wfx_open(&f, "out.json", 1, 0);
     str(&f, 1, "x");
     feed(&f);
     cr_assert_eq(finish(&f, &paths), 1);
     cr_assert(exists(f.dir, "out.json"));
-    wfx_close(&f);
+    fx_close(&f);
 }
 
 /* Found by fuzz_convert: a stream that reuses a window id must not make
@@ -251,7 +240,7 @@ Test(convert_window, a_reused_window_id_never_overwrites_a_file, .timeout = 10)
         cr_assert_eq(count(d, "X", i ? "second" : "first", NULL), 1, "%s", paths[i]);
         cJSON_Delete(d);
     }
-    wfx_close(&f);
+    fx_close(&f);
 }
 
 Test(convert_window, replayed_creations_keep_one_span_per_layer, .timeout = 10)
@@ -287,7 +276,7 @@ Test(convert_window, replayed_creations_keep_one_span_per_layer, .timeout = 10)
     const cJSON *an = cJSON_GetObjectItem(cJSON_GetObjectItem(d, "gradtrace"), "anomalies");
     cr_assert_eq(cJSON_GetObjectItem(an, "time_backwards")->valueint, 0);
     cJSON_Delete(d);
-    wfx_close(&f);
+    fx_close(&f);
 }
 
 Test(convert_window, gpu_activity_follows_its_launch_until_done, .timeout = 10)
@@ -335,7 +324,7 @@ Test(convert_window, gpu_activity_follows_its_launch_until_done, .timeout = 10)
     cr_assert_eq(count(m, "X", "k_in", NULL), 0);
     cJSON_Delete(d);
     cJSON_Delete(m);
-    wfx_close(&f);
+    fx_close(&f);
 }
 
 Test(convert_window, open_windows_are_bounded_and_cut_ones_say_so, .timeout = 20)
@@ -376,7 +365,7 @@ Test(convert_window, open_windows_are_bounded_and_cut_ones_say_so, .timeout = 20
         cr_assert_str_eq(s_of(window_meta(d), "phase"), "both");
         cJSON_Delete(d);
     }
-    wfx_close(&f);
+    fx_close(&f);
 }
 
 Test(convert_window, a_window_rotates_like_any_trace, .timeout = 20)
@@ -404,5 +393,5 @@ Test(convert_window, a_window_rotates_like_any_trace, .timeout = 20)
         cJSON_Delete(d);
     }
     cr_assert_eq(total, 120);
-    wfx_close(&f);
+    fx_close(&f);
 }

@@ -20,6 +20,7 @@
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
 #include "common/codec.h"
+#include "tests/unit/cuda_sink_fixture.h"
 
 #if __has_include(<cupti.h>)
 #include <cupti.h>
@@ -33,34 +34,9 @@ void gt__cupti_test_set_running(int on);
 
 /* ------------------------------------------------------------ test sink */
 
-static struct gt_recbuf g_out;
-static char g_strings[64][256];
-static uint32_t g_nstrings;
 static char g_warning[512];
 static uint32_t g_warn_code;
 static int g_warnings;
-
-static int test_emit(const void *rec, size_t size)
-{
-    cr_assert_eq(gt_recbuf_append(&g_out, rec, size), 0);
-    return 0;
-}
-
-static uint32_t test_intern(const char *s, size_t len)
-{
-    for (uint32_t i = 0; i < g_nstrings; i++)
-        if (strlen(g_strings[i]) == len && !memcmp(g_strings[i], s, len))
-            return i + 1;
-    cr_assert(g_nstrings < 64 && len < 256);
-    memcpy(g_strings[g_nstrings], s, len);
-    g_strings[g_nstrings][len] = '\0';
-    return ++g_nstrings;
-}
-
-static const char *str_of(uint32_t id)
-{
-    return id && id <= g_nstrings ? g_strings[id - 1] : "";
-}
 
 static uint64_t test_now(void)
 {

@@ -18,6 +18,7 @@
 #include "agent/internal.h"
 #include "agent/nvtx.h"
 #include "common/codec.h"
+#include "tests/unit/cuda_sink_fixture.h"
 
 #if __has_include(<nvtx3/nvToolsExt.h>)
 #define NVTX_STATIC_INJECTION_IMPL 1
@@ -42,31 +43,6 @@ NvtxInitializeInjectionNvtxFunc_t InitializeInjectionNvtx2_fnptr =
 
 void gt__cupti_test_set_running(int on);
 
-static struct gt_recbuf g_out;
-static char g_strings[64][128];
-static uint32_t g_nstrings;
-
-static int test_emit(const void *rec, size_t size)
-{
-    cr_assert_eq(gt_recbuf_append(&g_out, rec, size), 0);
-    return 0;
-}
-
-static uint32_t test_intern(const char *s, size_t len)
-{
-    for (uint32_t i = 0; i < g_nstrings; i++)
-        if (strlen(g_strings[i]) == len && !memcmp(g_strings[i], s, len))
-            return i + 1;
-    cr_assert(g_nstrings < 64 && len < 128);
-    memcpy(g_strings[g_nstrings], s, len);
-    g_strings[g_nstrings][len] = '\0';
-    return ++g_nstrings;
-}
-
-static const char *str_of(uint32_t id)
-{
-    return id && id <= g_nstrings ? g_strings[id - 1] : "";
-}
 
 static uint64_t g_clock;
 
