@@ -10,10 +10,12 @@
 #   make SANITIZER=address|undefined|thread|address,undefined ...
 #
 # Sources are found by wildcard, so adding a file needs no edit here:
-#   common/*.c               codec, shared by everything    -> libgtcommon.a
-#   agent/*.c                the injected agent              -> libgradtrace.so
-#   daemon/*.c               converter, daemon, control, CLI -> libgtdaemon.a
-#   daemon/main_*.c          programs (main_gradtrace.c -> gradtrace, ...)
+#   common/*.c               codec and utilities, shared     -> libgtcommon.a
+#   agent/*.c                the injected agent              -> libgradtrace.so.1
+#   daemon/convert/*.c       the converter library           -> libgtconvert.a
+#   daemon/control/*.c       the control protocol            -> libgtcontrol.a
+#   daemon/server/*.c        gradtraced (main.c: its main)   -> libgtserver.a
+#   daemon/cli/*.c           gradtrace (main.c: its main)    -> libgtcli.a
 #   tests/unit/test_*.c      one Criterion binary
 #   tests/e2e/t_*.sh         end-to-end scripts (tests/e2e/run.sh)
 #   tests/fuzz/fuzz_*.c      libFuzzer targets + corpus replay in make test
@@ -53,11 +55,14 @@ LDFLAGS := $(SAN_FLAGS) $(EXTRA_LDFLAGS)
 PKGS := libuv libcjson libzstd
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -luv -lcjson -lzstd)
+CLI_LIBS = $(shell pkg-config --libs libcjson libzstd 2>/dev/null || echo -lcjson -lzstd)
 
 COMMON_SRC := $(wildcard common/*.c)
 AGENT_SRC := $(wildcard agent/*.c)
-DAEMON_MAIN_SRC := $(wildcard daemon/main_*.c)
-DAEMON_SRC := $(filter-out $(DAEMON_MAIN_SRC),$(wildcard daemon/*.c))
+CONVERT_SRC := $(wildcard daemon/convert/*.c)
+CONTROL_SRC := $(wildcard daemon/control/*.c)
+SERVER_SRC := $(filter-out daemon/server/main.c,$(wildcard daemon/server/*.c))
+CLI_SRC := $(filter-out daemon/cli/main.c,$(wildcard daemon/cli/*.c))
 UNIT_SRC := $(wildcard tests/unit/*.c)
 PROG_SRC := $(wildcard tests/progs/*.c)
 BENCH_SRC := $(wildcard tests/bench/bench_*.c)
@@ -70,8 +75,10 @@ AGENT_OBJ := $(AGENT_SRC:%.c=$(BUILD)/pic/%.o)
 # archive that tests link, so a test binary never starts a streamer.
 AGENT_ENTRY := $(BUILD)/pic/agent/ctor.o
 AGENT_LIB_OBJ := $(filter-out $(AGENT_ENTRY),$(AGENT_OBJ))
-DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/obj/%.o)
-DAEMON_MAIN_OBJ := $(DAEMON_MAIN_SRC:%.c=$(BUILD)/obj/%.o)
+CONVERT_OBJ := $(CONVERT_SRC:%.c=$(BUILD)/obj/%.o)
+CONTROL_OBJ := $(CONTROL_SRC:%.c=$(BUILD)/obj/%.o)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 PROG_BIN := $(PROG_SRC:tests/progs/%.c=$(BUILD)/progs/%)
 BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
@@ -81,12 +88,17 @@ CUDA_BIN := $(if $(NVCC),$(CUDA_SRC:kernels/%.cu=$(BUILD)/kernels/%))
 
 LIBCOMMON := $(BUILD)/libgtcommon.a
 LIBAGENT_TEST := $(BUILD)/libgtagent.a
-LIBDAEMON := $(BUILD)/libgtdaemon.a
+LIBCONVERT := $(BUILD)/libgtconvert.a
+LIBCONTROL := $(BUILD)/libgtcontrol.a
+LIBSERVER := $(BUILD)/libgtserver.a
+LIBCLI := $(BUILD)/libgtcli.a
+# Every archive a test or benchmark may need, in link order.
+LIBS_ALL := $(LIBSERVER) $(LIBCLI) $(LIBCONVERT) $(LIBCONTROL) $(LIBAGENT_TEST) $(LIBCOMMON)
 AGENT_SO := $(BUILD)/libgradtrace.so
-PROGRAMS := $(DAEMON_MAIN_SRC:daemon/main_%.c=$(BUILD)/%)
+PROGRAMS := $(BUILD)/gradtraced $(BUILD)/gradtrace
 UNIT_BIN := $(BUILD)/unit-tests
 
-.PHONY: all test unit e2e fuzz fuzz-regress bench demo deps install uninstall clean kernels
+.PHONY: check-layers all test unit e2e fuzz fuzz-regress bench demo deps install uninstall clean kernels
 .DEFAULT_GOAL := all
 
 all: $(AGENT_SO) $(PROGRAMS) $(PROG_BIN) $(CUDA_BIN)
@@ -114,7 +126,11 @@ $(LIBAGENT_TEST): $(AGENT_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(LIBDAEMON): $(DAEMON_OBJ)
+$(LIBCONVERT): $(CONVERT_OBJ)
+$(LIBCONTROL): $(CONTROL_OBJ)
+$(LIBSERVER): $(SERVER_OBJ)
+$(LIBCLI): $(CLI_OBJ)
+$(LIBCONVERT) $(LIBCONTROL) $(LIBSERVER) $(LIBCLI):
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
@@ -124,12 +140,16 @@ $(AGENT_SO): $(AGENT_OBJ) $(COMMON_OBJ) agent/libgradtrace.map
 	$(CC) -shared $(LDFLAGS) -Wl,--version-script=agent/libgradtrace.map \
 	  -Wl,-z,defs -Wl,-soname,libgradtrace.so -o $@ $(AGENT_OBJ) $(COMMON_OBJ) -lzstd -ldl -lpthread
 
-$(BUILD)/%: $(BUILD)/obj/daemon/main_%.o $(LIBDAEMON) $(LIBCOMMON)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIBDAEMON) $(LIBCOMMON) $(PKG_LIBS) -lpthread -lm
+# The daemon links the server, the converter and the control protocol; the
+# CLI links the converter and the control protocol, never libuv.
+$(BUILD)/gradtraced: $(BUILD)/obj/daemon/server/main.o $(LIBSERVER) $(LIBCONVERT) $(LIBCONTROL) $(LIBCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lpthread -lm
 
-$(UNIT_BIN): $(UNIT_OBJ) $(LIBDAEMON) $(LIBAGENT_TEST) $(LIBCOMMON)
-	$(CC) $(LDFLAGS) -o $@ $(UNIT_OBJ) $(LIBDAEMON) $(LIBAGENT_TEST) $(LIBCOMMON) \
-	  -lcriterion $(PKG_LIBS) -ldl -lpthread -lm
+$(BUILD)/gradtrace: $(BUILD)/obj/daemon/cli/main.o $(LIBCLI) $(LIBCONVERT) $(LIBCONTROL) $(LIBCOMMON)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CLI_LIBS) -lpthread -lm
+
+$(UNIT_BIN): $(UNIT_OBJ) $(LIBS_ALL)
+	$(CC) $(LDFLAGS) -o $@ $(UNIT_OBJ) $(LIBS_ALL) -lcriterion $(PKG_LIBS) -ldl -lpthread -lm
 
 $(BUILD)/progs/%: tests/progs/%.c $(LIBCOMMON)
 	@mkdir -p $(dir $@)
@@ -145,7 +165,7 @@ $(BUILD)/obj/tests/unit/test_cupti.o $(BUILD)/obj/tests/unit/test_nvtx.o: CPPFLA
 
 $(BUILD)/progs/cuda_%: tests/progs/cuda_%.c $(LIBCOMMON)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CUDA_INC) $(if $(CUDA_RT_LIBS),-DGT_HAVE_CUDART=1) $(PKG_CFLAGS) $(CFLAGS) \
+	$(CC) $(CPPFLAGS) $(CUDA_INC) $(if $(CUDA_RT_LIBS),-DGT__HAVE_CUDART=1) $(PKG_CFLAGS) $(CFLAGS) \
 	  -Wno-missing-prototypes -o $@ $< $(LIBCOMMON) $(PKG_LIBS) $(CUDA_RT_LIBS) -ldl -lpthread -lm
 
 $(BUILD)/progs/nvtx_%: tests/progs/nvtx_%.c $(LIBCOMMON)
@@ -153,22 +173,28 @@ $(BUILD)/progs/nvtx_%: tests/progs/nvtx_%.c $(LIBCOMMON)
 	$(CC) $(CPPFLAGS) $(CUDA_INC) $(PKG_CFLAGS) $(CFLAGS) -Wno-missing-prototypes -o $@ $< \
 	  $(LIBCOMMON) $(PKG_LIBS) -ldl -lpthread -lm
 
-$(BUILD)/bench/%: tests/bench/%.c $(LIBDAEMON) $(LIBAGENT_TEST) $(LIBCOMMON)
+$(BUILD)/bench/%: tests/bench/%.c $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -Wno-missing-prototypes -o $@ $< \
-	  $(LIBDAEMON) $(LIBAGENT_TEST) $(LIBCOMMON) $(PKG_LIBS) -ldl -lpthread -lm
+	  $(LIBS_ALL) $(PKG_LIBS) -ldl -lpthread -lm
 
 # libFuzzer targets (clang) and the same targets linked with a replay main
 # that runs the checked-in corpus in make test without libFuzzer.
+# Each target compiles only the room it exercises: the control fuzzer the
+# control protocol, the others the converter (which the codec targets
+# leave unused); none compiles the server.
 FUZZ_CFLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -Iinclude -I. -fsanitize=fuzzer,address,undefined
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(COMMON_SRC) $(DAEMON_SRC)
+fuzz_room = $(if $(findstring fuzz_control,$(1)),$(CONTROL_SRC),$(CONVERT_SRC))
+fuzz_lib = $(if $(findstring fuzz_control,$(1)),$(LIBCONTROL),$(LIBCONVERT))
+.SECONDEXPANSION:
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(COMMON_SRC) $$(call fuzz_room,$$*)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) $(PKG_CFLAGS) -o $@ $< $(COMMON_SRC) $(DAEMON_SRC) $(PKG_LIBS) -lpthread -lm
+	$(CLANG) $(FUZZ_CFLAGS) $(PKG_CFLAGS) -o $@ $< $(COMMON_SRC) $(call fuzz_room,$*) $(PKG_LIBS) -lpthread -lm
 
-$(BUILD)/fuzz-replay/%: tests/fuzz/%.c tests/fuzz/replay.c $(LIBDAEMON) $(LIBCOMMON)
+$(BUILD)/fuzz-replay/%: tests/fuzz/%.c tests/fuzz/replay.c $$(call fuzz_lib,$$*) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -Wno-missing-prototypes -o $@ $< tests/fuzz/replay.c \
-	  $(LIBDAEMON) $(LIBCOMMON) $(PKG_LIBS) -lpthread -lm
+	  $(call fuzz_lib,$*) $(LIBCOMMON) $(PKG_LIBS) -lpthread -lm
 
 # Static cudart (nvcc's default) so the binaries need only the driver;
 # SASS for Hopper plus PTX for everything since Turing.
@@ -194,7 +220,13 @@ fuzz-regress: $(FUZZ_REPLAY)
 e2e: all
 	BUILD=$(BUILD) PYTHON=$(PYTHON) tests/e2e/run.sh
 
+# The tree's shape: rooms include only what they may, no function over 100
+# lines, no prototype in a .c file (scripts/check-layers.py says how).
+check-layers:
+	@python3 scripts/check-layers.py
+
 test: deps
+	$(MAKE) check-layers
 	$(MAKE) all
 	$(MAKE) unit
 	$(MAKE) fuzz-regress

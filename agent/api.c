@@ -33,7 +33,7 @@ static inline uint32_t epoch_now(void)
 #define RECORD(T, rtype, r, fill)                                             \
     do {                                                                      \
         struct T *r = gt__reserve_inline(sizeof(struct T));                   \
-        if (GT_LIKELY(r != NULL)) {                                           \
+        if (GT__LIKELY(r != NULL)) {                                           \
             r->h.type = (rtype);                                              \
             r->h.size = sizeof(struct T);                                     \
             fill;                                                             \
@@ -71,7 +71,7 @@ GT_API void gt_scope_begin(uint32_t name_id)
 {
     struct gt__thread *t;
 
-    if (GT_LIKELY(!capturing()))
+    if (GT__LIKELY(!capturing()))
         return;
     t = gt__thread_self();
     if (!t)
@@ -81,7 +81,7 @@ GT_API void gt_scope_begin(uint32_t name_id)
         t->scope_epoch = epoch_now();
         t->scope_depth = 0;
     }
-    if (t->scope_depth < GT_STACK_MAX)
+    if (t->scope_depth < GT__SCOPE_STACK_MAX)
         t->scopes[t->scope_depth] = name_id;
     t->scope_depth++;
     scope_begin(GT_SCOPE_USER, name_id, 0);
@@ -92,21 +92,21 @@ GT_API void gt_scope_end(void)
     struct gt__thread *t;
     uint32_t name;
 
-    if (GT_LIKELY(!capturing()))
+    if (GT__LIKELY(!capturing()))
         return;
     t = gt__tls;
     if (!t || t == &gt__thread_dead || t->scope_depth == 0 ||
         t->scope_epoch != epoch_now())
         return;
     t->scope_depth--;
-    name = t->scope_depth < GT_STACK_MAX ? t->scopes[t->scope_depth] : 0;
+    name = t->scope_depth < GT__SCOPE_STACK_MAX ? t->scopes[t->scope_depth] : 0;
     scope_end(GT_SCOPE_USER, name);
 }
 
 /* One load and a branch while no trigger is armed. */
 static inline int triggers(void)
 {
-    return atomic_load_explicit(&gt__hooks, memory_order_relaxed) & GT_HOOK_TRIGGER;
+    return atomic_load_explicit(&gt__hooks, memory_order_relaxed) & GT__HOOK_TRIGGER;
 }
 
 GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id)
@@ -116,7 +116,7 @@ GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id)
 
     /* A forward window opens at a matching module's entry, before the
      * capture state is read, so the module's own scope is in it. */
-    if (GT_UNLIKELY(triggers()))
+    if (GT__UNLIKELY(triggers()))
         gt__trig_module_begin(path_id);
     on = capturing();
 
@@ -126,7 +126,7 @@ GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id)
 
     if (!t)
         return;
-    if (t->layer_depth < GT_STACK_MAX) {
+    if (t->layer_depth < GT__SCOPE_STACK_MAX) {
         t->layers[t->layer_depth].id = path_id;
         t->layers[t->layer_depth].epoch = on ? epoch_now() : 0;
     }
@@ -146,13 +146,13 @@ GT_API void gt_module_end(void)
     if (!t || t == &gt__thread_dead || t->layer_depth == 0)
         return;
     t->layer_depth--;
-    if (t->layer_depth < GT_STACK_MAX)
+    if (t->layer_depth < GT__SCOPE_STACK_MAX)
         l = t->layers[t->layer_depth];
     /* Only close what this capture opened: a begin recorded in an earlier
      * capture (or not at all) has no place in the current one. */
     if (capturing() && l.epoch && l.epoch == epoch_now())
         scope_end(GT_SCOPE_MODULE, l.id);
-    if (GT_UNLIKELY(triggers()))
+    if (GT__UNLIKELY(triggers()))
         gt__trig_module_end(l.id);
 }
 
@@ -165,7 +165,7 @@ static void trig_node_created(uint64_t seq, uint64_t fwd_tid)
 
     if (!t || t == &gt__thread_dead)
         return;
-    d = t->layer_depth < GT_STACK_MAX ? t->layer_depth : GT_STACK_MAX;
+    d = t->layer_depth < GT__SCOPE_STACK_MAX ? t->layer_depth : GT__SCOPE_STACK_MAX;
     for (uint32_t i = 0; i < d; i++)
         mask |= gt__trig_layer_mask(t->layers[i].id);
     gt__trig_node_created(seq, fwd_tid, mask, gt__current_layer());
@@ -178,18 +178,18 @@ uint32_t gt__current_layer(void)
 
     if (!t || t == &gt__thread_dead || t->layer_depth == 0)
         return 0;
-    d = t->layer_depth < GT_STACK_MAX ? t->layer_depth : GT_STACK_MAX;
+    d = t->layer_depth < GT__SCOPE_STACK_MAX ? t->layer_depth : GT__SCOPE_STACK_MAX;
     return t->layers[d - 1].id;
 }
 
 GT_API void gt_node_created(uint64_t seq, uint64_t fwd_tid)
 {
     /* The hottest hook (every op of every forward): one load when idle. */
-    if (GT_LIKELY(!atomic_load_explicit(&gt__hooks, memory_order_relaxed)))
+    if (GT__LIKELY(!atomic_load_explicit(&gt__hooks, memory_order_relaxed)))
         return;
-    if (GT_UNLIKELY(triggers()))
+    if (GT__UNLIKELY(triggers()))
         trig_node_created(seq, fwd_tid);
-    if (GT_LIKELY(!capturing()))
+    if (GT__LIKELY(!capturing()))
         return;
     if (gt__cuda_node_created)
         gt__cuda_node_created(seq, fwd_tid, gt__current_layer());
@@ -204,9 +204,9 @@ GT_API void gt_node_created(uint64_t seq, uint64_t fwd_tid)
 GT_API void gt_bwd_node_begin(uint32_t name_id, uint64_t seq, uint64_t fwd_tid)
 {
     /* A backward window opens at its first node, before the check. */
-    if (GT_UNLIKELY(triggers()))
+    if (GT__UNLIKELY(triggers()))
         gt__trig_bwd_node_begin(seq, fwd_tid);
-    if (GT_LIKELY(!capturing()))
+    if (GT__LIKELY(!capturing()))
         return;
     if (gt__cuda_bwd_begin)
         gt__cuda_bwd_begin(seq, fwd_tid);
@@ -222,7 +222,7 @@ GT_API void gt_bwd_node_end(uint64_t seq, uint64_t fwd_tid)
 {
     if (gt__cuda_bwd_end)
         gt__cuda_bwd_end();
-    if (GT_LIKELY(capturing()))
+    if (GT__LIKELY(capturing()))
         RECORD(gt_r_bwd_node_end, GT_R_BWD_NODE_END, r, {
             r->flags = 0;
             r->ts = gt__now();
@@ -230,7 +230,7 @@ GT_API void gt_bwd_node_end(uint64_t seq, uint64_t fwd_tid)
             r->fwd_tid = fwd_tid;
         });
     /* ... and closes after its last node's end is recorded. */
-    if (GT_UNLIKELY(triggers()))
+    if (GT__UNLIKELY(triggers()))
         gt__trig_bwd_node_end(seq, fwd_tid);
 }
 
@@ -247,7 +247,7 @@ GT_API void gt_bwd_pass_begin(void)
 {
     /* Iterations are counted always, so a trigger armed later can name one. */
     gt__trig_pass_begin();
-    if (GT_LIKELY(!capturing()))
+    if (GT__LIKELY(!capturing()))
         return;
     mark(GT_R_BWD_PASS_BEGIN, atomic_fetch_add(&bwd_pass_count, 1));
 }
@@ -266,14 +266,14 @@ GT_API void gt_bwd_pass_end(void)
 
 GT_API void gt_step(uint64_t step)
 {
-    if (GT_LIKELY(!capturing()))
+    if (GT__LIKELY(!capturing()))
         return;
     mark(GT_R_STEP, step);
 }
 
 GT_API void gt_instant(uint32_t name_id)
 {
-    if (GT_LIKELY(!capturing()))
+    if (GT__LIKELY(!capturing()))
         return;
     RECORD(gt_r_instant, GT_R_INSTANT, r, {
         r->name = name_id;
@@ -291,11 +291,11 @@ void gt__capture_set(int on, int flush)
         atomic_fetch_add(&gt__capture_epoch, 1);
         atomic_store(&bwd_pass_count, 0);
         atomic_store(&gt__capture_on, 1);
-        atomic_fetch_or(&gt__hooks, GT_HOOK_CAPTURE);
-        GT_LOG("capture on");
+        atomic_fetch_or(&gt__hooks, GT__HOOK_CAPTURE);
+        GT__LOG("capture on");
     } else if (!on && atomic_compare_exchange_strong(&gt__capture_on, &expect, 0)) {
-        atomic_fetch_and(&gt__hooks, ~GT_HOOK_CAPTURE);
-        GT_LOG("capture off");
+        atomic_fetch_and(&gt__hooks, ~GT__HOOK_CAPTURE);
+        GT__LOG("capture off");
         if (flush && gt__cuda_flush)
             gt__cuda_flush();
     }

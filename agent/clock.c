@@ -142,9 +142,9 @@ static void seg_push(struct gt__clock *c, uint64_t dev0, uint64_t host0,
         c->segs[c->nsegs - 1] = (struct gt__clock_seg){dev0, host0, slope};
         return;
     }
-    if (c->nsegs == GT_CLOCK_SEGMENTS) {
+    if (c->nsegs == GT__CLOCK_SEGMENTS) {
         memmove(&c->segs[0], &c->segs[1],
-                (GT_CLOCK_SEGMENTS - 1) * sizeof(c->segs[0]));
+                (GT__CLOCK_SEGMENTS - 1) * sizeof(c->segs[0]));
         c->nsegs--;
     }
     c->segs[c->nsegs++] = (struct gt__clock_seg){dev0, host0, slope};
@@ -218,7 +218,7 @@ static void refit(struct gt__clock *c, const struct gt__clock_pair *ref)
      */
     if (c->npairs >= 2 && maxx - minx >= 1e6 && vxx > 0) {
         double b = (sxy / sw - mx * my) / vxx;
-        if (abs_d(b - 1.0) <= GT_CLOCK_MAX_DRIFT)
+        if (abs_d(b - 1.0) <= GT__CLOCK_MAX_DRIFT)
             slope = b;
     }
     double a = my - slope * mx; /* host - ref.mid at dev == ref.dev */
@@ -246,8 +246,8 @@ int gt__clock_add_pair(struct gt__clock *c, uint64_t host_lo,
         .half = (host_hi - host_lo + 1) / 2,
     };
     c->pairs[c->next] = p;
-    c->next = (c->next + 1) % GT_CLOCK_PAIRS;
-    if (c->npairs < GT_CLOCK_PAIRS)
+    c->next = (c->next + 1) % GT__CLOCK_PAIRS;
+    if (c->npairs < GT__CLOCK_PAIRS)
         c->npairs++;
     refit(c, &p);
     seg_update(c, dev);

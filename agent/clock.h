@@ -27,10 +27,10 @@
 
 #include <stdint.h>
 
-#define GT_CLOCK_PAIRS 32     /* pairs kept for the fit */
-#define GT_CLOCK_SEGMENTS 64  /* mapping segments kept */
+#define GT__CLOCK_PAIRS 32     /* pairs kept for the fit */
+#define GT__CLOCK_SEGMENTS 64  /* mapping segments kept */
 /* Largest drift believed, relative: beyond this a fit is noise. */
-#define GT_CLOCK_MAX_DRIFT 1e-3
+#define GT__CLOCK_MAX_DRIFT 1e-3
 
 struct gt__clock_pair {
     uint64_t dev;
@@ -45,15 +45,15 @@ struct gt__clock_seg {
 };
 
 struct gt__clock {
-    struct gt__clock_pair pairs[GT_CLOCK_PAIRS];
-    unsigned npairs;  /* valid pairs (<= GT_CLOCK_PAIRS) */
+    struct gt__clock_pair pairs[GT__CLOCK_PAIRS];
+    unsigned npairs;  /* valid pairs (<= GT__CLOCK_PAIRS) */
     unsigned next;    /* ring write position */
     /* Current fit: host = fit_host + fit_slope * (dev - fit_dev). */
     uint64_t fit_dev;
     uint64_t fit_host;
     double fit_slope;
     uint64_t uncertainty_ns;
-    struct gt__clock_seg segs[GT_CLOCK_SEGMENTS];
+    struct gt__clock_seg segs[GT__CLOCK_SEGMENTS];
     unsigned nsegs;   /* segments in chronological order */
     uint64_t max_mapped; /* newest device timestamp mapped so far */
 };

@@ -61,10 +61,10 @@ static int parse_bool(const char *s)
 
 static void default_socket(struct gt__config *c)
 {
-    char dir[GT_PATH_MAX];
+    char dir[GT__PATH_MAX];
 
     c->socket_path[0] = '\0';
-    if (gt_runtime_dir(dir, sizeof(dir)) == 0 &&
+    if (gt__runtime_dir(dir, sizeof(dir)) == 0 &&
         strlen(dir) + sizeof("/agent.sock") <= sizeof(c->socket_path))
         snprintf(c->socket_path, sizeof(c->socket_path), "%s/agent.sock", dir);
 }
@@ -76,8 +76,8 @@ int gt__config_parse(struct gt__config *c, gt__getenv_fn get)
 
     memset(c, 0, sizeof(*c));
     c->capture = 1;
-    c->block_kb = GT_CONFIG_BLOCK_KB_DEFAULT;
-    c->blocks = GT_CONFIG_BLOCKS_DEFAULT;
+    c->block_kb = GT__CONFIG_BLOCK_KB_DEFAULT;
+    c->blocks = GT__CONFIG_BLOCKS_DEFAULT;
     c->tsc = 1;
 
     /* First, so that the other settings can explain themselves. Any value
@@ -112,7 +112,7 @@ int gt__config_parse(struct gt__config *c, gt__getenv_fn get)
     }
 
     v = get("GRADTRACE_BUFFER_KB");
-    if (v && *v && parse_u32(v, GT_CONFIG_BLOCK_KB_MIN, GT_CONFIG_BLOCK_KB_MAX,
+    if (v && *v && parse_u32(v, GT__CONFIG_BLOCK_KB_MIN, GT__CONFIG_BLOCK_KB_MAX,
                              &c->block_kb) < 0)
         nbad += bad(c, "GRADTRACE_BUFFER_KB", v, "expected KiB in 4..8192");
 
@@ -125,7 +125,7 @@ int gt__config_parse(struct gt__config *c, gt__getenv_fn get)
     }
 
     v = get("GRADTRACE_BUFFER_BLOCKS");
-    if (v && *v && parse_u32(v, GT_CONFIG_BLOCKS_MIN, GT_CONFIG_BLOCKS_MAX,
+    if (v && *v && parse_u32(v, GT__CONFIG_BLOCKS_MIN, GT__CONFIG_BLOCKS_MAX,
                              &c->blocks) < 0)
         nbad += bad(c, "GRADTRACE_BUFFER_BLOCKS", v, "expected an integer in 2..4096");
     return nbad;

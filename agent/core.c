@@ -91,12 +91,12 @@ void gt__stream_hello_build(void)
         .rank = gt__st.rank,
         .local_rank = gt__st.local_rank,
         .world_size = gt__st.world_size,
-        .flags = (gt__st.kind == GT_SINK_FILE ? GT_HELLO_FILE : 0) |
+        .flags = (gt__st.kind == GT__SINK_FILE ? GT_HELLO_FILE : 0) |
                  (atomic_load(&gt__capture_on) ? GT_HELLO_CAPTURE : 0),
         .start_mono_ns = gt__st.start_mono,
         .start_real_ns = gt__st.start_real,
     };
-    ssize_t n = gt_hello_encode(&h, hostname, cmdline, cmdline_len, gt__st.hello,
+    ssize_t n = gt__hello_encode(&h, hostname, cmdline, cmdline_len, gt__st.hello,
                                 sizeof(gt__st.hello));
 
     gt__st.hello_len = n > 0 ? (uint32_t)n : 0;
@@ -114,7 +114,7 @@ static void identity_now(void)
 
 static int sink_path(int child)
 {
-    if (gt__st.kind == GT_SINK_FILE)
+    if (gt__st.kind == GT__SINK_FILE)
         return gt__config_file_path(config.file_path, (int)gt__st.pid, child,
                                     gt__st.path, sizeof(gt__st.path));
     snprintf(gt__st.path, sizeof(gt__st.path), "%s", config.socket_path);
@@ -153,27 +153,27 @@ int gt__agent_start(const struct gt__config *c)
     gt__log_enabled = c->log;
     gt__ring_configure(c->block_kb, c->blocks);
     gt__timebase_init(c->tsc);
-    gt__st.kind = c->file_path[0] ? GT_SINK_FILE : GT_SINK_SOCKET;
+    gt__st.kind = c->file_path[0] ? GT__SINK_FILE : GT__SINK_SOCKET;
     identity_now();
     process_identity();
     rc = sink_path(0);
     if (rc < 0) {
-        GT_LOG("GRADTRACE_FILE does not expand to a usable path");
+        GT__LOG("GRADTRACE_FILE does not expand to a usable path");
         return rc;
     }
     if (c->capture) {
         atomic_fetch_add(&gt__capture_epoch, 1);
         atomic_store(&gt__capture_on, 1);
-        atomic_fetch_or(&gt__hooks, GT_HOOK_CAPTURE);
+        atomic_fetch_or(&gt__hooks, GT__HOOK_CAPTURE);
     }
     gt__stream_hello_build();
     /* Warm the CRC tables now: the crash handler must not be the first
      * caller (its one-time init is not async-signal-safe). */
-    (void)gt_crc32c(0, "", 0);
+    (void)gt__crc32c(0, "", 0);
     gt__crash_install();
     rc = pthread_atfork(fork_prepare, fork_parent, fork_child);
     if (rc)
-        GT_LOG("pthread_atfork failed: forked children share our state");
+        GT__LOG("pthread_atfork failed: forked children share our state");
     /* A socket stream starts here, before the application runs: a
      * nonblocking connect (a Unix socket connect completes or fails at
      * once) plus a hello into an empty socket buffer. Nothing here waits
@@ -185,8 +185,8 @@ int gt__agent_start(const struct gt__config *c)
         gt__stream_unlock();
     }
     rc = gt__streamer_start();
-    GT_LOG("agent started: %s %s, capture %s, %u x %u KiB per thread",
-           gt__st.kind == GT_SINK_FILE ? "file" : "socket", gt__st.path,
+    GT__LOG("agent started: %s %s, capture %s, %u x %u KiB per thread",
+           gt__st.kind == GT__SINK_FILE ? "file" : "socket", gt__st.path,
            c->capture ? "on" : "off", c->blocks, c->block_kb);
     return rc;
 }
@@ -202,7 +202,7 @@ void gt__agent_stop(void)
         unsigned states = 0;
         for (struct gt__thread *t = atomic_load(&gt__threads); t; t = t->next)
             states++;
-        GT_LOG("stopped: %llu threads recorded using %u buffer sets, %llu chunks "
+        GT__LOG("stopped: %llu threads recorded using %u buffer sets, %llu chunks "
                "lost", (unsigned long long)atomic_load(&gt__thread_registrations),
                states, (unsigned long long)atomic_load(&gt__st.lost_chunks));
     }

@@ -74,9 +74,9 @@ static int raw_chunk(const uint8_t *pre, uint32_t pre_len, const uint8_t *data,
                      count_records(data, data_len, &first);
     h.seq = atomic_fetch_add(&gt__st.seq, 1);
     h.first_ns = first == UINT64_MAX ? 0 : first;
-    crc = gt_crc32c(0, &h, sizeof(h));
-    crc = gt_crc32c(crc, pre, pre_len);
-    h.crc = gt_crc32c(crc, data, data_len);
+    crc = gt__crc32c(0, &h, sizeof(h));
+    crc = gt__crc32c(crc, pre, pre_len);
+    h.crc = gt__crc32c(crc, data, data_len);
     rc = gt__sink_write(&h, sizeof(h), 500);
     if (rc == 0 && pre_len)
         rc = gt__sink_write(pre, pre_len, 500);
@@ -156,7 +156,7 @@ static void crash_flush(void)
         return;
     /* A file that was not open yet (a crash right at start) is opened
      * here; a socket that is not connected is not waited for. */
-    if (!gt__st.ready && gt__st.kind == GT_SINK_FILE &&
+    if (!gt__st.ready && gt__st.kind == GT__SINK_FILE &&
         atomic_load(&gt__st.file_wanted) && gt__sink_open() < 0)
         goto out_unlock;
     if (!gt__st.ready)
@@ -172,7 +172,7 @@ static void crash_flush(void)
         int status = atomic_load_explicit(&t->status, memory_order_acquire);
         struct gt_r_lost l = {.h = {GT_R_LOST, sizeof(l)}, .what = GT_LOST_EVENTS};
 
-        if (status != GT_THR_ACTIVE && status != GT_THR_EXITED)
+        if (status != GT__THR_ACTIVE && status != GT__THR_EXITED)
             continue;
         if (crash_thread(t) < 0)
             goto out_unlock;
@@ -198,7 +198,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uctx)
 
     (void)uctx;
     if (!atomic_exchange(&crashing, 1)) {
-        GT_LOG("fatal signal %d: flushing completed records", sig);
+        GT__LOG("fatal signal %d: flushing completed records", sig);
         crash_flush();
     }
     for (i = 0; i < NSIGS; i++)
@@ -221,5 +221,5 @@ void gt__crash_install(void)
     sigemptyset(&sa.sa_mask);
     for (unsigned i = 0; i < NSIGS; i++)
         if (sigaction(fatal_sigs[i], &sa, &old_actions[i]) < 0)
-            GT_LOG("cannot watch signal %d", fatal_sigs[i]);
+            GT__LOG("cannot watch signal %d", fatal_sigs[i]);
 }

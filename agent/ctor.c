@@ -26,7 +26,7 @@ static void arm_env_triggers(void)
         const char *semi = strchr(p, ';');
         size_t n = semi ? (size_t)(semi - p) : strlen(p);
         if (n && gt__trig_arm(p, n) < 0)
-            GT_LOG("GRADTRACE_TRIGGER: bad spec '%.*s' ignored", (int)n, p);
+            GT__LOG("GRADTRACE_TRIGGER: bad spec '%.*s' ignored", (int)n, p);
         p = semi ? semi + 1 : NULL;
     }
 }
@@ -41,7 +41,7 @@ static void at_exit(void)
     gt__agent_stop();
 }
 
-__attribute__((constructor)) static void gt_agent_ctor(void)
+__attribute__((constructor)) static void gt__agent_ctor(void)
 {
     static int done;
     struct gt__config c;
@@ -62,7 +62,7 @@ __attribute__((constructor)) static void gt_agent_ctor(void)
         gt__cuda_init();
 }
 
-__attribute__((destructor)) static void gt_agent_dtor(void)
+__attribute__((destructor)) static void gt__agent_dtor(void)
 {
     gt__agent_stop();
 }

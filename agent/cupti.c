@@ -23,7 +23,7 @@
  * runtime's own directory (and the pip wheel layout next to it), and
  * /usr/local/cuda.
  *
- * Every CUPTI call goes through GT_CUPTI_CALL: a failure becomes one
+ * Every CUPTI call goes through GT__CUPTI_CALL: a failure becomes one
  * GT_R_WARNING naming the call, file and line, and start-up stops at the
  * first one: the process keeps running with CPU-side tracing only.
  *
@@ -33,7 +33,7 @@
  *
  * Buffers: CUPTI asks for activity buffers from its own threads, where
  * allocating is not allowed; they come from a pool allocated once at start
- * (GT_CUPTI_BUFFERS x GT_CUPTI_BUFFER_SIZE) through a lock-free bitmap. An
+ * (GT__CUPTI_BUFFERS x GT__CUPTI_BUFFER_SIZE) through a lock-free bitmap. An
  * empty pool makes CUPTI drop records, which it counts and we report.
  */
 #include <dlfcn.h>
@@ -52,11 +52,11 @@
 #include "agent/nvtx.h"
 #include "common/alloc.h"
 
-#define GT_CUPTI_BUFFER_SIZE (512u << 10)
-#define GT_CUPTI_BUFFERS 32u
-#define GT_CUPTI_FLUSH_MS 200u
+#define GT__CUPTI_BUFFER_SIZE (512u << 10)
+#define GT__CUPTI_BUFFERS 32u
+#define GT__CUPTI_FLUSH_MS 200u
 
-_Static_assert(GT_CUPTI_BUFFERS <= 64, "pool bitmap is one uint64_t");
+_Static_assert(GT__CUPTI_BUFFERS <= 64, "pool bitmap is one uint64_t");
 
 /* ------------------------------------------------------------------ sink */
 
@@ -88,7 +88,7 @@ enum { ST_OFF = 0, ST_RUNNING = 1, ST_FAILED = -1 };
 static _Atomic int g_state;
 static pthread_mutex_t g_start_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *g_cupti_handle;
-static char g_cudart_dir[GT_PATH_MAX]; /* where the CUDA runtime was found */
+static char g_cudart_dir[GT__PATH_MAX]; /* where the CUDA runtime was found */
 
 static uint8_t *g_pool;
 static _Atomic uint64_t g_pool_free; /* bit i set: buffer i is free */
@@ -97,11 +97,11 @@ static _Atomic uint64_t g_pool_free; /* bit i set: buffer i is free */
 
 int gt__cupti_check(int result, const char *call, const char *file, int line)
 {
-    if (GT_LIKELY(result == GT_CUPTI_SUCCESS))
+    if (GT__LIKELY(result == GT__CUPTI_SUCCESS))
         return 0;
     const char *name = NULL;
     if (gt__cupti.GetResultString &&
-        gt__cupti.GetResultString(result, &name) != GT_CUPTI_SUCCESS)
+        gt__cupti.GetResultString(result, &name) != GT__CUPTI_SUCCESS)
         name = NULL;
     char msg[512];
     snprintf(msg, sizeof(msg), "CUPTI %s failed at %s:%d: %s (%d)", call,
@@ -145,7 +145,7 @@ static int cuda_in_process(void)
 
 static void *try_open(const char *dir, const char *name, int flags)
 {
-    char path[GT_PATH_MAX + 64];
+    char path[GT__PATH_MAX + 64];
     if (dir) {
         if (snprintf(path, sizeof(path), "%s/%s", dir, name) >=
             (int)sizeof(path))
@@ -154,7 +154,7 @@ static void *try_open(const char *dir, const char *name, int flags)
     }
     void *h = dlopen(name, flags);
     if (h)
-        GT_LOG("cupti: loaded %s", name);
+        GT__LOG("cupti: loaded %s", name);
     return h;
 }
 
@@ -183,7 +183,7 @@ static void *open_cupti(const char *path)
     const char *env = getenv("GRADTRACE_CUPTI");
     if (env && *env && (h = try_open(NULL, env, RTLD_NOW | RTLD_LOCAL)))
         return h;
-    char dir[GT_PATH_MAX + 64];
+    char dir[GT__PATH_MAX + 64];
     const char *home = getenv("CUDA_HOME");
     if (home && *home) {
         snprintf(dir, sizeof(dir), "%s/lib64", home);
@@ -244,7 +244,7 @@ int gt__cupti_load(const char *path)
     SYM(GetCallbackName, "cuptiGetCallbackName", 0);
     SYM(GetStreamId, "cuptiGetStreamId", 0);
     if (missing) {
-        GT_LOG("cupti: %s missing", missing);
+        GT__LOG("cupti: %s missing", missing);
         memset(&gt__cupti, 0, sizeof(gt__cupti));
         dlclose(h);
         return -ENOSYS;
@@ -259,12 +259,12 @@ static int pool_create(void)
 {
     if (g_pool)
         return 0;
-    g_pool = gt__malloc((size_t)GT_CUPTI_BUFFERS * GT_CUPTI_BUFFER_SIZE);
+    g_pool = gt__malloc((size_t)GT__CUPTI_BUFFERS * GT__CUPTI_BUFFER_SIZE);
     if (!g_pool)
         return -ENOMEM;
-    atomic_store(&g_pool_free, GT_CUPTI_BUFFERS == 64
+    atomic_store(&g_pool_free, GT__CUPTI_BUFFERS == 64
                                    ? UINT64_MAX
-                                   : (1ull << GT_CUPTI_BUFFERS) - 1);
+                                   : (1ull << GT__CUPTI_BUFFERS) - 1);
     return 0;
 }
 
@@ -279,8 +279,8 @@ static void buffer_requested(uint8_t **buf, size_t *size, size_t *max_records)
                                                   m & ~(1ull << i),
                                                   memory_order_acq_rel,
                                                   memory_order_acquire)) {
-            *buf = g_pool + (size_t)i * GT_CUPTI_BUFFER_SIZE;
-            *size = GT_CUPTI_BUFFER_SIZE;
+            *buf = g_pool + (size_t)i * GT__CUPTI_BUFFER_SIZE;
+            *size = GT__CUPTI_BUFFER_SIZE;
             return;
         }
     }
@@ -292,9 +292,9 @@ static void buffer_requested(uint8_t **buf, size_t *size, size_t *max_records)
 void gt__cupti_pool_put(uint8_t *buf)
 {
     if (!g_pool || buf < g_pool ||
-        buf >= g_pool + (size_t)GT_CUPTI_BUFFERS * GT_CUPTI_BUFFER_SIZE)
+        buf >= g_pool + (size_t)GT__CUPTI_BUFFERS * GT__CUPTI_BUFFER_SIZE)
         return;
-    size_t i = (size_t)(buf - g_pool) / GT_CUPTI_BUFFER_SIZE;
+    size_t i = (size_t)(buf - g_pool) / GT__CUPTI_BUFFER_SIZE;
     atomic_fetch_or_explicit(&g_pool_free, 1ull << i, memory_order_release);
 }
 
@@ -307,25 +307,25 @@ static uint64_t cupti_timestamp(void)
 }
 
 static const uint32_t activity_kinds[] = {
-    GT_CU_KIND_CONCURRENT_KERNEL, GT_CU_KIND_MEMCPY, GT_CU_KIND_MEMSET,
-    GT_CU_KIND_RUNTIME, GT_CU_KIND_EXTERNAL_CORRELATION, GT_CU_KIND_OVERHEAD,
+    GT__CU_KIND_CONCURRENT_KERNEL, GT__CU_KIND_MEMCPY, GT__CU_KIND_MEMSET,
+    GT__CU_KIND_RUNTIME, GT__CU_KIND_EXTERNAL_CORRELATION, GT__CU_KIND_OVERHEAD,
 };
 
 int gt__cupti_set_enabled(int on)
 {
     for (size_t i = 0; i < sizeof(activity_kinds) / sizeof(activity_kinds[0]);
          i++) {
-        int r = on ? GT_CUPTI_CALL(gt__cupti.ActivityEnable(activity_kinds[i]))
-                   : GT_CUPTI_CALL(gt__cupti.ActivityDisable(activity_kinds[i]));
+        int r = on ? GT__CUPTI_CALL(gt__cupti.ActivityEnable(activity_kinds[i]))
+                   : GT__CUPTI_CALL(gt__cupti.ActivityDisable(activity_kinds[i]));
         if (r)
             return r;
     }
     /* Start events' device timestamps: optional, older CUPTI lacks them. */
     if (gt__cupti.ActivityEnableCudaEventDeviceTimestamps) {
-        if (on && (GT_CUPTI_CALL(gt__cupti.ActivityEnable(GT_CU_KIND_CUDA_EVENT)) ||
-                   GT_CUPTI_CALL(gt__cupti.ActivityEnableCudaEventDeviceTimestamps(1))))
+        if (on && (GT__CUPTI_CALL(gt__cupti.ActivityEnable(GT__CU_KIND_CUDA_EVENT)) ||
+                   GT__CUPTI_CALL(gt__cupti.ActivityEnableCudaEventDeviceTimestamps(1))))
             return -EIO;
-        if (!on && GT_CUPTI_CALL(gt__cupti.ActivityDisable(GT_CU_KIND_CUDA_EVENT)))
+        if (!on && GT__CUPTI_CALL(gt__cupti.ActivityDisable(GT__CU_KIND_CUDA_EVENT)))
             return -EIO;
     }
     return 0;
@@ -341,27 +341,27 @@ static int cupti_start_locked(void)
                  "CUDA is in the process but CUPTI could not be loaded (%s): "
                  "no GPU activity recorded; set GRADTRACE_CUPTI to libcupti's path",
                  r == -ENOENT ? "libcupti not found" : "symbols missing");
-        gt__cuda_sink->warn(GT_CUDA_WARN_NO_CUPTI, msg);
+        gt__cuda_sink->warn(GT__CUDA_WARN_NO_CUPTI, msg);
         return r;
     }
     uint32_t version = 0;
-    if ((r = GT_CUPTI_CALL(gt__cupti.GetVersion(&version))))
+    if ((r = GT__CUPTI_CALL(gt__cupti.GetVersion(&version))))
         return r;
     /* 0 before a driver is there; the soname already says >= 11.8. */
-    if (version && version < GT_CUPTI_MIN_VERSION) {
+    if (version && version < GT__CUPTI_MIN_VERSION) {
         snprintf(msg, sizeof(msg),
                  "CUPTI API version %u is older than CUDA 11.0's: "
                  "no GPU activity recorded", version);
-        gt__cuda_sink->warn(GT_CUDA_WARN_NO_CUPTI, msg);
+        gt__cuda_sink->warn(GT__CUDA_WARN_NO_CUPTI, msg);
         return -ENOTSUP;
     }
     if (pool_create()) {
-        gt__cuda_sink->warn(GT_CUDA_WARN_POOL,
+        gt__cuda_sink->warn(GT__CUDA_WARN_POOL,
                             "no memory for CUPTI activity buffers: "
                             "no GPU activity recorded");
         return -ENOMEM;
     }
-    if ((r = GT_CUPTI_CALL(gt__cupti.SetThreadIdType(GT_CU_THREAD_ID_SYSTEM))))
+    if ((r = GT__CUPTI_CALL(gt__cupti.SetThreadIdType(GT__CU_THREAD_ID_SYSTEM))))
         return r;
     /*
      * With our clock as CUPTI's, activity timestamps (GPU ones included,
@@ -370,16 +370,16 @@ static int cupti_start_locked(void)
      * CUPTI uses CLOCK_REALTIME, which the model maps.
      */
     if (gt__cupti.ActivityRegisterTimestampCallback &&
-        (r = GT_CUPTI_CALL(gt__cupti.ActivityRegisterTimestampCallback(cupti_timestamp))))
+        (r = GT__CUPTI_CALL(gt__cupti.ActivityRegisterTimestampCallback(cupti_timestamp))))
         return r;
-    if ((r = GT_CUPTI_CALL(gt__cupti.ActivityRegisterCallbacks(
+    if ((r = GT__CUPTI_CALL(gt__cupti.ActivityRegisterCallbacks(
              buffer_requested, gt__cupti_buffer_completed))))
         return r;
     if (atomic_load_explicit(&gt__capture_on, memory_order_relaxed) &&
         (r = gt__cupti_set_enabled(1)))
         return r;
     if (gt__cupti.ActivityFlushPeriod &&
-        (r = GT_CUPTI_CALL(gt__cupti.ActivityFlushPeriod(GT_CUPTI_FLUSH_MS))))
+        (r = GT__CUPTI_CALL(gt__cupti.ActivityFlushPeriod(GT__CUPTI_FLUSH_MS))))
         return r;
     gt__cupti_sync_cupti_pair();
     return 0;
@@ -404,10 +404,10 @@ static int cupti_start(void)
         r = cupti_start_locked();
         atomic_store(&g_state, r ? ST_FAILED : ST_RUNNING);
         if (!r && gt__cupti_sync_start())
-            gt__cuda_sink->warn(GT_CUDA_WARN_SYNC,
+            gt__cuda_sink->warn(GT__CUDA_WARN_SYNC,
                                 "could not start the CUDA clock-sync thread: "
                                 "no per-device clock offsets");
-        GT_LOG("cupti: start %s", r ? "failed" : "ok");
+        GT__LOG("cupti: start %s", r ? "failed" : "ok");
     } else if (atomic_load(&g_state) != ST_RUNNING) {
         r = -EIO;
     }
@@ -443,7 +443,7 @@ void gt__cuda_init(void)
     const char *off = getenv("GRADTRACE_CUDA");
     if (off && !strcmp(off, "0"))
         return;
-    char self[GT_PATH_MAX];
+    char self[GT__PATH_MAX];
     if (!self_path(self, sizeof(self))) {
         /* The driver loads us by this path at cuInit: same handle, no copy. */
         setenv("CUDA_INJECTION64_PATH", self, 0);
@@ -474,7 +474,7 @@ void gt__cuda_flush(void)
     if (!gt__cuda_active())
         return;
     /* Forced: also hands over buffers that are not full yet. */
-    (void)GT_CUPTI_CALL(gt__cupti.ActivityFlushAll(GT_CU_FLUSH_FORCED));
+    (void)GT__CUPTI_CALL(gt__cupti.ActivityFlushAll(GT__CU_FLUSH_FORCED));
 }
 
 /* ------------------------------------------------------ external correlation */
@@ -493,11 +493,11 @@ static uint32_t ext_kind_to_cupti(uint16_t kind)
 {
     switch (kind) {
     case GT_EXT_LAYER_FWD:
-        return GT_CU_EXT_CUSTOM0;
+        return GT__CU_EXT_CUSTOM0;
     case GT_EXT_LAYER_BWD:
-        return GT_CU_EXT_CUSTOM1;
+        return GT__CU_EXT_CUSTOM1;
     case GT_EXT_NVTX_SEQ:
-        return GT_CU_EXT_CUSTOM2;
+        return GT__CU_EXT_CUSTOM2;
     default:
         return 0;
     }
@@ -505,22 +505,22 @@ static uint32_t ext_kind_to_cupti(uint16_t kind)
 
 void gt__cuda_ext_push(uint16_t kind, uint64_t ext)
 {
-    if (GT_LIKELY(atomic_load_explicit(&g_state, memory_order_relaxed) !=
+    if (GT__LIKELY(atomic_load_explicit(&g_state, memory_order_relaxed) !=
                   ST_RUNNING))
         return;
     uint32_t k = ext_kind_to_cupti(kind);
-    if (k && !GT_CUPTI_CALL(gt__cupti.ActivityPushExternalCorrelationId(k, ext)))
+    if (k && !GT__CUPTI_CALL(gt__cupti.ActivityPushExternalCorrelationId(k, ext)))
         t_pushed[kind & 3]++;
 }
 
 void gt__cuda_ext_pop(uint16_t kind)
 {
     uint32_t k = ext_kind_to_cupti(kind);
-    if (GT_LIKELY(!k || !t_pushed[kind & 3]))
+    if (GT__LIKELY(!k || !t_pushed[kind & 3]))
         return;
     uint64_t last;
     t_pushed[kind & 3]--;
-    (void)GT_CUPTI_CALL(gt__cupti.ActivityPopExternalCorrelationId(k, &last));
+    (void)GT__CUPTI_CALL(gt__cupti.ActivityPopExternalCorrelationId(k, &last));
 }
 
 /* ------------------------------------------------------ backward layers */
@@ -541,13 +541,13 @@ void gt__cuda_ext_pop(uint16_t kind)
  * sequence number): one 64-bit atomic per slot holding a 32-bit key hash
  * and the 32-bit layer id, written and read in one access, so concurrent
  * writers can only replace an entry, never tear it. A slot overwritten
- * before its node runs backward (more than GT_LAYER_SLOTS nodes alive, or
+ * before its node runs backward (more than GT__LAYER_SLOTS nodes alive, or
  * a hash collision) costs that node's kernels their layer, never
  * correctness of anything else. No lock, no allocation.
  */
-#define GT_LAYER_SLOTS (1u << 16)
+#define GT__LAYER_SLOTS (1u << 16)
 
-static _Atomic uint64_t g_slots[GT_LAYER_SLOTS];
+static _Atomic uint64_t g_slots[GT__LAYER_SLOTS];
 
 /* Per-thread: how many backward pushes are open (see gt__cuda_bwd_end). */
 static __thread unsigned t_bwd_open;
@@ -562,12 +562,12 @@ static uint64_t mix(uint64_t seq, uint64_t tid)
 
 void gt__cuda_node_created(uint64_t seq, uint64_t fwd_tid, uint32_t layer)
 {
-    if (GT_LIKELY(atomic_load_explicit(&g_state, memory_order_relaxed) !=
+    if (GT__LIKELY(atomic_load_explicit(&g_state, memory_order_relaxed) !=
                   ST_RUNNING) || !layer)
         return;
     uint64_t h = mix(seq, fwd_tid);
     uint32_t key = (uint32_t)(h >> 32) | 1u;
-    atomic_store_explicit(&g_slots[h & (GT_LAYER_SLOTS - 1)],
+    atomic_store_explicit(&g_slots[h & (GT__LAYER_SLOTS - 1)],
                           (uint64_t)key << 32 | layer, memory_order_relaxed);
 }
 
@@ -575,14 +575,14 @@ uint32_t gt__cuda_node_layer(uint64_t seq, uint64_t fwd_tid)
 {
     uint64_t h = mix(seq, fwd_tid);
     uint32_t key = (uint32_t)(h >> 32) | 1u;
-    uint64_t v = atomic_load_explicit(&g_slots[h & (GT_LAYER_SLOTS - 1)],
+    uint64_t v = atomic_load_explicit(&g_slots[h & (GT__LAYER_SLOTS - 1)],
                                       memory_order_relaxed);
     return (uint32_t)(v >> 32) == key ? (uint32_t)v : 0;
 }
 
 void gt__cuda_bwd_begin(uint64_t seq, uint64_t fwd_tid)
 {
-    if (GT_LIKELY(atomic_load_explicit(&g_state, memory_order_relaxed) !=
+    if (GT__LIKELY(atomic_load_explicit(&g_state, memory_order_relaxed) !=
                   ST_RUNNING))
         return;
     uint32_t layer = gt__cuda_node_layer(seq, fwd_tid);
@@ -594,7 +594,7 @@ void gt__cuda_bwd_begin(uint64_t seq, uint64_t fwd_tid)
 
 void gt__cuda_bwd_end(void)
 {
-    if (GT_LIKELY(!t_bwd_open))
+    if (GT__LIKELY(!t_bwd_open))
         return;
     t_bwd_open--;
     gt__cuda_ext_pop(GT_EXT_LAYER_BWD);

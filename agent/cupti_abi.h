@@ -9,7 +9,7 @@
  * tests/unit/test_cupti.c checks every offset below against the real
  * headers (CUpti_ActivityKernel10 from CUDA 13, and the older
  * CUpti_ActivityKernel4 still shipped in cupti_activity_deprecated.h), and
- * agent/cupti.c refuses CUPTI versions older than GT_CUPTI_MIN_VERSION.
+ * agent/cupti.c refuses CUPTI versions older than GT__CUPTI_MIN_VERSION.
  *
  * All records are packed and 8-byte aligned (CUPTI's PACKED_ALIGNMENT).
  */
@@ -19,50 +19,50 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GT_CU_PACKED __attribute__((packed, aligned(8)))
+#define GT__CU_PACKED __attribute__((packed, aligned(8)))
 
 /* CUPTI API versions (cuptiGetVersion): 13 = CUDA 11.0, 130000 = 13.0. */
-#define GT_CUPTI_MIN_VERSION 13u
-#define GT_CUPTI_V13_FORMAT 130000u
+#define GT__CUPTI_MIN_VERSION 13u
+#define GT__CUPTI_V13_FORMAT 130000u
 
 /* CUptiResult values the agent names. */
 enum {
-    GT_CUPTI_SUCCESS = 0,
-    GT_CUPTI_ERROR_MAX_LIMIT_REACHED = 12,
-    GT_CUPTI_ERROR_NOT_INITIALIZED = 15,
-    GT_CUPTI_ERROR_UNKNOWN = 999,
+    GT__CUPTI_SUCCESS = 0,
+    GT__CUPTI_ERROR_MAX_LIMIT_REACHED = 12,
+    GT__CUPTI_ERROR_NOT_INITIALIZED = 15,
+    GT__CUPTI_ERROR_UNKNOWN = 999,
 };
 
 /* CUpti_ActivityKind values. */
 enum {
-    GT_CU_KIND_MEMCPY = 1,
-    GT_CU_KIND_MEMSET = 2,
-    GT_CU_KIND_KERNEL = 3,
-    GT_CU_KIND_DRIVER = 4,
-    GT_CU_KIND_RUNTIME = 5,
-    GT_CU_KIND_CONCURRENT_KERNEL = 10,
-    GT_CU_KIND_OVERHEAD = 17,
-    GT_CU_KIND_CUDA_EVENT = 36,
-    GT_CU_KIND_EXTERNAL_CORRELATION = 39,
+    GT__CU_KIND_MEMCPY = 1,
+    GT__CU_KIND_MEMSET = 2,
+    GT__CU_KIND_KERNEL = 3,
+    GT__CU_KIND_DRIVER = 4,
+    GT__CU_KIND_RUNTIME = 5,
+    GT__CU_KIND_CONCURRENT_KERNEL = 10,
+    GT__CU_KIND_OVERHEAD = 17,
+    GT__CU_KIND_CUDA_EVENT = 36,
+    GT__CU_KIND_EXTERNAL_CORRELATION = 39,
 };
 
 /* CUpti_ExternalCorrelationKind values. */
 enum {
-    GT_CU_EXT_UNKNOWN = 1,
-    GT_CU_EXT_CUSTOM0 = 3,
-    GT_CU_EXT_CUSTOM1 = 4,
-    GT_CU_EXT_CUSTOM2 = 5,
+    GT__CU_EXT_UNKNOWN = 1,
+    GT__CU_EXT_CUSTOM0 = 3,
+    GT__CU_EXT_CUSTOM1 = 4,
+    GT__CU_EXT_CUSTOM2 = 5,
 };
 
-enum { GT_CU_OBJECT_THREAD = 2 };             /* CUpti_ActivityObjectKind */
-enum { GT_CU_DOMAIN_DRIVER = 1, GT_CU_DOMAIN_RUNTIME = 2 }; /* callback domains */
-enum { GT_CU_THREAD_ID_SYSTEM = 1 };          /* CUpti_ActivityThreadIdType */
-enum { GT_CU_FLUSH_FORCED = 1 };              /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */
+enum { GT__CU_OBJECT_THREAD = 2 };             /* CUpti_ActivityObjectKind */
+enum { GT__CU_DOMAIN_DRIVER = 1, GT__CU_DOMAIN_RUNTIME = 2 }; /* callback domains */
+enum { GT__CU_THREAD_ID_SYSTEM = 1 };          /* CUpti_ActivityThreadIdType */
+enum { GT__CU_FLUSH_FORCED = 1 };              /* CUPTI_ACTIVITY_FLAG_FLUSH_FORCED */
 
 /* Every record starts with its kind. */
 struct gt__cu_record {
     uint32_t kind;
-} GT_CU_PACKED;
+} GT__CU_PACKED;
 
 /* CUpti_ActivityKernel4..10 prefix (CONCURRENT_KERNEL and KERNEL). */
 struct gt__cu_kernel {
@@ -87,7 +87,7 @@ struct gt__cu_kernel {
     uint32_t correlation_id;
     int64_t grid_id;
     const char *name;
-} GT_CU_PACKED;
+} GT__CU_PACKED;
 
 /* CUpti_ActivityMemcpy5/6 prefix. */
 struct gt__cu_memcpy {
@@ -103,7 +103,7 @@ struct gt__cu_memcpy {
     uint32_t context_id;
     uint32_t stream_id;
     uint32_t correlation_id;
-} GT_CU_PACKED;
+} GT__CU_PACKED;
 
 /* CUpti_ActivityMemset4 prefix. */
 struct gt__cu_memset {
@@ -116,7 +116,7 @@ struct gt__cu_memset {
     uint32_t context_id;
     uint32_t stream_id;
     uint32_t correlation_id;
-} GT_CU_PACKED;
+} GT__CU_PACKED;
 
 /* CUpti_ActivityAPI (RUNTIME and DRIVER). */
 struct gt__cu_api {
@@ -128,7 +128,7 @@ struct gt__cu_api {
     uint32_t thread_id;
     uint32_t correlation_id;
     uint32_t return_value;
-} GT_CU_PACKED;
+} GT__CU_PACKED;
 
 /* CUpti_ActivityExternalCorrelation. */
 struct gt__cu_ext_corr {
@@ -137,7 +137,7 @@ struct gt__cu_ext_corr {
     uint64_t external_id;
     uint32_t correlation_id;
     uint32_t reserved;
-} GT_CU_PACKED;
+} GT__CU_PACKED;
 
 /* CUpti_ActivityOverhead3 prefix (objectId is a 12-byte union). */
 struct gt__cu_overhead {
@@ -147,7 +147,7 @@ struct gt__cu_overhead {
     uint32_t object_id[3];  /* THREAD: {processId, threadId, -} */
     uint64_t start;
     uint64_t end;
-} GT_CU_PACKED;
+} GT__CU_PACKED;
 
 /* CUpti_ActivityCudaEvent2. */
 struct gt__cu_cuda_event {
@@ -162,7 +162,7 @@ struct gt__cu_cuda_event {
     void *reserved0;
     uint64_t device_timestamp;
     uint64_t cuda_event_sync_id;
-} GT_CU_PACKED;
+} GT__CU_PACKED;
 
 _Static_assert(offsetof(struct gt__cu_kernel, name) == 104, "kernel.name");
 _Static_assert(offsetof(struct gt__cu_api, correlation_id) == 32, "api.corr");
@@ -217,7 +217,7 @@ struct gt__cu_driver {
     int (*EventDestroy)(void *event);
 };
 
-#define GT_CU_STREAM_NON_BLOCKING 0x1u /* CU_STREAM_NON_BLOCKING */
-#define GT_CU_EVENT_BLOCKING_SYNC 0x1u /* CU_EVENT_BLOCKING_SYNC */
+#define GT__CU_STREAM_NON_BLOCKING 0x1u /* CU_STREAM_NON_BLOCKING */
+#define GT__CU_EVENT_BLOCKING_SYNC 0x1u /* CU_EVENT_BLOCKING_SYNC */
 
 #endif

@@ -19,9 +19,9 @@
 
 /* Warning codes (GT_R_WARNING.code) besides raw CUptiResult values. */
 enum {
-    GT_CUDA_WARN_NO_CUPTI = 0x4301,   /* libcupti not found or too old */
-    GT_CUDA_WARN_SYNC = 0x4302,       /* a start-event clock sync failed */
-    GT_CUDA_WARN_POOL = 0x4303,       /* activity buffer pool unavailable */
+    GT__CUDA_WARN_NO_CUPTI = 0x4301,   /* libcupti not found or too old */
+    GT__CUDA_WARN_SYNC = 0x4302,       /* a start-event clock sync failed */
+    GT__CUDA_WARN_POOL = 0x4303,       /* activity buffer pool unavailable */
 };
 
 struct gt__cuda_sink {
@@ -51,11 +51,11 @@ __attribute__((warn_unused_result)) int gt__cupti_load(const char *path);
 /*
  * Checks a CUPTI result. On failure, records one warning per call site
  * ("CUPTI <call> failed at <file>:<line>: <name> (<code>)") and returns
- * -EIO; GT_CUPTI_CALL passes the call's text, file and line.
+ * -EIO; GT__CUPTI_CALL passes the call's text, file and line.
  */
 int gt__cupti_check(int result, const char *call, const char *file,
                     int line);
-#define GT_CUPTI_CALL(x) gt__cupti_check((x), #x, __FILE__, __LINE__)
+#define GT__CUPTI_CALL(x) gt__cupti_check((x), #x, __FILE__, __LINE__)
 
 /*
  * CUPTI's buffer-completed callback: turns every record of buf[0..valid)
@@ -108,7 +108,7 @@ void gt__cupti_sync_reset(void);
 
 /*
  * Starts the clock-sync thread (start events at capture start and every
- * GT_CUDA_SYNC_PERIOD_MS while capturing; enables and disables activity
+ * GT__CUDA_SYNC_PERIOD_MS while capturing; enables and disables activity
  * kinds as capture turns on and off). Idempotent.
  * @return 0 or a negative errno.
  */
@@ -120,7 +120,7 @@ int gt__cupti_sync_model(int device, int64_t *offset, uint64_t *uncertainty);
 /* Enables (on=1) or disables the activity kinds. @return 0 or -EIO. */
 int gt__cupti_set_enabled(int on);
 
-#define GT_CUDA_SYNC_PERIOD_MS 10000u
-#define GT_CUDA_MAX_DEVICES 64
+#define GT__CUDA_SYNC_PERIOD_MS 10000u
+#define GT__CUDA_MAX_DEVICES 64
 
 #endif

@@ -14,7 +14,7 @@
  *                                 as cudaGetDevice, called per op by torch)
  *   EXTERNAL_CORRELATION       -> GT_R_EXT_CORR (layer fwd/bwd, NVTX seq)
  *   OVERHEAD                   -> GT_R_CUDA_API named "CUPTI overhead: ..."
- *                                 with cbid GT_CUDA_CBID_OVERHEAD | kind
+ *                                 with cbid GT__CUDA_CBID_OVERHEAD | kind
  *   CUDA_EVENT                 -> start events for clock sync (cupti_sync.c)
  *
  * Timestamps go through the CUPTI-domain clock model onto host
@@ -40,8 +40,8 @@
 #define CBID_SKIP UINT32_MAX      /* cached "not recorded" */
 
 /* cuda_api.cbid flags: which CUPTI domain or pseudo-API the id is from. */
-#define GT_CUDA_CBID_DRIVER 0x80000000u
-#define GT_CUDA_CBID_OVERHEAD 0x40000000u
+#define GT__CUDA_CBID_DRIVER 0x80000000u
+#define GT__CUDA_CBID_OVERHEAD 0x40000000u
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -108,17 +108,17 @@ static int api_wanted(const char *name)
 static uint32_t api_name(uint32_t domain, uint32_t cbid)
 {
     uint32_t *slot = cbid < CBID_SLOTS
-                         ? &g_cbid_names[domain == GT_CU_DOMAIN_DRIVER][cbid]
+                         ? &g_cbid_names[domain == GT__CU_DOMAIN_DRIVER][cbid]
                          : NULL;
     if (slot && *slot)
         return *slot;
     const char *name = NULL;
     char buf[96];
     uint32_t id;
-    /* Not GT_CUPTI_CALL: before a driver initialised CUPTI the lookup
+    /* Not GT__CUPTI_CALL: before a driver initialised CUPTI the lookup
      * fails as a matter of course, and the fallback name is fine. */
     if (gt__cupti.GetCallbackName &&
-        gt__cupti.GetCallbackName(domain, cbid, &name) == GT_CUPTI_SUCCESS &&
+        gt__cupti.GetCallbackName(domain, cbid, &name) == GT__CUPTI_SUCCESS &&
         name && *name) {
         if (!api_wanted(name)) {
             id = CBID_SKIP;
@@ -133,7 +133,7 @@ static uint32_t api_name(uint32_t domain, uint32_t cbid)
     } else {
         /* No name (CUPTI not initialised by a driver): keep the record. */
         snprintf(buf, sizeof(buf), "%s API #%u",
-                 domain == GT_CU_DOMAIN_DRIVER ? "CUDA driver" : "CUDA runtime",
+                 domain == GT__CU_DOMAIN_DRIVER ? "CUDA driver" : "CUDA runtime",
                  cbid);
         id = intern_str(buf);
     }
@@ -229,7 +229,7 @@ static void emit_api(const struct gt__cu_api *a, uint32_t domain)
     struct gt_r_cuda_api r = {
         .h = {GT_R_CUDA_API, sizeof(r)},
         .tid = a->thread_id,
-        .cbid = a->cbid | (domain == GT_CU_DOMAIN_DRIVER ? GT_CUDA_CBID_DRIVER : 0),
+        .cbid = a->cbid | (domain == GT__CU_DOMAIN_DRIVER ? GT__CUDA_CBID_DRIVER : 0),
         .corr = a->correlation_id,
         .name = name,
         .start = gt__cupti_map_ts(a->start),
@@ -242,9 +242,9 @@ static void emit_ext(const struct gt__cu_ext_corr *e)
 {
     uint16_t kind;
     switch (e->external_kind) {
-    case GT_CU_EXT_CUSTOM0: kind = GT_EXT_LAYER_FWD; break;
-    case GT_CU_EXT_CUSTOM1: kind = GT_EXT_LAYER_BWD; break;
-    case GT_CU_EXT_CUSTOM2: kind = GT_EXT_NVTX_SEQ; break;
+    case GT__CU_EXT_CUSTOM0: kind = GT_EXT_LAYER_FWD; break;
+    case GT__CU_EXT_CUSTOM1: kind = GT_EXT_LAYER_BWD; break;
+    case GT__CU_EXT_CUSTOM2: kind = GT_EXT_NVTX_SEQ; break;
     default: return; /* another tool's ids */
     }
     struct gt_r_ext_corr r = {
@@ -262,8 +262,8 @@ static void emit_overhead(const struct gt__cu_overhead *o)
         return;
     struct gt_r_cuda_api r = {
         .h = {GT_R_CUDA_API, sizeof(r)},
-        .tid = o->object_kind == GT_CU_OBJECT_THREAD ? o->object_id[1] : 0,
-        .cbid = GT_CUDA_CBID_OVERHEAD | (o->overhead_kind & 0x3fffffffu),
+        .tid = o->object_kind == GT__CU_OBJECT_THREAD ? o->object_id[1] : 0,
+        .cbid = GT__CUDA_CBID_OVERHEAD | (o->overhead_kind & 0x3fffffffu),
         .corr = 0,
         .name = intern_str(overhead_name(o->overhead_kind)),
         .start = gt__cupti_map_ts(o->start),
@@ -276,29 +276,29 @@ static void convert(const void *rec)
 {
     const struct gt__cu_record *r = rec;
     switch (r->kind) {
-    case GT_CU_KIND_CONCURRENT_KERNEL:
-    case GT_CU_KIND_KERNEL:
+    case GT__CU_KIND_CONCURRENT_KERNEL:
+    case GT__CU_KIND_KERNEL:
         emit_kernel(rec);
         break;
-    case GT_CU_KIND_MEMCPY:
+    case GT__CU_KIND_MEMCPY:
         emit_memcpy(rec);
         break;
-    case GT_CU_KIND_MEMSET:
+    case GT__CU_KIND_MEMSET:
         emit_memset(rec);
         break;
-    case GT_CU_KIND_RUNTIME:
-        emit_api(rec, GT_CU_DOMAIN_RUNTIME);
+    case GT__CU_KIND_RUNTIME:
+        emit_api(rec, GT__CU_DOMAIN_RUNTIME);
         break;
-    case GT_CU_KIND_DRIVER:
-        emit_api(rec, GT_CU_DOMAIN_DRIVER);
+    case GT__CU_KIND_DRIVER:
+        emit_api(rec, GT__CU_DOMAIN_DRIVER);
         break;
-    case GT_CU_KIND_EXTERNAL_CORRELATION:
+    case GT__CU_KIND_EXTERNAL_CORRELATION:
         emit_ext(rec);
         break;
-    case GT_CU_KIND_OVERHEAD:
+    case GT__CU_KIND_OVERHEAD:
         emit_overhead(rec);
         break;
-    case GT_CU_KIND_CUDA_EVENT:
+    case GT__CU_KIND_CUDA_EVENT:
         gt__cupti_sync_on_event(rec);
         break;
     default:
@@ -317,7 +317,7 @@ void gt__cupti_buffer_completed(void *ctx, uint32_t stream, uint8_t *buf,
         void *rec = NULL;
         for (;;) {
             int r = gt__cupti.ActivityGetNextRecord(buf, valid, &rec);
-            if (r == GT_CUPTI_ERROR_MAX_LIMIT_REACHED)
+            if (r == GT__CUPTI_ERROR_MAX_LIMIT_REACHED)
                 break; /* end of the valid records */
             if (gt__cupti_check(r, "cuptiActivityGetNextRecord", __FILE__,
                                 __LINE__))
@@ -327,7 +327,7 @@ void gt__cupti_buffer_completed(void *ctx, uint32_t stream, uint8_t *buf,
     }
     size_t dropped = 0;
     if (gt__cupti.ActivityGetNumDroppedRecords &&
-        !GT_CUPTI_CALL(gt__cupti.ActivityGetNumDroppedRecords(ctx, stream,
+        !GT__CUPTI_CALL(gt__cupti.ActivityGetNumDroppedRecords(ctx, stream,
                                                               &dropped)))
         g_dropped += dropped;
     struct gt_r_lost lost = {

@@ -19,10 +19,10 @@
  *     whichever completes the pair emits it.
  *
  * The sync thread (only when CUPTI runs) also follows capture on/off by
- * polling gt__capture_on every GT_SYNC_POLL_MS: on -> enable the activity
+ * polling gt__capture_on every GT__SYNC_POLL_MS: on -> enable the activity
  * kinds and sync every device; off -> disable them and force a flush so
  * everything recorded in the window comes out. While capturing it syncs
- * again every GT_CUDA_SYNC_PERIOD_MS. It calls the driver API (libcuda is
+ * again every GT__CUDA_SYNC_PERIOD_MS. It calls the driver API (libcuda is
  * always dynamic, unlike a statically linked cudart), resolved from the
  * copy already loaded.
  */
@@ -38,8 +38,8 @@
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
 
-#define GT_SYNC_POLL_MS 50u
-#define GT_SYNC_WARMUPS 3
+#define GT__SYNC_POLL_MS 50u
+#define GT__SYNC_WARMUPS 3
 #define PENDING 8u /* start-event brackets in flight per device */
 
 struct pending {
@@ -65,7 +65,7 @@ struct device_sync {
 
 static pthread_mutex_t g_clock_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gt__clock g_cupti_clock;
-static struct device_sync g_dev[GT_CUDA_MAX_DEVICES];
+static struct device_sync g_dev[GT__CUDA_MAX_DEVICES];
 static int g_models_ready;
 
 static void models_init_locked(void)
@@ -73,7 +73,7 @@ static void models_init_locked(void)
     if (g_models_ready)
         return;
     gt__clock_init(&g_cupti_clock);
-    for (unsigned i = 0; i < GT_CUDA_MAX_DEVICES; i++)
+    for (unsigned i = 0; i < GT__CUDA_MAX_DEVICES; i++)
         gt__clock_init(&g_dev[i].model);
     g_models_ready = 1;
 }
@@ -116,7 +116,7 @@ void gt__cupti_sync_cupti_pair(void)
     pthread_mutex_lock(&g_clock_lock);
     models_init_locked();
     if (gt__clock_add_pair(&g_cupti_clock, lo, hi, ts))
-        GT_LOG("cupti: clock pair rejected");
+        GT__LOG("cupti: clock pair rejected");
     pthread_mutex_unlock(&g_clock_lock);
 }
 
@@ -153,7 +153,7 @@ static void pending_trim_locked(struct device_sync *d)
 int gt__cupti_sync_expect(uint32_t device, uint32_t stream, uint64_t host_lo,
                           uint64_t host_hi, int warm)
 {
-    if (device >= GT_CUDA_MAX_DEVICES)
+    if (device >= GT__CUDA_MAX_DEVICES)
         return -EINVAL;
     int r = 0;
     pthread_mutex_lock(&g_clock_lock);
@@ -192,7 +192,7 @@ static void sync_close(uint32_t device, uint64_t host_hi)
 
 void gt__cupti_sync_on_event(const struct gt__cu_cuda_event *ev)
 {
-    if (ev->device_id >= GT_CUDA_MAX_DEVICES)
+    if (ev->device_id >= GT__CUDA_MAX_DEVICES)
         return;
     pthread_mutex_lock(&g_clock_lock);
     models_init_locked();
@@ -206,7 +206,7 @@ void gt__cupti_sync_on_event(const struct gt__cu_cuda_event *ev)
         p->matched = 1;
         p->dev_ts = ev->device_timestamp;
         if (!p->warm && !p->dev_ts)
-            gt__cuda_sink->warn(GT_CUDA_WARN_SYNC,
+            gt__cuda_sink->warn(GT__CUDA_WARN_SYNC,
                                 "CUPTI gave no device timestamp for a start "
                                 "event: no per-device clock offsets");
         if (p->hi && !p->warm && p->dev_ts)
@@ -219,7 +219,7 @@ void gt__cupti_sync_on_event(const struct gt__cu_cuda_event *ev)
 
 int gt__cupti_sync_model(int device, int64_t *offset, uint64_t *uncertainty)
 {
-    if (device < 0 || device >= GT_CUDA_MAX_DEVICES)
+    if (device < 0 || device >= GT__CUDA_MAX_DEVICES)
         return -ENOENT;
     int r = -ENOENT;
     pthread_mutex_lock(&g_clock_lock);
@@ -266,10 +266,10 @@ static int driver_load(void)
     return 0;
 }
 
-/* Driver-call check: one warning per call site, like GT_CUPTI_CALL. */
+/* Driver-call check: one warning per call site, like GT__CUPTI_CALL. */
 static int cu_check(int r, const char *call, int line)
 {
-    if (GT_LIKELY(r == 0))
+    if (GT__LIKELY(r == 0))
         return 0;
     /*
      * CUDA_ERROR_NOT_INITIALIZED (cuInit still running, or not called
@@ -282,10 +282,10 @@ static int cu_check(int r, const char *call, int line)
     snprintf(msg, sizeof(msg),
              "CUDA %s failed at %s:%d (CUresult %d): clock sync skips a device",
              call, __FILE__, line, r);
-    gt__cuda_sink->warn(GT_CUDA_WARN_SYNC, msg);
+    gt__cuda_sink->warn(GT__CUDA_WARN_SYNC, msg);
     return -EIO;
 }
-#define GT_CU_CALL(x) cu_check((x), #x, __LINE__)
+#define GT__CU_CALL(x) cu_check((x), #x, __LINE__)
 
 /* Sets up device i's context, stream and event once. @return 0 or -errno. */
 static int device_prepare(int i)
@@ -294,25 +294,25 @@ static int device_prepare(int i)
     if (d->event)
         return 0;
     int dev;
-    if (GT_CU_CALL(g_cu.DeviceGet(&dev, i)) ||
-        GT_CU_CALL(g_cu.DevicePrimaryCtxRetain(&d->ctx, dev)))
+    if (GT__CU_CALL(g_cu.DeviceGet(&dev, i)) ||
+        GT__CU_CALL(g_cu.DevicePrimaryCtxRetain(&d->ctx, dev)))
         return -EIO;
     int r = -EIO;
     void *popped;
-    if (GT_CU_CALL(g_cu.CtxPushCurrent(d->ctx)))
+    if (GT__CU_CALL(g_cu.CtxPushCurrent(d->ctx)))
         return -EIO;
-    if (GT_CU_CALL(g_cu.StreamCreate(&d->stream, GT_CU_STREAM_NON_BLOCKING)))
+    if (GT__CU_CALL(g_cu.StreamCreate(&d->stream, GT__CU_STREAM_NON_BLOCKING)))
         goto out_pop;
-    if (GT_CU_CALL(g_cu.EventCreate(&d->event, 0))) {
+    if (GT__CU_CALL(g_cu.EventCreate(&d->event, 0))) {
         d->event = NULL;
         goto out_pop;
     }
     if (!gt__cupti.GetStreamId ||
-        GT_CUPTI_CALL(gt__cupti.GetStreamId(d->ctx, d->stream, &d->cupti_stream)))
+        GT__CUPTI_CALL(gt__cupti.GetStreamId(d->ctx, d->stream, &d->cupti_stream)))
         goto out_pop;
     r = 0;
 out_pop:
-    (void)GT_CU_CALL(g_cu.CtxPopCurrent(&popped));
+    (void)GT__CU_CALL(g_cu.CtxPopCurrent(&popped));
     return r;
 }
 
@@ -322,14 +322,14 @@ static int record_one(int i, int warm)
     struct device_sync *d = &g_dev[i];
     uint64_t lo = gt__cuda_sink->now();
     if (gt__cupti_sync_expect((uint32_t)i, d->cupti_stream, lo, 0, warm)) {
-        gt__cuda_sink->warn(GT_CUDA_WARN_SYNC,
+        gt__cuda_sink->warn(GT__CUDA_WARN_SYNC,
                             "CUPTI returns no CUDA_EVENT records for start "
                             "events: no per-device clock offsets");
         return -EIO;
     }
-    int r = GT_CU_CALL(g_cu.EventRecord(d->event, d->stream));
+    int r = GT__CU_CALL(g_cu.EventRecord(d->event, d->stream));
     if (!r)
-        r = GT_CU_CALL(g_cu.EventSynchronize(d->event));
+        r = GT__CU_CALL(g_cu.EventSynchronize(d->event));
     /* Closed even on failure so the FIFO keeps its order. */
     sync_close((uint32_t)i, gt__cuda_sink->now());
     return r;
@@ -345,15 +345,15 @@ static int sync_round(int all)
     /* Without device timestamps in CUDA_EVENT records (CUPTI before 13)
      * start events cannot be read back: say so once, sync nothing. */
     if (!gt__cupti.ActivityEnableCudaEventDeviceTimestamps) {
-        gt__cuda_sink->warn(GT_CUDA_WARN_SYNC,
+        gt__cuda_sink->warn(GT__CUDA_WARN_SYNC,
                             "this CUPTI has no CUDA event device timestamps: "
                             "no per-device clock offsets (GPU times still "
                             "mapped through CUPTI's own clock)");
         return 1;
     }
-    if (GT_CU_CALL(g_cu.DeviceGetCount(&n)))
+    if (GT__CU_CALL(g_cu.DeviceGetCount(&n)))
         return 0;
-    for (int i = 0; i < n && i < GT_CUDA_MAX_DEVICES; i++) {
+    for (int i = 0; i < n && i < GT__CUDA_MAX_DEVICES; i++) {
         struct device_sync *d = &g_dev[i];
         unsigned flags;
         int active = 0, dev;
@@ -365,12 +365,12 @@ static int sync_round(int all)
             continue;
         }
         void *popped;
-        if (GT_CU_CALL(g_cu.CtxPushCurrent(d->ctx))) {
+        if (GT__CU_CALL(g_cu.CtxPushCurrent(d->ctx))) {
             d->broken = 1;
             continue;
         }
         int r = 0;
-        for (int w = 0; w < GT_SYNC_WARMUPS && !r; w++)
+        for (int w = 0; w < GT__SYNC_WARMUPS && !r; w++)
             r = record_one(i, 1);
         if (!r)
             r = record_one(i, 0);
@@ -378,7 +378,7 @@ static int sync_round(int all)
             d->broken = 1;
         else
             synced++, d->synced = 1;
-        (void)GT_CU_CALL(g_cu.CtxPopCurrent(&popped));
+        (void)GT__CU_CALL(g_cu.CtxPopCurrent(&popped));
     }
     return synced;
 }
@@ -413,12 +413,12 @@ static void *sync_main(void *arg)
     int have_driver = 0;
     uint64_t next_sync = 0;
     for (;;) {
-        sleep_ms(GT_SYNC_POLL_MS);
+        sleep_ms(GT__SYNC_POLL_MS);
         int on = atomic_load_explicit(&gt__capture_on, memory_order_relaxed);
         if (on != enabled) {
             if (!on) {
                 (void)gt__cupti_set_enabled(0);
-                (void)GT_CUPTI_CALL(gt__cupti.ActivityFlushAll(GT_CU_FLUSH_FORCED));
+                (void)GT__CUPTI_CALL(gt__cupti.ActivityFlushAll(GT__CU_FLUSH_FORCED));
             } else if (gt__cupti_set_enabled(1)) {
                 return NULL; /* warned; CUPTI is not usable */
             }
@@ -430,7 +430,7 @@ static void *sync_main(void *arg)
         uint64_t now = gt__cuda_sink->now();
         int all = now >= next_sync;
         if (all) {
-            next_sync = now + (uint64_t)GT_CUDA_SYNC_PERIOD_MS * 1000000u;
+            next_sync = now + (uint64_t)GT__CUDA_SYNC_PERIOD_MS * 1000000u;
             gt__cupti_sync_cupti_pair();
         }
         /* libcuda appears with the first cuInit; until then, wait. */

@@ -12,14 +12,14 @@
  *   crash.c   fatal-signal flush (async-signal-safe, raw chunks);
  *   core.c    start, exit flush, fork handling;
  *   api.c     the public C API (include/gradtrace/gradtrace.h);
- *   log.c     GT_LOG and gt__warn_once.
+ *   log.c     GT__LOG and gt__warn_once.
  * Hook files written by others (torch.c, cupti.c, nvtx.c) use only what is
  * declared here.
  *
  * Rules for hooks: test gt__capture_on first (one load and a branch when
  * off); record with gt__reserve/gt__commit (or gt__emit) and gt__now();
  * never malloc, lock or make a syscall per event; intern strings once per
- * call site (GT_INTERN_STATIC) or once per name, never per event.
+ * call site (GT__INTERN_STATIC) or once per name, never per event.
  */
 #ifndef GRADTRACE_AGENT_INTERNAL_H
 #define GRADTRACE_AGENT_INTERNAL_H
@@ -34,8 +34,8 @@
 #include "gradtrace/gradtrace.h"
 #include "gradtrace/wire.h"
 
-#define GT_LIKELY(x) __builtin_expect(!!(x), 1)
-#define GT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define GT__LIKELY(x) __builtin_expect(!!(x), 1)
+#define GT__UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* ------------------------------------------------------------ capture */
 
@@ -43,12 +43,12 @@
 extern _Atomic int gt__capture_on;
 /*
  * What the autograd hooks must do, in one word so that they cost one load
- * and a branch when idle: GT_HOOK_CAPTURE while capturing (mirrors
- * gt__capture_on), GT_HOOK_TRIGGER while a trigger is armed (the hooks then
+ * and a branch when idle: GT__HOOK_CAPTURE while capturing (mirrors
+ * gt__capture_on), GT__HOOK_TRIGGER while a trigger is armed (the hooks then
  * feed the trigger engine even with capture off).
  */
-#define GT_HOOK_CAPTURE 1
-#define GT_HOOK_TRIGGER 2
+#define GT__HOOK_CAPTURE 1
+#define GT__HOOK_TRIGGER 2
 extern _Atomic int gt__hooks;
 /* Incremented at every off->on transition; lets scope stacks notice that a
  * begin was recorded in an earlier capture. */
@@ -70,9 +70,9 @@ extern _Atomic uint32_t gt__capture_epoch;
 struct gt__tsc_map {
     uint64_t tsc_base;  /* rdtsc at the map's start */
     uint64_t mono_base; /* CLOCK_MONOTONIC ns it maps to */
-    uint64_t mult;      /* ns per tick, << GT_TSC_SHIFT */
+    uint64_t mult;      /* ns per tick, << GT__TSC_SHIFT */
 };
-#define GT_TSC_SHIFT 32
+#define GT__TSC_SHIFT 32
 
 /* The current map, or NULL (use clock_gettime). Written by the streamer. */
 extern const struct gt__tsc_map *_Atomic gt__tsc_map;
@@ -93,12 +93,12 @@ static inline uint64_t gt__now(void)
     const struct gt__tsc_map *m =
         atomic_load_explicit(&gt__tsc_map, memory_order_acquire);
 
-    if (GT_LIKELY(m != NULL)) {
+    if (GT__LIKELY(m != NULL)) {
         /* Signed: rdtsc is not ordered after the load and may read a few
          * ticks before a brand-new map's base. */
         int64_t d = (int64_t)(__builtin_ia32_rdtsc() - m->tsc_base);
         return m->mono_base +
-               (uint64_t)(int64_t)(((__int128)d * (__int128)m->mult) >> GT_TSC_SHIFT);
+               (uint64_t)(int64_t)(((__int128)d * (__int128)m->mult) >> GT__TSC_SHIFT);
     }
 #endif
     return gt__mono_ns();
@@ -125,12 +125,12 @@ void gt__timebase_update(void);
 uint32_t gt__intern(const char *s, size_t len);
 
 /* Interns a string literal once per call site; later calls are one load. */
-#define GT_INTERN_STATIC(lit)                                                 \
+#define GT__INTERN_STATIC(lit)                                                 \
     __extension__({                                                           \
         static _Atomic uint32_t gt__site_id_;                                 \
         uint32_t gt__id_ = atomic_load_explicit(&gt__site_id_,                \
                                                 memory_order_relaxed);        \
-        if (GT_UNLIKELY(!gt__id_)) {                                          \
+        if (GT__UNLIKELY(!gt__id_)) {                                          \
             gt__id_ = gt__intern((lit), sizeof(lit) - 1);                     \
             atomic_store_explicit(&gt__site_id_, gt__id_,                     \
                                   memory_order_relaxed);                      \
@@ -177,7 +177,7 @@ extern int gt__log_enabled;
 /*
  * Formats into a stack buffer and write(2)s one line to stderr, prefixed
  * "gradtrace[pid]: ". Async-signal-safe (own formatter: %s %c %d %i %u %x
- * %p with l/ll/z modifiers), errno preserved. Use GT_LOG.
+ * %p with l/ll/z modifiers), errno preserved. Use GT__LOG.
  */
 void gt__agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The daemon has its own gt__log; the agent's symbol is distinct so the
@@ -185,19 +185,19 @@ void gt__agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define gt__log gt__agent_log
 
 /* Diagnostics to stderr, only when GRADTRACE_LOG is set. */
-#define GT_LOG(...)                                                           \
+#define GT__LOG(...)                                                           \
     do {                                                                      \
-        if (GT_UNLIKELY(gt__log_enabled))                                     \
+        if (GT__UNLIKELY(gt__log_enabled))                                     \
             gt__log(__VA_ARGS__);                                             \
     } while (0)
 
 /* ------------------------------------------------------------ configuration */
 
-#define GT_PATH_MAX 4096
+#define GT__PATH_MAX 4096
 
 struct gt__config {
     char socket_path[108];     /* sun_path of the daemon's agent socket */
-    char file_path[GT_PATH_MAX]; /* GRADTRACE_FILE template ("" = socket) */
+    char file_path[GT__PATH_MAX]; /* GRADTRACE_FILE template ("" = socket) */
     int capture;               /* capture on at start */
     uint32_t block_kb;         /* per-thread block size, KiB */
     uint32_t blocks;           /* blocks per thread */
@@ -205,12 +205,12 @@ struct gt__config {
     int tsc;                   /* GRADTRACE_CLOCK: 1 tsc (default), 0 mono */
 };
 
-#define GT_CONFIG_BLOCK_KB_DEFAULT 256u
-#define GT_CONFIG_BLOCK_KB_MIN 4u
-#define GT_CONFIG_BLOCK_KB_MAX 8192u
-#define GT_CONFIG_BLOCKS_DEFAULT 8u
-#define GT_CONFIG_BLOCKS_MIN 2u
-#define GT_CONFIG_BLOCKS_MAX 4096u
+#define GT__CONFIG_BLOCK_KB_DEFAULT 256u
+#define GT__CONFIG_BLOCK_KB_MIN 4u
+#define GT__CONFIG_BLOCK_KB_MAX 8192u
+#define GT__CONFIG_BLOCKS_DEFAULT 8u
+#define GT__CONFIG_BLOCKS_MIN 2u
+#define GT__CONFIG_BLOCKS_MAX 4096u
 
 /* Lookup function for gt__config_parse (getenv in production). */
 typedef const char *(*gt__getenv_fn)(const char *name);
@@ -229,7 +229,7 @@ int gt__config_parse(struct gt__config *c, gt__getenv_fn get);
  * ".<pid>" is appended so a forked child never writes its parent's file.
  * @return 0, or -ENAMETOOLONG.
  */
-GT_WUR int gt__config_file_path(const char *tmpl, int pid, int child,
+GT__WUR int gt__config_file_path(const char *tmpl, int pid, int child,
                                 char *out, size_t cap);
 
 /* ------------------------------------------------------------ life cycle */
@@ -240,7 +240,7 @@ GT_WUR int gt__config_file_path(const char *tmpl, int pid, int child,
  * nothing). Idempotent: later calls return 0 and change nothing.
  * @return 0 or a negative errno (the agent then records nothing).
  */
-GT_WUR int gt__agent_start(const struct gt__config *c);
+GT__WUR int gt__agent_start(const struct gt__config *c);
 
 /*
  * Final flush: everything committed so far reaches the sink (the streamer

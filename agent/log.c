@@ -1,5 +1,5 @@
 /*
- * Agent diagnostics: GT_LOG lines to stderr (only with GRADTRACE_LOG) and
+ * Agent diagnostics: GT__LOG lines to stderr (only with GRADTRACE_LOG) and
  * warnings recorded into the trace once per distinct message.
  *
  * gt__log has its own small formatter because it must work in a signal
@@ -152,7 +152,7 @@ void gt__warn_once(uint32_t code, const char *msg)
     pthread_mutex_unlock(&warn_lock);
     if (!first)
         return;
-    GT_LOG("warning %u: %s", code, msg);
+    GT__LOG("warning %u: %s", code, msg);
     if (!id)
         return;
     w.h.type = GT_R_WARNING;

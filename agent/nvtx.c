@@ -177,7 +177,7 @@ static struct nvtx_thread *nvtx_self(void)
 {
     struct nvtx_thread *t = t_nvtx;
 
-    if (GT_LIKELY(t != NULL))
+    if (GT__LIKELY(t != NULL))
         return t;
     pthread_once(&nvtx_once, nvtx_key_init);
     t = calloc(1, sizeof(*t));
@@ -288,12 +288,12 @@ static uint32_t attr_name(const struct gt__nvtx_attr *a, const char **text)
     if (!a || a->size < offsetof(struct gt__nvtx_attr, message) + sizeof(void *))
         return 0;
     switch (a->message_type) {
-    case GT_NVTX_MESSAGE_ASCII:
+    case GT__NVTX_MESSAGE_ASCII:
         *text = a->message.ascii;
         return intern_c(a->message.ascii);
-    case GT_NVTX_MESSAGE_UNICODE:
+    case GT__NVTX_MESSAGE_UNICODE:
         return intern_wide(a->message.unicode);
-    case GT_NVTX_MESSAGE_REGISTERED:
+    case GT__NVTX_MESSAGE_REGISTERED:
         return handle_id(a->message.registered);
     default:
         return 0;
@@ -565,7 +565,7 @@ int gt__nvtx_install(const void *(*get_export_table)(uint32_t))
     /* CORE2 (domains) is optional: NVTX v1/v2 clients lack it. */
     (void)install(cb, NVTX_CB_MODULE_CORE2, core2,
                   sizeof(core2) / sizeof(core2[0]));
-    GT_LOG("nvtx: injection installed");
+    GT__LOG("nvtx: injection installed");
     return 1;
 }
 

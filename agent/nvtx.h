@@ -12,9 +12,9 @@
 #include <wchar.h>
 
 enum {
-    GT_NVTX_MESSAGE_ASCII = 1,
-    GT_NVTX_MESSAGE_UNICODE = 2,
-    GT_NVTX_MESSAGE_REGISTERED = 3,
+    GT__NVTX_MESSAGE_ASCII = 1,
+    GT__NVTX_MESSAGE_UNICODE = 2,
+    GT__NVTX_MESSAGE_REGISTERED = 3,
 };
 
 /* nvtxEventAttributes_v2 (NVTX_VERSION 2 and 3). */

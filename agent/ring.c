@@ -23,8 +23,8 @@ _Atomic uint64_t gt__thread_registrations;
 void (*gt__ring_notify)(void);
 void (*gt__ring_armed)(void);
 
-static uint32_t ring_block_size = GT_CONFIG_BLOCK_KB_DEFAULT * 1024u;
-static uint32_t ring_nblocks = GT_CONFIG_BLOCKS_DEFAULT;
+static uint32_t ring_block_size = GT__CONFIG_BLOCK_KB_DEFAULT * 1024u;
+static uint32_t ring_nblocks = GT__CONFIG_BLOCKS_DEFAULT;
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 static int exit_key_ok;
@@ -45,7 +45,7 @@ static void thread_exit(void *arg)
     struct gt__thread *t = arg;
 
     gt__tls = &gt__thread_dead;
-    atomic_store_explicit(&t->status, GT_THR_EXITED, memory_order_release);
+    atomic_store_explicit(&t->status, GT__THR_EXITED, memory_order_release);
     if (gt__ring_notify)
         gt__ring_notify();
 }
@@ -90,9 +90,9 @@ static struct gt__thread *thread_state_acquire(void)
     struct gt__thread *t;
 
     for (t = atomic_load(&gt__threads); t; t = t->next) {
-        int expect = GT_THR_FREE;
+        int expect = GT__THR_FREE;
         if (t->block_size == ring_block_size && t->nblocks == ring_nblocks &&
-            atomic_compare_exchange_strong(&t->status, &expect, GT_THR_INIT))
+            atomic_compare_exchange_strong(&t->status, &expect, GT__THR_INIT))
             return t;
     }
     t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE,
@@ -101,7 +101,7 @@ static struct gt__thread *thread_state_acquire(void)
         return NULL;
     t->block_size = ring_block_size;
     t->nblocks = ring_nblocks;
-    atomic_store(&t->status, GT_THR_INIT);
+    atomic_store(&t->status, GT__THR_INIT);
     t->next = atomic_load(&gt__threads);
     while (!atomic_compare_exchange_weak(&gt__threads, &t->next, t))
         ;
@@ -133,7 +133,7 @@ struct gt__thread *gt__thread_register(void)
     if (exit_key_ok)
         (void)pthread_setspecific(exit_key, t);
     gt__tls = t;
-    atomic_store_explicit(&t->status, GT_THR_ACTIVE, memory_order_release);
+    atomic_store_explicit(&t->status, GT__THR_ACTIVE, memory_order_release);
     return t;
 }
 
@@ -258,7 +258,7 @@ uint32_t gt__ring_peek(struct gt__thread *t, const uint8_t **p)
 
 void gt__ring_release_exited(struct gt__thread *t)
 {
-    atomic_store_explicit(&t->status, GT_THR_FREE, memory_order_release);
+    atomic_store_explicit(&t->status, GT__THR_FREE, memory_order_release);
 }
 
 void gt__ring_after_fork_child(void)
@@ -273,7 +273,7 @@ void gt__ring_after_fork_child(void)
         t->lost_sent = 0;
         t->lost_base = 0;
         if (t != self) {
-            atomic_store(&t->status, GT_THR_FREE);
+            atomic_store(&t->status, GT__THR_FREE);
             continue;
         }
         t->tid = (uint32_t)gettid();
@@ -281,7 +281,7 @@ void gt__ring_after_fork_child(void)
          * ends must not be recorded. The layer stack stays (the child still
          * runs inside those modules). */
         t->scope_depth = 0;
-        for (uint32_t i = 0; i < t->layer_depth && i < GT_STACK_MAX; i++)
+        for (uint32_t i = 0; i < t->layer_depth && i < GT__SCOPE_STACK_MAX; i++)
             t->layers[i].epoch = 0;
     }
     atomic_store(&gt__lost_orphan, 0);

@@ -32,13 +32,13 @@
 
 #include "agent/internal.h"
 
-#define GT_STACK_MAX 256u
+#define GT__SCOPE_STACK_MAX 256u
 
 enum gt__thread_status {
-    GT_THR_FREE = 0,    /* reusable by a new thread */
-    GT_THR_INIT = 1,    /* being (re)initialised by its new thread */
-    GT_THR_ACTIVE = 2,  /* its thread is alive */
-    GT_THR_EXITED = 3,  /* thread gone; streamer drains, then frees */
+    GT__THR_FREE = 0,    /* reusable by a new thread */
+    GT__THR_INIT = 1,    /* being (re)initialised by its new thread */
+    GT__THR_ACTIVE = 2,  /* its thread is alive */
+    GT__THR_EXITED = 3,  /* thread gone; streamer drains, then frees */
 };
 
 struct gt__block {
@@ -60,11 +60,11 @@ struct gt__thread {
     uint32_t cap;                 /* block_size, or 0 to force the slow path */
     _Atomic uint64_t wr;
     _Atomic uint64_t lost;        /* records dropped, cumulative */
-    uint32_t layer_depth;         /* may exceed GT_STACK_MAX (not stored) */
+    uint32_t layer_depth;         /* may exceed GT__SCOPE_STACK_MAX (not stored) */
     uint32_t scope_depth;
     uint32_t scope_epoch;         /* epoch of the entries in scopes[] */
-    struct gt__layer layers[GT_STACK_MAX];
-    uint32_t scopes[GT_STACK_MAX];
+    struct gt__layer layers[GT__SCOPE_STACK_MAX];
+    uint32_t scopes[GT__SCOPE_STACK_MAX];
 
     /* Consumer side: the stream lock holder only. */
     _Atomic uint64_t rd __attribute__((aligned(64)));
@@ -130,7 +130,7 @@ static inline struct gt__thread *gt__thread_self(void)
 {
     struct gt__thread *t = gt__tls;
 
-    if (GT_LIKELY(t != NULL))
+    if (GT__LIKELY(t != NULL))
         return t == &gt__thread_dead ? NULL : t;
     return gt__thread_register();
 }
@@ -143,7 +143,7 @@ static inline void *gt__reserve_inline(size_t size)
 {
     struct gt__thread *t = gt__tls;
 
-    if (GT_LIKELY(t != NULL) && GT_LIKELY(t->pos + size <= t->cap))
+    if (GT__LIKELY(t != NULL) && GT__LIKELY(t->pos + size <= t->cap))
         return t->cur + t->pos;
     return gt__reserve_slow(size);
 }

@@ -35,7 +35,7 @@ int gt__sink_write(const void *buf, size_t len, int timeout_ms)
     int waited = 0;
 
     while (len) {
-        ssize_t n = gt__st.kind == GT_SINK_SOCKET
+        ssize_t n = gt__st.kind == GT__SINK_SOCKET
                         ? send(gt__st.fd, p, len, MSG_NOSIGNAL)
                         : write(gt__st.fd, p, len);
         if (n > 0) {
@@ -78,7 +78,7 @@ static void schedule_retry(void)
 void gt__sink_close(const char *why)
 {
     if (gt__st.fd >= 0) {
-        GT_LOG("stream %u closed: %s", gt__st.stream_id, why);
+        GT__LOG("stream %u closed: %s", gt__st.stream_id, why);
         close(gt__st.fd);
     }
     gt__st.fd = -1;
@@ -106,7 +106,7 @@ static int sink_start_stream(void)
     gt__st.backoff_ns = BACKOFF_MIN_NS;
     gt__st.warned_open = 0;
     gt__stream_reset();
-    GT_LOG("stream %u open: %s", gt__st.stream_id, gt__st.path);
+    GT__LOG("stream %u open: %s", gt__st.stream_id, gt__st.path);
     return 0;
 }
 
@@ -117,7 +117,7 @@ static int open_file(void)
     if (fd < 0) {
         int err = -errno;
         if (!gt__st.warned_open++)
-            GT_LOG("cannot open %s: %s", gt__st.path, strerror(-err));
+            GT__LOG("cannot open %s: %s", gt__st.path, strerror(-err));
         schedule_retry();
         return err;
     }
@@ -148,7 +148,7 @@ static int open_socket(void)
     }
     close(fd);
     if (!gt__st.warned_open++)
-        GT_LOG("no daemon at %s (%s); retrying in the background", gt__st.path,
+        GT__LOG("no daemon at %s (%s); retrying in the background", gt__st.path,
                strerror(-err));
     schedule_retry();
     return err;
@@ -160,10 +160,10 @@ int gt__sink_open(void)
         return 0;
     if (gt__st.connecting)
         return -EINPROGRESS;
-    return gt__st.kind == GT_SINK_FILE ? open_file() : open_socket();
+    return gt__st.kind == GT__SINK_FILE ? open_file() : open_socket();
 }
 
-static char triggers[GT_TRIGGERS_MAX][GT_CTL_MAX_SIZE];
+static char triggers[GT__TRIGGERS_MAX][GT_CTL_MAX_SIZE];
 static unsigned ntriggers;
 
 unsigned gt__triggers_count(void)
@@ -180,7 +180,7 @@ static void ctl_handle(uint16_t type, const char *text, size_t len)
 {
     switch (type) {
     case GT_CTL_WELCOME:
-        GT_LOG("daemon says welcome (%.*s)", (int)len, text);
+        GT__LOG("daemon says welcome (%.*s)", (int)len, text);
         break;
     case GT_CTL_CAPTURE_ON:
         gt_capture_start();
@@ -192,14 +192,14 @@ static void ctl_handle(uint16_t type, const char *text, size_t len)
         /* Armed in the trigger engine (agent/trigger.c); the text is also
          * kept for diagnostics. */
         (void)gt__trig_arm(text, len);
-        if (ntriggers < GT_TRIGGERS_MAX) {
+        if (ntriggers < GT__TRIGGERS_MAX) {
             memcpy(triggers[ntriggers], text, len);
             triggers[ntriggers][len] = '\0';
             ntriggers++;
         }
         break;
     case GT_CTL_TRIGGER_CLEAR:
-        GT_LOG("triggers cleared");
+        GT__LOG("triggers cleared");
         gt__trig_clear();
         ntriggers = 0;
         break;
@@ -245,7 +245,7 @@ static void ctl_read(void)
 
 void gt__sink_events(short revents)
 {
-    if (gt__st.fd < 0 || gt__st.kind != GT_SINK_SOCKET)
+    if (gt__st.fd < 0 || gt__st.kind != GT__SINK_SOCKET)
         return;
     if (gt__st.connecting) {
         int err = 0;

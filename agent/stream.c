@@ -171,11 +171,11 @@ static void chunk_write(const uint8_t *buf, uint32_t len, uint32_t count,
         atomic_fetch_add(&gt__st.lost_chunks, 1);
         return;
     }
-    n = gt_chunk_encode(cctx, ZSTD_LEVEL, buf, len, count, seq,
+    n = gt__chunk_encode(cctx, ZSTD_LEVEL, buf, len, count, seq,
                         first_ns == UINT64_MAX ? 0 : first_ns, enc, enc_cap);
     if (n < 0) {
-        GT_LOG("chunk %llu not encoded: %s", (unsigned long long)seq,
-               gt_strerror((int)n));
+        GT__LOG("chunk %llu not encoded: %s", (unsigned long long)seq,
+               gt__strerror((int)n));
         atomic_fetch_add(&gt__st.lost_chunks, 1);
         return;
     }
@@ -277,7 +277,7 @@ static uint32_t thread_name(struct gt__thread *t)
     int fd;
     ssize_t n = -1;
 
-    if (atomic_load(&t->status) == GT_THR_ACTIVE) {
+    if (atomic_load(&t->status) == GT__THR_ACTIVE) {
         snprintf(path, sizeof(path), "/proc/self/task/%u/comm", t->tid);
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
@@ -412,16 +412,16 @@ static void cycle(void)
         int status = atomic_load_explicit(&t->status, memory_order_acquire);
         uint64_t limit = (uint64_t)t->nblocks * t->block_size;
 
-        if (status != GT_THR_ACTIVE && status != GT_THR_EXITED)
+        if (status != GT__THR_ACTIVE && status != GT__THR_EXITED)
             continue;
         if (gt__st.ready)
             thread_drain(t, limit);
-        else if (gt__st.kind == GT_SINK_SOCKET || gt__st.warned_open)
+        else if (gt__st.kind == GT__SINK_SOCKET || gt__st.warned_open)
             discarded += thread_discard(t, limit);
         else
             continue; /* the file is about to be opened: keep the records */
         /* Exited and (status read before the peek) fully drained. */
-        if (status == GT_THR_EXITED && !gt__ring_peek(t, &(const uint8_t *){0}))
+        if (status == GT__THR_EXITED && !gt__ring_peek(t, &(const uint8_t *){0}))
             gt__ring_release_exited(t);
     }
     if (discarded) {
@@ -460,7 +460,7 @@ void gt__stream_reset(void)
     orphan_base = atomic_load(&gt__lost_orphan);
     for (struct gt__thread *t = atomic_load(&gt__threads); t; t = t->next) {
         int status = atomic_load_explicit(&t->status, memory_order_acquire);
-        if (status != GT_THR_ACTIVE && status != GT_THR_EXITED)
+        if (status != GT__THR_ACTIVE && status != GT__THR_EXITED)
             continue;
         t->lost_stream = gt__st.stream_id;
         t->lost_sent = 0;
@@ -518,7 +518,7 @@ static void *streamer_main(void *arg)
         struct pollfd pf[2] = {{.fd = efd, .events = POLLIN}, {.fd = -1}};
         int nf = 1;
 
-        if (gt__st.fd >= 0 && gt__st.kind == GT_SINK_SOCKET) {
+        if (gt__st.fd >= 0 && gt__st.kind == GT__SINK_SOCKET) {
             pf[1].fd = gt__st.fd;
             pf[1].events = POLLIN | (gt__st.connecting ? POLLOUT : 0);
             nf = 2;
@@ -562,7 +562,7 @@ static void armed(void)
      * written, so nothing recorded can precede its stream. If the streamer
      * holds the lock, it opens the file on its next pass instead (and
      * keeps records in the buffers meanwhile). */
-    if (gt__st.kind == GT_SINK_FILE && !atomic_load(&gt__st.file_wanted)) {
+    if (gt__st.kind == GT__SINK_FILE && !atomic_load(&gt__st.file_wanted)) {
         atomic_store(&gt__st.file_wanted, 1);
         if (gt__stream_trylock(0)) {
             int rc = gt__st.ready ? 0 : gt__sink_open();
@@ -576,14 +576,14 @@ static void armed(void)
     if (!atomic_load_explicit(&streamer_running, memory_order_relaxed) &&
         atomic_load(&lazy_start) && atomic_exchange(&lazy_start, 0) &&
         gt__streamer_start() < 0)
-        GT_LOG("streamer not started in the child");
+        GT__LOG("streamer not started in the child");
 }
 
 static int buffers_alloc(void)
 {
     if (raw)
         return 0;
-    enc_cap = gt_chunk_bound(GT_CHUNK_MAX_RAW);
+    enc_cap = gt__chunk_bound(GT_CHUNK_MAX_RAW);
     raw = gt__malloc(GT_CHUNK_MAX_RAW);
     sbuf = gt__malloc(GT_CHUNK_MAX_RAW);
     enc = gt__malloc(enc_cap);
@@ -631,7 +631,7 @@ int gt__streamer_start(void)
     if (rc == 0)
         atomic_store(&streamer_running, 1);
     else
-        GT_LOG("streamer thread not started: %s", strerror(-rc));
+        GT__LOG("streamer thread not started: %s", strerror(-rc));
     return rc;
 }
 
@@ -658,7 +658,7 @@ void gt__streamer_stop(void)
         clock_gettime(CLOCK_MONOTONIC, &now);
         if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 >
             FINAL_WAIT_MS) {
-            GT_LOG("final flush did not finish in %d ms; giving up", FINAL_WAIT_MS);
+            GT__LOG("final flush did not finish in %d ms; giving up", FINAL_WAIT_MS);
             break;
         }
     }

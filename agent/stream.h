@@ -28,7 +28,7 @@
 
 #include "agent/internal.h"
 
-enum gt__sink_kind { GT_SINK_SOCKET = 1, GT_SINK_FILE = 2 };
+enum gt__sink_kind { GT__SINK_SOCKET = 1, GT__SINK_FILE = 2 };
 
 struct gt__stream {
     _Atomic int lock;          /* owner's tid, 0 when free */
@@ -46,7 +46,7 @@ struct gt__stream {
     uint64_t next_try_ns;      /* no sink: when to try again */
     int warned_open;           /* open failures since the last success */
     _Atomic int file_wanted;   /* file mode: a thread has recorded */
-    char path[GT_PATH_MAX];    /* file: expanded path; socket: sun_path */
+    char path[GT__PATH_MAX];    /* file: expanded path; socket: sun_path */
 
     /* hello, rebuilt for each process (fork) */
     uint8_t hello[GT_HELLO_MAX_SIZE];
@@ -78,13 +78,13 @@ void gt__stream_unlock(void);
  * -EINPROGRESS while a connect is pending, or a negative errno (the caller
  * backs off).
  */
-GT_WUR int gt__sink_open(void);
+GT__WUR int gt__sink_open(void);
 
 /* A sink should exist now: always for a socket; for a file once the
  * process has recorded. */
 static inline int gt__sink_wanted(void)
 {
-    return gt__st.kind == GT_SINK_SOCKET || atomic_load(&gt__st.file_wanted);
+    return gt__st.kind == GT__SINK_SOCKET || atomic_load(&gt__st.file_wanted);
 }
 
 /* Lock holder: the socket became writable/readable/hung up (poll revents). */
@@ -95,7 +95,7 @@ void gt__sink_events(short revents);
  * Async-signal-safe (write/send/poll only). @return 0 or a negative errno
  * (the stream is then broken: the caller closes it).
  */
-GT_WUR int gt__sink_write(const void *buf, size_t len, int timeout_ms);
+GT__WUR int gt__sink_write(const void *buf, size_t len, int timeout_ms);
 
 /* Closes the sink; a socket is retried after the backoff. */
 void gt__sink_close(const char *why);
@@ -103,10 +103,10 @@ void gt__sink_close(const char *why);
 /*
  * Trigger specs the daemon sent (GT_CTL_TRIGGER, canonical text), kept in
  * arrival order for the trigger engine of a later issue; GT_CTL_TRIGGER_CLEAR
- * empties the list. At most GT_TRIGGERS_MAX (later ones are logged and
+ * empties the list. At most GT__TRIGGERS_MAX (later ones are logged and
  * dropped). Read them from the streamer thread (or with the stream lock).
  */
-#define GT_TRIGGERS_MAX 16
+#define GT__TRIGGERS_MAX 16
 unsigned gt__triggers_count(void);
 const char *gt__trigger_text(unsigned i);
 
@@ -116,7 +116,7 @@ void gt__stream_hello_build(void);
 /* ------------------------------------------------------------ stream.c */
 
 /* Starts the streamer thread (signals blocked). @return 0 or -errno. */
-GT_WUR int gt__streamer_start(void);
+GT__WUR int gt__streamer_start(void);
 
 /*
  * Asks the streamer for a final flush and waits for it (bounded); without

@@ -4,7 +4,7 @@
  * Maps are immutable once published: the streamer fills the next slot of a
  * small ring and publishes its address with a release store, so a reader
  * needs one load, rdtsc and a multiply, with no sequence lock. A slot is
- * rewritten only after GT_MAPS more updates (over a minute at one update a
+ * rewritten only after GT__MAPS more updates (over a minute at one update a
  * second), long after any reader that loaded its address has used it.
  *
  * Fitting: the frequency comes from the pair taken at init and the pair
@@ -21,7 +21,7 @@
 
 #include "agent/internal.h"
 
-#define GT_MAPS 64
+#define GT__MAPS 64
 #define FIRST_FIT_NS 50000000ll
 #define REFIT_NS 1000000000ll
 #define MAX_ERROR_NS 5000000ll
@@ -29,7 +29,7 @@
 
 const struct gt__tsc_map *_Atomic gt__tsc_map;
 
-static struct gt__tsc_map maps[GT_MAPS];
+static struct gt__tsc_map maps[GT__MAPS];
 static unsigned next_map;
 static int usable;
 static uint64_t tsc0, mono0, last_fit;
@@ -79,7 +79,7 @@ void gt__timebase_init(int enabled)
     usable = enabled && tsc_trusted();
     if (usable)
         (void)pair(&tsc0, &mono0);
-    GT_LOG("time base: %s", usable ? "TSC mapped to CLOCK_MONOTONIC" : "clock_gettime");
+    GT__LOG("time base: %s", usable ? "TSC mapped to CLOCK_MONOTONIC" : "clock_gettime");
 #else
     (void)enabled;
 #endif
@@ -89,7 +89,7 @@ static uint64_t map_eval(const struct gt__tsc_map *m, uint64_t tsc)
 {
     int64_t d = (int64_t)(tsc - m->tsc_base);
     return m->mono_base +
-           (uint64_t)(int64_t)(((__int128)d * (__int128)m->mult) >> GT_TSC_SHIFT);
+           (uint64_t)(int64_t)(((__int128)d * (__int128)m->mult) >> GT__TSC_SHIFT);
 }
 
 /*
@@ -117,7 +117,7 @@ void gt__timebase_update(void)
     last_fit = mono;
     ns_per_tick = (double)(mono - mono0) / (double)(tsc - tsc0);
     cur = atomic_load(&gt__tsc_map);
-    m = &maps[next_map++ % GT_MAPS];
+    m = &maps[next_map++ % GT__MAPS];
     if (!cur) {
         m->tsc_base = tsc;
         m->mono_base = mono + window + 1;
@@ -140,6 +140,6 @@ void gt__timebase_update(void)
         m->tsc_base = __builtin_ia32_rdtsc();
         m->mono_base = map_eval(cur, m->tsc_base) + 2;
     }
-    m->mult = (uint64_t)(ns_per_tick * (double)(1ull << GT_TSC_SHIFT) + 0.5);
+    m->mult = (uint64_t)(ns_per_tick * (double)(1ull << GT__TSC_SHIFT) + 0.5);
     atomic_store_explicit(&gt__tsc_map, m, memory_order_release);
 }

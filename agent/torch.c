@@ -133,7 +133,7 @@ static int torch_disabled; /* GRADTRACE_TORCH=0: pure pass-through */
 /* ------------------------------------------------------------ resolution */
 
 struct find_ctx {
-    char path[GT_PATH_MAX];
+    char path[GT__PATH_MAX];
 };
 
 static int find_libtorch_cb(struct dl_phdr_info *info, size_t size, void *ud)
@@ -195,8 +195,8 @@ static void *resolve(const char *sym, const void *self, const void *caller)
     if (p == self)
         p = NULL;
     if (!p) {
-        GT_LOG("torch: cannot resolve %s", sym);
-        gt__warn_once(GT_TORCH_WARN_RESOLVE,
+        GT__LOG("torch: cannot resolve %s", sym);
+        gt__warn_once(GT__TORCH_WARN_RESOLVE,
                       "torch: a libtorch function could not be resolved");
     }
     return p;
@@ -205,7 +205,7 @@ static void *resolve(const char *sym, const void *self, const void *caller)
 #define RESOLVE(var, type, sym, self)                                         \
     __extension__({                                                           \
         type f_ = atomic_load_explicit(&(var), memory_order_acquire);        \
-        if (GT_UNLIKELY(!f_)) {                                               \
+        if (GT__UNLIKELY(!f_)) {                                               \
             f_ = (type)resolve(sym, (const void *)(self),                     \
                                __builtin_return_address(0));                  \
             if (f_)                                                           \
@@ -234,7 +234,7 @@ static __thread uint64_t tl_torch_tid
 static uint64_t torch_tid(void)
 {
     uint64_t t = tl_torch_tid;
-    if (GT_LIKELY(t))
+    if (GT__LIKELY(t))
         return t;
     tid_fn f = RESOLVE(real_tid, tid_fn, SYM_TID, NULL);
     t = f ? f() : 0;
@@ -294,7 +294,7 @@ static void find_name_slot(void)
     }
 #endif
     if (slot < 0)
-        gt__warn_once(GT_TORCH_WARN_NAME,
+        gt__warn_once(GT__TORCH_WARN_NAME,
                       "torch: Node::name() not callable; backward nodes "
                       "are named from their C++ type");
     atomic_store_explicit(&name_slot, slot, memory_order_release);
@@ -311,7 +311,7 @@ static uint32_t typeid_name(const void *node)
     const void *ti = vptr[-1];
     const char *m = ti ? *((const char *const *)ti + 1) : NULL;
     if (!m)
-        return GT_INTERN_STATIC("autograd::Node");
+        return GT__INTERN_STATIC("autograd::Node");
     if (*m == '*')
         m++;
     if (*m == 'N')
@@ -404,16 +404,16 @@ uint64_t _ZN2at15sequence_number17get_and_incrementEv(void)
 {
     seq_fn real = RESOLVE(real_seq, seq_fn, SYM_SEQ,
                           _ZN2at15sequence_number17get_and_incrementEv);
-    if (GT_UNLIKELY(!real))
+    if (GT__UNLIKELY(!real))
         fatal_unresolved(SYM_SEQ);
     uint64_t seq = real();
 
     /* Armed triggers need node creations while capture is off (they count
      * the matching nodes of a window's layer in its forward). */
     int capturing = atomic_load_explicit(&gt__hooks, memory_order_relaxed);
-    if (GT_LIKELY(!capturing) && !gt__torch_layout_learning())
+    if (GT__LIKELY(!capturing) && !gt__torch_layout_learning())
         return seq;
-    if (GT_UNLIKELY(torch_disabled))
+    if (GT__UNLIKELY(torch_disabled))
         return seq;
     uint64_t tid = torch_tid();
     gt__torch_layout_note_created(seq, tid);
@@ -430,10 +430,10 @@ void _ZN5torch8autograd4impl17set_gradient_edgeERKN2at6TensorENS0_4EdgeE(
     edge_fn real = RESOLVE(
         real_edge, edge_fn, SYM_EDGE,
         _ZN5torch8autograd4impl17set_gradient_edgeERKN2at6TensorENS0_4EdgeE);
-    if (GT_UNLIKELY(!real))
+    if (GT__UNLIKELY(!real))
         fatal_unresolved(SYM_EDGE);
     /* Only while the layout is unknown: the fresh node, before it runs. */
-    if (GT_UNLIKELY(tl_last_ok) && gt__torch_layout_learning() && edge) {
+    if (GT__UNLIKELY(tl_last_ok) && gt__torch_layout_learning() && edge) {
         tl_last_ok = 0; /* one observation per creation (multi-output ops) */
         gt__torch_layout_note_edge(*(void *const *)edge, tl_last_seq,
                                    tl_torch_tid);
@@ -460,14 +460,14 @@ _ZN5torch8autograd6Engine17evaluate_functionERSt10shared_ptrINS0_9GraphTaskEEPNS
     eval_fn real = RESOLVE(
         real_eval, eval_fn, SYM_EVAL,
         _ZN5torch8autograd6Engine17evaluate_functionERSt10shared_ptrINS0_9GraphTaskEEPNS0_4NodeERNS0_11InputBufferERKS2_INS0_10ReadyQueueEE);
-    if (GT_UNLIKELY(!real))
+    if (GT__UNLIKELY(!real))
         fatal_unresolved(SYM_EVAL);
 
     /* With a trigger armed the node goes through gt_bwd_node_begin/end,
      * where a window may open or close. */
     int capturing = atomic_load_explicit(&gt__hooks, memory_order_relaxed);
-    if ((GT_LIKELY(!capturing) && !gt__torch_layout_learning()) ||
-        GT_UNLIKELY(torch_disabled || !node)) {
+    if ((GT__LIKELY(!capturing) && !gt__torch_layout_learning()) ||
+        GT__UNLIKELY(torch_disabled || !node)) {
         real(engine, graph_task, node, inputs, ready_queue);
         return;
     }
@@ -505,13 +505,13 @@ _ZN5torch8autograd6Engine7executeERKSt6vectorINS0_4EdgeESaIS3_EERKS2_IN2at6Tenso
     exec_fn real = RESOLVE(
         real_exec, exec_fn, SYM_EXEC,
         _ZN5torch8autograd6Engine7executeERKSt6vectorINS0_4EdgeESaIS3_EERKS2_IN2at6TensorESaIS9_EEbbbS7_);
-    if (GT_UNLIKELY(!real))
+    if (GT__UNLIKELY(!real))
         fatal_unresolved(SYM_EXEC);
 
     struct pass_guard g __attribute__((cleanup(pass_guard_end))) = {0};
     /* Only the outermost pass on a thread is an iteration boundary. */
     if (tl_exec_depth++ == 0 && !torch_disabled) {
-        if (GT_UNLIKELY(gt__torch_layout_learning()))
+        if (GT__UNLIKELY(gt__torch_layout_learning()))
             gt__torch_layout_pass_begin();
         /* Always: passes are counted as iterations even while capture
          * is off, so a trigger can name one (gt_bwd_pass_begin records a
@@ -535,5 +535,5 @@ void gt__torch_init(void)
     const char *v = getenv("GRADTRACE_TORCH");
     torch_disabled = v && v[0] == '0' && v[1] == '\0';
     if (torch_disabled)
-        GT_LOG("torch: hooks disabled by GRADTRACE_TORCH=0");
+        GT__LOG("torch: hooks disabled by GRADTRACE_TORCH=0");
 }

@@ -11,9 +11,9 @@
 
 /* Warning codes (GT_R_WARNING.code) used by the torch hooks. */
 enum gt__torch_warn {
-    GT_TORCH_WARN_LAYOUT = 0x7401,  /* node offsets not found: seq unknown */
-    GT_TORCH_WARN_NAME = 0x7402,    /* Node::name() unusable: typeid names */
-    GT_TORCH_WARN_RESOLVE = 0x7403, /* a libtorch function not found */
+    GT__TORCH_WARN_LAYOUT = 0x7401,  /* node offsets not found: seq unknown */
+    GT__TORCH_WARN_NAME = 0x7402,    /* Node::name() unusable: typeid names */
+    GT__TORCH_WARN_RESOLVE = 0x7403, /* a libtorch function not found */
 };
 
 /*

@@ -41,7 +41,7 @@
  * any backward node has to be reported.
  *
  * From backward nodes alone, the layout settles at the end of a pass when
- * exactly one pair survived with at least GT_LAYOUT_MIN_SUPPORT matches. One ambiguity is
+ * exactly one pair survived with at least GT__LAYOUT_MIN_SUPPORT matches. One ambiguity is
  * structural: with a single forward thread (torch id 1), a word holding a
  * bool that is true (has_parent_) matches as well as thread_id_. It is
  * resolved by a known layout among the survivors, or by a thread id above 1
@@ -63,27 +63,27 @@
 #include "agent/internal.h"
 #include "agent/torch.h"
 
-#define GT_LAYOUT_WORDS 16          /* candidate words: offsets 8 .. 120 */
-#define GT_LAYOUT_FIRST 1           /* word 0 is the vtable pointer */
-#define GT_LAYOUT_MIN_SUPPORT 8     /* matches needed to settle */
-#define GT_LAYOUT_FAIL_PASSES 3     /* passes with no survivor: give up */
-#define GT_LAYOUT_AMBIG_PASSES 6    /* passes with several survivors */
-#define GT_LAYOUT_BUCKETS 16384     /* x 4 slots = 64 Ki created keys */
-#define GT_LAYOUT_WAYS 4
-#define GT_LAYOUT_TID_LIMIT 0x10000u
-#define GT_LAYOUT_SEQ_LIMIT (1ull << 40)
+#define GT__LAYOUT_WORDS 16          /* candidate words: offsets 8 .. 120 */
+#define GT__LAYOUT_FIRST 1           /* word 0 is the vtable pointer */
+#define GT__LAYOUT_MIN_SUPPORT 8     /* matches needed to settle */
+#define GT__LAYOUT_FAIL_PASSES 3     /* passes with no survivor: give up */
+#define GT__LAYOUT_AMBIG_PASSES 6    /* passes with several survivors */
+#define GT__LAYOUT_BUCKETS 16384     /* x 4 slots = 64 Ki created keys */
+#define GT__LAYOUT_WAYS 4
+#define GT__LAYOUT_TID_LIMIT 0x10000u
+#define GT__LAYOUT_SEQ_LIMIT (1ull << 40)
 
 /* Known layouts (word indices: seq, tid), x86-64: 1.13 and 2.15. They
  * only break the has_parent_/thread_id_ tie among survivors. */
 static const int known[][2] = {{3, 6}, {2, 5}};
-#define GT_LAYOUT_KNOWN (int)(sizeof(known) / sizeof(known[0]))
+#define GT__LAYOUT_KNOWN (int)(sizeof(known) / sizeof(known[0]))
 
 enum { LEARNING = 0, SETTLED = 1, FAILED = 2 };
 
 static _Atomic int state = LEARNING;
 static int seq_word = -1, tid_word = -1;   /* published by state=SETTLED */
 
-static _Atomic uint64_t created[GT_LAYOUT_BUCKETS][GT_LAYOUT_WAYS];
+static _Atomic uint64_t created[GT__LAYOUT_BUCKETS][GT__LAYOUT_WAYS];
 
 /* Candidate bookkeeping, only touched under learn_lock. */
 static pthread_mutex_t learn_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -92,17 +92,17 @@ static pthread_mutex_t learn_lock = PTHREAD_MUTEX_INITIALIZER;
  * held exactly the (seq, tid) just handed out on the creating thread, out
  * of edge_obs freshly created nodes.
  */
-static uint32_t edge_hits[GT_LAYOUT_WORDS][GT_LAYOUT_WORDS];
+static uint32_t edge_hits[GT__LAYOUT_WORDS][GT__LAYOUT_WORDS];
 static uint32_t edge_obs;
-#define GT_LAYOUT_EDGE_OBS 12       /* fresh nodes before deciding */
+#define GT__LAYOUT_EDGE_OBS 12       /* fresh nodes before deciding */
 
 /* Written under learn_lock, read lock-free by unanimous(). */
-static _Atomic uint8_t dead[GT_LAYOUT_WORDS][GT_LAYOUT_WORDS];
-static uint32_t support[GT_LAYOUT_WORDS][GT_LAYOUT_WORDS];
+static _Atomic uint8_t dead[GT__LAYOUT_WORDS][GT__LAYOUT_WORDS];
+static uint32_t support[GT__LAYOUT_WORDS][GT__LAYOUT_WORDS];
 static unsigned failed_passes, ambiguous_passes;
 /* Largest value each tid word showed in a match: a bool's word never
  * exceeds 1, a thread id does once a second thread creates nodes. */
-static uint64_t tid_max[GT_LAYOUT_WORDS][GT_LAYOUT_WORDS];
+static uint64_t tid_max[GT__LAYOUT_WORDS][GT__LAYOUT_WORDS];
 /*
  * (pair, key) combinations seen in the current pass. A node runs once per
  * pass, so the true (seq, tid) pair never shows the same key twice in one;
@@ -110,8 +110,8 @@ static uint64_t tid_max[GT_LAYOUT_WORDS][GT_LAYOUT_WORDS];
  * repeat at once. Keyed per pair, not per word, because two threads'
  * forwards hand out the same sequence numbers.
  */
-#define GT_LAYOUT_SEEN 16384
-static uint64_t seen[GT_LAYOUT_SEEN];
+#define GT__LAYOUT_SEEN 16384
+static uint64_t seen[GT__LAYOUT_SEEN];
 static unsigned seen_n;
 
 /* A key is never 0 (0 marks an empty slot): tid >= 1 in torch, plus 1. */
@@ -123,7 +123,7 @@ static inline uint64_t make_key(uint64_t seq, uint64_t tid)
 static inline _Atomic uint64_t *bucket_of(uint64_t key)
 {
     uint64_t h = key * 0x9e3779b97f4a7c15ull;
-    return created[(h >> 40) & (GT_LAYOUT_BUCKETS - 1)];
+    return created[(h >> 40) & (GT__LAYOUT_BUCKETS - 1)];
 }
 
 int gt__torch_layout_learning(void)
@@ -135,11 +135,11 @@ void gt__torch_layout_note_created(uint64_t seq, uint64_t tid)
 {
     if (atomic_load_explicit(&state, memory_order_relaxed) != LEARNING)
         return;
-    if (seq >= GT_LAYOUT_SEQ_LIMIT || tid == 0 || tid >= GT_LAYOUT_TID_LIMIT)
+    if (seq >= GT__LAYOUT_SEQ_LIMIT || tid == 0 || tid >= GT__LAYOUT_TID_LIMIT)
         return;
     uint64_t key = make_key(seq, tid);
     _Atomic uint64_t *b = bucket_of(key);
-    for (int i = 0; i < GT_LAYOUT_WAYS; i++) {
+    for (int i = 0; i < GT__LAYOUT_WAYS; i++) {
         uint64_t expect = 0;
         if (atomic_compare_exchange_strong_explicit(
                 &b[i], &expect, key, memory_order_relaxed,
@@ -151,17 +151,17 @@ void gt__torch_layout_note_created(uint64_t seq, uint64_t tid)
      * the true pair, which costs at most a retry on the next pass; with 64 Ki
      * keys this needs a forward creating tens of thousands of nodes.
      */
-    atomic_store_explicit(&b[key & (GT_LAYOUT_WAYS - 1)], key,
+    atomic_store_explicit(&b[key & (GT__LAYOUT_WAYS - 1)], key,
                           memory_order_relaxed);
 }
 
 static int was_created(uint64_t seq, uint64_t tid)
 {
-    if (seq >= GT_LAYOUT_SEQ_LIMIT || tid == 0 || tid >= GT_LAYOUT_TID_LIMIT)
+    if (seq >= GT__LAYOUT_SEQ_LIMIT || tid == 0 || tid >= GT__LAYOUT_TID_LIMIT)
         return 0;
     uint64_t key = make_key(seq, tid);
     _Atomic uint64_t *b = bucket_of(key);
-    for (int i = 0; i < GT_LAYOUT_WAYS; i++)
+    for (int i = 0; i < GT__LAYOUT_WAYS; i++)
         if (atomic_load_explicit(&b[i], memory_order_relaxed) == key)
             return 1;
     return 0;
@@ -186,8 +186,8 @@ static int unanimous(const uint64_t *w, uint64_t *seq, uint64_t *tid)
 {
     int any = 0;
     uint64_t vs = 0, vt = 0;
-    for (int s = GT_LAYOUT_FIRST; s < GT_LAYOUT_WORDS; s++)
-        for (int t = GT_LAYOUT_FIRST; t < GT_LAYOUT_WORDS; t++) {
+    for (int s = GT__LAYOUT_FIRST; s < GT__LAYOUT_WORDS; s++)
+        for (int t = GT__LAYOUT_FIRST; t < GT__LAYOUT_WORDS; t++) {
             if (s == t || is_dead(s, t))
                 continue;
             if (!any) {
@@ -221,10 +221,10 @@ static int seen_before(int s, int t, uint64_t key)
     x ^= x >> 31;
     if (x == 0)
         x = 1; /* 0 marks an empty slot */
-    if (seen_n >= GT_LAYOUT_SEEN / 2)
+    if (seen_n >= GT__LAYOUT_SEEN / 2)
         return 0; /* a big pass: enough evidence already, stop tracking */
-    for (size_t i = (size_t)(x >> 50) & (GT_LAYOUT_SEEN - 1);;
-         i = (i + 1) & (GT_LAYOUT_SEEN - 1)) {
+    for (size_t i = (size_t)(x >> 50) & (GT__LAYOUT_SEEN - 1);;
+         i = (i + 1) & (GT__LAYOUT_SEEN - 1)) {
         if (seen[i] == x)
             return 1;
         if (seen[i] == 0) {
@@ -238,10 +238,10 @@ static int seen_before(int s, int t, uint64_t key)
 /* Under learn_lock: one backward node observed. */
 static void observe(const uint64_t *w)
 {
-    for (int s = GT_LAYOUT_FIRST; s < GT_LAYOUT_WORDS; s++) {
+    for (int s = GT__LAYOUT_FIRST; s < GT__LAYOUT_WORDS; s++) {
         if (w[s] == UINT64_MAX)
             continue; /* AccumulateGrad and friends: no sequence number */
-        for (int t = GT_LAYOUT_FIRST; t < GT_LAYOUT_WORDS; t++) {
+        for (int t = GT__LAYOUT_FIRST; t < GT__LAYOUT_WORDS; t++) {
             if (s == t || is_dead(s, t))
                 continue;
             if (was_created(w[s], w[t]) &&
@@ -264,8 +264,8 @@ static void reset_pass(void)
 
 static void reset_candidates(void)
 {
-    for (int s = 0; s < GT_LAYOUT_WORDS; s++)
-        for (int t = 0; t < GT_LAYOUT_WORDS; t++)
+    for (int s = 0; s < GT__LAYOUT_WORDS; s++)
+        for (int t = 0; t < GT__LAYOUT_WORDS; t++)
             atomic_store_explicit(&dead[s][t], 0, memory_order_relaxed);
     memset(support, 0, sizeof(support));
     memset(tid_max, 0, sizeof(tid_max));
@@ -276,7 +276,7 @@ static void settle(int s, int t)
     seq_word = s;
     tid_word = t;
     atomic_store_explicit(&state, SETTLED, memory_order_release);
-    GT_LOG("torch: node layout settled: seq at +%d, thread id at +%d",
+    GT__LOG("torch: node layout settled: seq at +%d, thread id at +%d",
            8 * seq_word, 8 * tid_word);
 }
 
@@ -287,7 +287,7 @@ int gt__torch_layout_read(const void *node, uint64_t *seq, uint64_t *tid)
 
     *seq = UINT64_MAX;
     *tid = 0;
-    if (GT_LIKELY(st == SETTLED)) {
+    if (GT__LIKELY(st == SETTLED)) {
         memcpy(seq, p + 8 * seq_word, sizeof(*seq));
         memcpy(tid, p + 8 * tid_word, sizeof(*tid));
         return 1;
@@ -295,7 +295,7 @@ int gt__torch_layout_read(const void *node, uint64_t *seq, uint64_t *tid)
     if (st == FAILED || !node)
         return 0;
 
-    uint64_t w[GT_LAYOUT_WORDS];
+    uint64_t w[GT__LAYOUT_WORDS];
     memcpy(w, p, sizeof(w));
     /*
      * Never wait: a node seen while another thread holds the lock is not an
@@ -322,8 +322,8 @@ static void decide_from_edges(int urgent)
 {
     int best_s = -1, best_t = -1;
     uint32_t best = 0, second = 0;
-    for (int s = GT_LAYOUT_FIRST; s < GT_LAYOUT_WORDS; s++)
-        for (int t = GT_LAYOUT_FIRST; t < GT_LAYOUT_WORDS; t++) {
+    for (int s = GT__LAYOUT_FIRST; s < GT__LAYOUT_WORDS; s++)
+        for (int t = GT__LAYOUT_FIRST; t < GT__LAYOUT_WORDS; t++) {
             uint32_t h = edge_hits[s][t];
             if (h > best) {
                 second = best;
@@ -358,20 +358,20 @@ void gt__torch_layout_note_edge(const void *node, uint64_t seq, uint64_t tid)
     if (atomic_load_explicit(&state, memory_order_relaxed) != LEARNING ||
         !node)
         return;
-    uint64_t w[GT_LAYOUT_WORDS];
+    uint64_t w[GT__LAYOUT_WORDS];
     memcpy(w, node, sizeof(w));
     if (pthread_mutex_trylock(&learn_lock) != 0)
         return;
     if (atomic_load_explicit(&state, memory_order_relaxed) != LEARNING)
         goto out_unlock;
     edge_obs++;
-    for (int s = GT_LAYOUT_FIRST; s < GT_LAYOUT_WORDS; s++)
-        for (int t = GT_LAYOUT_FIRST; t < GT_LAYOUT_WORDS; t++)
+    for (int s = GT__LAYOUT_FIRST; s < GT__LAYOUT_WORDS; s++)
+        for (int t = GT__LAYOUT_FIRST; t < GT__LAYOUT_WORDS; t++)
             if (s != t && w[s] == seq && w[t] == tid)
                 edge_hits[s][t]++;
-    if (edge_obs >= GT_LAYOUT_EDGE_OBS)
+    if (edge_obs >= GT__LAYOUT_EDGE_OBS)
         decide_from_edges(0);
-    if (edge_obs >= 8 * GT_LAYOUT_EDGE_OBS) {
+    if (edge_obs >= 8 * GT__LAYOUT_EDGE_OBS) {
         /* Undecided after many: start a fresh window of evidence. */
         edge_obs = 0;
         memset(edge_hits, 0, sizeof(edge_hits));
@@ -382,7 +382,7 @@ out_unlock:
 
 static int is_known(int s, int t)
 {
-    for (int i = 0; i < GT_LAYOUT_KNOWN; i++)
+    for (int i = 0; i < GT__LAYOUT_KNOWN; i++)
         if (known[i][0] == s && known[i][1] == t)
             return 1;
     return 0;
@@ -401,12 +401,12 @@ void gt__torch_layout_pass_done(void)
     int s_best = -1, t_best = -1;
     int n_known = 0, s_known = -1, t_known = -1;
     int n_big = 0, s_big = -1, t_big = -1;
-    for (int s = GT_LAYOUT_FIRST; s < GT_LAYOUT_WORDS; s++)
-        for (int t = GT_LAYOUT_FIRST; t < GT_LAYOUT_WORDS; t++) {
+    for (int s = GT__LAYOUT_FIRST; s < GT__LAYOUT_WORDS; s++)
+        for (int t = GT__LAYOUT_FIRST; t < GT__LAYOUT_WORDS; t++) {
             if (s == t || is_dead(s, t))
                 continue;
             any_alive = 1;
-            if (support[s][t] < GT_LAYOUT_MIN_SUPPORT)
+            if (support[s][t] < GT__LAYOUT_MIN_SUPPORT)
                 continue;
             if (survivors++ && s != s_best)
                 one_seq_word = 0;
@@ -433,11 +433,11 @@ void gt__torch_layout_pass_done(void)
             settle(s_big, t_big);
         else if (one_seq_word && n_known == 1)
             settle(s_known, t_known);
-        else if (++ambiguous_passes >= GT_LAYOUT_AMBIG_PASSES)
+        else if (++ambiguous_passes >= GT__LAYOUT_AMBIG_PASSES)
             goto out_fail;
     } else if (!any_alive) {
         /* Everything died (evicted keys, a pathological pass): retry. */
-        if (++failed_passes >= GT_LAYOUT_FAIL_PASSES)
+        if (++failed_passes >= GT__LAYOUT_FAIL_PASSES)
             goto out_fail;
         reset_candidates();
     }
@@ -446,7 +446,7 @@ void gt__torch_layout_pass_done(void)
 
 out_fail:
     atomic_store_explicit(&state, FAILED, memory_order_release);
-    gt__warn_once(GT_TORCH_WARN_LAYOUT,
+    gt__warn_once(GT__TORCH_WARN_LAYOUT,
                   "torch: could not locate sequence_nr/thread_id in "
                   "autograd nodes; backward nodes carry no sequence numbers");
 out_unlock:

@@ -60,9 +60,9 @@ static void set_active(int on)
 {
     atomic_store(&gt__trig_active, on);
     if (on)
-        atomic_fetch_or(&gt__hooks, GT_HOOK_TRIGGER);
+        atomic_fetch_or(&gt__hooks, GT__HOOK_TRIGGER);
     else
-        atomic_fetch_and(&gt__hooks, ~GT_HOOK_TRIGGER);
+        atomic_fetch_and(&gt__hooks, ~GT__HOOK_TRIGGER);
 }
 
 static _Atomic uint64_t g_iter;       /* completed outermost passes */
@@ -83,7 +83,7 @@ struct trig {
 };
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct trig g_trig[GT_TRIG_MAX];
+static struct trig g_trig[GT__TRIG_MAX];
 static _Atomic uint32_t g_gen = 1;    /* bumps when the trigger set changes */
 static int g_open = -1;               /* trigger owning the open segment */
 static uint32_t g_win_seq;            /* last window id */
@@ -125,7 +125,7 @@ int gt__trig_glob_match(const char *glob, const char *path, size_t len,
 #define MASK_SLOTS 4096u
 static _Atomic uint64_t g_mask_cache[MASK_SLOTS];
 
-_Static_assert(GT_TRIG_MAX < 12, "mask and the recorded flag fit 12 bits");
+_Static_assert(GT__TRIG_MAX < 12, "mask and the recorded flag fit 12 bits");
 
 uint32_t gt__trig_layer_mask(uint32_t id)
 {
@@ -143,7 +143,7 @@ uint32_t gt__trig_layer_mask(uint32_t id)
         return 0;
     /* Trigger globs only change under g_lock with a new generation; a
      * racing re-arm at worst caches a mask under the old generation. */
-    for (int i = 0; i < GT_TRIG_MAX; i++)
+    for (int i = 0; i < GT__TRIG_MAX; i++)
         if (g_trig[i].used && gt__trig_glob_match(g_trig[i].s.layer, s, len, 0))
             mask |= 1u << i;
     atomic_store_explicit(slot, (uint64_t)id << 32 | (uint64_t)gen << 12 | mask,
@@ -166,7 +166,7 @@ uint32_t gt__trig_layer_mask(uint32_t id)
 #define NODE_MASK_BITS 0xfffull
 /* Flag beside the trigger bits: the creation was recorded (a forward
  * segment was open), so the window already holds its GT_R_NODE_CREATED. */
-#define NODE_RECORDED (1u << GT_TRIG_MAX)
+#define NODE_RECORDED (1u << GT__TRIG_MAX)
 static _Atomic uint64_t *g_nodes;
 /* Per slot, written by the claiming thread before the node can run
  * backward: the creation's layer and time, replayed into the window as a
@@ -279,7 +279,7 @@ static void segment_open(int i, uint32_t layer)
     g_capture_ours = !gt_capture_active();
     if (g_capture_ours)
         gt__capture_set(1, 0);
-    GT_LOG("window %u open (%s, iteration %llu)", t->win_id, t->s.layer,
+    GT__LOG("window %u open (%s, iteration %llu)", t->win_id, t->s.layer,
            (unsigned long long)t->target);
 }
 
@@ -300,7 +300,7 @@ static void segment_close(int i)
 static int active_count(void)
 {
     int n = 0;
-    for (int i = 0; i < GT_TRIG_MAX; i++)
+    for (int i = 0; i < GT__TRIG_MAX; i++)
         n += g_trig[i].used;
     return n;
 }
@@ -331,7 +331,7 @@ static void iteration_done(int i)
     window_record(GT_R_WINDOW_DONE, t, 0);
     g_windows_done++;
     t->fired++;
-    GT_LOG("window %u done (%u of %u)", t->win_id, t->fired, t->s.count);
+    GT__LOG("window %u done (%u of %u)", t->win_id, t->fired, t->s.count);
     if (t->fired < t->s.count) {
         retarget(t, t->target + 1, 1);
     } else {
@@ -386,7 +386,7 @@ int gt__trig_arm(const char *spec, size_t len)
         pthread_mutex_unlock(&arm_lock);
         if (rc == 1)
             return 1;
-        GT_LOG("trigger refused: %s", err);
+        GT__LOG("trigger refused: %s", err);
         gt__warn_once(0, "a trigger from the daemon could not be parsed");
         return rc;
     }
@@ -403,7 +403,7 @@ int gt__trig_arm(const char *spec, size_t len)
         g_nodes = k;
     }
     pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < GT_TRIG_MAX; i++)
+    for (int i = 0; i < GT__TRIG_MAX; i++)
         if (!g_trig[i].used) {
             slot = i;
             break;
@@ -430,7 +430,7 @@ int gt__trig_arm(const char *spec, size_t len)
     set_active(1);
     pthread_mutex_unlock(&g_lock);
     pthread_mutex_unlock(&arm_lock);
-    GT_LOG("trigger armed: %.*s (iteration %llu)", (int)len, spec,
+    GT__LOG("trigger armed: %.*s (iteration %llu)", (int)len, spec,
            (unsigned long long)g_trig[slot].target);
     return 0;
 }
@@ -440,7 +440,7 @@ void gt__trig_clear(void)
     pthread_mutex_lock(&g_lock);
     if (g_open >= 0)
         segment_close(g_open);
-    for (int i = 0; i < GT_TRIG_MAX; i++)
+    for (int i = 0; i < GT__TRIG_MAX; i++)
         g_trig[i].used = 0;
     atomic_fetch_add(&g_gen, 1);
     set_active(0);
@@ -465,7 +465,7 @@ static uint32_t live_mask(int phase)
     uint64_t it = atomic_load_explicit(&g_iter, memory_order_relaxed);
     uint32_t m = 0;
 
-    for (int i = 0; i < GT_TRIG_MAX; i++)
+    for (int i = 0; i < GT__TRIG_MAX; i++)
         if (g_trig[i].used && (g_trig[i].s.phase & phase) && g_trig[i].target == it)
             m |= 1u << i;
     return m;
@@ -478,8 +478,8 @@ void gt__trig_module_begin(uint32_t path_id)
     if (!m || atomic_load_explicit(&g_pass_depth, memory_order_relaxed))
         return;
     pthread_mutex_lock(&g_lock);
-    m &= live_mask(GT_TRIG_FORWARD);
-    for (int i = 0; i < GT_TRIG_MAX; i++)
+    m &= live_mask(GT__TRIG_FORWARD);
+    for (int i = 0; i < GT__TRIG_MAX; i++)
         if (m & (1u << i) && atomic_fetch_add(&g_trig[i].fwd_depth, 1) == 0)
             segment_open(i, path_id);
     pthread_mutex_unlock(&g_lock);
@@ -492,7 +492,7 @@ void gt__trig_module_end(uint32_t path_id)
     if (!m)
         return;
     pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < GT_TRIG_MAX; i++)
+    for (int i = 0; i < GT__TRIG_MAX; i++)
         if (m & (1u << i) && g_trig[i].used && atomic_load(&g_trig[i].fwd_depth) > 0 &&
             atomic_fetch_sub(&g_trig[i].fwd_depth, 1) == 1)
             segment_close(i);
@@ -504,10 +504,10 @@ void gt__trig_node_created(uint64_t seq, uint64_t fwd_tid, uint32_t mask,
 {
     if (!mask || atomic_load_explicit(&g_pass_depth, memory_order_relaxed))
         return;
-    mask &= live_mask(GT_TRIG_BACKWARD);
+    mask &= live_mask(GT__TRIG_BACKWARD);
     if (!mask)
         return;
-    for (int i = 0; i < GT_TRIG_MAX; i++)
+    for (int i = 0; i < GT__TRIG_MAX; i++)
         if (mask & (1u << i))
             atomic_fetch_add_explicit(&g_trig[i].expected, 1, memory_order_relaxed);
     /* Capture on now means the caller records this creation itself. */
@@ -522,8 +522,8 @@ void gt__trig_bwd_node_begin(uint64_t seq, uint64_t fwd_tid)
     if (!m)
         return;
     pthread_mutex_lock(&g_lock);
-    m &= live_mask(GT_TRIG_BACKWARD);
-    for (int i = 0; i < GT_TRIG_MAX; i++)
+    m &= live_mask(GT__TRIG_BACKWARD);
+    for (int i = 0; i < GT__TRIG_MAX; i++)
         if (m & (1u << i) && !g_trig[i].bwd_closed) {
             segment_open(i, 0);
             break;
@@ -546,8 +546,8 @@ void gt__trig_bwd_node_end(uint64_t seq, uint64_t fwd_tid)
     if (!m)
         return;
     pthread_mutex_lock(&g_lock);
-    m &= live_mask(GT_TRIG_BACKWARD);
-    for (int i = 0; i < GT_TRIG_MAX; i++) {
+    m &= live_mask(GT__TRIG_BACKWARD);
+    for (int i = 0; i < GT__TRIG_MAX; i++) {
         struct trig *t = &g_trig[i];
         if (!(m & (1u << i)))
             continue;
@@ -581,7 +581,7 @@ void gt__trig_pass_end(void)
     if (atomic_load_explicit(&gt__trig_active, memory_order_relaxed)) {
         uint64_t it = atomic_load(&g_iter);
         pthread_mutex_lock(&g_lock);
-        for (int i = 0; i < GT_TRIG_MAX; i++)
+        for (int i = 0; i < GT__TRIG_MAX; i++)
             if (g_trig[i].used && g_trig[i].target == it)
                 iteration_done(i);
         node_clear();

@@ -13,11 +13,11 @@
 #include "common/codec.h"
 #include "common/trigspec.h"
 
-#define GT_TRIG_MAX 11        /* armed triggers at once */
+#define GT__TRIG_MAX 11        /* armed triggers at once */
 
 /* Phase bits: GT__PHASE_FORWARD (1), GT__PHASE_BACKWARD (2), BOTH (3). */
-#define GT_TRIG_FORWARD GT__PHASE_FORWARD
-#define GT_TRIG_BACKWARD GT__PHASE_BACKWARD
+#define GT__TRIG_FORWARD GT__PHASE_FORWARD
+#define GT__TRIG_BACKWARD GT__PHASE_BACKWARD
 
 /*
  * 1 when layer path (len bytes) or one of its dotted ancestors matches glob

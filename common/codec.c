@@ -15,38 +15,38 @@
 
 #include "common/alloc.h"
 
-const char *gt_strerror(int err)
+const char *gt__strerror(int err)
 {
     switch (err) {
     case 0:
         return "success";
-    case GT_ETRUNC:
+    case GT__ETRUNC:
         return "truncated input";
-    case GT_EMAGIC:
+    case GT__EMAGIC:
         return "bad magic (not a gradtrace stream)";
-    case GT_EVERSION:
+    case GT__EVERSION:
         return "unsupported wire format version";
-    case GT_ECRC:
+    case GT__ECRC:
         return "checksum mismatch";
-    case GT_ESIZE:
+    case GT__ESIZE:
         return "length field out of bounds";
-    case GT_ECORRUPT:
+    case GT__ECORRUPT:
         return "payload does not decode";
-    case GT_ERECORD:
+    case GT__ERECORD:
         return "malformed record";
-    case GT_ENOSPACE:
+    case GT__ENOSPACE:
         return "output buffer too small";
     default:
         break;
     }
-    if (err < 0 && err > -GT_E_BASE)
+    if (err < 0 && err > -GT__E_BASE)
         return strerror(-err);
     return "unknown error";
 }
 
 /* ------------------------------------------------------------ hello */
 
-ssize_t gt_hello_encode(const struct gt_hello *fields, const char *hostname,
+ssize_t gt__hello_encode(const struct gt_hello *fields, const char *hostname,
                         const char *cmdline, size_t cmdline_len, void *out,
                         size_t out_cap)
 {
@@ -65,7 +65,7 @@ ssize_t gt_hello_encode(const struct gt_hello *fields, const char *hostname,
     h.size = (uint32_t)(sizeof(h) + hl + cl);
     h.reserved = 0;
     if (out_cap < h.size)
-        return GT_ENOSPACE;
+        return GT__ENOSPACE;
     memcpy(out, &h, sizeof(h));
     if (hl)
         memcpy((char *)out + sizeof(h), hostname, hl);
@@ -74,7 +74,7 @@ ssize_t gt_hello_encode(const struct gt_hello *fields, const char *hostname,
     return (ssize_t)h.size;
 }
 
-ssize_t gt_hello_parse(const void *buf, size_t len, struct gt_hello_info *out)
+ssize_t gt__hello_parse(const void *buf, size_t len, struct gt__hello_info *out)
 {
     struct gt_hello h;
     const char *p = buf;
@@ -82,17 +82,17 @@ ssize_t gt_hello_parse(const void *buf, size_t len, struct gt_hello_info *out)
 
     /* Reject a wrong magic as soon as its first bytes are in. */
     if (memcmp(p, GT_HELLO_MAGIC, n) != 0)
-        return GT_EMAGIC;
+        return GT__EMAGIC;
     if (len < sizeof(h))
-        return GT_ETRUNC;
+        return GT__ETRUNC;
     memcpy(&h, p, sizeof(h));
     if (h.major != GT_WIRE_MAJOR)
-        return GT_EVERSION;
+        return GT__EVERSION;
     if (h.hostname_len > 255 || h.size > GT_HELLO_MAX_SIZE ||
         h.size != sizeof(h) + (uint32_t)h.hostname_len + h.cmdline_len)
-        return GT_ESIZE;
+        return GT__ESIZE;
     if (len < h.size)
-        return GT_ETRUNC;
+        return GT__ETRUNC;
     out->h = h;
     memcpy(out->hostname, p + sizeof(h), h.hostname_len);
     out->hostname[h.hostname_len] = '\0';
@@ -107,7 +107,7 @@ ssize_t gt_hello_parse(const void *buf, size_t len, struct gt_hello_info *out)
 
 /* ------------------------------------------------------------ chunks */
 
-size_t gt_chunk_bound(size_t raw_size)
+size_t gt__chunk_bound(size_t raw_size)
 {
     return sizeof(struct gt_chunk_header) + ZSTD_compressBound(raw_size);
 }
@@ -118,11 +118,11 @@ static uint32_t chunk_crc(const struct gt_chunk_header *h, const void *payload)
     uint32_t crc;
 
     z.crc = 0;
-    crc = gt_crc32c(0, &z, sizeof(z));
-    return gt_crc32c(crc, payload, h->payload_size);
+    crc = gt__crc32c(0, &z, sizeof(z));
+    return gt__crc32c(crc, payload, h->payload_size);
 }
 
-ssize_t gt_chunk_encode(void *cctx, int level, const void *records,
+ssize_t gt__chunk_encode(void *cctx, int level, const void *records,
                         size_t raw_size, uint32_t record_count, uint64_t seq,
                         uint64_t first_ns, void *out, size_t out_cap)
 {
@@ -131,9 +131,9 @@ ssize_t gt_chunk_encode(void *cctx, int level, const void *records,
     size_t psize;
 
     if (raw_size > GT_CHUNK_MAX_RAW)
-        return GT_ESIZE;
+        return GT__ESIZE;
     if (out_cap < sizeof(h) + (level <= 0 ? raw_size : ZSTD_compressBound(raw_size)))
-        return GT_ENOSPACE;
+        return GT__ENOSPACE;
 
     memset(&h, 0, sizeof(h));
     h.magic = GT_CHUNK_MAGIC;
@@ -154,7 +154,7 @@ ssize_t gt_chunk_encode(void *cctx, int level, const void *records,
         psize = ZSTD_compressCCtx(cctx, payload, out_cap - sizeof(h), records,
                                   raw_size, level);
         if (ZSTD_isError(psize))
-            return GT_ENOSPACE;
+            return GT__ENOSPACE;
         /* Incompressible input: storing it raw is smaller and cheaper. */
         if (psize >= raw_size) {
             h.flags = GT_CHUNK_RAW;
@@ -168,7 +168,7 @@ ssize_t gt_chunk_encode(void *cctx, int level, const void *records,
     return (ssize_t)(sizeof(h) + psize);
 }
 
-int gt_chunk_header_parse(const void *buf, size_t len,
+int gt__chunk_header_parse(const void *buf, size_t len,
                           struct gt_chunk_header *out)
 {
     struct gt_chunk_header h;
@@ -177,50 +177,50 @@ int gt_chunk_header_parse(const void *buf, size_t len,
         uint32_t m;
         memcpy(&m, buf, 4);
         if (m != GT_CHUNK_MAGIC)
-            return GT_EMAGIC;
+            return GT__EMAGIC;
     }
     if (len < sizeof(h))
-        return GT_ETRUNC;
+        return GT__ETRUNC;
     memcpy(&h, buf, sizeof(h));
     if (h.major != GT_WIRE_MAJOR)
-        return GT_EVERSION;
+        return GT__EVERSION;
     if (h.header_size != sizeof(h) || h.reserved != 0 ||
         (h.flags & ~GT_CHUNK_RAW) != 0 || h.raw_size > GT_CHUNK_MAX_RAW ||
         h.payload_size > GT_CHUNK_MAX_PAYLOAD ||
         ((h.flags & GT_CHUNK_RAW) && h.payload_size != h.raw_size) ||
         h.record_count > h.raw_size / sizeof(struct gt_rec))
-        return GT_ESIZE;
+        return GT__ESIZE;
     *out = h;
     return 0;
 }
 
-int gt_chunk_decode(void *dctx, const struct gt_chunk_header *h,
+int gt__chunk_decode(void *dctx, const struct gt_chunk_header *h,
                     const void *buf, void *raw, size_t raw_cap)
 {
     const uint8_t *payload = (const uint8_t *)buf + sizeof(*h);
     size_t n;
 
     if (chunk_crc(h, payload) != h->crc)
-        return GT_ECRC;
+        return GT__ECRC;
     if (raw_cap < h->raw_size)
-        return GT_ENOSPACE;
+        return GT__ENOSPACE;
     if (h->raw_size == 0)
-        return h->payload_size == 0 || !(h->flags & GT_CHUNK_RAW) ? 0 : GT_ECORRUPT;
+        return h->payload_size == 0 || !(h->flags & GT_CHUNK_RAW) ? 0 : GT__ECORRUPT;
     if (h->flags & GT_CHUNK_RAW) {
         memcpy(raw, payload, h->raw_size);
         return 0;
     }
     if (!dctx)
-        return GT_ECORRUPT;
+        return GT__ECORRUPT;
     /* The frame's declared content size must agree before we decompress. */
     {
         unsigned long long fs = ZSTD_getFrameContentSize(payload, h->payload_size);
         if (fs != ZSTD_CONTENTSIZE_UNKNOWN && fs != h->raw_size)
-            return GT_ECORRUPT;
+            return GT__ECORRUPT;
     }
     n = ZSTD_decompressDCtx(dctx, raw, h->raw_size, payload, h->payload_size);
     if (ZSTD_isError(n) || n != h->raw_size)
-        return GT_ECORRUPT;
+        return GT__ECORRUPT;
     return 0;
 }
 
@@ -234,19 +234,19 @@ static const uint16_t rec_sizes[GT_R_TYPE_COUNT] = {GT_WIRE_RECORDS(SIZE_OF)};
 static const char *const rec_names[GT_R_TYPE_COUNT] = {GT_WIRE_RECORDS(NAME_OF)};
 #undef NAME_OF
 
-size_t gt_rec_size(uint16_t type)
+size_t gt__rec_size(uint16_t type)
 {
     return type < GT_R_TYPE_COUNT ? rec_sizes[type] : 0;
 }
 
-const char *gt_rec_name(uint16_t type)
+const char *gt__rec_name(uint16_t type)
 {
     /* Skip the "GT_R_" prefix. */
     return type < GT_R_TYPE_COUNT && rec_names[type] ? rec_names[type] + 5
                                                      : "unknown";
 }
 
-int gt_rec_next(struct gt_rec_iter *it, uint16_t *type, uint16_t *size,
+int gt__rec_next(struct gt__rec_iter *it, uint16_t *type, uint16_t *size,
                 const uint8_t **rec)
 {
     struct gt_rec h;
@@ -254,10 +254,10 @@ int gt_rec_next(struct gt_rec_iter *it, uint16_t *type, uint16_t *size,
     if (it->p >= it->end)
         return 0;
     if ((size_t)(it->end - it->p) < sizeof(h))
-        return GT_ERECORD;
+        return GT__ERECORD;
     memcpy(&h, it->p, sizeof(h));
     if (h.size < sizeof(h) || h.size > (size_t)(it->end - it->p))
-        return GT_ERECORD;
+        return GT__ERECORD;
     *type = h.type;
     *size = h.size;
     *rec = it->p;
@@ -265,28 +265,28 @@ int gt_rec_next(struct gt_rec_iter *it, uint16_t *type, uint16_t *size,
     return 1;
 }
 
-int gt_rec_get(const uint8_t *rec, uint16_t size, void *out, size_t out_size)
+int gt__rec_get(const uint8_t *rec, uint16_t size, void *out, size_t out_size)
 {
     struct gt_rec h;
     size_t want;
 
     if (size < sizeof(h))
-        return GT_ERECORD;
+        return GT__ERECORD;
     memcpy(&h, rec, sizeof(h));
-    want = gt_rec_size(h.type);
+    want = gt__rec_size(h.type);
     if (want == 0 || want != out_size || h.size != size)
-        return GT_ERECORD;
+        return GT__ERECORD;
     if (h.type == GT_R_STRING) {
         if (size < want || size - want > GT_STRING_MAX)
-            return GT_ERECORD;
+            return GT__ERECORD;
     } else if (size != want) {
-        return GT_ERECORD;
+        return GT__ERECORD;
     }
     memcpy(out, rec, want);
     return 0;
 }
 
-int gt_recbuf_append(struct gt_recbuf *b, const void *rec, size_t size)
+int gt__recbuf_append(struct gt__recbuf *b, const void *rec, size_t size)
 {
     if (b->len + size > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
@@ -305,22 +305,22 @@ int gt_recbuf_append(struct gt_recbuf *b, const void *rec, size_t size)
     return 0;
 }
 
-int gt_recbuf_string(struct gt_recbuf *b, uint32_t id, const char *s, size_t len)
+int gt__recbuf_string(struct gt__recbuf *b, uint32_t id, const char *s, size_t len)
 {
     struct gt_r_string r;
     size_t start = b->len;
     int rc;
 
     if (len > GT_STRING_MAX)
-        return GT_ESIZE;
+        return GT__ESIZE;
     r.h.type = GT_R_STRING;
     r.h.size = (uint16_t)(sizeof(r) + len);
     r.id = id;
-    rc = gt_recbuf_append(b, &r, sizeof(r));
+    rc = gt__recbuf_append(b, &r, sizeof(r));
     if (rc < 0)
         return rc;
     b->count--; /* the text below completes the same record */
-    rc = gt_recbuf_append(b, s, len);
+    rc = gt__recbuf_append(b, s, len);
     if (rc < 0) {
         b->len = start;
         return rc;
@@ -328,13 +328,13 @@ int gt_recbuf_string(struct gt_recbuf *b, uint32_t id, const char *s, size_t len
     return 0;
 }
 
-void gt_recbuf_reset(struct gt_recbuf *b)
+void gt__recbuf_reset(struct gt__recbuf *b)
 {
     b->len = 0;
     b->count = 0;
 }
 
-void gt_recbuf_free(struct gt_recbuf *b)
+void gt__recbuf_free(struct gt__recbuf *b)
 {
     gt__free(b->data);
     b->data = NULL;

@@ -13,8 +13,8 @@
  * Everything decoding treats its input as hostile: no read outside the
  * given bytes, no allocation sized by an unchecked field.
  *
- * Errors: functions return 0 or a negative code; codes below -GT_E_BASE are
- * this codec's (GT_E*), others are negative errno values. gt_strerror()
+ * Errors: functions return 0 or a negative code; codes below -GT__E_BASE are
+ * this codec's (GT_E*), others are negative errno values. gt__strerror()
  * names both.
  */
 #ifndef GRADTRACE_COMMON_CODEC_H
@@ -27,29 +27,32 @@
 
 #include "gradtrace/wire.h"
 
-#define GT_WUR __attribute__((warn_unused_result))
+#define GT__WUR __attribute__((warn_unused_result))
 
-#define GT_E_BASE 1000
-enum gt_codec_error {
-    GT_ETRUNC = -(GT_E_BASE + 1),    /* input ends inside a header/payload */
-    GT_EMAGIC = -(GT_E_BASE + 2),    /* bad magic */
-    GT_EVERSION = -(GT_E_BASE + 3),  /* unsupported major version */
-    GT_ECRC = -(GT_E_BASE + 4),      /* checksum mismatch */
-    GT_ESIZE = -(GT_E_BASE + 5),     /* a length field is out of bounds */
-    GT_ECORRUPT = -(GT_E_BASE + 6),  /* payload does not decode */
-    GT_ERECORD = -(GT_E_BASE + 7),   /* a record's size is invalid */
-    GT_ENOSPACE = -(GT_E_BASE + 8),  /* caller's output buffer too small */
+#define GT__E_BASE 1000
+enum gt__codec_error {
+    GT__ETRUNC = -(GT__E_BASE + 1),    /* input ends inside a header/payload */
+    GT__EMAGIC = -(GT__E_BASE + 2),    /* bad magic */
+    GT__EVERSION = -(GT__E_BASE + 3),  /* unsupported major version */
+    GT__ECRC = -(GT__E_BASE + 4),      /* checksum mismatch */
+    GT__ESIZE = -(GT__E_BASE + 5),     /* a length field is out of bounds */
+    GT__ECORRUPT = -(GT__E_BASE + 6),  /* payload does not decode */
+    GT__ERECORD = -(GT__E_BASE + 7),   /* a record's size is invalid */
+    GT__ENOSPACE = -(GT__E_BASE + 8),  /* caller's output buffer too small */
 };
 
 /* @return a static one-line description of a GT_E* code or -errno. */
-const char *gt_strerror(int err);
+const char *gt__strerror(int err);
 
 /* CRC-32C (Castagnoli) of buf, continuing from crc (start with 0). */
-uint32_t gt_crc32c(uint32_t crc, const void *buf, size_t len);
+uint32_t gt__crc32c(uint32_t crc, const void *buf, size_t len);
+/* The table-driven CRC-32C that gt__crc32c falls back to without SSE4.2
+ * (exported so the tests check it on machines that have SSE4.2). */
+uint32_t gt__crc32c_soft(uint32_t crc, const void *buf, size_t len);
 
 /* ------------------------------------------------------------ the hello */
 
-struct gt_hello_info {
+struct gt__hello_info {
     struct gt_hello h;            /* host byte order copy */
     char hostname[256];           /* NUL-terminated, truncated if longer */
     char cmdline[GT_HELLO_MAX_SIZE]; /* NUL-terminated; args joined by ' ' */
@@ -58,34 +61,34 @@ struct gt_hello_info {
 /*
  * Writes a hello into out. hostname and cmdline (argv joined by NUL bytes,
  * cmdline_len bytes) are cut to fit GT_HELLO_MAX_SIZE.
- * @return bytes written, or GT_ENOSPACE when out_cap is too small.
+ * @return bytes written, or GT__ENOSPACE when out_cap is too small.
  */
-GT_WUR ssize_t gt_hello_encode(const struct gt_hello *fields,
+GT__WUR ssize_t gt__hello_encode(const struct gt_hello *fields,
                                const char *hostname, const char *cmdline,
                                size_t cmdline_len, void *out, size_t out_cap);
 
 /*
  * Parses and validates a hello at the start of buf.
- * @return bytes consumed (> 0), GT_ETRUNC if more bytes are needed,
- *         GT_EMAGIC, GT_EVERSION or GT_ESIZE.
+ * @return bytes consumed (> 0), GT__ETRUNC if more bytes are needed,
+ *         GT__EMAGIC, GT__EVERSION or GT__ESIZE.
  */
-GT_WUR ssize_t gt_hello_parse(const void *buf, size_t len,
-                              struct gt_hello_info *out);
+GT__WUR ssize_t gt__hello_parse(const void *buf, size_t len,
+                              struct gt__hello_info *out);
 
 /* ------------------------------------------------------------ chunks */
 
 /* Worst-case encoded size of a chunk holding raw_size record bytes. */
-size_t gt_chunk_bound(size_t raw_size);
+size_t gt__chunk_bound(size_t raw_size);
 
 /*
  * Encodes records[0..raw_size) as one chunk into out. level <= 0 stores the
  * records uncompressed (GT_CHUNK_RAW); otherwise zstd at that level using
  * cctx (a ZSTD_CCtx *, reused across calls; may not be NULL then).
  * Thread: any, one cctx per thread.
- * @return chunk bytes written, GT_ESIZE if raw_size > GT_CHUNK_MAX_RAW,
- *         GT_ENOSPACE if out_cap < gt_chunk_bound(raw_size).
+ * @return chunk bytes written, GT__ESIZE if raw_size > GT_CHUNK_MAX_RAW,
+ *         GT__ENOSPACE if out_cap < gt__chunk_bound(raw_size).
  */
-GT_WUR ssize_t gt_chunk_encode(void *cctx, int level, const void *records,
+GT__WUR ssize_t gt__chunk_encode(void *cctx, int level, const void *records,
                                size_t raw_size, uint32_t record_count,
                                uint64_t seq, uint64_t first_ns, void *out,
                                size_t out_cap);
@@ -93,29 +96,29 @@ GT_WUR ssize_t gt_chunk_encode(void *cctx, int level, const void *records,
 /*
  * Validates a chunk header at buf (magic, major, header_size, raw and
  * payload size limits, reserved fields) and copies it to *out.
- * @return 0, GT_ETRUNC, GT_EMAGIC, GT_EVERSION or GT_ESIZE.
+ * @return 0, GT__ETRUNC, GT__EMAGIC, GT__EVERSION or GT__ESIZE.
  */
-GT_WUR int gt_chunk_header_parse(const void *buf, size_t len,
+GT__WUR int gt__chunk_header_parse(const void *buf, size_t len,
                                  struct gt_chunk_header *out);
 
 /*
  * Verifies the CRC of a whole chunk (header + payload at buf) and
  * decompresses its payload into raw (capacity raw_cap >= h->raw_size).
  * dctx is a ZSTD_DCtx * (may be NULL for GT_CHUNK_RAW chunks).
- * @return 0, GT_ECRC, GT_ECORRUPT (payload does not decompress to exactly
- *         raw_size bytes), GT_ENOSPACE.
+ * @return 0, GT__ECRC, GT__ECORRUPT (payload does not decompress to exactly
+ *         raw_size bytes), GT__ENOSPACE.
  */
-GT_WUR int gt_chunk_decode(void *dctx, const struct gt_chunk_header *h,
+GT__WUR int gt__chunk_decode(void *dctx, const struct gt_chunk_header *h,
                            const void *buf, void *raw, size_t raw_cap);
 
 /* ------------------------------------------------------------ records */
 
-struct gt_rec_iter {
+struct gt__rec_iter {
     const uint8_t *p;
     const uint8_t *end;
 };
 
-static inline void gt_rec_iter_init(struct gt_rec_iter *it, const void *raw,
+static inline void gt__rec_iter_init(struct gt__rec_iter *it, const void *raw,
                                     size_t len)
 {
     it->p = (const uint8_t *)raw;
@@ -125,32 +128,32 @@ static inline void gt_rec_iter_init(struct gt_rec_iter *it, const void *raw,
 /*
  * Steps to the next record. On 1, *type and *size describe it and *rec
  * points at its first byte (the struct gt_rec header), size bytes valid.
- * @return 1 record, 0 end of buffer, GT_ERECORD when a record's size is
+ * @return 1 record, 0 end of buffer, GT__ERECORD when a record's size is
  *         below 4 or runs past the buffer (the rest is then unreadable).
  */
-GT_WUR int gt_rec_next(struct gt_rec_iter *it, uint16_t *type, uint16_t *size,
+GT__WUR int gt__rec_next(struct gt__rec_iter *it, uint16_t *type, uint16_t *size,
                        const uint8_t **rec);
 
 /*
  * The exact size a fixed record type must have, the minimum for
  * variable-sized types (GT_R_STRING), 0 for types this build does not know.
  */
-size_t gt_rec_size(uint16_t type);
+size_t gt__rec_size(uint16_t type);
 
 /* Name of a record type, "unknown" for others. */
-const char *gt_rec_name(uint16_t type);
+const char *gt__rec_name(uint16_t type);
 
 /*
- * Copies a record of known type into out (a struct of gt_rec_size(type)
+ * Copies a record of known type into out (a struct of gt__rec_size(type)
  * bytes) after checking its size. For GT_R_STRING, *text and *text_len
  * (which may be NULL for other types) receive the string bytes.
- * @return 0 or GT_ERECORD when the size does not match the type.
+ * @return 0 or GT__ERECORD when the size does not match the type.
  */
-GT_WUR int gt_rec_get(const uint8_t *rec, uint16_t size, void *out,
+GT__WUR int gt__rec_get(const uint8_t *rec, uint16_t size, void *out,
                       size_t out_size);
 
 /* Appending records: a growable buffer for tests, the daemon and tools. */
-struct gt_recbuf {
+struct gt__recbuf {
     uint8_t *data;
     size_t len;
     size_t cap;
@@ -158,21 +161,21 @@ struct gt_recbuf {
 };
 
 /* @return 0 or -ENOMEM. rec's h.size must equal size. */
-GT_WUR int gt_recbuf_append(struct gt_recbuf *b, const void *rec, size_t size);
-/* Appends a GT_R_STRING record. @return 0, -ENOMEM or GT_ESIZE. */
-GT_WUR int gt_recbuf_string(struct gt_recbuf *b, uint32_t id, const char *s,
+GT__WUR int gt__recbuf_append(struct gt__recbuf *b, const void *rec, size_t size);
+/* Appends a GT_R_STRING record. @return 0, -ENOMEM or GT__ESIZE. */
+GT__WUR int gt__recbuf_string(struct gt__recbuf *b, uint32_t id, const char *s,
                             size_t len);
-void gt_recbuf_reset(struct gt_recbuf *b);
-void gt_recbuf_free(struct gt_recbuf *b);
+void gt__recbuf_reset(struct gt__recbuf *b);
+void gt__recbuf_free(struct gt__recbuf *b);
 
 /* ------------------------------------------------------------ framer */
 
-enum gt_framer_mode {
-    GT_FRAMER_STRICT = 0, /* socket: first error is final */
-    GT_FRAMER_RESYNC = 1, /* file: skip corrupt bytes to the next chunk */
+enum gt__framer_mode {
+    GT__FRAMER_STRICT = 0, /* socket: first error is final */
+    GT__FRAMER_RESYNC = 1, /* file: skip corrupt bytes to the next chunk */
 };
 
-struct gt_framer_stats {
+struct gt__framer_stats {
     uint64_t chunks;          /* chunks decoded and delivered */
     uint64_t records;         /* records in delivered chunks (header count) */
     uint64_t raw_bytes;       /* decompressed bytes delivered */
@@ -186,20 +189,20 @@ struct gt_framer_stats {
 /*
  * Called once per valid chunk with its header and its decompressed records
  * (valid until the callback returns). A negative return stops feeding and
- * is returned by gt_framer_feed.
+ * is returned by gt__framer_feed.
  */
-typedef int (*gt_chunk_fn)(void *ud, const struct gt_chunk_header *h,
+typedef int (*gt__chunk_fn)(void *ud, const struct gt_chunk_header *h,
                            const uint8_t *records, size_t raw_size);
 /* Called once when the hello has been parsed; negative stops feeding. */
-typedef int (*gt_hello_fn)(void *ud, const struct gt_hello_info *hello);
+typedef int (*gt__hello_fn)(void *ud, const struct gt__hello_info *hello);
 
-struct gt_framer;
+struct gt__framer;
 
 /* @return a framer, or NULL when out of memory. */
-struct gt_framer *gt_framer_create(enum gt_framer_mode mode,
-                                   gt_hello_fn on_hello, gt_chunk_fn on_chunk,
+struct gt__framer *gt__framer_create(enum gt__framer_mode mode,
+                                   gt__hello_fn on_hello, gt__chunk_fn on_chunk,
                                    void *ud);
-void gt_framer_free(struct gt_framer *f);
+void gt__framer_free(struct gt__framer *f);
 
 /*
  * Feeds len bytes. Complete chunks are delivered through on_chunk before
@@ -209,18 +212,18 @@ void gt_framer_free(struct gt_framer *f);
  *         call (feed or finish) returns the same code without delivering. In resync mode decode errors are counted in the stats
  *         and skipped; only a bad hello is returned.
  */
-GT_WUR int gt_framer_feed(struct gt_framer *f, const void *data, size_t len);
+GT__WUR int gt__framer_feed(struct gt__framer *f, const void *data, size_t len);
 
 /*
  * Declares end of input. @return 0 when input ended on a chunk boundary,
- * GT_ETRUNC when bytes of an incomplete hello or chunk were left over
+ * GT__ETRUNC when bytes of an incomplete hello or chunk were left over
  * (counted in skipped_bytes), or the strict-mode error.
  */
-GT_WUR int gt_framer_finish(struct gt_framer *f);
+GT__WUR int gt__framer_finish(struct gt__framer *f);
 
-const struct gt_framer_stats *gt_framer_stats(const struct gt_framer *f);
+const struct gt__framer_stats *gt__framer_stats(const struct gt__framer *f);
 /* The hello once parsed, else NULL. */
-const struct gt_hello_info *gt_framer_hello(const struct gt_framer *f);
+const struct gt__hello_info *gt__framer_hello(const struct gt__framer *f);
 
 /* ------------------------------------------------------------ helpers */
 

@@ -80,7 +80,7 @@ static void choose(void)
 #endif
 }
 
-uint32_t gt_crc32c(uint32_t crc, const void *buf, size_t len)
+uint32_t gt__crc32c(uint32_t crc, const void *buf, size_t len)
 {
     pthread_once(&table_once, choose);
     crc = ~crc;
@@ -92,7 +92,6 @@ uint32_t gt_crc32c(uint32_t crc, const void *buf, size_t len)
 }
 
 /* For tests: the portable path regardless of the CPU. */
-uint32_t gt__crc32c_soft(uint32_t crc, const void *buf, size_t len);
 uint32_t gt__crc32c_soft(uint32_t crc, const void *buf, size_t len)
 {
     pthread_once(&table_once, choose);

@@ -21,10 +21,10 @@
 #include "common/alloc.h"
 #include "common/codec.h"
 
-struct gt_framer {
-    enum gt_framer_mode mode;
-    gt_hello_fn on_hello;
-    gt_chunk_fn on_chunk;
+struct gt__framer {
+    enum gt__framer_mode mode;
+    gt__hello_fn on_hello;
+    gt__chunk_fn on_chunk;
     void *ud;
 
     uint8_t *buf;        /* unconsumed bytes are buf[off..len) */
@@ -37,15 +37,15 @@ struct gt_framer {
     int dead;            /* strict mode: sticky error */
     int have_seq;
     uint64_t next_seq;
-    struct gt_hello_info hello;
-    struct gt_framer_stats stats;
+    struct gt__hello_info hello;
+    struct gt__framer_stats stats;
 };
 
-struct gt_framer *gt_framer_create(enum gt_framer_mode mode,
-                                   gt_hello_fn on_hello, gt_chunk_fn on_chunk,
+struct gt__framer *gt__framer_create(enum gt__framer_mode mode,
+                                   gt__hello_fn on_hello, gt__chunk_fn on_chunk,
                                    void *ud)
 {
-    struct gt_framer *f = gt__calloc(1, sizeof(*f));
+    struct gt__framer *f = gt__calloc(1, sizeof(*f));
 
     if (!f)
         return NULL;
@@ -61,7 +61,7 @@ struct gt_framer *gt_framer_create(enum gt_framer_mode mode,
     return f;
 }
 
-void gt_framer_free(struct gt_framer *f)
+void gt__framer_free(struct gt__framer *f)
 {
     if (!f)
         return;
@@ -71,17 +71,17 @@ void gt_framer_free(struct gt_framer *f)
     gt__free(f);
 }
 
-const struct gt_framer_stats *gt_framer_stats(const struct gt_framer *f)
+const struct gt__framer_stats *gt__framer_stats(const struct gt__framer *f)
 {
     return &f->stats;
 }
 
-const struct gt_hello_info *gt_framer_hello(const struct gt_framer *f)
+const struct gt__hello_info *gt__framer_hello(const struct gt__framer *f)
 {
     return f->have_hello ? &f->hello : NULL;
 }
 
-static int append(struct gt_framer *f, const void *data, size_t len)
+static int append(struct gt__framer *f, const void *data, size_t len)
 {
     if (f->off > 0 && (f->off == f->len || f->len + len > f->cap)) {
         memmove(f->buf, f->buf + f->off, f->len - f->off);
@@ -104,16 +104,16 @@ static int append(struct gt_framer *f, const void *data, size_t len)
     return 0;
 }
 
-static int fail(struct gt_framer *f, int err)
+static int fail(struct gt__framer *f, int err)
 {
     f->stats.last_error = err;
-    if (f->mode == GT_FRAMER_STRICT)
+    if (f->mode == GT__FRAMER_STRICT)
         f->dead = err;
     return err;
 }
 
 /* Resync: drop at least one byte, then everything before the next magic. */
-static void skip_to_magic(struct gt_framer *f)
+static void skip_to_magic(struct gt__framer *f)
 {
     static const uint8_t magic[4] = {'G', 'T', 'C', 'K'};
     size_t avail = f->len - f->off;
@@ -139,7 +139,7 @@ static void skip_to_magic(struct gt_framer *f)
     }
 }
 
-static int ensure_raw(struct gt_framer *f, size_t n)
+static int ensure_raw(struct gt__framer *f, size_t n)
 {
     uint8_t *r;
 
@@ -158,7 +158,7 @@ static int ensure_raw(struct gt_framer *f, size_t n)
  * so a unit that claims more than what remains is bad, not pending.
  * @return 0 (need more input or done), or an error / callback return.
  */
-static int process(struct gt_framer *f, int eof)
+static int process(struct gt__framer *f, int eof)
 {
     for (;;) {
         const uint8_t *p = f->buf + f->off;
@@ -169,8 +169,8 @@ static int process(struct gt_framer *f, int eof)
         if (avail == 0)
             return 0;
         if (!f->have_hello) {
-            ssize_t n = gt_hello_parse(p, avail, &f->hello);
-            if (n == GT_ETRUNC)
+            ssize_t n = gt__hello_parse(p, avail, &f->hello);
+            if (n == GT__ETRUNC)
                 return 0;
             if (n < 0) {
                 /* A stream that does not start with a hello is not ours. */
@@ -185,27 +185,27 @@ static int process(struct gt_framer *f, int eof)
             continue;
         }
 
-        rc = gt_chunk_header_parse(p, avail, &h);
-        if (rc == GT_ETRUNC && !eof)
+        rc = gt__chunk_header_parse(p, avail, &h);
+        if (rc == GT__ETRUNC && !eof)
             return 0;
         if (rc == 0 && avail < sizeof(h) + (size_t)h.payload_size) {
             if (!eof)
                 return 0;
-            rc = GT_ETRUNC;
+            rc = GT__ETRUNC;
         }
         if (rc == 0) {
             if ((rc = ensure_raw(f, h.raw_size ? h.raw_size : 1)) < 0)
                 return rc;
-            rc = gt_chunk_decode(f->dctx, &h, p, f->raw, f->raw_cap);
+            rc = gt__chunk_decode(f->dctx, &h, p, f->raw, f->raw_cap);
         }
         if (rc == -ENOMEM)
             return rc;
         if (rc < 0) {
-            if (rc == GT_ECRC || rc == GT_ECORRUPT)
+            if (rc == GT__ECRC || rc == GT__ECORRUPT)
                 f->stats.corrupt_chunks++;
-            if (fail(f, rc) < 0 && f->mode == GT_FRAMER_STRICT)
+            if (fail(f, rc) < 0 && f->mode == GT__FRAMER_STRICT)
                 return rc;
-            if (rc == GT_ETRUNC && avail < sizeof(h)) {
+            if (rc == GT__ETRUNC && avail < sizeof(h)) {
                 /* Too short to be anything: leave it for finish(). */
                 return 0;
             }
@@ -226,7 +226,7 @@ static int process(struct gt_framer *f, int eof)
     }
 }
 
-int gt_framer_feed(struct gt_framer *f, const void *data, size_t len)
+int gt__framer_feed(struct gt__framer *f, const void *data, size_t len)
 {
     int rc;
 
@@ -238,7 +238,7 @@ int gt_framer_feed(struct gt_framer *f, const void *data, size_t len)
     return process(f, 0);
 }
 
-int gt_framer_finish(struct gt_framer *f)
+int gt__framer_finish(struct gt__framer *f)
 {
     int rc;
     size_t left;
@@ -250,9 +250,9 @@ int gt_framer_finish(struct gt_framer *f)
         return rc;
     left = f->len - f->off;
     if (left == 0)
-        return f->have_hello ? 0 : GT_ETRUNC;
+        return f->have_hello ? 0 : GT__ETRUNC;
     f->stats.skipped_bytes += left;
     f->off = f->len;
-    f->stats.last_error = GT_ETRUNC;
-    return GT_ETRUNC;
+    f->stats.last_error = GT__ETRUNC;
+    return GT__ETRUNC;
 }

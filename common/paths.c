@@ -12,7 +12,7 @@ static int fit(int n, size_t cap)
     return (n < 0 || (size_t)n >= cap) ? -ENAMETOOLONG : 0;
 }
 
-int gt_runtime_dir(char *buf, size_t cap)
+int gt__runtime_dir(char *buf, size_t cap)
 {
     const char *xdg = getenv("XDG_RUNTIME_DIR");
     struct stat st;
@@ -31,18 +31,18 @@ static int socket_path(const char *env, const char *name, char *buf, size_t cap)
 
     if (v && v[0])
         return fit(snprintf(buf, cap, "%s", v), cap);
-    rc = gt_runtime_dir(dir, sizeof(dir));
+    rc = gt__runtime_dir(dir, sizeof(dir));
     if (rc < 0)
         return rc;
     return fit(snprintf(buf, cap, "%s/%s", dir, name), cap);
 }
 
-int gt_agent_socket_path(char *buf, size_t cap)
+int gt__agent_socket_path(char *buf, size_t cap)
 {
     return socket_path("GRADTRACE_SOCKET", "agent.sock", buf, cap);
 }
 
-int gt_control_socket_path(char *buf, size_t cap)
+int gt__control_socket_path(char *buf, size_t cap)
 {
     return socket_path("GRADTRACE_CONTROL", "control.sock", buf, cap);
 }

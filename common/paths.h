@@ -15,10 +15,10 @@
 #include <stddef.h>
 
 /* @return 0, or -ENAMETOOLONG when the path does not fit cap bytes. */
-int gt_runtime_dir(char *buf, size_t cap);
+int gt__runtime_dir(char *buf, size_t cap);
 /* <runtime dir>/agent.sock unless GRADTRACE_SOCKET is set. Same returns. */
-int gt_agent_socket_path(char *buf, size_t cap);
+int gt__agent_socket_path(char *buf, size_t cap);
 /* <runtime dir>/control.sock unless GRADTRACE_CONTROL is set. */
-int gt_control_socket_path(char *buf, size_t cap);
+int gt__control_socket_path(char *buf, size_t cap);
 
 #endif

@@ -34,8 +34,8 @@ int gt__trigger_set_layer(struct gt__trigger *t, const char *s, size_t len,
 {
     if (len == 0)
         return fail(err, cap, "layer: must not be empty");
-    if (len > GT_LAYER_MAX)
-        return fail(err, cap, "layer: longer than %d bytes", GT_LAYER_MAX);
+    if (len > GT__LAYER_MAX)
+        return fail(err, cap, "layer: longer than %d bytes", GT__LAYER_MAX);
     for (size_t i = 0; i < len; i++)
         if (!layer_char_ok((unsigned char)s[i]))
             return fail(err, cap,
@@ -94,14 +94,14 @@ static int add_list_item(struct gt__trigger *t, enum list_field lf,
     struct gt__sel *sel = &t->sel;
 
     if (lf == LIST_PIDS) {
-        if (sel->npids == GT_SEL_MAX)
-            return fail(err, cap, "pids: more than %d entries", GT_SEL_MAX);
+        if (sel->npids == GT__SEL_MAX)
+            return fail(err, cap, "pids: more than %d entries", GT__SEL_MAX);
         if (parse_uint_text(s, len, 4294967295u, &v) < 0 || v == 0)
             return fail(err, cap, "pids: \"%.*s\" is not a pid", (int)len, s);
         sel->pids[sel->npids++] = (uint32_t)v;
     } else {
-        if (sel->nranks == GT_SEL_MAX)
-            return fail(err, cap, "ranks: more than %d entries", GT_SEL_MAX);
+        if (sel->nranks == GT__SEL_MAX)
+            return fail(err, cap, "ranks: more than %d entries", GT__SEL_MAX);
         if (parse_uint_text(s, len, 2147483647u, &v) < 0)
             return fail(err, cap, "ranks: \"%.*s\" is not a rank (integer >= 0)",
                         (int)len, s);

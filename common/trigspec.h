@@ -18,14 +18,14 @@
 #include "common/codec.h"
 
 /* Most pids or ranks one selection may name. */
-#define GT_SEL_MAX 256
+#define GT__SEL_MAX 256
 /* Longest layer name or glob in a trigger. */
-#define GT_LAYER_MAX 256
+#define GT__LAYER_MAX 256
 /* Which agents a request is for; empty lists mean all agents. */
 struct gt__sel {
-    uint32_t pids[GT_SEL_MAX];
+    uint32_t pids[GT__SEL_MAX];
     size_t npids;
-    int32_t ranks[GT_SEL_MAX];
+    int32_t ranks[GT__SEL_MAX];
     size_t nranks;
 };
 
@@ -34,7 +34,7 @@ enum gt__phase { GT__PHASE_FORWARD = 1, GT__PHASE_BACKWARD, GT__PHASE_BOTH };
 #define GT__ITER_NEXT (-1)
 
 struct gt__trigger {
-    char layer[GT_LAYER_MAX + 1];
+    char layer[GT__LAYER_MAX + 1];
     enum gt__phase phase;       /* default backward */
     int64_t iteration;          /* >= 0, or GT__ITER_NEXT (default) */
     uint32_t count;             /* >= 1, default 1 */
@@ -49,9 +49,9 @@ void gt__trigger_defaults(struct gt__trigger *t);
  * with a message naming the field in err.
  */
 int gt__trigger_set_layer(struct gt__trigger *t, const char *s, size_t len,
-                          char *err, size_t cap) GT_WUR;
+                          char *err, size_t cap) GT__WUR;
 int gt__trigger_set_phase(struct gt__trigger *t, const char *s, char *err,
-                          size_t cap) GT_WUR;
+                          size_t cap) GT__WUR;
 
 /*
  * Parses the CLI spelling layer=NAME[,phase=P][,iteration=N|next]
@@ -59,14 +59,14 @@ int gt__trigger_set_phase(struct gt__trigger *t, const char *s, char *err,
  * @return 0 or -EINVAL with a message naming the bad field.
  */
 int gt__trigger_parse_spec(const char *spec, struct gt__trigger *t, char *err,
-                           size_t errcap) GT_WUR;
+                           size_t errcap) GT__WUR;
 
 /*
  * Writes the canonical spec text (every field, fixed order) — the text
  * agents receive in GT_CTL_TRIGGER and the daemon reports.
  * @return its length, or -ENOSPC when cap is too small.
  */
-int gt__trigger_format(const struct gt__trigger *t, char *out, size_t cap) GT_WUR;
+int gt__trigger_format(const struct gt__trigger *t, char *out, size_t cap) GT__WUR;
 
 const char *gt__phase_name(enum gt__phase p);
 

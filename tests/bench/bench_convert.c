@@ -8,10 +8,10 @@
  *     >= 1.5 GB/s per core) and peak RSS (budget: flat, <= 64 MB);
  *   - the framer alone (CRC + zstd decompression, no conversion);
  *   - `zstd -d` of the same compressed payloads, as an external reference.
- * The converter writes to /dev/null (GT_BENCH_CONVERT_DISK=1: to real files
+ * The converter writes to /dev/null (GT__BENCH_CONVERT_DISK=1: to real files
  * under /tmp, rotated at the default size), each run in a child process so
  * its peak RSS is its own. Inputs live under /tmp and are deleted after.
- * Size: GT_BENCH_CONVERT_ITERS (default 30000 iterations, ~2.5 GB of JSON).
+ * Size: GT__BENCH_CONVERT_ITERS (default 30000 iterations, ~2.5 GB of JSON).
  * Never fails on time.
  */
 #include <errno.h>
@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "common/codec.h"
-#include "daemon/convert.h"
+#include "daemon/convert/convert.h"
 #include "../progs/gen_core.h"
 
 struct sinks {
@@ -65,21 +65,21 @@ static double tv(struct timeval t)
 }
 
 struct conv_ud {
-    struct gt_conv *c;
+    struct gt__conv *c;
 };
 
-static int c_hello(void *ud, const struct gt_hello_info *h)
+static int c_hello(void *ud, const struct gt__hello_info *h)
 {
-    return gt_conv_hello(((struct conv_ud *)ud)->c, h);
+    return gt__conv_hello(((struct conv_ud *)ud)->c, h);
 }
 
 static int c_chunk(void *ud, const struct gt_chunk_header *h,
                    const uint8_t *r, size_t n)
 {
-    return gt_conv_chunk(((struct conv_ud *)ud)->c, h, r, n);
+    return gt__conv_chunk(((struct conv_ud *)ud)->c, h, r, n);
 }
 
-static int null_hello(void *ud, const struct gt_hello_info *h)
+static int null_hello(void *ud, const struct gt__hello_info *h)
 {
     (void)ud;
     (void)h;
@@ -96,7 +96,7 @@ static int null_chunk(void *ud, const struct gt_chunk_header *h,
 }
 
 /* Feeds the file through a framer. @return 0 or -1. */
-static int feed_file(const char *path, struct gt_framer *f)
+static int feed_file(const char *path, struct gt__framer *f)
 {
     static uint8_t buf[4 << 20];
     int fd = open(path, O_RDONLY);
@@ -105,7 +105,7 @@ static int feed_file(const char *path, struct gt_framer *f)
     ssize_t n;
     int rc = 0;
     while ((n = read(fd, buf, sizeof(buf))) > 0)
-        if (gt_framer_feed(f, buf, (size_t)n)) {
+        if (gt__framer_feed(f, buf, (size_t)n)) {
             rc = -1;
             break;
         }
@@ -116,21 +116,21 @@ static int feed_file(const char *path, struct gt_framer *f)
 /* Child: converts path, writes "bytes events" to fd out. */
 static int convert_child(const char *path, const char *outdir, int out)
 {
-    struct gt_conv_opts o = {.out_path = "/dev/null",
+    struct gt__conv_opts o = {.out_path = "/dev/null",
                              .max_file_bytes = UINT64_MAX >> 1,
                              .max_file_events = UINT64_MAX >> 1};
     if (outdir) {
-        o = (struct gt_conv_opts){.out_dir = outdir, .stem = "bench"};
+        o = (struct gt__conv_opts){.out_dir = outdir, .stem = "bench"};
     }
-    struct conv_ud ud = {gt_conv_create(&o)};
-    struct gt_framer *f = gt_framer_create(GT_FRAMER_RESYNC, c_hello,
+    struct conv_ud ud = {gt__conv_create(&o)};
+    struct gt__framer *f = gt__framer_create(GT__FRAMER_RESYNC, c_hello,
                                            c_chunk, &ud);
     if (!ud.c || !f || feed_file(path, f) ||
-        gt_framer_finish(f) != 0 ||
-        gt_conv_finish(ud.c, gt_framer_stats(f), 0) != 0)
+        gt__framer_finish(f) != 0 ||
+        gt__conv_finish(ud.c, gt__framer_stats(f), 0) != 0)
         return 1;
-    struct gt_conv_summary s;
-    gt_conv_summary(ud.c, &s);
+    struct gt__conv_summary s;
+    gt__conv_summary(ud.c, &s);
     char line[96];
     int n = snprintf(line, sizeof(line), "%llu %llu %llu\n",
                      (unsigned long long)s.bytes,
@@ -140,12 +140,12 @@ static int convert_child(const char *path, const char *outdir, int out)
         return 1;
     if (outdir) {
         const char *const *paths;
-        size_t k = gt_conv_files(ud.c, &paths);
+        size_t k = gt__conv_files(ud.c, &paths);
         for (size_t i = 0; i < k; i++)
             unlink(paths[i]);
     }
-    gt_framer_free(f);
-    gt_conv_free(ud.c);
+    gt__framer_free(f);
+    gt__conv_free(ud.c);
     return 0;
 }
 
@@ -188,7 +188,7 @@ static void run_convert(const char *label, const char *path,
 static void run_decode_only(const char *path, double raw_mb)
 {
     uint64_t raw = 0;
-    struct gt_framer *f = gt_framer_create(GT_FRAMER_RESYNC, null_hello,
+    struct gt__framer *f = gt__framer_create(GT__FRAMER_RESYNC, null_hello,
                                            null_chunk, &raw);
     struct rusage a, b;
     getrusage(RUSAGE_SELF, &a);
@@ -196,7 +196,7 @@ static void run_decode_only(const char *path, double raw_mb)
     int rc = f ? feed_file(path, f) : -1;
     double wall = now() - t0;
     getrusage(RUSAGE_SELF, &b);
-    gt_framer_free(f);
+    gt__framer_free(f);
     double cpu = tv(b.ru_utime) - tv(a.ru_utime) + tv(b.ru_stime) -
                  tv(a.ru_stime);
     if (rc)
@@ -250,9 +250,9 @@ static int generate(const char *gtr, const char *zst, uint64_t iters,
 
 int main(void)
 {
-    const char *e = getenv("GT_BENCH_CONVERT_ITERS");
+    const char *e = getenv("GT__BENCH_CONVERT_ITERS");
     uint64_t iters = e ? strtoull(e, NULL, 10) : 30000;
-    int disk = getenv("GT_BENCH_CONVERT_DISK") != NULL;
+    int disk = getenv("GT__BENCH_CONVERT_DISK") != NULL;
     char dir[] = "/tmp/gt-bench-convert-XXXXXX";
     if (!mkdtemp(dir) || iters < 8) {
         perror("bench_convert");

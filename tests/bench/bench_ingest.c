@@ -77,9 +77,9 @@ static int build_stream(struct stream *s, int rank, size_t nchunks)
                           .rank = rank, .local_rank = rank, .world_size = 64};
     static const char cmd[] = "bench_ingest";
     uint8_t hello[GT_HELLO_MAX_SIZE];
-    struct gt_recbuf rb = {0};
+    struct gt__recbuf rb = {0};
     ZSTD_CCtx *cctx = ZSTD_createCCtx();
-    size_t cap = 0, out_cap = gt_chunk_bound(records_per_chunk * 24u + 256);
+    size_t cap = 0, out_cap = gt__chunk_bound(records_per_chunk * 24u + 256);
     uint8_t *out = malloc(out_cap);
     uint64_t ts = 1000000000ull;
     ssize_t n;
@@ -87,15 +87,15 @@ static int build_stream(struct stream *s, int rank, size_t nchunks)
     memset(s, 0, sizeof(*s));
     s->rank = rank;
     s->chunk_off = calloc(nchunks + 1, sizeof(size_t));
-    n = gt_hello_encode(&hf, "benchhost", cmd, sizeof(cmd) - 1, hello, sizeof(hello));
+    n = gt__hello_encode(&hf, "benchhost", cmd, sizeof(cmd) - 1, hello, sizeof(hello));
     if (!out || !cctx || !s->chunk_off || n < 0 || append(s, &cap, hello, (size_t)n) < 0)
         return -1;
     for (size_t c = 0; c < nchunks; c++) {
         struct gt_r_thread th = {.h = {GT_R_THREAD, sizeof(th)}, .tid = 1000u + (uint32_t)rank};
 
-        gt_recbuf_reset(&rb);
-        if (gt_recbuf_string(&rb, 1, "forward", 7) < 0 ||
-            gt_recbuf_append(&rb, &th, sizeof(th)) < 0)
+        gt__recbuf_reset(&rb);
+        if (gt__recbuf_string(&rb, 1, "forward", 7) < 0 ||
+            gt__recbuf_append(&rb, &th, sizeof(th)) < 0)
             return -1;
         for (unsigned i = 0; i + 1 < records_per_chunk; i += 2) {
             struct gt_r_scope_begin b = {.h = {GT_R_SCOPE_BEGIN, sizeof(b)},
@@ -105,18 +105,18 @@ static int build_stream(struct stream *s, int rank, size_t nchunks)
                                        .ts = ts + 700 + (i & 63)};
 
             ts += 1000 + (i & 127);
-            if (gt_recbuf_append(&rb, &b, sizeof(b)) < 0 ||
-                gt_recbuf_append(&rb, &e, sizeof(e)) < 0)
+            if (gt__recbuf_append(&rb, &b, sizeof(b)) < 0 ||
+                gt__recbuf_append(&rb, &e, sizeof(e)) < 0)
                 return -1;
         }
-        n = gt_chunk_encode(cctx, 1, rb.data, rb.len, rb.count, c, ts, out, out_cap);
+        n = gt__chunk_encode(cctx, 1, rb.data, rb.len, rb.count, c, ts, out, out_cap);
         s->chunk_off[c] = s->len;
         if (n < 0 || append(s, &cap, out, (size_t)n) < 0)
             return -1;
     }
     s->chunk_off[nchunks] = s->len;
     s->nchunks = nchunks;
-    gt_recbuf_free(&rb);
+    gt__recbuf_free(&rb);
     ZSTD_freeCCtx(cctx);
     free(out);
     return 0;
@@ -257,13 +257,13 @@ static double decode_rate(const struct stream *s)
 {
     uint64_t recs = 0;
     double t0 = now_s();
-    struct gt_framer *f = gt_framer_create(GT_FRAMER_STRICT, NULL, on_chunk_count, &recs);
+    struct gt__framer *f = gt__framer_create(GT__FRAMER_STRICT, NULL, on_chunk_count, &recs);
 
-    if (!f || gt_framer_feed(f, s->bytes, s->len) < 0 || gt_framer_finish(f) < 0) {
-        gt_framer_free(f);
+    if (!f || gt__framer_feed(f, s->bytes, s->len) < 0 || gt__framer_finish(f) < 0) {
+        gt__framer_free(f);
         return 0;
     }
-    gt_framer_free(f);
+    gt__framer_free(f);
     return (double)recs / (now_s() - t0);
 }
 

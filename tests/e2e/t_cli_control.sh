@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The control commands end to end: `gradtrace start/stop/trigger/status`
-# reach the right agents as GT_CTL messages (fake agents print what they
+# reach the right agents as GT__CTL messages (fake agents print what they
 # receive), selections by pid and rank work, a timed start ends by itself,
 # triggers armed before an agent connects reach it on connect, bad specs
 # are refused naming the field, and every subcommand has --help.

@@ -20,17 +20,17 @@ static ZSTD_DCtx *dctx;
 
 static void walk(const uint8_t *raw, size_t n)
 {
-    struct gt_rec_iter it;
+    struct gt__rec_iter it;
     uint16_t type, rsize;
     const uint8_t *r;
     uint8_t out[256];
 
-    gt_rec_iter_init(&it, raw, n);
-    while (gt_rec_next(&it, &type, &rsize, &r) == 1) {
-        size_t want = gt_rec_size(type);
-        if (want && want <= sizeof(out) && gt_rec_get(r, rsize, out, want) == 0 &&
+    gt__rec_iter_init(&it, raw, n);
+    while (gt__rec_next(&it, &type, &rsize, &r) == 1) {
+        size_t want = gt__rec_size(type);
+        if (want && want <= sizeof(out) && gt__rec_get(r, rsize, out, want) == 0 &&
             type == GT_R_STRING && rsize - want > GT_STRING_MAX)
-            abort(); /* gt_rec_get must have refused an oversized string */
+            abort(); /* gt__rec_get must have refused an oversized string */
     }
 }
 
@@ -39,14 +39,14 @@ static void decode(const uint8_t *buf, size_t size)
     struct gt_chunk_header h;
     uint8_t *raw;
 
-    if (gt_chunk_header_parse(buf, size, &h) != 0)
+    if (gt__chunk_header_parse(buf, size, &h) != 0)
         return;
     if (size < sizeof(h) + h.payload_size)
         return;
     raw = malloc(h.raw_size ? h.raw_size : 1);
     if (!raw)
         return;
-    if (gt_chunk_decode(dctx, &h, buf, raw, h.raw_size) == 0)
+    if (gt__chunk_decode(dctx, &h, buf, raw, h.raw_size) == 0)
         walk(raw, h.raw_size);
     free(raw);
 }
@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     h.record_count = h.raw_size / 4;
     h.crc = 0;
     memcpy(copy, &h, sizeof(h));
-    h.crc = gt_crc32c(gt_crc32c(0, copy, sizeof(h)), copy + sizeof(h), h.payload_size);
+    h.crc = gt__crc32c(gt__crc32c(0, copy, sizeof(h)), copy + sizeof(h), h.payload_size);
     memcpy(copy, &h, sizeof(h));
     decode(copy, size);
     free(copy);

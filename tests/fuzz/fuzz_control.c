@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/internal.h"
+#include "daemon/control/control.h"
 
 static void check_canonical(const struct gt__trigger *t)
 {

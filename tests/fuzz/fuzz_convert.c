@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "common/codec.h"
-#include "daemon/convert.h"
+#include "daemon/convert/convert.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -63,20 +63,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         atexit(remove_dir);
     }
     snprintf(path, sizeof(path), "%s/out.json", dir);
-    struct gt_conv_opts o = {.out_path = path,
+    struct gt__conv_opts o = {.out_path = path,
                              .max_file_bytes = 1ull << 40,
                              .max_file_events = 1ull << 40,
                              .max_pending_nodes = 1u + (data[0] & 7),
                              .keep_empty_main = 1};
-    struct gt_conv *c = gt_conv_create(&o);
+    struct gt__conv *c = gt__conv_create(&o);
     if (!c)
         abort();
-    struct gt_hello_info *h = calloc(1, sizeof(*h));
+    struct gt__hello_info *h = calloc(1, sizeof(*h));
     h->h.pid = 1234;
     h->h.rank = -1;
     h->h.start_mono_ns = 1000000;
     strcpy(h->cmdline, "fuzz");
-    if (gt_conv_hello(c, h))
+    if (gt__conv_hello(c, h))
         abort();
     free(h);
     size_t piece = 1 + (size_t)(data[0] >> 3) * 16;
@@ -89,23 +89,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* The converter gets an exact copy, so ASan sees any overread. */
         uint8_t *copy = malloc(n);
         memcpy(copy, p, n);
-        if (gt_conv_chunk(c, &ch, copy, n))
+        if (gt__conv_chunk(c, &ch, copy, n))
             abort();
         free(copy);
         ch.seq++;
         p += n;
         left -= n;
     }
-    if (gt_conv_finish(c, NULL, 1))
+    if (gt__conv_finish(c, NULL, 1))
         abort();
     const char *const *paths;
-    size_t n = gt_conv_files(c, &paths);
+    size_t n = gt__conv_files(c, &paths);
     if (n == 0)
         abort();
     for (size_t i = 0; i < n; i++) {
         check_file(paths[i]);
         unlink(paths[i]);
     }
-    gt_conv_free(c);
+    gt__conv_free(c);
     return 0;
 }

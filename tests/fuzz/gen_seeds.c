@@ -23,36 +23,36 @@ static void put(const char *dir, const char *name, const void *p, size_t n)
 
 int main(void)
 {
-    struct gt_recbuf b = {0};
+    struct gt__recbuf b = {0};
     uint8_t rec[256], out[65536], file[262144];
     ZSTD_CCtx *cctx = ZSTD_createCCtx();
     struct gt_hello hh = {.pid = 7, .rank = -1, .local_rank = -1, .world_size = -1};
     size_t fl;
     ssize_t n;
 
-    if (gt_recbuf_string(&b, 1, "layers.0.mlp", 12) != 0)
+    if (gt__recbuf_string(&b, 1, "layers.0.mlp", 12) != 0)
         return 1;
     for (uint16_t t = 2; t < GT_R_TYPE_COUNT; t++) {
-        struct gt_rec h = {t, (uint16_t)gt_rec_size(t)};
+        struct gt_rec h = {t, (uint16_t)gt__rec_size(t)};
         memset(rec, (int)t, sizeof(rec));
         memcpy(rec, &h, sizeof(h));
-        if (gt_recbuf_append(&b, rec, h.size) != 0)
+        if (gt__recbuf_append(&b, rec, h.size) != 0)
             return 1;
     }
     for (int level = 0; level <= 3; level += 3) {
         char name[32];
-        n = gt_chunk_encode(cctx, level, b.data, b.len, b.count, 0, 1, out, sizeof(out));
+        n = gt__chunk_encode(cctx, level, b.data, b.len, b.count, 0, 1, out, sizeof(out));
         if (n < 0)
             return 1;
         snprintf(name, sizeof(name), "all-types-l%d", level);
         put("tests/fuzz/corpus/fuzz_chunk", name, out, (size_t)n);
     }
-    n = gt_hello_encode(&hh, "host", "prog\0arg", 8, file, sizeof(file));
+    n = gt__hello_encode(&hh, "host", "prog\0arg", 8, file, sizeof(file));
     if (n < 0)
         return 1;
     fl = (size_t)n;
     for (uint64_t seq = 0; seq < 4; seq++) {
-        n = gt_chunk_encode(cctx, seq & 1 ? 3 : 0, b.data, b.len, b.count,
+        n = gt__chunk_encode(cctx, seq & 1 ? 3 : 0, b.data, b.len, b.count,
                             seq == 3 ? 5 : seq, 1, file + fl, sizeof(file) - fl);
         if (n < 0)
             return 1;
@@ -63,6 +63,6 @@ int main(void)
     file[fl / 2] ^= 0x5a;
     put("tests/fuzz/corpus/fuzz_file", "corrupt-middle", file, fl);
     ZSTD_freeCCtx(cctx);
-    gt_recbuf_free(&b);
+    gt__recbuf_free(&b);
     return 0;
 }

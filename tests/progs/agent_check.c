@@ -132,7 +132,7 @@ static void on_scope(struct tstate *t, int begin, uint32_t name, uint64_t ts)
 static int on_chunk(void *ud, const struct gt_chunk_header *h,
                     const uint8_t *records, size_t raw_size)
 {
-    struct gt_rec_iter it;
+    struct gt__rec_iter it;
     struct tstate *cur = NULL;
     uint16_t type, size;
     const uint8_t *rec;
@@ -141,14 +141,14 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
     (void)ud;
     if (h->flags & GT_CHUNK_RAW)
         raw_chunks++;
-    gt_rec_iter_init(&it, records, raw_size);
-    while ((rc = gt_rec_next(&it, &type, &size, &rec)) == 1) {
+    gt__rec_iter_init(&it, records, raw_size);
+    while ((rc = gt__rec_next(&it, &type, &size, &rec)) == 1) {
         switch (type) {
         case GT_R_STRING: {
             struct gt_r_string r;
             const char *text;
             size_t len;
-            if (gt_rec_get(rec, size, &r, sizeof(r)) < 0)
+            if (gt__rec_get(rec, size, &r, sizeof(r)) < 0)
                 break;
             text = (const char *)rec + sizeof(r);
             len = size - sizeof(r);
@@ -168,7 +168,7 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
         }
         case GT_R_PROCESS_INFO: {
             struct gt_r_process_info r;
-            if (gt_rec_get(rec, size, &r, sizeof(r)) == 0) {
+            if (gt__rec_get(rec, size, &r, sizeof(r)) == 0) {
                 process_info_seen = 1;
                 pi_pid = r.pid;
                 if (!str(r.cmdline) || !str(r.hostname))
@@ -178,7 +178,7 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
         }
         case GT_R_THREAD_INFO: {
             struct gt_r_thread_info r;
-            if (gt_rec_get(rec, size, &r, sizeof(r)) == 0) {
+            if (gt__rec_get(rec, size, &r, sizeof(r)) == 0) {
                 struct tstate *t = tstate_get(r.tid);
                 if (t)
                     t->info_seen = 1;
@@ -189,7 +189,7 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
         }
         case GT_R_THREAD: {
             struct gt_r_thread r;
-            if (gt_rec_get(rec, size, &r, sizeof(r)) == 0)
+            if (gt__rec_get(rec, size, &r, sizeof(r)) == 0)
                 cur = tstate_get(r.tid);
             break;
         }
@@ -197,7 +197,7 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
             struct gt_r_scope_begin r;
             if (!cur)
                 FAIL("scope record outside a THREAD context");
-            else if (gt_rec_get(rec, size, &r, sizeof(r)) == 0)
+            else if (gt__rec_get(rec, size, &r, sizeof(r)) == 0)
                 on_scope(cur, 1, r.name, r.ts);
             break;
         }
@@ -205,13 +205,13 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
             struct gt_r_scope_end r;
             if (!cur)
                 FAIL("scope record outside a THREAD context");
-            else if (gt_rec_get(rec, size, &r, sizeof(r)) == 0)
+            else if (gt__rec_get(rec, size, &r, sizeof(r)) == 0)
                 on_scope(cur, 0, r.name, r.ts);
             break;
         }
         case GT_R_LOST: {
             struct gt_r_lost r;
-            if (gt_rec_get(rec, size, &r, sizeof(r)) < 0)
+            if (gt__rec_get(rec, size, &r, sizeof(r)) < 0)
                 break;
             if (r.what == GT_LOST_CHUNKS)
                 chunk_lost = r.count;
@@ -235,7 +235,7 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
     return 0;
 }
 
-static int on_hello(void *ud, const struct gt_hello_info *hello)
+static int on_hello(void *ud, const struct gt__hello_info *hello)
 {
     (void)ud;
     (void)hello;
@@ -246,9 +246,9 @@ int main(int argc, char **argv)
 {
     long want_pid = -1, want_ppid = -1, t_count = -1, t_events = -1, min_raw = 0;
     int require_lost = 0, fd;
-    const struct gt_framer_stats *st;
-    const struct gt_hello_info *hello;
-    struct gt_framer *f;
+    const struct gt__framer_stats *st;
+    const struct gt__hello_info *hello;
+    struct gt__framer *f;
     static uint8_t buf[1 << 20];
     ssize_t n;
     int fin;
@@ -291,18 +291,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "agent_check: %s: %s\n", argv[1], strerror(errno));
         return 1;
     }
-    f = gt_framer_create(GT_FRAMER_RESYNC, on_hello, on_chunk, NULL);
+    f = gt__framer_create(GT__FRAMER_RESYNC, on_hello, on_chunk, NULL);
     if (!f)
         return 1;
     while ((n = read(fd, buf, sizeof(buf))) > 0)
-        if (gt_framer_feed(f, buf, (size_t)n) < 0) {
+        if (gt__framer_feed(f, buf, (size_t)n) < 0) {
             FAIL("framer refused the stream (bad hello?)");
             break;
         }
     close(fd);
-    fin = gt_framer_finish(f);
-    st = gt_framer_stats(f);
-    hello = gt_framer_hello(f);
+    fin = gt__framer_finish(f);
+    st = gt__framer_stats(f);
+    hello = gt__framer_hello(f);
 
     if (!hello)
         FAIL("no hello");
@@ -311,7 +311,7 @@ int main(int argc, char **argv)
     else if (want_ppid >= 0 && hello->h.ppid != (uint32_t)want_ppid)
         FAIL("hello ppid %u, expected %ld", hello->h.ppid, want_ppid);
     if (fin < 0)
-        FAIL("stream ends inside a chunk (%s)", gt_strerror(fin));
+        FAIL("stream ends inside a chunk (%s)", gt__strerror(fin));
     if (st->corrupt_chunks)
         FAIL("%llu corrupt chunks", (unsigned long long)st->corrupt_chunks);
     if (st->chunks_lost)
@@ -362,7 +362,7 @@ int main(int argc, char **argv)
            (unsigned long long)raw_chunks,
            (unsigned long long)chunk_lost, nstrs, nthreads,
            hello ? hello->h.pid : 0);
-    gt_framer_free(f);
+    gt__framer_free(f);
     if (failure) {
         fprintf(stderr, "agent_check: %s: %s\n", argv[1], failure);
         return 1;

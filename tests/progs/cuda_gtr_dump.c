@@ -78,7 +78,7 @@ static int define(uint32_t id, const uint8_t *text, size_t len)
 
 #define GET(type, var)                                                        \
     type var;                                                                 \
-    if (gt_rec_get(rec, size, &var, sizeof(var)))                             \
+    if (gt__rec_get(rec, size, &var, sizeof(var)))                             \
         break
 
 static int on_chunk(void *ud, const struct gt_chunk_header *h,
@@ -86,12 +86,12 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
 {
     (void)ud;
     (void)h;
-    struct gt_rec_iter it;
-    gt_rec_iter_init(&it, records, raw_size);
+    struct gt__rec_iter it;
+    gt__rec_iter_init(&it, records, raw_size);
     uint16_t type, size;
     const uint8_t *rec;
     int r;
-    while ((r = gt_rec_next(&it, &type, &size, &rec)) == 1) {
+    while ((r = gt__rec_next(&it, &type, &size, &rec)) == 1) {
         g_records++;
         switch (type) {
         case GT_R_STRING: {
@@ -212,7 +212,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "cuda_gtr_dump: %s: %s\n", argv[1], strerror(errno));
         return 1;
     }
-    struct gt_framer *fr = gt_framer_create(GT_FRAMER_RESYNC, NULL, on_chunk, NULL);
+    struct gt__framer *fr = gt__framer_create(GT__FRAMER_RESYNC, NULL, on_chunk, NULL);
     if (!fr) {
         fclose(f);
         return 1;
@@ -221,17 +221,17 @@ int main(int argc, char **argv)
     size_t n;
     int r = 0;
     while (!r && (n = fread(buf, 1, sizeof(buf), f)) > 0)
-        r = gt_framer_feed(fr, buf, n);
+        r = gt__framer_feed(fr, buf, n);
     if (!r)
-        r = gt_framer_finish(fr);
-    const struct gt_framer_stats *st = gt_framer_stats(fr);
+        r = gt__framer_finish(fr);
+    const struct gt__framer_stats *st = gt__framer_stats(fr);
     printf("summary\trecords=%" PRIu64 " chunks=%" PRIu64 " corrupt=%" PRIu64
            " lost_chunks=%" PRIu64 "\n",
            g_records, st->chunks, st->corrupt_chunks, st->chunks_lost);
-    int ok = (r == 0 || r == GT_ETRUNC) && gt_framer_hello(fr) != NULL;
+    int ok = (r == 0 || r == GT__ETRUNC) && gt__framer_hello(fr) != NULL;
     if (!ok)
-        fprintf(stderr, "cuda_gtr_dump: %s: %s\n", argv[1], gt_strerror(r));
-    gt_framer_free(fr);
+        fprintf(stderr, "cuda_gtr_dump: %s: %s\n", argv[1], gt__strerror(r));
+    gt__framer_free(fr);
     fclose(f);
     for (uint32_t i = 0; i < g_str.cap; i++)
         free(g_str.s[i]);

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#if defined(GT_HAVE_CUDART) && __has_include(<cuda_runtime_api.h>)
+#if defined(GT__HAVE_CUDART) && __has_include(<cuda_runtime_api.h>)
 #include <cuda_runtime_api.h>
 
 int main(void)

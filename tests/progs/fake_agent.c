@@ -138,24 +138,24 @@ static void print_ctl(int hold_ms)
 
 /* One chunk's records: strings and thread info first (every chunk, so any
  * chunk decodes alone), then scope pairs. */
-static int build_records(struct gt_recbuf *b, unsigned nrec, uint64_t *ts,
+static int build_records(struct gt__recbuf *b, unsigned nrec, uint64_t *ts,
                          uint64_t lost)
 {
     struct gt_r_thread_info ti = {.h = {GT_R_THREAD_INFO, sizeof(ti)},
                                   .tid = (uint32_t)getpid(), .name = 1};
     struct gt_r_thread th = {.h = {GT_R_THREAD, sizeof(th)}, .tid = (uint32_t)getpid()};
 
-    gt_recbuf_reset(b);
-    if (gt_recbuf_string(b, 1, "fake_main", 9) < 0 ||
-        gt_recbuf_string(b, 2, "fake_scope", 10) < 0 ||
-        gt_recbuf_append(b, &ti, sizeof(ti)) < 0 ||
-        gt_recbuf_append(b, &th, sizeof(th)) < 0)
+    gt__recbuf_reset(b);
+    if (gt__recbuf_string(b, 1, "fake_main", 9) < 0 ||
+        gt__recbuf_string(b, 2, "fake_scope", 10) < 0 ||
+        gt__recbuf_append(b, &ti, sizeof(ti)) < 0 ||
+        gt__recbuf_append(b, &th, sizeof(th)) < 0)
         return -1;
     if (lost) {
         struct gt_r_lost l = {.h = {GT_R_LOST, sizeof(l)}, .tid = (uint32_t)getpid(),
                               .what = GT_LOST_EVENTS, .count = lost};
 
-        if (gt_recbuf_append(b, &l, sizeof(l)) < 0)
+        if (gt__recbuf_append(b, &l, sizeof(l)) < 0)
             return -1;
     }
     for (unsigned i = 0; i + 1 < nrec; i += 2) {
@@ -165,8 +165,8 @@ static int build_records(struct gt_recbuf *b, unsigned nrec, uint64_t *ts,
                                     .kind = GT_SCOPE_USER, .name = 2, .ts = *ts + 500};
 
         *ts += 1000;
-        if (gt_recbuf_append(b, &sb, sizeof(sb)) < 0 ||
-            gt_recbuf_append(b, &se, sizeof(se)) < 0)
+        if (gt__recbuf_append(b, &sb, sizeof(sb)) < 0 ||
+            gt__recbuf_append(b, &se, sizeof(se)) < 0)
             return -1;
     }
     return 0;
@@ -201,7 +201,7 @@ int main(int argc, char **argv)
     unsigned long chunks = 4, nrec = 1000, gap = 0, lost = 0;
     int rank = -1, hold_ms = 0, print = 0, level = 1, c;
     struct gt_hello hf = {0};
-    struct gt_recbuf rb = {0};
+    struct gt__recbuf rb = {0};
     uint8_t hello[GT_HELLO_MAX_SIZE];
     uint8_t *out;
     size_t out_cap;
@@ -210,7 +210,7 @@ int main(int argc, char **argv)
     ZSTD_CCtx *cctx = ZSTD_createCCtx();
     char host[256] = "fakehost";
 
-    if (gt_agent_socket_path(path, sizeof(path)) < 0)
+    if (gt__agent_socket_path(path, sizeof(path)) < 0)
         path[0] = '\0';
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -246,7 +246,7 @@ int main(int argc, char **argv)
     hf.flags = GT_HELLO_CAPTURE;
     hf.start_mono_ns = ts;
     hf.start_real_ns = 0;
-    n = gt_hello_encode(&hf, host, cmd, strlen(cmd), hello, sizeof(hello));
+    n = gt__hello_encode(&hf, host, cmd, strlen(cmd), hello, sizeof(hello));
     if (n < 0)
         return 1;
     if (strcmp(mode, "bad-magic") == 0)
@@ -266,14 +266,14 @@ int main(int argc, char **argv)
     if (strcmp(mode, "hello-only") == 0)
         chunks = 0;
 
-    out_cap = gt_chunk_bound(nrec * 24 + 256);
+    out_cap = gt__chunk_bound(nrec * 24 + 256);
     out = malloc(out_cap);
     for (unsigned long i = 0; out && i < chunks; i++) {
         if (build_records(&rb, (unsigned)nrec, &ts, i + 1 == chunks ? lost : 0) < 0)
             goto out_fail;
         if (gap && i + 1 == chunks)
             seq += gap;
-        n = gt_chunk_encode(cctx, level, rb.data, rb.len, rb.count, seq++, ts, out,
+        n = gt__chunk_encode(cctx, level, rb.data, rb.len, rb.count, seq++, ts, out,
                             out_cap);
         if (n < 0)
             goto out_fail;
@@ -291,7 +291,7 @@ int main(int argc, char **argv)
         /* Half a chunk, then die the way a crashed process dies. */
         if (build_records(&rb, (unsigned)nrec, &ts, 0) < 0)
             goto out_fail;
-        n = gt_chunk_encode(cctx, level, rb.data, rb.len, rb.count, seq++, ts, out,
+        n = gt__chunk_encode(cctx, level, rb.data, rb.len, rb.count, seq++, ts, out,
                             out_cap);
         if (n < 0 || send_bytes(out, (size_t)n / 2) < 0)
             goto out_fail;
@@ -304,7 +304,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "fake_agent pid %d: sent %lu chunks of %lu records, dropped %llu\n",
             (int)getpid(), chunks, nrec, dropped);
     free(out);
-    gt_recbuf_free(&rb);
+    gt__recbuf_free(&rb);
     ZSTD_freeCCtx(cctx);
     return 0;
 out_fail:

@@ -47,8 +47,8 @@ typedef int (*gen_sink)(void *ud, const void *data, size_t len);
 
 struct gen {
     const struct gen_opts *o;
-    struct gt_recbuf b;   /* current chunk */
-    struct gt_recbuf gpu; /* GPU records of the current iteration */
+    struct gt__recbuf b;   /* current chunk */
+    struct gt__recbuf gpu; /* GPU records of the current iteration */
     ZSTD_CCtx *cctx;
     uint8_t *out;
     size_t out_cap;
@@ -81,7 +81,7 @@ static int gen_flush(struct gen *g)
 {
     if (g->err || g->b.len == 0)
         return g->err;
-    size_t need = gt_chunk_bound(g->b.len);
+    size_t need = gt__chunk_bound(g->b.len);
     if (need > g->out_cap) {
         free(g->out);
         g->out = malloc(need);
@@ -89,7 +89,7 @@ static int gen_flush(struct gen *g)
         if (!g->out)
             return g->err = -1;
     }
-    ssize_t k = gt_chunk_encode(g->cctx, g->o->level, g->b.data, g->b.len,
+    ssize_t k = gt__chunk_encode(g->cctx, g->o->level, g->b.data, g->b.len,
                                 g->b.count, g->seq++, g->first_ns, g->out,
                                 g->out_cap);
     if (k < 0)
@@ -100,7 +100,7 @@ static int gen_flush(struct gen *g)
     g->n->bytes += (uint64_t)k;
     if (g->sink(g->ud, g->out, (size_t)k))
         return g->err = -1;
-    gt_recbuf_reset(&g->b);
+    gt__recbuf_reset(&g->b);
     g->first_ns = 0;
     return 0;
 }
@@ -112,10 +112,10 @@ static void gen_rec(struct gen *g, const void *rec, size_t size)
     /* A new chunk names the current thread again before anything else. */
     if (g->b.len == 0 && g->cur_tid) {
         struct gt_r_thread t = {{GT_R_THREAD, sizeof(t)}, g->cur_tid};
-        if (gt_recbuf_append(&g->b, &t, sizeof(t)))
+        if (gt__recbuf_append(&g->b, &t, sizeof(t)))
             g->err = -1;
     }
-    if (gt_recbuf_append(&g->b, rec, size))
+    if (gt__recbuf_append(&g->b, rec, size))
         g->err = -1;
     if (g->b.len >= (size_t)g->o->chunk_kb * 1024)
         gen_flush(g);
@@ -141,7 +141,7 @@ static uint64_t gen_tick(struct gen *g, uint64_t ns)
 
 static void gen_string(struct gen *g, uint32_t id, const char *s)
 {
-    if (gt_recbuf_string(&g->b, id, s, strlen(s)))
+    if (gt__recbuf_string(&g->b, id, s, strlen(s)))
         g->err = -1;
 }
 
@@ -175,16 +175,16 @@ static void gen_launch(struct gen *g, uint32_t tid, uint32_t path, int bwd,
     struct gt_r_gpu_kernel k = {{GT_R_GPU_KERNEL, sizeof(k)}, 0, 7, kname,
                                 corr, e + 3000, e + 3000 + 1800,
                                 {64, 1, 1}, {256, 1, 1}, 4096, 32};
-    if (gt_recbuf_append(&g->gpu, &x, sizeof(x)))
+    if (gt__recbuf_append(&g->gpu, &x, sizeof(x)))
         g->err = -1;
     /* Alternate: API before kernel on even iterations, after on odd. */
     if (g->iter % 2 == 0) {
-        if (gt_recbuf_append(&g->gpu, &a, sizeof(a)) ||
-            gt_recbuf_append(&g->gpu, &k, sizeof(k)))
+        if (gt__recbuf_append(&g->gpu, &a, sizeof(a)) ||
+            gt__recbuf_append(&g->gpu, &k, sizeof(k)))
             g->err = -1;
     } else {
-        if (gt_recbuf_append(&g->gpu, &k, sizeof(k)) ||
-            gt_recbuf_append(&g->gpu, &a, sizeof(a)))
+        if (gt__recbuf_append(&g->gpu, &k, sizeof(k)) ||
+            gt__recbuf_append(&g->gpu, &a, sizeof(a)))
             g->err = -1;
     }
     g->n->kernels++;
@@ -195,13 +195,13 @@ static void gen_gpu_batch(struct gen *g)
 {
     /* CUPTI records carry their own thread or device: no THREAD record
      * needed, but they must not inherit a stale one either. */
-    struct gt_rec_iter it;
+    struct gt__rec_iter it;
     uint16_t type, size;
     const uint8_t *rec;
-    gt_rec_iter_init(&it, g->gpu.data, g->gpu.len);
-    while (gt_rec_next(&it, &type, &size, &rec) == 1)
+    gt__rec_iter_init(&it, g->gpu.data, g->gpu.len);
+    while (gt__rec_next(&it, &type, &size, &rec) == 1)
         gen_rec(g, rec, size);
-    gt_recbuf_reset(&g->gpu);
+    gt__recbuf_reset(&g->gpu);
 }
 
 static void gen_iteration(struct gen *g, uint64_t it)
@@ -293,7 +293,7 @@ static int gen_run(const struct gen_opts *o, gen_sink sink, void *ud,
     h.start_real_ns = 1700000000000000000ull;
     static const char cmd[] = "/usr/bin/python3\0train.py\0--epochs=1";
     uint8_t hb[GT_HELLO_MAX_SIZE];
-    ssize_t hl = gt_hello_encode(&h, "genhost", cmd, sizeof(cmd) - 1, hb,
+    ssize_t hl = gt__hello_encode(&h, "genhost", cmd, sizeof(cmd) - 1, hb,
                                  sizeof(hb));
     if (hl < 0 || sink(ud, hb, (size_t)hl))
         goto out;
@@ -347,8 +347,8 @@ static int gen_run(const struct gen_opts *o, gen_sink sink, void *ud,
     gen_flush(&g);
     n->layer_spans_per_pass = 2 + 4ull * o->layers; /* Net, layers, ... */
 out:
-    gt_recbuf_free(&g.b);
-    gt_recbuf_free(&g.gpu);
+    gt__recbuf_free(&g.b);
+    gt__recbuf_free(&g.gpu);
     ZSTD_freeCCtx(g.cctx);
     free(g.out);
     return g.err ? -1 : 0;

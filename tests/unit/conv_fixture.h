@@ -15,21 +15,21 @@
 #include <unistd.h>
 
 #include "common/codec.h"
-#include "daemon/convert.h"
+#include "daemon/convert/convert.h"
 
 #define T0 5000000000ull /* hello start: trace base */
 
 struct conv_fx {
     char dir[64];
-    struct gt_conv *c;
-    struct gt_recbuf b;
+    struct gt__conv *c;
+    struct gt__recbuf b;
 };
 
 /* Sends the hello of process pid (rank/world -1 when unset), started at T0. */
 static inline void fx_hello(struct conv_fx *f, uint32_t pid, int32_t rank,
                             int32_t local_rank, int32_t world, const char *cmdline)
 {
-    struct gt_hello_info *h = calloc(1, sizeof(*h));
+    struct gt__hello_info *h = calloc(1, sizeof(*h));
     cr_assert_not_null(h);
     h->h.pid = pid;
     h->h.ppid = 1;
@@ -40,18 +40,18 @@ static inline void fx_hello(struct conv_fx *f, uint32_t pid, int32_t rank,
     h->h.start_real_ns = 1700000000000000000ull;
     strcpy(h->hostname, "unit");
     snprintf(h->cmdline, sizeof(h->cmdline), "%s", cmdline);
-    cr_assert_eq(gt_conv_hello(f->c, h), 0);
+    cr_assert_eq(gt__conv_hello(f->c, h), 0);
     free(h);
 }
 
 static inline void add(struct conv_fx *f, const void *r, size_t n)
 {
-    cr_assert_eq(gt_recbuf_append(&f->b, r, n), 0);
+    cr_assert_eq(gt__recbuf_append(&f->b, r, n), 0);
 }
 
 static inline void str(struct conv_fx *f, uint32_t id, const char *s)
 {
-    cr_assert_eq(gt_recbuf_string(&f->b, id, s, strlen(s)), 0);
+    cr_assert_eq(gt__recbuf_string(&f->b, id, s, strlen(s)), 0);
 }
 
 static inline void thr(struct conv_fx *f, uint32_t tid)
@@ -83,11 +83,11 @@ static inline void node(struct conv_fx *f, uint32_t name, uint64_t seq, uint64_t
 static inline void fx_close(struct conv_fx *f)
 {
     const char *const *paths;
-    size_t n = gt_conv_files(f->c, &paths);
+    size_t n = gt__conv_files(f->c, &paths);
     for (size_t i = 0; i < n; i++)
         unlink(paths[i]);
-    gt_conv_free(f->c);
-    gt_recbuf_free(&f->b);
+    gt__conv_free(f->c);
+    gt__recbuf_free(&f->b);
     cr_assert_eq(rmdir(f->dir), 0, "a file was left that the converter did not list");
 }
 
@@ -97,8 +97,8 @@ static inline void feed(struct conv_fx *f)
     struct gt_chunk_header h;
     memset(&h, 0, sizeof(h));
     h.record_count = f->b.count;
-    cr_assert_eq(gt_conv_chunk(f->c, &h, f->b.data, f->b.len), 0);
-    gt_recbuf_reset(&f->b);
+    cr_assert_eq(gt__conv_chunk(f->c, &h, f->b.data, f->b.len), 0);
+    gt__recbuf_reset(&f->b);
 }
 
 /* Parses a whole output file; it must be valid JSON. Caller frees. */

@@ -12,13 +12,13 @@
 
 #include "common/codec.h"
 
-static struct gt_recbuf g_out;
+static struct gt__recbuf g_out;
 static char g_strings[64][256];
 static uint32_t g_nstrings;
 
 static inline int test_emit(const void *rec, size_t size)
 {
-    cr_assert_eq(gt_recbuf_append(&g_out, rec, size), 0);
+    cr_assert_eq(gt__recbuf_append(&g_out, rec, size), 0);
     return 0;
 }
 

@@ -47,8 +47,8 @@ Test(agent_config, defaults)
 
     cr_assert_eq(parse(&c, none), 0);
     cr_assert_eq(c.capture, 1);
-    cr_assert_eq(c.block_kb, GT_CONFIG_BLOCK_KB_DEFAULT);
-    cr_assert_eq(c.blocks, GT_CONFIG_BLOCKS_DEFAULT);
+    cr_assert_eq(c.block_kb, GT__CONFIG_BLOCK_KB_DEFAULT);
+    cr_assert_eq(c.blocks, GT__CONFIG_BLOCKS_DEFAULT);
     cr_assert_eq(c.log, 0);
     cr_assert_str_empty(c.file_path);
     cr_assert(strstr(c.socket_path, "/agent.sock"), "default socket: %s", c.socket_path);
@@ -82,8 +82,8 @@ Test(agent_config, bad_values_fall_back_silently, .init = cr_redirect_stderr)
 
     cr_assert_eq(parse(&c, bad_env_quiet), 3);
     cr_assert_eq(c.capture, 1);
-    cr_assert_eq(c.block_kb, GT_CONFIG_BLOCK_KB_DEFAULT);
-    cr_assert_eq(c.blocks, GT_CONFIG_BLOCKS_DEFAULT);
+    cr_assert_eq(c.block_kb, GT__CONFIG_BLOCK_KB_DEFAULT);
+    cr_assert_eq(c.blocks, GT__CONFIG_BLOCKS_DEFAULT);
     cr_assert_eq(read_stderr(err, sizeof(err)), 0, "stderr must stay clean: %s", err);
 }
 
@@ -97,7 +97,7 @@ Test(agent_config, bad_values_explained_with_log, .init = cr_redirect_stderr)
     int lines = 0;
 
     cr_assert_eq(parse(&c, env), 3);
-    cr_assert_eq(c.block_kb, GT_CONFIG_BLOCK_KB_DEFAULT);
+    cr_assert_eq(c.block_kb, GT__CONFIG_BLOCK_KB_DEFAULT);
     read_stderr(err, sizeof(err));
     for (char *p = err; (p = strchr(p, '\n')); p++)
         lines++;

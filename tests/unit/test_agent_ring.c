@@ -182,7 +182,7 @@ Test(agent_ring, exited_thread_state_is_recycled)
     gt__ring_configure(4, 2);
     pthread_create(&th, NULL, register_and_exit, &a);
     pthread_join(th, NULL);
-    cr_assert_eq(atomic_load(&a->status), GT_THR_EXITED);
+    cr_assert_eq(atomic_load(&a->status), GT__THR_EXITED);
     /* The consumer drains it, then frees it for reuse. */
     cr_assert_eq(take_all(a, &next), 1);
     gt__ring_release_exited(a);

@@ -75,7 +75,7 @@ struct seen {
     int used_before_defined;  /* records naming an id not yet defined */
 };
 
-static int seen_hello(void *ud, const struct gt_hello_info *h)
+static int seen_hello(void *ud, const struct gt__hello_info *h)
 {
     struct seen *s = ud;
 
@@ -88,20 +88,20 @@ static int seen_chunk(void *ud, const struct gt_chunk_header *h,
                       const uint8_t *recs, size_t n)
 {
     struct seen *s = ud;
-    struct gt_rec_iter it;
+    struct gt__rec_iter it;
     uint16_t type, size;
     const uint8_t *rec;
 
     (void)h;
-    gt_rec_iter_init(&it, recs, n);
-    while (gt_rec_next(&it, &type, &size, &rec) == 1) {
+    gt__rec_iter_init(&it, recs, n);
+    while (gt__rec_next(&it, &type, &size, &rec) == 1) {
         if (type == GT_R_STRING) {
             struct gt_r_string r;
-            if (gt_rec_get(rec, size, &r, sizeof(r)) == 0 && r.id < 65536)
+            if (gt__rec_get(rec, size, &r, sizeof(r)) == 0 && r.id < 65536)
                 s->defs[r.id]++;
         } else if (type == GT_R_SCOPE_BEGIN) {
             struct gt_r_scope_begin r;
-            if (gt_rec_get(rec, size, &r, sizeof(r)) == 0) {
+            if (gt__rec_get(rec, size, &r, sizeof(r)) == 0) {
                 s->scopes++;
                 if (r.name >= 65536 || !s->defs[r.name])
                     s->used_before_defined++;
@@ -152,7 +152,7 @@ static void send_ctl(int fd, uint16_t type)
 }
 
 /* Reads the stream until `want` scope records arrived (or 5 s passed). */
-static void read_until(int fd, struct gt_framer *f, struct seen *s, uint64_t want)
+static void read_until(int fd, struct gt__framer *f, struct seen *s, uint64_t want)
 {
     uint8_t buf[65536];
 
@@ -165,7 +165,7 @@ static void read_until(int fd, struct gt_framer *f, struct seen *s, uint64_t wan
         }
         n = read(fd, buf, sizeof(buf));
         cr_assert_gt(n, 0, "stream closed early");
-        cr_assert_eq(gt_framer_feed(f, buf, (size_t)n), 0);
+        cr_assert_eq(gt__framer_feed(f, buf, (size_t)n), 0);
     }
     cr_assert_eq(s->scopes, want);
 }
@@ -201,7 +201,7 @@ Test(agent_strings, defined_once_per_stream_and_again_after_reconnect, .timeout 
     char dir[] = "/tmp/gt-agent-strings.XXXXXX", path[64];
     struct gt__config c;
     struct seen s1 = {0}, s2 = {0};
-    struct gt_framer *f;
+    struct gt__framer *f;
     pthread_t th[2];
     struct interner w[2] = {{0, 20000}, {1, 20000}};
     uint32_t alpha;
@@ -223,7 +223,7 @@ Test(agent_strings, defined_once_per_stream_and_again_after_reconnect, .timeout 
      * reuses one name many times. */
     cfd = accept_within(lfd, 5000);
     send_ctl(cfd, GT_CTL_WELCOME);
-    f = gt_framer_create(GT_FRAMER_STRICT, seen_hello, seen_chunk, &s1);
+    f = gt__framer_create(GT__FRAMER_STRICT, seen_hello, seen_chunk, &s1);
     alpha = gt_intern("alpha");
     for (int i = 0; i < 2; i++)
         pthread_create(&th[i], NULL, intern_and_record, &w[i]);
@@ -239,12 +239,12 @@ Test(agent_strings, defined_once_per_stream_and_again_after_reconnect, .timeout 
     for (uint32_t id = 1; id < 65536; id++)
         cr_assert_leq(s1.defs[id], 1, "string %u defined %u times", id, s1.defs[id]);
     cr_assert_eq(s1.defs[alpha], 1);
-    gt_framer_free(f);
+    gt__framer_free(f);
 
     /* The daemon goes away; the agent reconnects within its backoff. */
     close(cfd);
     cfd = accept_within(lfd, 5000);
-    f = gt_framer_create(GT_FRAMER_STRICT, seen_hello, seen_chunk, &s2);
+    f = gt__framer_create(GT__FRAMER_STRICT, seen_hello, seen_chunk, &s2);
     for (int i = 0; i < 100; i++) {
         gt_scope_begin(alpha);
         gt_scope_end();
@@ -277,7 +277,7 @@ Test(agent_strings, defined_once_per_stream_and_again_after_reconnect, .timeout 
     cr_assert_eq(gt__triggers_count(), 0);
 
     gt__agent_stop();
-    gt_framer_free(f);
+    gt__framer_free(f);
     close(cfd);
     close(lfd);
     unlink(path);

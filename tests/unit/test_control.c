@@ -2,13 +2,14 @@
  * Control protocol requests and trigger specs: what is accepted, what is
  * refused, and that every refusal names the offending field.
  */
+#include <stdio.h>
 #include <criterion/criterion.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/internal.h"
+#include "daemon/control/control.h"
 
 static struct gt__req req;
 static char err[256];
@@ -72,7 +73,7 @@ Test(control, nul_inside_request)
 
 Test(control, oversized_request)
 {
-    size_t n = GT_CTL_REQ_MAX + 10;
+    size_t n = GT__CTL_REQ_MAX + 10;
     char *big = malloc(n + 1);
 
     memset(big, ' ', n);
@@ -112,7 +113,7 @@ Test(control, too_many_pids)
     char buf[8192];
     size_t n = (size_t)snprintf(buf, sizeof(buf), "{\"cmd\":\"stop\",\"pids\":[");
 
-    for (int i = 1; i <= GT_SEL_MAX + 1; i++)
+    for (int i = 1; i <= GT__SEL_MAX + 1; i++)
         n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s%d", i > 1 ? "," : "", i);
     snprintf(buf + n, sizeof(buf) - n, "]}");
     refused(buf, "more than");
@@ -151,14 +152,14 @@ Test(control, trigger_request_validated)
 
 Test(control, trigger_layer_length_limit)
 {
-    char buf[GT_LAYER_MAX + 100];
-    char line[GT_LAYER_MAX + 200];
+    char buf[GT__LAYER_MAX + 100];
+    char line[GT__LAYER_MAX + 200];
 
-    memset(buf, 'a', GT_LAYER_MAX + 1);
-    buf[GT_LAYER_MAX + 1] = '\0';
+    memset(buf, 'a', GT__LAYER_MAX + 1);
+    buf[GT__LAYER_MAX + 1] = '\0';
     snprintf(line, sizeof(line), "{\"cmd\":\"trigger\",\"layer\":\"%s\"}", buf);
     refused(line, "longer than");
-    buf[GT_LAYER_MAX] = '\0';
+    buf[GT__LAYER_MAX] = '\0';
     snprintf(line, sizeof(line), "{\"cmd\":\"trigger\",\"layer\":\"%s\"}", buf);
     cr_assert_eq(parse(line), 0, "%s", err);
 }

@@ -1,7 +1,7 @@
 /*
  * The converter (daemon/convert.c and friends) on hand-built record
- * streams: each test builds records with gt_recbuf, feeds them through
- * gt_conv_hello/chunk/finish into a mkdtemp directory, parses the output
+ * streams: each test builds records with gt__recbuf, feeds them through
+ * gt__conv_hello/chunk/finish into a mkdtemp directory, parses the output
  * with cJSON and checks the events it names, plus structural validity
  * (per-track nesting, flow pairs, metadata) on every file.
  */
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "common/codec.h"
-#include "daemon/convert.h"
+#include "daemon/convert/convert.h"
 #include "tests/unit/conv_fixture.h"
 
 #define PID 777u
@@ -28,11 +28,11 @@ static void fx_open_bytes(struct conv_fx *f, uint64_t max_events,
     memset(f, 0, sizeof(*f));
     strcpy(f->dir, "/tmp/gt-conv-XXXXXX");
     cr_assert_not_null(mkdtemp(f->dir));
-    struct gt_conv_opts o = {.out_dir = f->dir, .stem = "t",
+    struct gt__conv_opts o = {.out_dir = f->dir, .stem = "t",
                              .max_file_events = max_events,
                              .max_file_bytes = max_bytes,
                              .max_pending_nodes = max_nodes};
-    f->c = gt_conv_create(&o);
+    f->c = gt__conv_create(&o);
     cr_assert_not_null(f->c);
     fx_hello(f, PID, 3, 1, 8, "/usr/bin/python3 train.py");
 }
@@ -150,9 +150,9 @@ static void check_file(const cJSON *doc)
 /* Finishes, checks every file, returns the first file parsed. */
 static cJSON *finish(struct conv_fx *f, size_t *nfiles)
 {
-    cr_assert_eq(gt_conv_finish(f->c, NULL, 0), 0);
+    cr_assert_eq(gt__conv_finish(f->c, NULL, 0), 0);
     const char *const *paths;
-    size_t n = gt_conv_files(f->c, &paths);
+    size_t n = gt__conv_files(f->c, &paths);
     cr_assert(n >= 1);
     for (size_t i = 1; i < n; i++) {
         cJSON *d = load(paths[i]);
@@ -621,7 +621,7 @@ Test(convert, rotation_keeps_every_file_whole_and_flows_paired,
     cJSON *doc = finish(&f, &nfiles);
     cr_assert(nfiles >= 5, "rotated into %zu files", nfiles);
     const char *const *paths;
-    gt_conv_files(f.c, &paths);
+    gt__conv_files(f.c, &paths);
     cr_assert_not_null(strstr(paths[1], "/t.1.json"));
     int flows = 0;
     for (size_t i = 0; i < nfiles; i++) {
@@ -763,7 +763,7 @@ Test(convert, rotation_by_size_splits_near_the_limit, .timeout = 20)
     cJSON *doc = finish(&f, &n);
     cJSON_Delete(doc);
     const char *const *paths;
-    gt_conv_files(f.c, &paths);
+    gt__conv_files(f.c, &paths);
     cr_assert(n > 10, "%zu files", n);
     int total = 0;
     for (size_t i = 0; i < n; i++) {

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "common/codec.h"
-#include "daemon/convert.h"
+#include "daemon/convert/convert.h"
 #include "tests/unit/conv_fixture.h"
 
 
@@ -27,11 +27,11 @@ static void wfx_open(struct conv_fx *f, const char *out_path, int keep_empty,
     char path[128];
     if (out_path)
         snprintf(path, sizeof(path), "%s/%s", f->dir, out_path);
-    struct gt_conv_opts o = {.out_dir = f->dir, .stem = "t",
+    struct gt__conv_opts o = {.out_dir = f->dir, .stem = "t",
                              .out_path = out_path ? path : NULL,
                              .keep_empty_main = keep_empty,
                              .max_file_events = max_events};
-    f->c = gt_conv_create(&o);
+    f->c = gt__conv_create(&o);
     cr_assert_not_null(f->c);
     fx_hello(f, 4242, 1, 0, 2, "python3 train.py");
 }
@@ -99,8 +99,8 @@ static const cJSON *window_meta(const cJSON *doc)
 
 static size_t finish(struct conv_fx *f, const char *const **paths)
 {
-    cr_assert_eq(gt_conv_finish(f->c, NULL, 0), 0);
-    return gt_conv_files(f->c, paths);
+    cr_assert_eq(gt__conv_finish(f->c, NULL, 0), 0);
+    return gt__conv_files(f->c, paths);
 }
 
 static int exists(const char *dir, const char *name)
@@ -133,9 +133,9 @@ Test(convert_window, records_inside_segments_go_to_the_window_file, .timeout = 1
     win(&f, GT_R_WINDOW_DONE, 1, 1, 160, 3);
     feed(&f);
 
-    const struct gt_conv_window *w;
-    cr_assert_eq(gt_conv_windows(f.c, &w), 1);
-    cr_assert_eq(w[0].state, GT_CONV_WIN_DONE, "DONE finished the window");
+    const struct gt__conv_window *w;
+    cr_assert_eq(gt__conv_windows(f.c, &w), 1);
+    cr_assert_eq(w[0].state, GT__CONV_WIN_DONE, "DONE finished the window");
     cr_assert_eq(w[0].segments, 1);
     cr_assert_str_eq(w[0].phase, "backward");
     const char *const *paths;
@@ -307,8 +307,8 @@ Test(convert_window, gpu_activity_follows_its_launch_until_done, .timeout = 10)
     feed(&f);
     kernel(&f, 50, 6, 600); /* after DONE: main */
     feed(&f);
-    const struct gt_conv_window *w;
-    cr_assert_eq(gt_conv_windows(f.c, &w), 1);
+    const struct gt__conv_window *w;
+    cr_assert_eq(gt__conv_windows(f.c, &w), 1);
     const char *const *paths;
     cr_assert_eq(finish(&f, &paths), 2);
     cJSON *d = load(w[0].file);
@@ -341,19 +341,19 @@ Test(convert_window, open_windows_are_bounded_and_cut_ones_say_so, .timeout = 20
         /* never DONE */
     }
     feed(&f);
-    const struct gt_conv_window *w;
-    cr_assert_eq(gt_conv_windows(f.c, &w), 10);
+    const struct gt__conv_window *w;
+    cr_assert_eq(gt__conv_windows(f.c, &w), 10);
     int cut = 0, open = 0;
     for (int i = 0; i < 10; i++) {
-        cut += w[i].state == GT_CONV_WIN_CUT;
-        open += w[i].state == GT_CONV_WIN_OPEN;
+        cut += w[i].state == GT__CONV_WIN_CUT;
+        open += w[i].state == GT__CONV_WIN_OPEN;
     }
     cr_assert_eq(cut, 6, "beyond four open windows the oldest are cut");
     cr_assert_eq(open, 4);
     const char *const *paths;
     cr_assert_eq(finish(&f, &paths), 10, "every window kept its events");
     for (int i = 0; i < 10; i++) {
-        cr_assert_eq(w[i].state, GT_CONV_WIN_CUT);
+        cr_assert_eq(w[i].state, GT__CONV_WIN_CUT);
         const char *base = strrchr(w[i].file, '/') + 1;
         cr_assert_eq(strncmp(w[i].file, f.dir, strlen(f.dir)), 0);
         cr_assert_eq(strspn(base, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"),

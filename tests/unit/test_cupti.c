@@ -69,12 +69,12 @@ static const struct gt__cuda_sink test_sink = {
 /* Records of one type from the output, copied into out[]; @return count. */
 static int collect(uint16_t want, void *out, size_t rec_size, int max)
 {
-    struct gt_rec_iter it;
-    gt_rec_iter_init(&it, g_out.data, g_out.len);
+    struct gt__rec_iter it;
+    gt__rec_iter_init(&it, g_out.data, g_out.len);
     uint16_t type, size;
     const uint8_t *rec;
     int n = 0, r;
-    while ((r = gt_rec_next(&it, &type, &size, &rec)) == 1) {
+    while ((r = gt__rec_next(&it, &type, &size, &rec)) == 1) {
         if (type != want)
             continue;
         cr_assert_eq(size, rec_size, "record %u has size %u", type, size);
@@ -145,7 +145,7 @@ static void assert_time(uint64_t got, uint64_t x, const char *what)
 
 static void teardown(void)
 {
-    gt_recbuf_free(&g_out);
+    gt__recbuf_free(&g_out);
     gt__cuda_set_sink(NULL);
     gt__cupti_test_set_running(0);
 }
@@ -270,15 +270,15 @@ Test(cupti, abi_mirror_matches_headers)
     OFF_EQ(struct gt__cu_cuda_event, CUpti_ActivityCudaEvent2, device_id, deviceId);
     OFF_EQ(struct gt__cu_cuda_event, CUpti_ActivityCudaEvent2, stream_id, streamId);
     OFF_EQ(struct gt__cu_cuda_event, CUpti_ActivityCudaEvent2, device_timestamp, deviceTimestamp);
-    cr_assert_eq(GT_CU_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-    cr_assert_eq(GT_CU_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
-    cr_assert_eq(GT_CU_KIND_CUDA_EVENT, CUPTI_ACTIVITY_KIND_CUDA_EVENT);
-    cr_assert_eq(GT_CU_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_OVERHEAD);
-    cr_assert_eq(GT_CU_EXT_CUSTOM0, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0);
-    cr_assert_eq(GT_CU_EXT_CUSTOM2, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2);
-    cr_assert_eq(GT_CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_ERROR_MAX_LIMIT_REACHED);
-    cr_assert_eq(GT_CU_THREAD_ID_SYSTEM, CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
-    cr_assert_eq(GT_CU_FLUSH_FORCED, CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    cr_assert_eq(GT__CU_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    cr_assert_eq(GT__CU_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+    cr_assert_eq(GT__CU_KIND_CUDA_EVENT, CUPTI_ACTIVITY_KIND_CUDA_EVENT);
+    cr_assert_eq(GT__CU_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_OVERHEAD);
+    cr_assert_eq(GT__CU_EXT_CUSTOM0, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0);
+    cr_assert_eq(GT__CU_EXT_CUSTOM2, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2);
+    cr_assert_eq(GT__CUPTI_ERROR_MAX_LIMIT_REACHED, CUPTI_ERROR_MAX_LIMIT_REACHED);
+    cr_assert_eq(GT__CU_THREAD_ID_SYSTEM, CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+    cr_assert_eq(GT__CU_FLUSH_FORCED, CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
 Test(cupti, kernel_record_decoded, .init = setup, .fini = teardown)
@@ -531,15 +531,15 @@ Test(cupti, start_event_gives_device_offset, .init = setup, .fini = teardown)
 Test(cupti, call_failure_is_one_named_warning, .init = setup, .fini = teardown)
 {
     /* No driver here: the real CUPTI refuses to enable activity. */
-    int r = GT_CUPTI_CALL(gt__cupti.ActivityEnable(GT_CU_KIND_CONCURRENT_KERNEL));
+    int r = GT__CUPTI_CALL(gt__cupti.ActivityEnable(GT__CU_KIND_CONCURRENT_KERNEL));
     if (r == 0) {
-        (void)gt__cupti.ActivityDisable(GT_CU_KIND_CONCURRENT_KERNEL);
+        (void)gt__cupti.ActivityDisable(GT__CU_KIND_CONCURRENT_KERNEL);
         cr_skip_test("CUPTI works here (a GPU is present)");
     }
     cr_assert_eq(r, -EIO);
     cr_assert_eq(g_warnings, 1);
     cr_assert_neq(g_warn_code, 0);
-    cr_assert(strstr(g_warning, "gt__cupti.ActivityEnable(GT_CU_KIND_CONCURRENT_KERNEL)"),
+    cr_assert(strstr(g_warning, "gt__cupti.ActivityEnable(GT__CU_KIND_CONCURRENT_KERNEL)"),
               "call text in %s", g_warning);
     cr_assert(strstr(g_warning, "test_cupti.c:"), "file in %s", g_warning);
 }
@@ -652,7 +652,7 @@ static int fk_push(void *ctx) { (void)ctx; return 0; }
 static int fk_pop(void **ctx) { *ctx = NULL; return 0; }
 static int fk_stream(void **s, unsigned flags)
 {
-    cr_assert_eq(flags, GT_CU_STREAM_NON_BLOCKING, "own non-blocking stream");
+    cr_assert_eq(flags, GT__CU_STREAM_NON_BLOCKING, "own non-blocking stream");
     *s = (void *)0x5000;
     fk_streams++;
     return 0;

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/jsonw.h"
+#include "daemon/convert/jsonw.h"
 
 /* Escapes s as a JSON string literal and returns cJSON's reading of it. */
 static char *roundtrip(const char *s, size_t n)

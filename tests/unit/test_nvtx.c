@@ -72,12 +72,12 @@ struct rec {
 
 static int records(struct rec *out, int max)
 {
-    struct gt_rec_iter it;
-    gt_rec_iter_init(&it, g_out.data, g_out.len);
+    struct gt__rec_iter it;
+    gt__rec_iter_init(&it, g_out.data, g_out.len);
     uint16_t type, size;
     const uint8_t *p;
     int n = 0;
-    while (gt_rec_next(&it, &type, &size, &p) == 1 && n < max) {
+    while (gt__rec_next(&it, &type, &size, &p) == 1 && n < max) {
         struct rec r = {.type = type};
         if (type == GT_R_SCOPE_BEGIN) {
             struct gt_r_scope_begin b;
@@ -107,7 +107,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    gt_recbuf_free(&g_out);
+    gt__recbuf_free(&g_out);
     gt__cuda_set_sink(NULL);
     gt__cupti_test_set_running(0);
     atomic_store(&gt__capture_on, 0);
@@ -146,8 +146,8 @@ Test(nvtx, attribute_layout_matches_header)
                  offsetof(nvtxEventAttributes_t, messageType));
     cr_assert_eq(offsetof(struct gt__nvtx_attr, message),
                  offsetof(nvtxEventAttributes_t, message));
-    cr_assert_eq(GT_NVTX_MESSAGE_ASCII, NVTX_MESSAGE_TYPE_ASCII);
-    cr_assert_eq(GT_NVTX_MESSAGE_REGISTERED, NVTX_MESSAGE_TYPE_REGISTERED);
+    cr_assert_eq(GT__NVTX_MESSAGE_ASCII, NVTX_MESSAGE_TYPE_ASCII);
+    cr_assert_eq(GT__NVTX_MESSAGE_REGISTERED, NVTX_MESSAGE_TYPE_REGISTERED);
 }
 
 Test(nvtx, push_pop_ranges_become_scopes, .init = setup, .fini = teardown)
@@ -243,14 +243,14 @@ static int g_npush, g_npop;
 
 static int fake_push(uint32_t kind, uint64_t id)
 {
-    cr_assert_eq(kind, GT_CU_EXT_CUSTOM2, "seq ids use their own kind");
+    cr_assert_eq(kind, GT__CU_EXT_CUSTOM2, "seq ids use their own kind");
     g_pushed[g_npush++ & 7] = id;
     return 0;
 }
 
 static int fake_pop(uint32_t kind, uint64_t *id)
 {
-    cr_assert_eq(kind, GT_CU_EXT_CUSTOM2);
+    cr_assert_eq(kind, GT__CU_EXT_CUSTOM2);
     *id = 0;
     g_npop++;
     return 0;

@@ -2,10 +2,11 @@
  * File names from untrusted agent text: whatever the hello says, the stem
  * stays one safe, non-empty, bounded name inside the output directory.
  */
+#include <errno.h>
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "daemon/internal.h"
+#include "daemon/convert/names.h"
 
 /* Every property the daemon relies on, checked for any output. */
 static void assert_safe(const char *s)
@@ -13,7 +14,7 @@ static void assert_safe(const char *s)
     size_t n = strlen(s);
 
     cr_assert(n > 0, "empty name");
-    cr_assert(n <= GT_NAME_PART_MAX, "name too long: %zu", n);
+    cr_assert(n <= GT__NAME_PART_MAX, "name too long: %zu", n);
     cr_assert_neq(s[0], '.', "hidden or dot name: %s", s);
     cr_assert_null(strstr(s, ".."), "'..' in %s", s);
     for (size_t i = 0; i < n; i++) {
@@ -83,7 +84,7 @@ Test(sanitize, long_names_are_capped)
 
     memset(in, 'x', sizeof(in));
     cr_assert_eq(gt__sanitize_part(in, sizeof(in), out, sizeof(out)),
-                 GT_NAME_PART_MAX);
+                 GT__NAME_PART_MAX);
     assert_safe(out);
     /* A smaller buffer caps harder and still terminates. */
     cr_assert_eq(gt__sanitize_part(in, sizeof(in), small, sizeof(small)), 9);

@@ -56,7 +56,7 @@ Test(schema, record_table_matches_header)
             cr_assert_str_eq(h->st, rows[j].st, "type %d struct", h->type);
             cr_assert_eq(h->size, rows[j].size, "type %d (%s) size", h->type,
                          rows[j].name);
-            cr_assert_eq((size_t)h->size, gt_rec_size((uint16_t)h->type));
+            cr_assert_eq((size_t)h->size, gt__rec_size((uint16_t)h->type));
         }
         cr_assert(found, "%s has no row in schema/wire.md", h->name);
     }

@@ -1,0 +1,112 @@
+/*
+ * The common helpers of util.h that are not inline. Everything but
+ * gt__fail is async-signal-safe: the agent calls them from its crash
+ * handler and its streamer alike.
+ */
+#include "common/util.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int gt__write_all(int fd, const void *buf, size_t len, int flags,
+                  int timeout_ms)
+{
+    const unsigned char *p = buf;
+    int saved = errno, waited = 0, rc = 0;
+
+    while (len) {
+        ssize_t n = (flags & GT__WRITE_SOCKET) ? send(fd, p, len, MSG_NOSIGNAL)
+                                               : write(fd, p, len);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            int step = timeout_ms - waited > 100 ? 100 : timeout_ms - waited;
+            if (step <= 0) {
+                rc = -ETIMEDOUT;
+                break;
+            }
+            if (poll(&pfd, 1, step) == 0)
+                waited += step;
+            continue;
+        }
+        rc = n < 0 ? -errno : -EIO;
+        break;
+    }
+    errno = saved;
+    return rc;
+}
+
+int gt__parse_u64n(const char *s, size_t len, uint64_t lo, uint64_t hi,
+                   uint64_t *out)
+{
+    uint64_t v = 0;
+    int over = 0;
+
+    if (len == 0 || len > 20)
+        return len > 20 ? -ERANGE : -EINVAL;
+    for (size_t i = 0; i < len; i++) {
+        unsigned d = (unsigned char)s[i] - '0';
+        if (d > 9)
+            return -EINVAL;
+        if (v > (UINT64_MAX - d) / 10)
+            over = 1;
+        else
+            v = v * 10 + d;
+    }
+    if (over || v < lo || v > hi)
+        return -ERANGE;
+    *out = v;
+    return 0;
+}
+
+static size_t text_len(const char *s)
+{
+    size_t n = 0;
+    while (s[n])
+        n++;
+    return n;
+}
+
+int gt__parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    return gt__parse_u64n(s, text_len(s), lo, hi, out);
+}
+
+int gt__parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    uint64_t mag;
+    int neg = s[0] == '-';
+    int rc = gt__parse_u64n(s + neg, text_len(s + neg), 0,
+                            neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX,
+                            &mag);
+    if (rc)
+        return rc;
+    int64_t v = neg ? (mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag)
+                    : (int64_t)mag;
+    if (v < lo || v > hi)
+        return -ERANGE;
+    *out = v;
+    return 0;
+}
+
+int gt__fail(char *err, size_t cap, int rc, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (cap) {
+        va_start(ap, fmt);
+        vsnprintf(err, cap, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}

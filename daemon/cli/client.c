@@ -1,0 +1,205 @@
+/*
+ * The CLI's side of the control protocol: one blocking request, one reply
+ * line, with a deadline so a wedged daemon cannot hang `gradtrace`.
+ */
+#include "daemon/cli/cli.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int send_all(int fd, const char *p, size_t len)
+{
+    while (len) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Reads up to the first newline into a growing buffer (caller frees). */
+static int read_line(int fd, int timeout_ms, char **out)
+{
+    int64_t deadline = now_ms() + timeout_ms;
+    size_t len = 0, cap = 4096;
+    char *buf = gt__malloc(cap);
+    int rc;
+
+    if (!buf)
+        return -ENOMEM;
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int64_t left = deadline - now_ms();
+        ssize_t n;
+
+        if (left <= 0) {
+            rc = -ETIMEDOUT;
+            goto out_free_buf;
+        }
+        if (poll(&p, 1, (int)left) < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            goto out_free_buf;
+        }
+        if (len + 1 >= cap) {
+            char *nb = cap >= (64u << 20) ? NULL : gt__realloc(buf, cap * 2);
+
+            if (!nb) {
+                rc = -ENOMEM;
+                goto out_free_buf;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        n = read(fd, buf + len, cap - len - 1);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (n < 0) {
+            rc = -errno;
+            goto out_free_buf;
+        }
+        if (n == 0) {
+            rc = -ECONNRESET;
+            goto out_free_buf;
+        }
+        len += (size_t)n;
+        buf[len] = '\0';
+        if (memchr(buf + len - (size_t)n, '\n', (size_t)n)) {
+            *out = buf;
+            return 0;
+        }
+    }
+out_free_buf:
+    gt__free(buf);
+    return rc;
+}
+
+int gt__cli_connect(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd;
+
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return -ENAMETOOLONG;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        int e = errno;
+
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+int gt__cli_request(const char *path, const cJSON *req, int timeout_ms,
+                    cJSON **reply, char *err, size_t errcap)
+{
+    char *text = cJSON_PrintUnformatted(req);
+    char *line = NULL;
+    int fd, rc;
+
+    *reply = NULL;
+    if (!text) {
+        snprintf(err, errcap, "out of memory");
+        return -ENOMEM;
+    }
+    fd = gt__cli_connect(path);
+    if (fd < 0) {
+        rc = fd;
+        snprintf(err, errcap, "no daemon on %s (%s)", path, strerror(-rc));
+        goto out_free_text;
+    }
+    rc = send_all(fd, text, strlen(text));
+    if (rc == 0)
+        rc = send_all(fd, "\n", 1);
+    if (rc == 0)
+        rc = read_line(fd, timeout_ms, &line);
+    if (rc < 0) {
+        snprintf(err, errcap, "control request to %s failed: %s", path,
+                 strerror(-rc));
+        goto out_close_fd;
+    }
+    *reply = cJSON_Parse(line);
+    if (!cJSON_IsObject(*reply)) {
+        cJSON_Delete(*reply);
+        *reply = NULL;
+        snprintf(err, errcap, "daemon sent an invalid reply");
+        rc = -EPROTO;
+        goto out_free_line;
+    }
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(*reply, "ok"))) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(*reply, "error");
+
+        snprintf(err, errcap, "%s", cJSON_IsString(e) ? e->valuestring : "request failed");
+        rc = -EINVAL;
+    }
+out_free_line:
+    gt__free(line);
+out_close_fd:
+    close(fd);
+out_free_text:
+    cJSON_free(text);
+    return rc;
+}
+
+int gt__cli_simple(const char *path, const char *cmd, int timeout_ms,
+                   cJSON **reply, char *err, size_t errcap)
+{
+    cJSON *req = cJSON_CreateObject();
+    int rc;
+
+    if (!req || !cJSON_AddStringToObject(req, "cmd", cmd)) {
+        cJSON_Delete(req);
+        snprintf(err, errcap, "out of memory");
+        return -ENOMEM;
+    }
+    rc = gt__cli_request(path, req, timeout_ms, reply, err, errcap);
+    cJSON_Delete(req);
+    return rc;
+}
+
+int gt__cli_exe_dir(char *buf, size_t cap)
+{
+    char path[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+    char *slash;
+
+    if (n <= 0)
+        return -errno;
+    path[n] = '\0';
+    slash = strrchr(path, '/');
+    if (!slash)
+        return -ENOENT;
+    *slash = '\0';
+    if ((size_t)snprintf(buf, cap, "%s", path) >= cap)
+        return -ENAMETOOLONG;
+    return 0;
+}

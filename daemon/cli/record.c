@@ -1,0 +1,530 @@
+/*
+ * `gradtrace record [-o DIR] [--trigger SPEC]... [--raw] -- CMD [ARGS...]`
+ *
+ * Runs CMD with the agent preloaded and reports the trace files it left.
+ *
+ * Which daemon: the running one when it answers on the control socket and
+ * no option (-o, --raw, --max-file-mb) asks for settings only a fresh
+ * daemon can have;
+ * otherwise a private daemon with its own runtime directory (mkdtemp,
+ * 0700) that lives exactly as long as CMD: after CMD exits it is asked to
+ * shut down, which finishes every conversion before it replies, and the
+ * directory is removed. No daemon is left behind.
+ *
+ * Which files: after CMD exits, a "collect" request names CMD's pid and
+ * the time it started; the daemon answers with the files of every agent
+ * in that process tree (agents report their parent pid, and launchers in
+ * between are agents too since LD_PRELOAD is inherited). The daemon reads
+ * what exited agents left in their sockets first, so the answer is
+ * complete without sleeping.
+ *
+ * Output discipline: CMD owns stdout; everything record says goes to
+ * stderr. The exit status is CMD's (128+N when a signal N ended it), so
+ * record drops into scripts transparently.
+ */
+#include "daemon/cli/cli.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/paths.h"
+
+#define MAX_TRIGGERS 32
+
+static const char record_usage[] =
+    "usage: gradtrace record [-o DIR] [--trigger SPEC]... [--raw] [--max-file-mb N]\n"
+    "                        -- CMD [ARGS...]\n"
+    "\n"
+    "Runs CMD with the gradtrace agent preloaded and prints (on stderr) the\n"
+    "trace files written for it and its child processes.\n"
+    "\n"
+    "  -o, --output-dir DIR  write traces to DIR (default ./gradtrace-traces);\n"
+    "                        uses a private daemon\n"
+    "  --trigger SPEC        arm a capture trigger before CMD starts, e.g.\n"
+    "                        layer=layers.17,phase=backward,iteration=200\n"
+    "  --raw                 also keep the raw .gtr streams (private daemon)\n"
+    "  --max-file-mb N       start a new trace file past N MB (private daemon)\n"
+    "\n"
+    "Uses the running daemon when one answers (and none of -o, --raw,\n"
+    "--max-file-mb is given), else starts a private one and stops it when\n"
+    "CMD exits.\n"
+    "Environment: GRADTRACE_AGENT overrides the agent library path.\n"
+    "Exit status: CMD's (128+N when killed by signal N); 1 when recording\n"
+    "could not start; 2 on bad usage.\n";
+
+struct record {
+    const char *out_dir;
+    int raw;
+    const char *max_file_mb;
+    struct gt__trigger trig[MAX_TRIGGERS];
+    size_t ntrig;
+    char exe_dir[4096];
+    char agent_lib[4096 + 32];
+    char agent_sock[108];
+    char control_sock[108];
+    /* private daemon */
+    int private_daemon;
+    char tmp[64];
+    char log[128];
+    pid_t daemon_pid;
+};
+
+static volatile sig_atomic_t child_pid;
+
+static void forward_signal(int sig)
+{
+    if (child_pid > 0)
+        kill((pid_t)child_pid, sig);
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static int parse_args(struct record *r, int argc, char **argv, int *cmd_at)
+{
+    char err[256];
+    int i;
+
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = NULL;
+
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(record_usage, stdout);
+            return 1;
+        }
+        if (strcmp(a, "--raw") == 0) {
+            r->raw = 1;
+            continue;
+        }
+        if (strcmp(a, "-o") == 0 || strcmp(a, "--output-dir") == 0 ||
+            strcmp(a, "--trigger") == 0 || strcmp(a, "--max-file-mb") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "gradtrace record: %s needs a value\n", a);
+                return -1;
+            }
+            val = argv[++i];
+        } else if (strncmp(a, "--output-dir=", 13) == 0) {
+            a = "-o";
+            val = argv[i] + 13;
+        } else if (strncmp(a, "--trigger=", 10) == 0) {
+            a = "--trigger";
+            val = argv[i] + 10;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "gradtrace record: unknown option '%s'\n%s", a,
+                    record_usage);
+            return -1;
+        } else {
+            break;
+        }
+        if (strcmp(a, "--trigger") == 0) {
+            if (r->ntrig == MAX_TRIGGERS) {
+                fprintf(stderr, "gradtrace record: more than %d triggers\n",
+                        MAX_TRIGGERS);
+                return -1;
+            }
+            if (gt__trigger_parse_spec(val, &r->trig[r->ntrig], err, sizeof(err)) < 0) {
+                fprintf(stderr, "gradtrace record: --trigger '%s': %s\n", val, err);
+                return -1;
+            }
+            r->ntrig++;
+        } else if (strcmp(a, "--max-file-mb") == 0) {
+            /* gradtraced validates the number and reports a bad one. */
+            r->max_file_mb = val;
+        } else {
+            r->out_dir = val;
+        }
+    }
+    if (i >= argc) {
+        fprintf(stderr, "gradtrace record: no command given\n%s", record_usage);
+        return -1;
+    }
+    *cmd_at = i;
+    return 0;
+}
+
+static int find_agent(struct record *r)
+{
+    const char *env = getenv("GRADTRACE_AGENT");
+
+    if (env && env[0]) {
+        snprintf(r->agent_lib, sizeof(r->agent_lib), "%s", env);
+    } else {
+        snprintf(r->agent_lib, sizeof(r->agent_lib), "%s/libgradtrace.so",
+                 r->exe_dir);
+        if (access(r->agent_lib, R_OK) != 0)
+            snprintf(r->agent_lib, sizeof(r->agent_lib),
+                     "%s/../lib/libgradtrace.so", r->exe_dir);
+    }
+    if (access(r->agent_lib, R_OK) != 0) {
+        fprintf(stderr, "gradtrace record: agent library not found: %s "
+                "(set GRADTRACE_AGENT)\n", r->agent_lib);
+        return -ENOENT;
+    }
+    return 0;
+}
+
+static void print_log(const char *path)
+{
+    char buf[4096];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+
+    if (fd < 0)
+        return;
+    while ((n = read(fd, buf, sizeof(buf))) > 0)
+        if (write(2, buf, (size_t)n) < 0)
+            break;
+    close(fd);
+}
+
+static pid_t spawn_daemon(struct record *r)
+{
+    char daemon[4096 + 16];
+    const char *args[10];
+    int n = 0, fd;
+    pid_t pid;
+
+    snprintf(daemon, sizeof(daemon), "%s/gradtraced", r->exe_dir);
+    if (access(daemon, X_OK) != 0) {
+        fprintf(stderr, "gradtrace record: %s not found\n", daemon);
+        return -1;
+    }
+    args[n++] = "gradtraced";
+    args[n++] = "--foreground";
+    args[n++] = "--output-dir";
+    args[n++] = r->out_dir ? r->out_dir : "gradtrace-traces";
+    if (r->raw)
+        args[n++] = "--raw";
+    if (r->max_file_mb) {
+        args[n++] = "--max-file-mb";
+        args[n++] = r->max_file_mb;
+    }
+    args[n] = NULL;
+    pid = fork();
+    if (pid != 0)
+        return pid;
+    /* Child: the daemon itself is never profiled, talks to nobody's
+     * terminal, and logs into the private directory. */
+    setenv("GRADTRACE_SOCKET", r->agent_sock, 1);
+    setenv("GRADTRACE_CONTROL", r->control_sock, 1);
+    unsetenv("LD_PRELOAD");
+    fd = open(r->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        dup2(fd, 2);
+    fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+        dup2(fd, 0);
+        dup2(fd, 1);
+    }
+    execv(daemon, (char *const *)args);
+    _exit(127);
+}
+
+static int start_private(struct record *r)
+{
+    char err[256];
+    int64_t deadline = mono_ns() + 10 * 1000000000ll;
+
+    snprintf(r->tmp, sizeof(r->tmp), "/tmp/gradtrace-rec-XXXXXX");
+    if (!mkdtemp(r->tmp)) {
+        fprintf(stderr, "gradtrace record: mkdtemp: %s\n", strerror(errno));
+        r->tmp[0] = '\0';
+        return -errno;
+    }
+    snprintf(r->agent_sock, sizeof(r->agent_sock), "%s/agent.sock", r->tmp);
+    snprintf(r->control_sock, sizeof(r->control_sock), "%s/control.sock", r->tmp);
+    snprintf(r->log, sizeof(r->log), "%s/gradtraced.log", r->tmp);
+    r->private_daemon = 1;
+    r->daemon_pid = spawn_daemon(r);
+    if (r->daemon_pid < 0)
+        return -ECHILD;
+    /* Ready when the control socket answers; gone when the child exits. */
+    while (mono_ns() < deadline) {
+        cJSON *reply = NULL;
+        int status;
+        int rc = gt__cli_simple(r->control_sock, "status", 1000, &reply, err,
+                                sizeof(err));
+
+        cJSON_Delete(reply);
+        if (rc == 0)
+            return 0;
+        if (waitpid(r->daemon_pid, &status, WNOHANG) == r->daemon_pid) {
+            r->daemon_pid = 0;
+            fprintf(stderr, "gradtrace record: the private daemon did not start:\n");
+            print_log(r->log);
+            return -ECHILD;
+        }
+        sleep_ms(10);
+    }
+    fprintf(stderr, "gradtrace record: the private daemon did not answer in 10 s\n");
+    return -ETIMEDOUT;
+}
+
+static void stop_private(struct record *r)
+{
+    char err[256];
+    cJSON *reply = NULL;
+    char path[128];
+    int status = 0;
+
+    if (r->daemon_pid > 0) {
+        /* Shutdown replies only after every conversion is finished. */
+        if (gt__cli_simple(r->control_sock, "shutdown", 600000, &reply, err,
+                           sizeof(err)) < 0) {
+            fprintf(stderr, "gradtrace record: private daemon: %s\n", err);
+            kill(r->daemon_pid, SIGTERM);
+        }
+        cJSON_Delete(reply);
+        while (waitpid(r->daemon_pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "gradtrace record: private daemon ended badly; its log:\n");
+            print_log(r->log);
+        }
+        r->daemon_pid = 0;
+    }
+    if (!r->tmp[0])
+        return;
+    unlink(r->agent_sock);
+    unlink(r->control_sock);
+    snprintf(path, sizeof(path), "%s.lock", r->agent_sock);
+    unlink(path);
+    unlink(r->log);
+    if (rmdir(r->tmp) != 0)
+        fprintf(stderr, "gradtrace record: cannot remove %s: %s\n", r->tmp,
+                strerror(errno));
+}
+
+/* Prepends value to the colon-separated variable name. */
+static int env_prepend(const char *name, const char *value)
+{
+    const char *old = getenv(name);
+    char *buf;
+    int rc;
+
+    if (!old || !old[0])
+        return setenv(name, value, 1);
+    if (asprintf(&buf, "%s:%s", value, old) < 0)
+        return -1;
+    rc = setenv(name, buf, 1);
+    free(buf);
+    return rc;
+}
+
+static void python_path(const struct record *r)
+{
+    static const char *const rel[] = {"../python", "../share/gradtrace/python"};
+    char path[4096 + 64];
+    struct stat st;
+
+    for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", r->exe_dir, rel[i]);
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+            char *abs = realpath(path, NULL);
+
+            env_prepend("PYTHONPATH", abs ? abs : path);
+            free(abs);
+            return;
+        }
+    }
+}
+
+static pid_t spawn_command(const struct record *r, char **cmd)
+{
+    pid_t pid = fork();
+
+    if (pid != 0)
+        return pid;
+    setenv("GRADTRACE_SOCKET", r->agent_sock, 1);
+    setenv("GRADTRACE_CONTROL", r->control_sock, 1);
+    env_prepend("LD_PRELOAD", r->agent_lib);
+    /* With triggers, capture is off outside their windows (the agent
+     * turns it on and off); a GRADTRACE_CAPTURE the user set wins. */
+    if (r->ntrig)
+        setenv("GRADTRACE_CAPTURE", "0", 0);
+    python_path(r);
+    execvp(cmd[0], cmd);
+    fprintf(stderr, "gradtrace record: cannot run %s: %s\n", cmd[0], strerror(errno));
+    _exit(errno == ENOENT ? 127 : 126);
+}
+
+static int send_triggers(const struct record *r)
+{
+    char err[256], spec[1024];
+
+    for (size_t i = 0; i < r->ntrig; i++) {
+        cJSON *req = gt__trigger_to_json(&r->trig[i]);
+        cJSON *reply = NULL;
+        int rc = req ? gt__cli_request(r->control_sock, req, 10000, &reply, err,
+                                       sizeof(err))
+                     : -ENOMEM;
+
+        cJSON_Delete(req);
+        cJSON_Delete(reply);
+        if (rc < 0) {
+            if (gt__trigger_format(&r->trig[i], spec, sizeof(spec)) < 0)
+                spec[0] = '\0';
+            fprintf(stderr, "gradtrace record: trigger %s: %s\n", spec, err);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int wait_command(pid_t pid)
+{
+    struct sigaction ign = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = forward_signal};
+    struct sigaction old_int, old_quit, old_term, old_hup;
+    int status = 0;
+
+    /* Like time(1): the terminal's ^C goes to CMD (same process group);
+     * record survives it to collect the traces. Signals sent to record
+     * alone are passed on. */
+    child_pid = pid;
+    sigaction(SIGINT, &ign, &old_int);
+    sigaction(SIGQUIT, &ign, &old_quit);
+    sigaction(SIGTERM, &fwd, &old_term);
+    sigaction(SIGHUP, &fwd, &old_hup);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    child_pid = 0;
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGQUIT, &old_quit, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGHUP, &old_hup, NULL);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return WEXITSTATUS(status);
+}
+
+static cJSON *collect(const struct record *r, pid_t pid, int64_t since)
+{
+    char err[256];
+    cJSON *req = cJSON_CreateObject(), *reply = NULL, *files = NULL, *running;
+
+    if (!req)
+        return NULL;
+    cJSON_AddStringToObject(req, "cmd", "collect");
+    cJSON_AddNumberToObject(req, "pid", (double)pid);
+    cJSON_AddNumberToObject(req, "since_ns", (double)since);
+    if (gt__cli_request(r->control_sock, req, 600000, &reply, err, sizeof(err)) < 0) {
+        fprintf(stderr, "gradtrace record: collecting traces: %s\n", err);
+    } else {
+        files = cJSON_DetachItemFromObjectCaseSensitive(reply, "files");
+        running = cJSON_GetObjectItemCaseSensitive(reply, "running");
+        if (cJSON_GetArraySize(running) > 0)
+            fprintf(stderr, "gradtrace record: %d process(es) of the command "
+                    "are still streaming; their traces are not listed\n",
+                    cJSON_GetArraySize(running));
+    }
+    cJSON_Delete(req);
+    cJSON_Delete(reply);
+    return files;
+}
+
+static void print_files(const cJSON *files)
+{
+    const cJSON *f;
+    int n = cJSON_GetArraySize(files);
+
+    if (n == 0) {
+        fprintf(stderr, "gradtrace: no trace written (did the command load "
+                "the agent? statically linked programs cannot)\n");
+        return;
+    }
+    fprintf(stderr, "gradtrace: %d trace file%s:\n", n, n == 1 ? "" : "s");
+    cJSON_ArrayForEach(f, files)
+        if (cJSON_IsString(f))
+            fprintf(stderr, "  %s\n", f->valuestring);
+}
+
+/* The shared daemon when it answers and no private settings are asked. */
+static int use_running_daemon(struct record *r)
+{
+    char err[256];
+    cJSON *reply = NULL;
+    const cJSON *sock;
+    int ok = 0;
+
+    if (r->out_dir || r->raw || r->max_file_mb)
+        return 0;
+    if (gt__control_socket_path(r->control_sock, sizeof(r->control_sock)) < 0)
+        return 0;
+    if (gt__cli_simple(r->control_sock, "status", 2000, &reply, err,
+                       sizeof(err)) == 0) {
+        sock = cJSON_GetObjectItemCaseSensitive(reply, "agent_socket");
+        if (cJSON_IsString(sock) && strlen(sock->valuestring) < sizeof(r->agent_sock)) {
+            snprintf(r->agent_sock, sizeof(r->agent_sock), "%s", sock->valuestring);
+            ok = 1;
+        }
+    }
+    cJSON_Delete(reply);
+    return ok;
+}
+
+int gt__cmd_record(int argc, char **argv)
+{
+    struct record *r = calloc(1, sizeof(*r));
+    cJSON *files = NULL;
+    int cmd_at = 0, rc, status = GT__EXIT_ERROR;
+    int64_t since;
+    pid_t pid;
+
+    if (!r)
+        return GT__EXIT_ERROR;
+    rc = parse_args(r, argc, argv, &cmd_at);
+    if (rc != 0) {
+        status = rc > 0 ? GT__EXIT_OK : GT__EXIT_USAGE;
+        goto out_free;
+    }
+    if (gt__cli_exe_dir(r->exe_dir, sizeof(r->exe_dir)) < 0 || find_agent(r) < 0)
+        goto out_free;
+    if (!use_running_daemon(r) && start_private(r) < 0)
+        goto out_stop;
+    if (send_triggers(r) < 0)
+        goto out_stop;
+    fflush(NULL);
+    since = mono_ns();
+    pid = spawn_command(r, argv + cmd_at);
+    if (pid < 0) {
+        fprintf(stderr, "gradtrace record: fork: %s\n", strerror(errno));
+        goto out_stop;
+    }
+    status = wait_command(pid);
+    files = collect(r, pid, since);
+out_stop:
+    stop_private(r);
+    if (files)
+        print_files(files);
+    cJSON_Delete(files);
+out_free:
+    free(r);
+    return status;
+}

@@ -1,0 +1,119 @@
+/*
+ * The converter: wire records -> Chrome Trace Event JSON files.
+ *
+ * One converter per stream (an agent connection in the daemon, or a .gtr
+ * file in `gradtrace convert`). It is fed the hello and then each decoded
+ * chunk in order (the framer in common/codec.h does the decoding), writes
+ * JSON as it goes with a streaming writer, and keeps in memory only what is
+ * still open: per-thread scope stacks, unmatched flow starts, the string
+ * table. Output rotates to a new file at a size or event limit; each file is
+ * a complete, valid trace with its own metadata.
+ *
+ * Not thread-safe: one thread drives one converter.
+ */
+#ifndef GRADTRACE_DAEMON_CONVERT_H
+#define GRADTRACE_DAEMON_CONVERT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/codec.h"
+
+struct gt__conv_opts {
+    const char *out_dir;      /* existing directory the files go in */
+    const char *stem;         /* sanitized file-name stem, e.g. "train-1234" */
+    const char *out_path;     /* if set: exact path of the first file (convert -o) */
+    uint64_t max_file_bytes;  /* rotate past this many bytes, 0 = default */
+    uint64_t max_file_events; /* rotate past this many events, 0 = default */
+    /* Node creations held until their backward node runs; the oldest is
+     * evicted (and counted) beyond this. 0 = default (262144). */
+    uint32_t max_pending_nodes;
+    /* Write the main file even when it would hold no events (gradtrace
+     * convert -o, where the user named the file). Otherwise a stream that
+     * recorded nothing outside capture windows leaves no main file. */
+    int keep_empty_main;
+};
+
+struct gt__conv;
+
+/* @return a converter, or NULL when out of memory (errno set). */
+struct gt__conv *gt__conv_create(const struct gt__conv_opts *opts);
+
+/* Frees everything; closes (without finishing) any open file. NULL is ok. */
+void gt__conv_free(struct gt__conv *c);
+
+/* Feed the parsed hello. @return 0 or a negative error. */
+GT__WUR int gt__conv_hello(struct gt__conv *c, const struct gt__hello_info *hello);
+
+/*
+ * Feed one decoded chunk's records. Malformed records are counted and
+ * skipped; unknown record types are skipped.
+ * @return 0, or a negative errno when an output file cannot be written.
+ */
+GT__WUR int gt__conv_chunk(struct gt__conv *c, const struct gt_chunk_header *h,
+                         const uint8_t *records, size_t raw_size);
+
+/*
+ * Closes open spans at the last timestamp seen, writes the final metadata
+ * (lost counts, chunks lost and corrupt from stats, truncation when
+ * truncated != 0) and closes the current file.
+ * @return 0 or a negative errno.
+ */
+GT__WUR int gt__conv_finish(struct gt__conv *c, const struct gt__framer_stats *stats,
+                          int truncated);
+
+/* Paths of files written so far, the main file's and the windows', in the
+ * order they were created (valid until the next call that feeds c). */
+size_t gt__conv_files(const struct gt__conv *c, const char *const **paths);
+
+/*
+ * A capture window of the stream (GT_R_WINDOW_* records): each one is
+ * written to its own file(s) named <stem>-w<id>-<layer>-<phase>-it<N>.json.
+ */
+struct gt__conv_window {
+    uint32_t id;          /* the agent's window id */
+    uint32_t segments;    /* WINDOW_BEGIN records seen */
+    uint64_t iteration;
+    const char *spec;     /* the trigger spec that opened it */
+    const char *layer;    /* the spec's layer (module path or glob) */
+    const char *phase;    /* "forward", "backward" or "both" */
+    const char *file;     /* its first file, NULL until an event is written */
+    int state;            /* GT_CONV_WIN_* */
+};
+
+enum {
+    GT__CONV_WIN_OPEN = 0,   /* segments still arriving */
+    GT__CONV_WIN_DONE = 1,   /* WINDOW_DONE seen: its files are complete */
+    GT__CONV_WIN_CUT = 2,    /* input ended (or the open-window cap hit)
+                             * before WINDOW_DONE: files closed as they were */
+};
+
+/*
+ * The most recent windows (at most 256, oldest dropped first) in the order
+ * they began. *out stays valid until the next gt__conv_chunk or gt__conv_free
+ * (gt__conv_finish only updates states: open windows become cut).
+ * @return how many.
+ */
+size_t gt__conv_windows(const struct gt__conv *c,
+                       const struct gt__conv_window **out);
+
+/* Events written so far, across files. */
+uint64_t gt__conv_events(const struct gt__conv *c);
+
+/* Totals for a one-line summary (gradtrace convert, daemon logs). */
+struct gt__conv_summary {
+    uint64_t events;          /* trace events written, all files */
+    uint64_t files;           /* files written */
+    uint64_t bytes;           /* JSON bytes written, all files */
+    uint64_t chunks;          /* chunks converted */
+    uint64_t records;         /* records converted */
+    uint64_t lost_events;     /* GT_LOST_EVENTS, summed over threads */
+    uint64_t lost_cupti;      /* GT_LOST_CUPTI */
+    uint64_t lost_chunks;     /* GT_LOST_CHUNKS (agent side) */
+    uint64_t anomalies;       /* untrusted-input anomalies, all kinds */
+};
+
+/* Fills *out. Any time, any number of calls. */
+void gt__conv_summary(const struct gt__conv *c, struct gt__conv_summary *out);
+
+#endif /* GRADTRACE_DAEMON_CONVERT_H */

@@ -1,0 +1,235 @@
+/*
+ * GPU activity (kernels, memcpy, memset) and CUDA API calls.
+ *
+ * These records come from CUPTI activity buffers: late, in batches, with
+ * start and end already known, and in no order the converter can rely on
+ * relative to the host records around them. So they never share a track
+ * with stack-matched spans: GPU work goes on its device's stream tracks,
+ * API calls on a per-thread "CUDA API" track, and both are placed with
+ * gt__place, which moves anything that would break nesting to an overlap
+ * track. The ac2g arrow (launch -> kernel) is written when the second of
+ * the pair arrives, whichever it is, from bounded maps keyed by the CUDA
+ * correlation id.
+ */
+#include <stdio.h>
+
+#include "daemon/convert/internal.h"
+
+/* ------------------------------------------------------------ GPU */
+
+static uint32_t stream_track(struct gt__conv *c, uint32_t device,
+                             uint32_t stream)
+{
+    const uint32_t mask = 2 * GT__MAX_STREAMS - 1;
+    uint32_t i = (stream * 2654435761u ^ device * 40503u) & mask;
+    for (;;) {
+        struct gt__stream_slot *sl = &c->streams[i];
+        if (!sl->used)
+            break;
+        if (sl->device == device && sl->stream == stream)
+            return sl->track;
+        i = (i + 1) & mask;
+    }
+    uint32_t proc = gt__gpu_proc(c, device);
+    if (proc == UINT32_MAX || c->nstreams >= GT__MAX_STREAMS) {
+        c->an.threads_dropped++;
+        return 0;
+    }
+    char name[32];
+    snprintf(name, sizeof(name), "stream %u", stream);
+    uint32_t t = gt__track_new(c, proc,
+                               stream >= GT__SYNTH_TID_BASE ? UINT32_MAX
+                                                            : stream,
+                               stream < 1000000 ? stream : 1000000, name);
+    if (!t)
+        return 0;
+    c->streams[i] = (struct gt__stream_slot){device, stream, t, 1};
+    c->nstreams++;
+    return t;
+}
+
+/* Appends ,"layer":..,"phase":.. / ,"seq":.. from GT_R_EXT_CORR records. */
+static char *put_ext(struct gt__conv *c, char *p, uint32_t corr)
+{
+    const struct gt__bmap_val *v;
+    if (corr == 0 || !(v = gt__bmap_get(&c->ext, 0, corr)))
+        return p;
+    if (v->p) {
+        uint32_t ll;
+        const char *l = gt__str_esc(c, (uint32_t)v->x, &ll);
+        if (ll > 2 * GT_STRING_MAX)
+            ll = 0; /* the caller reserved room for a name this long */
+        p = GT__LIT(p, ",\"layer\":\"");
+        p = put_esc(p, l, ll);
+        p = v->p == GT_EXT_LAYER_BWD ? GT__LIT(p, "\",\"phase\":\"backward\"")
+                                     : GT__LIT(p, "\",\"phase\":\"forward\"");
+    }
+    if (v->q) {
+        p = GT__LIT(p, ",\"seq\":");
+        p = gt__fmt_u64(p, v->y);
+    }
+    return p;
+}
+
+void gt__on_ext_corr(struct gt__conv *c, const struct gt_r_ext_corr *r)
+{
+    /* One entry per correlation id: layer (x, kind in p) and NVTX seq
+     * (y, present when q), so a GPU record needs one lookup. */
+    const struct gt__bmap_val *old = gt__bmap_get(&c->ext, 0, r->corr);
+    struct gt__bmap_val v = old ? *old : (struct gt__bmap_val){0};
+    if (r->kind == GT_EXT_LAYER_FWD || r->kind == GT_EXT_LAYER_BWD) {
+        v.x = r->ext;
+        v.p = r->kind;
+    } else if (r->kind == GT_EXT_NVTX_SEQ) {
+        v.y = r->ext;
+        v.q = 1;
+    } else {
+        return;
+    }
+    (void)gt__bmap_put(&c->ext, 0, r->corr, &v);
+}
+
+/* Links the GPU activity on track t at start with its launch, or waits. */
+static void gpu_link(struct gt__conv *c, uint32_t corr, uint32_t t,
+                     uint64_t start)
+{
+    if (corr == 0)
+        return;
+    const struct gt__bmap_val *api = gt__bmap_get(&c->api, 0, corr);
+    if (api) {
+        gt__emit_flow(c, "ac2g", api->p, api->x, t, start);
+        return;
+    }
+    struct gt__bmap_val v = {.x = start, .p = t};
+    if (gt__bmap_put(&c->kpend, 0, corr, &v))
+        c->an.ac2g_unmatched++;
+}
+
+static char *gpu_head(struct gt__conv *c, uint32_t *t, const char *cat,
+                      uint32_t device, uint32_t stream, uint64_t start,
+                      uint64_t end, size_t extra)
+{
+    uint32_t st = stream_track(c, device, stream);
+    if (end < start) {
+        c->an.negative_durations++;
+        end = start;
+    }
+    gt__see_ts(c, end);
+    *t = st ? gt__place(c, st, start, end) : 0;
+    if (!*t)
+        return NULL;
+    return gt__x_open(c, *t, cat, start, end, extra + 4 * GT_STRING_MAX);
+}
+
+
+void gt__on_kernel(struct gt__conv *c, const struct gt_r_gpu_kernel *r)
+{
+    uint32_t t, nl;
+    const char *name = gt__str_esc(c, r->name, &nl);
+    char *p = gpu_head(c, &t, "kernel", r->device, r->stream, r->start,
+                       r->end, nl + 256);
+    if (!p)
+        return;
+    p = put_esc(p, name, nl);
+    p = PUT_KV(p, "\",\"args\":{\"device\":", r->device);
+    p = PUT_KV(p, ",\"stream\":", r->stream);
+    p = PUT_KV(p, ",\"correlation\":", r->corr);
+    p = PUT_KV(p, ",\"grid\":[", r->grid[0]);
+    p = PUT_KV(p, ",", r->grid[1]);
+    p = PUT_KV(p, ",", r->grid[2]);
+    p = PUT_KV(p, "],\"block\":[", r->block[0]);
+    p = PUT_KV(p, ",", r->block[1]);
+    p = PUT_KV(p, ",", r->block[2]);
+    p = PUT_KV(p, "],\"shared memory\":", r->shared_mem);
+    p = PUT_KV(p, ",\"registers per thread\":", r->registers);
+    p = put_ext(c, p, r->corr);
+    p = GT__LIT(p, "}}");
+    gt__ev_end(c, p);
+    gpu_link(c, r->corr, t, r->start);
+}
+
+static const char *copy_kind_name(unsigned k)
+{
+    static const char *const names[] = {
+        "Memcpy", "Memcpy HtoD", "Memcpy DtoH", "Memcpy HtoA",
+        "Memcpy AtoH", "Memcpy AtoA", "Memcpy AtoD", "Memcpy DtoA",
+        "Memcpy DtoD", "Memcpy HtoH", "Memcpy PtoP"};
+    return k < sizeof(names) / sizeof(names[0]) ? names[k] : names[0];
+}
+
+void gt__on_memcpy(struct gt__conv *c, const struct gt_r_gpu_memcpy *r)
+{
+    uint32_t t;
+    const char *name = copy_kind_name(r->copy_kind);
+    char *p = gpu_head(c, &t, "gpu_memcpy", r->device, r->stream, r->start,
+                       r->end, 256);
+    if (!p)
+        return;
+    p = put_esc(p, name, (uint32_t)strlen(name));
+    p = PUT_KV(p, "\",\"args\":{\"device\":", r->device);
+    p = PUT_KV(p, ",\"stream\":", r->stream);
+    p = PUT_KV(p, ",\"correlation\":", r->corr);
+    p = PUT_KV(p, ",\"bytes\":", r->bytes);
+    p = PUT_KV(p, ",\"copy_kind\":", r->copy_kind);
+    p = PUT_KV(p, ",\"src_kind\":", r->src_kind);
+    p = PUT_KV(p, ",\"dst_kind\":", r->dst_kind);
+    p = put_ext(c, p, r->corr);
+    p = GT__LIT(p, "}}");
+    gt__ev_end(c, p);
+    gpu_link(c, r->corr, t, r->start);
+}
+
+void gt__on_memset(struct gt__conv *c, const struct gt_r_gpu_memset *r)
+{
+    uint32_t t;
+    char *p = gpu_head(c, &t, "gpu_memset", r->device, r->stream, r->start,
+                       r->end, 256);
+    if (!p)
+        return;
+    p = GT__LIT(p, "Memset");
+    p = PUT_KV(p, "\",\"args\":{\"device\":", r->device);
+    p = PUT_KV(p, ",\"stream\":", r->stream);
+    p = PUT_KV(p, ",\"correlation\":", r->corr);
+    p = PUT_KV(p, ",\"bytes\":", r->bytes);
+    p = PUT_KV(p, ",\"value\":", r->value);
+    p = put_ext(c, p, r->corr);
+    p = GT__LIT(p, "}}");
+    gt__ev_end(c, p);
+    gpu_link(c, r->corr, t, r->start);
+}
+
+void gt__on_cuda_api(struct gt__conv *c, const struct gt_r_cuda_api *r)
+{
+    struct gt__thread *th = gt__thread_get(c, r->tid);
+    uint32_t nl;
+    uint64_t start = r->start, end = r->end;
+    if (!th)
+        return;
+    if (end < start) {
+        c->an.negative_durations++;
+        end = start;
+    }
+    gt__see_ts(c, start);
+    gt__see_ts(c, end);
+    uint32_t at = gt__thread_track(c, th, 3);
+    uint32_t t = at ? gt__place(c, at, start, end) : 0;
+    if (!t)
+        return;
+    const char *name = gt__str_esc(c, r->name, &nl);
+    char *p = gt__x_open(c, t, "cuda_runtime", start, end,
+                         nl + 4 * GT_STRING_MAX + 128);
+    p = put_esc(p, name, nl);
+    p = PUT_KV(p, "\",\"args\":{\"correlation\":", r->corr);
+    p = PUT_KV(p, ",\"cbid\":", r->cbid);
+    p = put_ext(c, p, r->corr);
+    p = GT__LIT(p, "}}");
+    gt__ev_end(c, p);
+    if (r->corr == 0)
+        return;
+    struct gt__bmap_val v = {.x = start, .p = t};
+    (void)gt__bmap_put(&c->api, 0, r->corr, &v);
+    struct gt__bmap_val k;
+    if (gt__bmap_take(&c->kpend, 0, r->corr, &k))
+        gt__emit_flow(c, "ac2g", t, start, k.p, k.x);
+}
+

@@ -1,0 +1,592 @@
+/*
+ * Converter internals shared by convert.c (record dispatch, thread stacks,
+ * GPU records), chrome.c (output files, tracks, metadata), conv_layers.c
+ * (per-layer backward spans, passes, iterations) and conv_map.c (bounded
+ * maps). Nothing here is part of the daemon's contract (convert.h is).
+ *
+ * Memory model: everything below is bounded by a cap: strings, threads,
+ * tracks, layers, open spans per track, the node-creation and correlation
+ * maps. Exceeding a cap drops the newest item (or evicts the oldest, for
+ * the maps) and counts it in an anomaly counter that lands in the trace's
+ * metadata. Nothing grows with the number of events converted.
+ */
+#ifndef GRADTRACE_DAEMON_CONV_INTERNAL_H
+#define GRADTRACE_DAEMON_CONV_INTERNAL_H
+
+#include <stdint.h>
+
+#include "daemon/convert/convert.h"
+#include "daemon/convert/jsonw.h"
+#include "common/version.h"
+
+
+#define GT__CONV_DEFAULT_MAX_BYTES (200ull << 20)
+#define GT__CONV_DEFAULT_MAX_EVENTS 4000000ull
+#define GT__CONV_MIN_MAX_BYTES 4096ull
+
+#define GT__STR_MAX_IDS (1u << 18)    /* string ids accepted: 1 .. this-1 */
+#define GT__STR_MAX_BYTES (24u << 20) /* raw + escaped bytes kept */
+#define GT__MAX_THREADS 65536u
+#define GT__MAX_TRACKS (1u << 18)
+#define GT__STACK_MAX 256u            /* open spans per thread stack */
+#define GT__LANE_DEPTH 32u            /* nesting depth checked per lane */
+#define GT__MAX_OVERFLOW 8u           /* overlap tracks per track */
+#define GT__NODE_MAP_DEFAULT (1u << 18)
+#define GT__CORR_MAP_CAP (1u << 15)
+#define GT__MAX_LAYERS (1u << 17)
+#define GT__MAX_DEVICES 64u
+#define GT__MAX_STREAMS 4096u         /* table has twice the slots */
+#define GT__MAX_LOST 4096u
+#define GT__MAX_WINDOWS 256u
+#define GT__MAX_OPEN_WINDOWS 16u
+#define GT__MAX_WARNINGS 64u
+#define GT__WAIT_CAP 4096u            /* nodes waiting for their creation */
+#define GT__MAX_WIN_OPEN 4u           /* window converters alive at once */
+#define GT__WIN_CORR_CAP (1u << 14)   /* CUDA corr ids launched in windows */
+
+/* Synthetic tids (tracks that are not OS threads) start here, above any
+ * Linux tid (pid_max <= 2^22). */
+#define GT__SYNTH_TID_BASE (1u << 28)
+/* GPU device d is written as pid GT__GPU_PID_BASE + d. */
+#define GT__GPU_PID_BASE 0x40000000u
+
+/* Counters of untrusted-input anomalies, written in metadata by name. */
+#define GT__ANOMALIES(X)                                                   \
+    X(bad_records)          /* record size does not match its type */     \
+    X(unknown_records)      /* record type this converter does not know */\
+    X(unknown_strings)      /* string id used but never defined */        \
+    X(bad_string_ids)       /* string id 0 defined, or id beyond the cap */\
+    X(strings_dropped)      /* string table full */                       \
+    X(no_thread)            /* thread-scoped record before any THREAD */  \
+    X(threads_dropped)      /* thread table full */                       \
+    X(time_backwards)       /* a thread's time went back: clamped */      \
+    X(before_base)          /* timestamp before the trace base: at 0 */   \
+    X(negative_durations)   /* end before start: zero duration */         \
+    X(end_without_begin)    /* end matching nothing open: ignored */      \
+    X(closed_implicitly)    /* closed because an outer span ended */      \
+    X(closed_at_finish)     /* still open at the end of input */          \
+    X(depth_dropped)        /* begin beyond GT__STACK_MAX: dropped */     \
+    X(overlap_moved)        /* span placed on an overlap track */         \
+    X(overlap_dropped)      /* no overlap track could take the span */    \
+    X(node_map_evicted)     /* node creations evicted before backward */  \
+    X(nodes_without_creation) /* backward node whose creation is unknown */\
+    X(ac2g_unmatched)       /* GPU activity whose launch never came */    \
+    X(pass_unbalanced)      /* backward pass begin/end out of pairs */    \
+    X(steps_out_of_order)   /* iteration boundary earlier than the last */\
+    X(layers_dropped)       /* layer table full */                        \
+    X(windows_unmatched)    /* window end without begin, or never ended */\
+    X(pid_mismatch)         /* process info for another pid */            \
+    X(warnings_dropped)     /* warnings beyond GT__MAX_WARNINGS */
+
+struct gt__anomalies {
+#define GT__ANOM_FIELD(n) uint64_t n;
+    GT__ANOMALIES(GT__ANOM_FIELD)
+#undef GT__ANOM_FIELD
+};
+
+/* ------------------------------------------------------------ strings */
+
+struct gt__str {
+    char *raw;        /* raw bytes, NUL-terminated copy */
+    char *esc;        /* JSON-escaped, without quotes, NUL-terminated */
+    uint32_t raw_len;
+    uint32_t esc_len;
+    int32_t layer;    /* layer index, -1: not yet looked up */
+    uint32_t cls;     /* module class string id seen with this path */
+};
+
+/* ------------------------------------------------------------ bounded map */
+
+/*
+ * A bounded map from a (a, b) key to a small value: two-way set-associative,
+ * so memory is fixed at creation and an insert into a full bucket evicts
+ * the older entry (conv_map.c explains why this suits counting keys).
+ */
+struct gt__bmap_val {
+    uint64_t x;
+    uint64_t y;
+    uint32_t p;
+    uint32_t q;
+};
+
+struct gt__bmap_ent {
+    uint64_t a, b;
+    struct gt__bmap_val v;
+    uint64_t stamp;   /* insertion order, 0 = empty */
+};
+
+struct gt__bmap {
+    struct gt__bmap_ent *e; /* 2 entries per bucket */
+    uint32_t bmask;   /* buckets - 1 */
+    uint64_t stamp;
+};
+
+GT__WUR int gt__bmap_init(struct gt__bmap *m, uint32_t cap);
+void gt__bmap_free(struct gt__bmap *m);
+/* Inserts or replaces. @return 1 if another live entry was evicted. */
+int gt__bmap_put(struct gt__bmap *m, uint64_t a, uint64_t b,
+                 const struct gt__bmap_val *v);
+/* @return the value, or NULL. Valid until the next put/take. */
+const struct gt__bmap_val *gt__bmap_get(const struct gt__bmap *m, uint64_t a,
+                                        uint64_t b);
+/* Removes the entry. @return 1 and *out filled when found, else 0. */
+int gt__bmap_take(struct gt__bmap *m, uint64_t a, uint64_t b,
+                  struct gt__bmap_val *out);
+
+/* ------------------------------------------------------------ tracks */
+
+/* Open addressing, never deleted, at most half full: never loses a stream
+ * (a second track for one (pid, tid) could break its nesting). */
+struct gt__stream_slot {
+    uint32_t device, stream, track, used;
+};
+
+struct gt__proc {
+    uint32_t pid;
+    uint32_t sort;
+    uint32_t meta_file;  /* 1 + index of the file holding its metadata */
+    uint32_t next_synth; /* next synthetic tid */
+    char *name;          /* escaped */
+    uint32_t name_len;
+};
+
+struct gt__track {
+    uint32_t proc;       /* index into procs */
+    uint32_t tid;
+    uint32_t sort;
+    uint32_t meta_file;  /* 1 + index of the file holding its metadata */
+    uint32_t overflow;   /* track index of the next overlap track, 0 none */
+    uint32_t level;      /* 0 for a primary track, k for overlap track k */
+    char *name;          /* escaped */
+    uint32_t name_len;
+    uint32_t pt_len;
+    char pt[48];         /* "pid":P,"tid":T */
+    /* In-order placement of complete events (gt__place). */
+    uint64_t last_start;
+    uint32_t depth;
+    uint64_t ends[GT__LANE_DEPTH];
+};
+
+/* ------------------------------------------------------------ threads */
+
+struct gt__open {
+    uint64_t ts;
+    uint64_t seq;         /* backward nodes */
+    uint64_t fwd_tid;
+    uint64_t created_ts;
+    uint32_t name;
+    uint32_t cls;         /* module class (scopes) */
+    uint32_t layer;       /* backward nodes: layer string id, 0 unknown */
+    uint32_t created_tid; /* OS tid of the creating thread, 0 unknown */
+    uint16_t kind;        /* scope kind */
+    uint16_t has_creation;
+};
+
+struct gt__wait {
+    struct gt__open o;
+    uint64_t end;
+    uint64_t chunk;       /* c->chunks when it started waiting */
+    uint32_t tid;         /* executing thread */
+    uint32_t live;
+};
+
+/* A closed scope held back until its same-start parent is written. */
+struct gt__held {
+    struct gt__open o;
+    uint64_t end;
+    int unclosed;
+};
+
+struct gt__stack {
+    struct gt__open *e;
+    uint32_t depth;
+    uint32_t cap;
+    uint32_t dropped;     /* begins dropped beyond GT__STACK_MAX, still open */
+};
+
+struct gt__thread {
+    uint32_t os_tid;
+    uint32_t name;        /* string id, 0 unknown */
+    uint32_t track;       /* scopes */
+    uint32_t bwd_track;   /* backward nodes, 0 until used */
+    uint32_t fwd_track;   /* per-layer forward spans, 0 until used */
+    uint32_t api_track;   /* CUDA API calls, 0 until used */
+    uint32_t order;       /* creation order, for sort indexes */
+    uint32_t pass_open;
+    uint64_t last_ts;
+    struct gt__stack scopes;
+    struct gt__stack nodes;
+    struct gt__held *held;  /* see scope_closed in convert.c */
+    uint32_t nheld, held_cap;
+};
+
+/* ------------------------------------------------------------ layers */
+
+struct gt__layer {
+    char *path;           /* raw */
+    char *esc;            /* escaped */
+    uint32_t path_len;
+    uint32_t esc_len;
+    uint32_t cls;         /* class string id, 0 unknown */
+    int32_t parent;       /* layer index, -1 for a root */
+    uint32_t depth;
+    uint64_t gen;         /* pass group the fields below belong to */
+    uint64_t first, last, nodes;
+};
+
+/* ------------------------------------------------------------ the rest */
+
+struct gt__file {
+    char *path;
+    uint64_t count_off;   /* offset of the file_count placeholder */
+};
+
+struct gt__lost {
+    uint32_t tid;
+    uint32_t what;
+    uint64_t count;
+};
+
+struct gt__dev_clock {
+    int32_t device;
+    uint32_t count;
+    uint64_t mono_ns, device_ts, uncertainty_ns;
+};
+
+struct gt__window {
+    uint32_t id, spec, layer, pad;
+    uint64_t begin, end, iter_begin, iter_end;
+};
+
+struct gt__warning {
+    uint32_t code, text;
+    uint64_t ts;
+};
+
+/* A window being written: its own converter (conv_window.c). */
+struct gt__win_out {
+    struct gt__conv *sub;
+    uint32_t id;
+    int seg_open;         /* between WINDOW_BEGIN and WINDOW_END */
+    uint64_t seg_begin, seg_end; /* last segment's times */
+};
+
+struct gt__conv {
+    /* options */
+    char *out_dir, *stem, *out_path;
+    uint64_t max_bytes, max_events;
+    uint32_t node_map_cap;
+
+    /* output */
+    struct gt__jw w;
+    int fd;
+    int file_open;
+    int err;               /* first output error, sticky */
+    uint32_t file_index;   /* index of the current (or next) file */
+    uint64_t file_events;
+    uint64_t total_events;
+    struct gt__file *files;
+    char **paths;
+    size_t nfiles;
+    uint64_t flow_id;
+
+    /* stream identity */
+    int have_hello;
+    uint32_t pid, ppid;
+    int32_t rank, local_rank, world_size;
+    char *hostname, *cmdline; /* raw, NUL-terminated */
+    uint64_t start_mono, start_real;
+    uint64_t base_ns;      /* monotonic ns of ts 0 */
+    int have_base;
+    uint64_t min_ts, max_ts;
+    int have_ts;
+    uint64_t next_seq;
+    int have_seq;
+    uint64_t chunks, records;
+    uint64_t total_bytes;   /* JSON bytes of closed files */
+
+    /* strings */
+    struct gt__str *strs;
+    uint32_t nstrs;        /* allocated entries (ids 0..nstrs-1) */
+    uint64_t str_bytes;
+
+    /* threads and tracks */
+    struct gt__thread *threads;
+    uint32_t nthreads, threads_cap;
+    uint32_t *thread_slots; /* hash: index + 1 */
+    uint32_t thread_mask;
+    uint32_t cur;           /* current thread index + 1, 0 none */
+    struct gt__proc *procs;
+    uint32_t nprocs;
+    struct gt__track *tracks; /* index 0 unused */
+    uint32_t ntracks, tracks_cap;
+    uint32_t gpu_proc[GT__MAX_DEVICES]; /* proc index + 1 */
+    uint32_t layers_bwd_track, iter_track, window_track, meta_track;
+
+    /* correlation */
+    struct gt__bmap nodes;  /* (fwd_tid, seq) -> creation */
+    struct gt__bmap ext;    /* corr -> external id */
+    struct gt__bmap api;    /* corr -> CUDA API call */
+    struct gt__bmap kpend;  /* corr -> GPU activity waiting for its API */
+    struct gt__stream_slot *streams; /* (device, stream) -> track */
+    struct gt__wait *wait;  /* nodes waiting for a late creation (ring) */
+    struct gt__bmap wait_idx; /* (fwd_tid, seq) -> wait index */
+    uint32_t wait_head, nwait;
+    uint32_t nstreams;
+
+    /* layers, passes, iterations */
+    struct gt__layer *layers;
+    uint32_t nlayers, layers_cap;
+    uint32_t *layer_slots;  /* hash by path text: index + 1 */
+    uint32_t layer_mask;
+    uint32_t *touched;      /* layers with data in the current pass group */
+    uint32_t ntouched;
+    uint64_t gen;
+    uint32_t passes_open;
+    uint64_t group_begin, group_value;
+    int group_has_pass;
+    int group_ended;        /* every pass of the group has ended ... */
+    uint64_t group_end;     /* ... at this time, */
+    uint64_t group_end_chunk; /* while reading this chunk */
+    uint64_t group_min_first; /* earliest node start in the group */
+    uint64_t group_max_last;  /* latest node end in the group */
+    int saw_step;
+    uint64_t iter_start;
+    int have_iter_start;
+    int pend_iter;          /* a pass-based iteration span held back */
+    uint64_t pend_start, pend_end, pend_value;
+
+    /* metadata */
+    struct gt__lost lost[GT__MAX_LOST];
+    uint32_t nlost;
+    uint64_t lost_sum[4];   /* by enum gt_lost_kind */
+    uint64_t host_pairs;
+    uint64_t host_first_mono, host_first_real, host_last_mono, host_last_real;
+    struct gt__dev_clock devclk[GT__MAX_DEVICES];
+    uint32_t ndevclk;
+    struct gt__window open_win[GT__MAX_OPEN_WINDOWS];
+    uint32_t nopen_win;
+    struct gt__window windows[GT__MAX_WINDOWS];
+    uint32_t nwindows;
+    uint64_t windows_total;
+    struct gt__warning warnings[GT__MAX_WARNINGS];
+    uint32_t nwarnings;
+    struct gt__anomalies an;
+
+    /* capture windows (conv_window.c): the stream's converter routes
+     * records to one converter per window, each writing its own files */
+    struct gt__conv *root;   /* set in window converters: the stream's */
+    int keep_empty_main;
+    struct gt__win_out wout[GT__MAX_WIN_OPEN];
+    uint32_t nwout;
+    uint32_t route;         /* 1 + wout index taking records, 0 main */
+    struct gt__bmap win_corr; /* CUDA corr -> window id */
+    struct gt__conv_window *winfo; /* history, GT__MAX_WINDOWS at most */
+    uint32_t nwinfo;
+    uint32_t win_max_id;    /* largest window id given a file so far */
+    uint64_t win_created;   /* window converters created in this stream */
+    char **all_paths;       /* every file, main and windows, NULL-ended */
+    size_t nall;
+    uint64_t win_events, win_bytes, win_files, win_anomalies; /* finished */
+    /* in a window converter: what its metadata says */
+    uint32_t win_id, win_segments;
+    uint64_t win_iter;
+    int win_state;
+    char *win_spec, *win_layer;
+    const char *win_phase;
+
+    /* from gt__conv_finish */
+    int finished;
+    int truncated;
+    struct gt__framer_stats stats;
+    int have_stats;
+};
+
+/* ------------------------------------------------ chrome.c: output files */
+
+GT__WUR int gt__file_open(struct gt__conv *c);
+/* Writes the metadata tail and closes the current file. */
+GT__WUR int gt__file_close(struct gt__conv *c, int last);
+/* Rotates when the current file is past a limit. Safe point only. */
+GT__WUR int gt__maybe_rotate(struct gt__conv *c);
+/* Patches file_count into every file written. */
+void gt__files_patch_count(struct gt__conv *c);
+
+/* ------------------------------------------------ chrome.c: tracks */
+
+/* @return proc index of the training process (created on first use). */
+uint32_t gt__main_proc(struct gt__conv *c);
+/* Renames the training process after its rank changed. */
+void gt__main_proc_rename(struct gt__conv *c);
+/* @return proc index for GPU device, or UINT32_MAX when beyond the cap. */
+uint32_t gt__gpu_proc(struct gt__conv *c, uint32_t device);
+/*
+ * Creates a track. tid UINT32_MAX asks for a synthetic tid. name is raw
+ * text (escaped here). @return track index, 0 when the table is full.
+ */
+uint32_t gt__track_new(struct gt__conv *c, uint32_t proc, uint32_t tid,
+                       uint32_t sort, const char *name);
+/* Renames a track (raw text); metadata is rewritten on next use. */
+void gt__track_rename(struct gt__conv *c, uint32_t track, const char *name);
+void gt__proc_rename(struct gt__conv *c, uint32_t proc, const char *name);
+/*
+ * Placement of a complete event [s, e] on a track fed in start order:
+ * @return the track (t or one of its overlap tracks) where it nests, or 0
+ * when none can take it (counted as overlap_dropped).
+ */
+uint32_t gt__place(struct gt__conv *c, uint32_t t, uint64_t s, uint64_t e);
+
+/* ------------------------------------------------ chrome.c: events */
+
+/*
+ * Starts one event on track t: writes its track metadata first when the
+ * current file lacks it, reserves extra + 256 bytes, writes the separator
+ * and returns where the event's '{' goes. Finish with gt__ev_end.
+ */
+char *gt__ev_begin(struct gt__conv *c, uint32_t t, size_t extra);
+void gt__ev_end(struct gt__conv *c, char *end);
+/* Writes "pid":P,"tid":T of track t. */
+static inline char *gt__put_pt(struct gt__conv *c, char *p, uint32_t t)
+{
+    const struct gt__track *tr = &c->tracks[t];
+    memcpy(p, tr->pt, tr->pt_len);
+    return p + tr->pt_len;
+}
+/* Relative microseconds of a monotonic ns time (clamped at 0). */
+uint64_t gt__rel(struct gt__conv *c, uint64_t ts);
+/* Escaped text of string id (a placeholder for unknown ids). */
+const char *gt__str_esc(struct gt__conv *c, uint32_t id, uint32_t *len);
+const char *gt__str_raw(struct gt__conv *c, uint32_t id, uint32_t *len);
+/*
+ * Starts an X event on track t: writes everything up to the opening quote
+ * of its name and returns where the (escaped) name goes; extra is the room
+ * the caller needs after that. The caller closes the name with '"', may add
+ * ,"args":{...}, closes with '}' and calls gt__ev_end.
+ */
+char *gt__x_open(struct gt__conv *c, uint32_t t, const char *cat, uint64_t s,
+                 uint64_t e, size_t extra);
+/* Emits an X event named by up to three escaped parts. */
+void gt__emit_x(struct gt__conv *c, uint32_t t, const char *cat,
+                const char *n1, uint32_t l1, const char *n2, uint32_t l2,
+                const char *n3, uint32_t l3, uint64_t s, uint64_t e,
+                const char *args, size_t args_len);
+/* Emits a flow start on ts at track ts_t and its finish at tf on tf_t. */
+void gt__emit_flow(struct gt__conv *c, const char *cat, uint32_t s_t,
+                   uint64_t s_ts, uint32_t f_t, uint64_t f_ts);
+
+/* ------------------------------------------------ convert.c */
+
+static inline char *put_esc(char *p, const char *s, uint32_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+
+static inline char *put_kv(char *p, const char *key, size_t kl, uint64_t v)
+{
+    memcpy(p, key, kl);
+    p += kl;
+    return gt__fmt_u64(p, v);
+}
+/* Writes a literal key (with its punctuation) and a decimal value. */
+#define PUT_KV(p, lit, v) put_kv((p), (lit), sizeof(lit) - 1, (v))
+
+/* Defines (or redefines) string id; conv_threads.c. */
+void gt__str_define(struct gt__conv *c, uint32_t id, const char *text,
+                    size_t len);
+/* Names thread tid (GT_R_THREAD_INFO) and renames its tracks. */
+void gt__thread_named(struct gt__conv *c, uint32_t tid, uint32_t name);
+/* The thread with OS tid, or NULL; find never creates, get does. */
+struct gt__thread *gt__thread_find(struct gt__conv *c, uint32_t tid);
+struct gt__thread *gt__thread_get(struct gt__conv *c, uint32_t tid);
+/* A thread's synthetic track: 1 backward nodes, 2 layers forward, 3 API. */
+uint32_t gt__thread_track(struct gt__conv *c, struct gt__thread *th, int which);
+/* Widens the [min_ts, max_ts] seen. */
+void gt__see_ts(struct gt__conv *c, uint64_t ts);
+void gt__window_done(struct gt__conv *c, struct gt__window *w);
+
+/* ------------------------------------------------ conv_nodes.c */
+
+/* Writes a backward node's X, its fwdbwd flow, and credits its layer. */
+void gt__emit_node(struct gt__conv *c, struct gt__thread *th,
+                   const struct gt__open *o, uint64_t end, int unclosed);
+/* A node ended: written now, or held until its creation is read. */
+void gt__node_ended(struct gt__conv *c, struct gt__thread *th,
+                    const struct gt__open *o, uint64_t end, int unclosed);
+/* A creation for a waiting node: written now. @return 1 if consumed. */
+int gt__node_created_late(struct gt__conv *c, uint64_t fwd_tid, uint64_t seq,
+                          uint64_t ts, uint32_t tid, uint32_t layer);
+/* Writes nodes that waited a whole chunk (or all of them). */
+void gt__nodes_chunk_end(struct gt__conv *c, int all);
+
+/* ------------------------------------------------ conv_gpu.c, conv_meta.c */
+
+void gt__on_kernel(struct gt__conv *c, const struct gt_r_gpu_kernel *r);
+void gt__on_memcpy(struct gt__conv *c, const struct gt_r_gpu_memcpy *r);
+void gt__on_memset(struct gt__conv *c, const struct gt_r_gpu_memset *r);
+void gt__on_cuda_api(struct gt__conv *c, const struct gt_r_cuda_api *r);
+void gt__on_ext_corr(struct gt__conv *c, const struct gt_r_ext_corr *r);
+void gt__on_lost(struct gt__conv *c, const struct gt_r_lost *r);
+void gt__on_clock(struct gt__conv *c, const struct gt_r_clock_sync *r);
+void gt__on_window(struct gt__conv *c, uint16_t type,
+                   const struct gt_r_window *r);
+void gt__on_warning(struct gt__conv *c, const struct gt_r_warning *r);
+void gt__on_process(struct gt__conv *c, const struct gt_r_process_info *r);
+
+/* ------------------------------------------------ convert.c, per record */
+
+/* Chunk bookkeeping around records fed with gt__conv_record. */
+void gt__conv_chunk_begin(struct gt__conv *c, const struct gt_chunk_header *h);
+void gt__conv_chunk_end(struct gt__conv *c);
+/* One record into c, rotating its file when past a limit. */
+void gt__conv_record(struct gt__conv *c, uint16_t type, uint16_t size,
+                     const uint8_t *rec);
+/* Closes open spans and the last file of c; conv_window.c for windows. */
+GT__WUR int gt__conv_close(struct gt__conv *c);
+
+/* ------------------------------------------------ conv_window.c */
+
+/* Routes one record of the stream's converter c (window converters get
+ * what falls in their segments, GPU activity by correlation id). */
+void gt__win_record(struct gt__conv *c, uint16_t type, uint16_t size,
+                    const uint8_t *rec);
+/* Chunk start/end for every window converter alive. */
+void gt__win_chunk_begin(struct gt__conv *c, const struct gt_chunk_header *h);
+void gt__win_chunk_end(struct gt__conv *c);
+/* End of input: windows without WINDOW_DONE are closed as cut. */
+GT__WUR int gt__win_finish_all(struct gt__conv *c);
+/* A file was created by c (main or window): added to the stream's list. */
+void gt__win_file_opened(struct gt__conv *c, const char *path);
+void gt__win_free(struct gt__conv *c);
+/* Writes "window":{...} into a window file's gradtrace metadata, and
+ * "window_files":[...] (the stream's windows so far) into a main file's. */
+void gt__win_write_meta(struct gt__conv *c);
+
+/* ------------------------------------------------ conv_layers.c */
+
+void gt__layer_set_class(struct gt__conv *c, uint32_t path_id, uint32_t cls);
+/* child's top-level path ancestor gets parent (enclosing module) when it
+ * has none by path. */
+void gt__layer_nest(struct gt__conv *c, uint32_t child_id, uint32_t parent_id);
+/* Credits a backward node [s, e] to layer path_id and its ancestors. */
+void gt__layer_credit(struct gt__conv *c, uint32_t path_id, uint64_t s,
+                      uint64_t e);
+void gt__pass_begin(struct gt__conv *c, struct gt__thread *th, uint64_t ts,
+                    uint64_t value);
+void gt__pass_end(struct gt__conv *c, struct gt__thread *th, uint64_t ts,
+                  uint64_t value);
+void gt__step(struct gt__conv *c, uint64_t ts, uint64_t value);
+/*
+ * Flushes the implicit group of nodes run outside any pass, if any, when
+ * something at ts shows the next forward has begun: ts after the group's
+ * last node (UINT64_MAX: unconditionally). A creation timed before the
+ * group's nodes end is a replayed one (capture windows) and flushes nothing.
+ */
+void gt__layers_outside_pass(struct gt__conv *c, uint64_t ts);
+/* End of a chunk: flushes a pass group that ended in an earlier chunk. */
+void gt__layers_chunk_end(struct gt__conv *c);
+/* Flushes pending layer spans and open iterations at end of input. */
+void gt__layers_finish(struct gt__conv *c);
+void gt__layers_free(struct gt__conv *c);
+
+#endif /* GRADTRACE_DAEMON_CONV_INTERNAL_H */

@@ -1,0 +1,458 @@
+/*
+ * Per-layer backward spans, backward passes and iteration spans.
+ *
+ * A layer is a module path ("layers.17.mlp"). Each backward node credited
+ * to a layer is also credited to every ancestor path ("layers.17",
+ * "layers"), so a parent's [first, last] always contains its children's.
+ * Spans are accumulated per "pass group": from a backward pass begin until
+ * every open pass has ended (several Python threads may run backward at
+ * once). Records of different threads arrive in no time order (each
+ * thread's blocks are shipped separately), so membership follows time: an
+ * ended group stays open for nodes that started before its end, and is
+ * flushed when a node starts after it, the next pass begins, or one more
+ * chunk has been read; nodes that arrive before their pass's begin record
+ * but started after it are adopted by that pass. Nodes that run while no pass is open (no pass marks: an agent
+ * without the Engine::execute hook, or a capture window cut inside a pass)
+ * form an implicit group that is flushed at the next pass begin, step
+ * mark, node creation timed after the group's last node (the next forward
+ * has started; a window's replayed creations are older) or the end of
+ * input, so that it covers one backward, not the
+ * whole run. At a flush the
+ * group's spans are sorted by (start, -end, depth) and placed with
+ * gt__place on the "Layers backward" track: parents come before children,
+ * and siblings that overlap without nesting (interleaved branches) go to an
+ * overlap track instead of breaking the nesting.
+ *
+ * Paths only give part of the tree: the root module is named by its class
+ * ("Net") and its children by their own paths ("layers.0"), so a chain
+ * whose top has no parent by path is attached to the module whose forward
+ * encloses it (gt__layer_nest, from the scope stack), once, never making a
+ * cycle.
+ *
+ * Memory: one entry per distinct layer path (capped), no per-node state.
+ *
+ * Iterations: see schema/trace-output.md, "Iterations". Until the stream
+ * has a GT_R_STEP, each backward pass end is an iteration boundary; the
+ * span it closes is held back one boundary, so that when the first STEP
+ * arrives it replaces the pass-based boundary instead of cutting the
+ * iteration in two.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/alloc.h"
+#include "daemon/convert/internal.h"
+
+static void flush_group(struct gt__conv *c, uint64_t end_ts);
+
+static uint32_t text_hash(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+static int32_t layer_find_or_add(struct gt__conv *c, const char *path,
+                                 size_t len, unsigned depth_left)
+{
+    if (!c->layer_slots) {
+        c->layer_mask = 2 * GT__MAX_LAYERS - 1;
+        c->layer_slots = gt__calloc(2 * GT__MAX_LAYERS, sizeof(uint32_t));
+        if (!c->layer_slots)
+            return -1;
+    }
+    uint32_t i = text_hash(path, len) & c->layer_mask;
+    for (;;) {
+        uint32_t r = c->layer_slots[i];
+        if (r == 0)
+            break;
+        const struct gt__layer *l = &c->layers[r - 1];
+        if (l->path_len == len && memcmp(l->path, path, len) == 0)
+            return (int32_t)(r - 1);
+        i = (i + 1) & c->layer_mask;
+    }
+    if (c->nlayers >= GT__MAX_LAYERS) {
+        c->an.layers_dropped++;
+        return -1;
+    }
+    /* Parent first: the path up to the last dot, if any. */
+    int32_t parent = -1;
+    size_t dot = len;
+    while (dot > 0 && path[dot - 1] != '.')
+        dot--;
+    if (dot > 1 && depth_left > 0)
+        parent = layer_find_or_add(c, path, dot - 1, depth_left - 1);
+    if (c->nlayers == c->layers_cap) {
+        uint32_t cap = c->layers_cap ? c->layers_cap * 2 : 64;
+        struct gt__layer *nl = gt__realloc(c->layers, cap * sizeof(*nl));
+        uint32_t *nt = gt__realloc(c->touched, cap * sizeof(*nt));
+        if (nl)
+            c->layers = nl;
+        if (nt)
+            c->touched = nt;
+        if (!nl || !nt)
+            return -1;
+        c->layers_cap = cap;
+    }
+    struct gt__layer *l = &c->layers[c->nlayers];
+    memset(l, 0, sizeof(*l));
+    l->path = gt__malloc(len + 1);
+    l->esc = gt__malloc(GT__JSON_ESCAPED_MAX(len) + 1);
+    if (!l->path || !l->esc) {
+        gt__free(l->path);
+        gt__free(l->esc);
+        return -1;
+    }
+    memcpy(l->path, path, len);
+    l->path[len] = 0;
+    l->path_len = (uint32_t)len;
+    l->esc_len = (uint32_t)gt__json_escape(l->esc, path, len);
+    l->esc[l->esc_len] = 0;
+    l->parent = parent;
+    l->depth = parent >= 0 ? c->layers[parent].depth + 1 : 0;
+    /* The probe position may have moved if the parent was inserted. */
+    i = text_hash(path, len) & c->layer_mask;
+    while (c->layer_slots[i] != 0)
+        i = (i + 1) & c->layer_mask;
+    c->layer_slots[i] = c->nlayers + 1;
+    return (int32_t)c->nlayers++;
+}
+
+static int32_t layer_of(struct gt__conv *c, uint32_t path_id)
+{
+    if (path_id == 0 || path_id >= c->nstrs || !c->strs[path_id].raw)
+        return -1;
+    struct gt__str *s = &c->strs[path_id];
+    if (s->layer < 0) {
+        s->layer = layer_find_or_add(c, s->raw, s->raw_len, 128);
+        if (s->layer >= 0 && s->cls)
+            c->layers[s->layer].cls = s->cls;
+    }
+    return s->layer;
+}
+
+void gt__layer_set_class(struct gt__conv *c, uint32_t path_id, uint32_t cls)
+{
+    if (path_id == 0 || path_id >= c->nstrs || !c->strs[path_id].raw)
+        return;
+    c->strs[path_id].cls = cls;
+    int32_t l = layer_of(c, path_id);
+    if (l >= 0 && cls)
+        c->layers[l].cls = cls;
+}
+
+void gt__layer_nest(struct gt__conv *c, uint32_t child_id, uint32_t parent_id)
+{
+    int32_t ch = layer_of(c, child_id);
+    int32_t pa = layer_of(c, parent_id);
+    if (ch < 0 || pa < 0)
+        return;
+    /* The top of the child's path chain ("layers" for "layers.0"). */
+    while (c->layers[ch].parent >= 0)
+        ch = c->layers[ch].parent;
+    /* Refuse cycles: the parent must not already descend from it. */
+    for (int32_t a = pa; a >= 0; a = c->layers[a].parent)
+        if (a == ch)
+            return;
+    c->layers[ch].parent = pa;
+    c->layers[ch].depth = c->layers[pa].depth + 1;
+}
+
+void gt__layer_credit(struct gt__conv *c, uint32_t path_id, uint64_t s,
+                      uint64_t e)
+{
+    int32_t l = layer_of(c, path_id);
+    if (c->gen == 0) {
+        c->gen = 1;
+        c->group_min_first = UINT64_MAX;
+    }
+    /* A node that starts after the ended pass belongs to the next one. */
+    if (c->group_ended && s > c->group_end)
+        flush_group(c, c->group_end);
+    if (l >= 0 && s < c->group_min_first)
+        c->group_min_first = s;
+    if (l >= 0 && e > c->group_max_last)
+        c->group_max_last = e;
+    for (; l >= 0; l = c->layers[l].parent) {
+        struct gt__layer *L = &c->layers[l];
+        if (L->gen != c->gen) {
+            L->gen = c->gen;
+            L->first = s;
+            L->last = e;
+            L->nodes = 1;
+            c->touched[c->ntouched++] = (uint32_t)l;
+        } else {
+            if (s < L->first)
+                L->first = s;
+            if (e > L->last)
+                L->last = e;
+            L->nodes++;
+        }
+    }
+}
+
+struct span_item {
+    uint64_t first, last;
+    int32_t depth; /* -1 for the pass span itself */
+    uint32_t layer;
+};
+
+static int span_cmp(const void *a, const void *b)
+{
+    const struct span_item *x = a, *y = b;
+    if (x->first != y->first)
+        return x->first < y->first ? -1 : 1;
+    if (x->last != y->last)
+        return x->last > y->last ? -1 : 1;
+    return x->depth < y->depth ? -1 : x->depth > y->depth;
+}
+
+static void emit_layer_span(struct gt__conv *c, uint32_t t,
+                            const struct span_item *it, uint64_t pass)
+{
+    const struct gt__layer *L = &c->layers[it->layer];
+    char args[GT__JSON_ESCAPED_MAX(GT_STRING_MAX) + 96];
+    char *p = args;
+    uint32_t cl = 0;
+    const char *cls = L->cls ? gt__str_esc(c, L->cls, &cl) : NULL;
+    size_t el = L->esc_len <= GT__JSON_ESCAPED_MAX(GT_STRING_MAX)
+                    ? L->esc_len
+                    : 0;
+    p = GT__LIT(p, "\"layer\":\"");
+    memcpy(p, L->esc, el);
+    p += el;
+    p = GT__LIT(p, "\",\"nodes\":");
+    p = gt__fmt_u64(p, L->nodes);
+    p = GT__LIT(p, ",\"pass\":");
+    p = gt__fmt_u64(p, pass);
+    if (cls) {
+        /* "<path> (<Class>) backward" */
+        char mid[GT__JSON_ESCAPED_MAX(GT_STRING_MAX) + 16];
+        char *m = mid;
+        m = GT__LIT(m, " (");
+        if (cl > GT__JSON_ESCAPED_MAX(GT_STRING_MAX))
+            cl = 0;
+        memcpy(m, cls, cl);
+        m += cl;
+        m = GT__LIT(m, ") backward");
+        gt__emit_x(c, t, "layer_backward", L->esc, L->esc_len, mid,
+                   (uint32_t)(m - mid), "", 0, it->first, it->last, args,
+                   (size_t)(p - args));
+    } else {
+        gt__emit_x(c, t, "layer_backward", L->esc, L->esc_len, " backward",
+                   9, "", 0, it->first, it->last, args, (size_t)(p - args));
+    }
+}
+
+/*
+ * Emits the current group's spans (and its pass span when it has a pass,
+ * ending at end_ts), then starts an empty group.
+ */
+static void flush_group(struct gt__conv *c, uint64_t end_ts)
+{
+    int has_pass = c->group_has_pass;
+    uint32_t n = c->ntouched + (has_pass ? 1 : 0);
+    if (n == 0)
+        goto out_next_gen;
+    if (!c->layers_bwd_track) {
+        gt__main_proc(c);
+        c->layers_bwd_track = gt__track_new(c, 0, UINT32_MAX, 2,
+                                            "Layers backward");
+        if (!c->layers_bwd_track)
+            goto out_next_gen;
+    }
+    struct span_item *items = gt__malloc(n * sizeof(*items));
+    if (!items) {
+        c->err = c->err ? c->err : -ENOMEM;
+        goto out_next_gen;
+    }
+    for (uint32_t i = 0; i < c->ntouched; i++) {
+        const struct gt__layer *L = &c->layers[c->touched[i]];
+        items[i].first = L->first;
+        items[i].last = L->last;
+        items[i].depth = (int32_t)L->depth;
+        items[i].layer = c->touched[i];
+    }
+    if (has_pass) {
+        uint64_t b = c->group_begin;
+        items[n - 1].first = b;
+        items[n - 1].last = end_ts < b ? b : end_ts;
+        items[n - 1].depth = -1;
+        items[n - 1].layer = 0;
+    }
+    qsort(items, n, sizeof(*items), span_cmp);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t t = gt__place(c, c->layers_bwd_track, items[i].first,
+                               items[i].last);
+        if (!t)
+            continue;
+        if (items[i].depth < 0) {
+            char name[48], args[48];
+            int nl = snprintf(name, sizeof(name), "backward pass #%llu",
+                              (unsigned long long)c->group_value);
+            int al = snprintf(args, sizeof(args), "\"pass\":%llu",
+                              (unsigned long long)c->group_value);
+            gt__emit_x(c, t, "backward_pass", name, (uint32_t)nl, "", 0, "",
+                       0, items[i].first, items[i].last, args, (size_t)al);
+        } else {
+            emit_layer_span(c, t, &items[i], c->group_value);
+        }
+    }
+    gt__free(items);
+out_next_gen:
+    c->ntouched = 0;
+    c->gen++;
+    c->group_has_pass = 0;
+    c->group_ended = 0;
+    c->group_min_first = UINT64_MAX;
+    c->group_max_last = 0;
+}
+
+static void emit_iteration(struct gt__conv *c, uint64_t s, uint64_t e,
+                           uint64_t value)
+{
+    if (!c->iter_track) {
+        gt__main_proc(c);
+        c->iter_track = gt__track_new(c, 0, UINT32_MAX, 1, "Iterations");
+        if (!c->iter_track)
+            return;
+    }
+    uint32_t t = gt__place(c, c->iter_track, s, e);
+    if (!t)
+        return;
+    char name[48], args[48];
+    int nl = snprintf(name, sizeof(name), "ProfilerStep#%llu",
+                      (unsigned long long)value);
+    int al = snprintf(args, sizeof(args), "\"step\":%llu",
+                      (unsigned long long)value);
+    gt__emit_x(c, t, "iteration", name, (uint32_t)nl, "", 0, "", 0, s, e,
+               args, (size_t)al);
+}
+
+/* Start of the iteration that a boundary at ts closes, or 0 if invalid. */
+static int iteration_start(struct gt__conv *c, uint64_t ts, uint64_t *start)
+{
+    *start = c->have_iter_start ? c->iter_start : c->min_ts;
+    if (ts < *start) {
+        c->an.steps_out_of_order++;
+        return 0;
+    }
+    return 1;
+}
+
+void gt__layers_outside_pass(struct gt__conv *c, uint64_t ts)
+{
+    /* A capture window replays each node's creation (its forward time)
+     * just before the node runs: such a creation is older than the nodes
+     * already in the group and must not cut the backward into one span
+     * per node. A real next forward starts after the group's last node. */
+    if (c->passes_open == 0 && c->ntouched > 0 && !c->group_has_pass &&
+        ts >= c->group_max_last)
+        flush_group(c, 0);
+}
+
+void gt__layers_chunk_end(struct gt__conv *c)
+{
+    /* One whole chunk after the pass ended: the agent's streamer has
+     * gathered every thread's blocks since, so late nodes are in. */
+    if (c->group_ended && c->chunks > c->group_end_chunk)
+        flush_group(c, c->group_end);
+}
+
+void gt__step(struct gt__conv *c, uint64_t ts, uint64_t value)
+{
+    uint64_t start;
+    gt__layers_outside_pass(c, UINT64_MAX);
+    c->saw_step = 1;
+    if (c->pend_iter) {
+        /* The pass-based boundary is superseded by the step mark. */
+        c->pend_iter = 0;
+        c->iter_start = c->pend_start;
+    }
+    if (!iteration_start(c, ts, &start))
+        return;
+    emit_iteration(c, start, ts, value);
+    c->iter_start = ts;
+    c->have_iter_start = 1;
+}
+
+void gt__pass_begin(struct gt__conv *c, struct gt__thread *th, uint64_t ts,
+                    uint64_t value)
+{
+    if (th && th->pass_open) {
+        /* A begin without the previous end: close that pass here. */
+        c->an.pass_unbalanced++;
+        gt__pass_end(c, th, ts, value);
+    }
+    if (c->passes_open == 0) {
+        if (c->group_ended)
+            flush_group(c, c->group_end);
+        /* Nodes seen before this begin but timed after it ran on another
+         * thread whose records came first: they belong to this pass. Any
+         * earlier node ran outside a pass: its group is flushed alone. */
+        if (c->ntouched && c->group_min_first < ts)
+            flush_group(c, 0);
+        c->group_begin = ts;
+        c->group_value = value;
+        c->group_has_pass = 1;
+    }
+    c->passes_open++;
+    if (th)
+        th->pass_open = 1;
+}
+
+void gt__pass_end(struct gt__conv *c, struct gt__thread *th, uint64_t ts,
+                  uint64_t value)
+{
+    uint64_t start;
+    if (!th || !th->pass_open || c->passes_open == 0) {
+        c->an.pass_unbalanced++;
+        return;
+    }
+    th->pass_open = 0;
+    c->passes_open--;
+    if (!c->saw_step && iteration_start(c, ts, &start)) {
+        if (c->pend_iter)
+            emit_iteration(c, c->pend_start, c->pend_end, c->pend_value);
+        c->pend_iter = 1;
+        c->pend_start = start;
+        c->pend_end = ts;
+        c->pend_value = value;
+        c->iter_start = ts;
+        c->have_iter_start = 1;
+    }
+    if (c->passes_open == 0) {
+        /* Held open for nodes of other threads that arrive late: see
+         * gt__layer_credit and gt__layers_chunk_end. */
+        c->group_ended = 1;
+        c->group_end = ts;
+        c->group_end_chunk = c->chunks;
+    }
+}
+
+void gt__layers_finish(struct gt__conv *c)
+{
+    if (c->ntouched || c->group_has_pass) {
+        if (c->passes_open)
+            c->an.pass_unbalanced += c->passes_open;
+        flush_group(c, c->group_ended ? c->group_end : c->max_ts);
+        c->passes_open = 0;
+    }
+    if (c->pend_iter) {
+        emit_iteration(c, c->pend_start, c->pend_end, c->pend_value);
+        c->pend_iter = 0;
+    }
+}
+
+void gt__layers_free(struct gt__conv *c)
+{
+    for (uint32_t i = 0; i < c->nlayers; i++) {
+        gt__free(c->layers[i].path);
+        gt__free(c->layers[i].esc);
+    }
+    gt__free(c->layers);
+    gt__free(c->touched);
+    gt__free(c->layer_slots);
+}

@@ -1,0 +1,38 @@
+/*
+ * Output file names from untrusted agent text (names.c). Pure functions:
+ * the converter names window files with them, the server names each
+ * agent's outputs.
+ */
+#ifndef GRADTRACE_DAEMON_CONVERT_NAMES_H
+#define GRADTRACE_DAEMON_CONVERT_NAMES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Longest sanitized file-name part. */
+#define GT__NAME_PART_MAX 64
+
+/*
+ * Copies len bytes of untrusted text into out as a file-name part: only
+ * [A-Za-z0-9._-] survive (others become '_'), no leading '.', no "..",
+ * at most min(cap - 1, GT__NAME_PART_MAX) bytes, never empty ("unknown").
+ * Embedded NULs are ordinary bytes here. cap must be >= 8.
+ * @return the length written (out is NUL-terminated).
+ */
+size_t gt__sanitize_part(const char *in, size_t len, char *out, size_t cap);
+
+/*
+ * A short program name from a hello command line (arguments joined by
+ * spaces): the basename of argv[0], or for python interpreters the script
+ * or -m module name. @return the sanitized length written into out.
+ */
+size_t gt__command_name(const char *cmdline, char *out, size_t cap);
+
+/*
+ * The file stem of one agent's outputs: "<command>-rank<R>-pid<P>" or
+ * "<command>-pid<P>", sanitized. @return length, or -ENAMETOOLONG.
+ */
+int gt__agent_stem(const char *cmdline, int32_t rank, uint32_t pid, char *out,
+                   size_t cap);
+
+#endif /* GRADTRACE_DAEMON_CONVERT_NAMES_H */

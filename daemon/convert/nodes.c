@@ -1,0 +1,129 @@
+/*
+ * Backward nodes: their complete events, their fwdbwd arrows, and the
+ * short wait for creations that arrive after the node.
+ *
+ * Why wait: the agent ships each thread's blocks separately, so when
+ * backward runs on an engine worker thread (always on GPU), the worker's
+ * first nodes can be read before the forward thread's last creations,
+ * which were recorded earlier but sit in a later block. Backward runs in
+ * reverse, so those are exactly the nodes that would lose their layer and
+ * arrow. A finished node whose creation is unknown is therefore held (at
+ * most GT__WAIT_CAP of them, in arrival order) until its creation arrives
+ * or one more whole chunk has been read; only then is it written without
+ * one and counted. Its span was already fixed by the thread's stack, so
+ * writing it late cannot break nesting.
+ */
+#include "daemon/convert/internal.h"
+
+void gt__emit_node(struct gt__conv *c, struct gt__thread *th,
+                   const struct gt__open *o, uint64_t end, int unclosed)
+{
+    uint32_t nl, ll = 0;
+    const char *name = gt__str_esc(c, o->name, &nl);
+    const char *layer = o->layer ? gt__str_esc(c, o->layer, &ll) : NULL;
+    uint32_t bt = gt__thread_track(c, th, 1);
+    char *p = gt__x_open(c, bt, "backward", o->ts, end, nl + ll + 128);
+    p = put_esc(p, name, nl);
+    p = GT__LIT(p, "\",\"args\":{");
+    if (o->seq != UINT64_MAX) {
+        p = GT__LIT(p, "\"seq\":");
+        p = gt__fmt_u64(p, o->seq);
+        p = GT__LIT(p, ",\"fwd_tid\":");
+        p = gt__fmt_u64(p, o->fwd_tid);
+        *p++ = ',';
+    }
+    p = GT__LIT(p, "\"layer\":");
+    if (layer) {
+        *p++ = '"';
+        p = put_esc(p, layer, ll);
+        *p++ = '"';
+    } else {
+        p = GT__LIT(p, "null");
+    }
+    if (unclosed)
+        p = GT__LIT(p, ",\"unclosed\":true");
+    p = GT__LIT(p, "}}");
+    gt__ev_end(c, p);
+    if (o->has_creation) {
+        /* Both halves now, into the file that holds the node. */
+        const struct gt__thread *ct = gt__thread_find(c, o->created_tid);
+        if (ct)
+            gt__emit_flow(c, "fwdbwd", ct->track, o->created_ts, bt, o->ts);
+    }
+    if (o->layer)
+        gt__layer_credit(c, o->layer, o->ts, end);
+}
+
+
+/* Writes waiting entry i (with whatever creation it has) and frees it. */
+static void wait_release(struct gt__conv *c, uint32_t i)
+{
+    struct gt__wait *w = &c->wait[i];
+    struct gt__thread *th = gt__thread_find(c, w->tid);
+    struct gt__bmap_val v;
+    w->live = 0;
+    c->nwait--;
+    (void)gt__bmap_take(&c->wait_idx, w->o.fwd_tid, w->o.seq, &v);
+    if (!w->o.has_creation)
+        c->an.nodes_without_creation++;
+    if (th)
+        gt__emit_node(c, th, &w->o, w->end, 0);
+}
+
+void gt__node_ended(struct gt__conv *c, struct gt__thread *th,
+                    const struct gt__open *o, uint64_t end, int unclosed)
+{
+    struct gt__bmap_val v;
+    if (o->has_creation || o->seq == UINT64_MAX || unclosed) {
+        /* UINT64_MAX: the agent could not read the node's fields
+         * (AccumulateGrad, unknown layout) and said so: no creation. */
+        gt__emit_node(c, th, o, end, unclosed);
+        return;
+    }
+    struct gt__open n = *o;
+    if (gt__bmap_take(&c->nodes, o->fwd_tid, o->seq, &v)) {
+        /* Created (as read) while the node was running. */
+        n.has_creation = 1;
+        n.created_ts = v.x;
+        n.created_tid = v.p;
+        n.layer = v.q;
+        gt__emit_node(c, th, &n, end, 0);
+        return;
+    }
+    if (c->wait[c->wait_head].live)
+        wait_release(c, c->wait_head); /* full: the oldest goes without */
+    uint32_t i = c->wait_head;
+    c->wait_head = (c->wait_head + 1) % GT__WAIT_CAP;
+    c->wait[i] = (struct gt__wait){.o = n, .end = end, .chunk = c->chunks,
+                                   .tid = th->os_tid, .live = 1};
+    c->nwait++;
+    struct gt__bmap_val iv = {.p = i};
+    (void)gt__bmap_put(&c->wait_idx, o->fwd_tid, o->seq, &iv);
+}
+
+int gt__node_created_late(struct gt__conv *c, uint64_t fwd_tid, uint64_t seq,
+                          uint64_t ts, uint32_t tid, uint32_t layer)
+{
+    struct gt__bmap_val v;
+    if (c->nwait == 0 || !gt__bmap_take(&c->wait_idx, fwd_tid, seq, &v))
+        return 0;
+    struct gt__wait *w = &c->wait[v.p];
+    if (!w->live || w->o.fwd_tid != fwd_tid || w->o.seq != seq)
+        return 0;
+    w->o.has_creation = 1;
+    w->o.created_ts = ts;
+    w->o.created_tid = tid;
+    w->o.layer = layer;
+    wait_release(c, v.p);
+    return 1;
+}
+
+void gt__nodes_chunk_end(struct gt__conv *c, int all)
+{
+    /* Oldest first: from the entry after the newest, once round. */
+    for (uint32_t k = 0; k < GT__WAIT_CAP && c->nwait > 0; k++) {
+        uint32_t i = (c->wait_head + k) % GT__WAIT_CAP;
+        if (c->wait[i].live && (all || c->wait[i].chunk < c->chunks))
+            wait_release(c, i);
+    }
+}

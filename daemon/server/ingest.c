@@ -1,0 +1,683 @@
+/*
+ * One agent connection: bytes from an untrusted process in, trace files out.
+ *
+ *   accept -> SO_PEERCRED check -> read -> strict framer (hello, chunks)
+ *     hello: pick a unique sanitized stem, create the converter and the raw
+ *            .gtr file (--raw), answer GT_CTL_WELCOME, send armed triggers;
+ *     chunk: feed the converter (which keeps the windows), note lost counts;
+ *     EOF or any decode error: finish the converter (the partial trace is
+ *            still a valid file), remember a summary, close the socket.
+ *
+ * A bad stream costs only its own connection: the framer is strict, its
+ * first error is final, and the reason (pid, codec error text) is logged.
+ * Nothing sized by agent input is allocated before the codec has checked
+ * it against the limits in wire.h; the read buffer is fixed per agent.
+ *
+ * With --raw the bytes are kept exactly as received, including a trailing
+ * partial chunk, so `gradtrace convert` sees what the daemon saw. Bytes
+ * that arrive before the hello is complete are held (at most a hello's
+ * worth plus one read) until the stem is known.
+ *
+ * Conversion runs on the loop thread. When it is slower than an agent
+ * produces, the socket fills, the agent's non-blocking sends fail and the
+ * agent drops and counts chunks: the daemon never blocks a training job.
+ */
+#include "daemon/server/server.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "daemon/convert/convert.h"
+
+#define PRE_MAX (GT_HELLO_MAX_SIZE + sizeof(((struct gt__agent *)0)->rbuf))
+/* A control message queue this long means the agent stopped reading. */
+#define WRITE_QUEUE_MAX (256u * 1024u)
+/* One drain call reads at most this much, so a busy agent cannot stall a
+ * shutdown or a collect forever. */
+#define DRAIN_MAX (256u << 20)
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+
+    while (len) {
+        ssize_t n = write(fd, p, len);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Copies src into dst, cut to fit; intentional truncation for summaries. */
+static void copy_cut(char *dst, size_t cap, const char *src)
+{
+    size_t n = strnlen(src, cap - 1);
+
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+static int stem_taken(const struct gt__agent *self, const char *stem)
+{
+    static const char *const exts[] = {".json", ".gtr", ".1.json"};
+    const struct gt__server *s = self->srv;
+    char path[4096 + 160];
+
+    for (const struct gt__agent *a = s->agents; a; a = a->next)
+        if (a != self && strcmp(a->stem, stem) == 0)
+            return 1;
+    for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s%s", s->out_dir, stem, exts[i]);
+        if (access(path, F_OK) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* A stem no live agent uses and no file in the output directory has:
+ * a reconnecting agent or a recycled pid must not overwrite a trace. */
+static int choose_stem(struct gt__agent *a)
+{
+    const struct gt__hello_info *h = a->hello;
+    char base[100];
+    int n = gt__agent_stem(h->cmdline, h->h.rank, h->h.pid, base, sizeof(base));
+
+    if (n < 0)
+        return n;
+    snprintf(a->stem, sizeof(a->stem), "%s", base);
+    for (unsigned i = 2; stem_taken(a, a->stem); i++) {
+        if (i > 10000)
+            return -EEXIST;
+        snprintf(a->stem, sizeof(a->stem), "%s-%u", base, i);
+    }
+    return 0;
+}
+
+static int open_raw(struct gt__agent *a)
+{
+    char path[4096 + 160];
+
+    snprintf(path, sizeof(path), "%s/%s.gtr", a->srv->out_dir, a->stem);
+    a->raw_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                     0644);
+    if (a->raw_fd < 0) {
+        gt__log("agent pid %u: cannot create %s: %s", (unsigned)a->hello->h.pid,
+                path, strerror(errno));
+        return -errno;
+    }
+    return 0;
+}
+
+static int on_hello(void *ud, const struct gt__hello_info *hello)
+{
+    struct gt__agent *a = ud;
+    struct gt__server *s = a->srv;
+    struct gt__conv_opts o = {0};
+    int rc;
+
+    a->hello = gt__malloc(sizeof(*a->hello));
+    if (!a->hello)
+        return -ENOMEM;
+    memcpy(a->hello, hello, sizeof(*hello));
+    if ((rc = choose_stem(a)) < 0)
+        return rc;
+    o.out_dir = s->out_dir;
+    o.stem = a->stem;
+    o.max_file_bytes = s->max_file_bytes;
+    a->conv = gt__conv_create(&o);
+    if (!a->conv)
+        return -ENOMEM;
+    if ((rc = gt__conv_hello(a->conv, hello)) < 0)
+        return rc;
+    if (s->raw && (rc = open_raw(a)) < 0)
+        return rc;
+    a->hello_seen = 1;
+    a->capture = (hello->h.flags & GT_HELLO_CAPTURE) != 0;
+    if (hello->h.pid != a->peer_pid)
+        gt__log("agent says pid %u, kernel says %u (pid namespace?)",
+                (unsigned)hello->h.pid, (unsigned)a->peer_pid);
+    gt__log("agent pid %u rank %d on %.64s connected: %.120s -> %s",
+            (unsigned)hello->h.pid, (int)hello->h.rank, hello->hostname,
+            hello->cmdline, a->stem);
+    /* An agent that already exited cannot read the welcome; its data is
+     * still worth converting, so a failed send is not a stream error. */
+    if (gt__agent_send(a, GT_CTL_WELCOME, "gradtraced " GT__VERSION) < 0)
+        gt__log("agent pid %u: welcome not sent", (unsigned)hello->h.pid);
+    gt__agent_send_triggers(a);
+    return 0;
+}
+
+/* Keeps the newest cumulative count per (thread, kind); sums them. */
+static void note_lost(struct gt__agent *a, const struct gt_r_lost *l)
+{
+    size_t i;
+
+    for (i = 0; i < a->nlost; i++)
+        if (a->lost[i].tid == l->tid && a->lost[i].what == l->what)
+            break;
+    if (i == a->nlost) {
+        if (a->nlost == GT__LOST_SLOTS)
+            i = GT__LOST_SLOTS - 1; /* past the cap, threads share a slot */
+        else
+            a->nlost++;
+        a->lost[i].tid = l->tid;
+        a->lost[i].what = l->what;
+    }
+    a->lost[i].count = l->count;
+}
+
+static uint64_t lost_sum(const struct gt__agent *a, uint32_t what)
+{
+    uint64_t n = 0;
+
+    for (size_t i = 0; i < a->nlost; i++)
+        if (a->lost[i].what == what)
+            n += a->lost[i].count;
+    return n;
+}
+
+static int on_chunk(void *ud, const struct gt_chunk_header *h,
+                    const uint8_t *records, size_t raw_size)
+{
+    struct gt__agent *a = ud;
+    struct gt__rec_iter it;
+    const uint8_t *rec;
+    uint16_t type, size;
+
+    /* A stream whose hello failed takes no chunks, whatever the framer
+     * still holds. */
+    if (!a->hello_seen || !a->conv)
+        return -EPIPE;
+    a->records += h->record_count;
+    a->srv->records += h->record_count;
+    a->srv->chunks++;
+    /* Only the few records status reports on are looked at here; the
+     * converter validates everything else. */
+    gt__rec_iter_init(&it, records, raw_size);
+    while (gt__rec_next(&it, &type, &size, &rec) == 1) {
+        if (type == GT_R_LOST) {
+            struct gt_r_lost l;
+
+            if (gt__rec_get(rec, size, &l, sizeof(l)) == 0)
+                note_lost(a, &l);
+        }
+    }
+    return gt__conv_chunk(a->conv, h, records, raw_size);
+}
+
+static void on_closed(uv_handle_t *h)
+{
+    struct gt__agent *a = (struct gt__agent *)h;
+
+    gt__framer_free(a->framer);
+    gt__conv_free(a->conv);
+    gt__agent_trig_free(a);
+    gt__free(a->hello);
+    gt__free(a->pre);
+    gt__free(a);
+}
+
+static struct gt__done *remember(struct gt__agent *a, const char *reason)
+{
+    struct gt__server *s = a->srv;
+    const char *const *paths = NULL;
+    size_t n = a->conv ? gt__conv_files(a->conv, &paths) : 0;
+    struct gt__done *d = gt__calloc(1, sizeof(*d));
+
+    if (!d)
+        return NULL;
+    d->pid = a->hello->h.pid;
+    d->ppid = a->hello->h.ppid;
+    d->rank = a->hello->h.rank;
+    d->start_mono_ns = a->hello->h.start_mono_ns;
+    copy_cut(d->stem, sizeof(d->stem), a->stem);
+    copy_cut(d->command, sizeof(d->command), a->hello->cmdline);
+    copy_cut(d->reason, sizeof(d->reason), reason);
+    d->bytes = a->bytes;
+    d->records = a->records;
+    d->events = a->conv ? gt__conv_events(a->conv) : 0;
+    d->lost_events = lost_sum(a, GT_LOST_EVENTS);
+    d->lost_chunks = lost_sum(a, GT_LOST_CHUNKS) +
+                     gt__framer_stats(a->framer)->chunks_lost;
+    d->trig = gt__agent_trig_json(a);
+    d->files = gt__calloc(n + 1, sizeof(char *));
+    for (size_t i = 0; d->files && i < n; i++)
+        if ((d->files[d->nfiles] = gt__strdup(paths[i])) != NULL)
+            d->nfiles++;
+    s->files += d->nfiles;
+    s->events += d->events;
+    s->lost_events += d->lost_events;
+    s->lost_chunks += d->lost_chunks;
+    d->next = s->done;
+    s->done = d;
+    if (++s->ndone > GT__DONE_MAX) {
+        struct gt__done **pp = &s->done;
+
+        while ((*pp)->next)
+            pp = &(*pp)->next;
+        gt__done_free(*pp);
+        *pp = NULL;
+        s->ndone--;
+    }
+    return d;
+}
+
+static void finish(struct gt__agent *a, const char *reason, int failed)
+{
+    struct gt__server *s = a->srv;
+    int frc, rc;
+
+    /* After a stream error the framer is dead: finishing it would only
+     * repeat the error. */
+    frc = failed ? 0 : gt__framer_finish(a->framer);
+    if (a->conv) {
+        const struct gt__framer_stats *st = gt__framer_stats(a->framer);
+
+        rc = gt__conv_finish(a->conv, st, failed || frc != 0);
+        if (rc < 0)
+            gt__log("agent pid %u: finishing %s failed: %s",
+                    (unsigned)a->hello->h.pid, a->stem, gt__strerror(rc));
+        s->seq_gaps += st->chunks_lost;
+    }
+    if (a->raw_fd >= 0)
+        close(a->raw_fd);
+    a->raw_fd = -1;
+    if (a->hello_seen) {
+        struct gt__done *d = remember(a, reason);
+
+        gt__log("agent pid %u (%s) %s: %llu bytes, %llu records, %llu chunks "
+                "lost, %s%s",
+                (unsigned)a->hello->h.pid, a->stem, reason,
+                (unsigned long long)a->bytes, (unsigned long long)a->records,
+                (unsigned long long)(d ? d->lost_chunks : 0),
+                frc == GT__ETRUNC ? "partial trace (stream ended mid-chunk), " : "",
+                d && d->nfiles ? d->files[0] : "no file");
+    } else {
+        gt__log("connection from pid %u closed before a valid hello: %s",
+                (unsigned)a->peer_pid, reason);
+    }
+}
+
+static void unlink_agent(struct gt__agent *a)
+{
+    struct gt__agent **pp = &a->srv->agents;
+
+    while (*pp && *pp != a)
+        pp = &(*pp)->next;
+    if (*pp) {
+        *pp = a->next;
+        a->srv->nagents--;
+    }
+}
+
+static void close_agent(struct gt__agent *a, const char *reason, int failed)
+{
+    if (a->closing)
+        return;
+    a->closing = 1;
+    if (failed)
+        a->srv->bad_streams++;
+    finish(a, reason, failed);
+    unlink_agent(a);
+    uv_read_stop((uv_stream_t *)&a->pipe);
+    uv_close((uv_handle_t *)&a->pipe, on_closed);
+}
+
+void gt__agent_close(struct gt__agent *a, const char *reason)
+{
+    close_agent(a, reason, 0);
+}
+
+static void process(struct gt__agent *a, const uint8_t *data, size_t n)
+{
+    char reason[160];
+    int rc, had_hello = a->hello_seen;
+
+    a->bytes += n;
+    a->srv->bytes += n;
+    if (!had_hello) {
+        uint8_t *p = gt__realloc(a->pre, a->pre_len + n);
+
+        /* The framer fails a hello longer than GT_HELLO_MAX_SIZE, so this
+         * holds at most a hello plus one read. */
+        if (!p || a->pre_len + n > PRE_MAX) {
+            gt__free(p ? p : a->pre);
+            a->pre = NULL;
+            close_agent(a, "closing: out of memory for hello", 1);
+            return;
+        }
+        a->pre = p;
+        memcpy(a->pre + a->pre_len, data, n);
+        a->pre_len += n;
+    }
+    rc = gt__framer_feed(a->framer, data, n);
+    if (a->raw_fd >= 0) {
+        int wrc = had_hello ? write_all(a->raw_fd, data, n)
+                            : write_all(a->raw_fd, a->pre, a->pre_len);
+
+        if (wrc < 0) {
+            gt__log("agent pid %u: raw capture %s.gtr stopped: %s",
+                    (unsigned)a->hello->h.pid, a->stem, strerror(-wrc));
+            close(a->raw_fd);
+            a->raw_fd = -1;
+        }
+    }
+    if (a->hello_seen && a->pre) {
+        gt__free(a->pre);
+        a->pre = NULL;
+        a->pre_len = 0;
+    }
+    if (rc < 0) {
+        snprintf(reason, sizeof(reason), "closing: bad stream: %s",
+                 gt__strerror(rc));
+        gt__log("agent pid %u: %s",
+                (unsigned)(a->hello ? a->hello->h.pid : a->peer_pid), reason);
+        close_agent(a, reason, 1);
+    }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct gt__agent *a = (struct gt__agent *)h;
+
+    (void)suggested;
+    buf->base = (char *)a->rbuf;
+    buf->len = sizeof(a->rbuf);
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    struct gt__agent *a = (struct gt__agent *)st;
+    char reason[128];
+
+    (void)buf;
+    if (a->closing)
+        return;
+    if (nread > 0) {
+        process(a, a->rbuf, (size_t)nread);
+    } else if (nread == UV_EOF || nread == UV_ECONNRESET) {
+        /* A reset only means the agent exited with our messages unread;
+         * everything it sent was read before. */
+        close_agent(a, "disconnected", 0);
+    } else if (nread < 0) {
+        snprintf(reason, sizeof(reason), "closing: read error: %s",
+                 uv_strerror((int)nread));
+        close_agent(a, reason, 1);
+    }
+}
+
+int gt__agent_drain(struct gt__agent *a)
+{
+    uv_os_fd_t fd;
+    size_t total = 0;
+
+    if (a->closing)
+        return 1;
+    if (uv_fileno((uv_handle_t *)&a->pipe, &fd) != 0)
+        return 0;
+    /* libuv made the socket non-blocking, so this never waits. */
+    while (total < DRAIN_MAX) {
+        ssize_t n = read(fd, a->rbuf, sizeof(a->rbuf));
+
+        if (n > 0) {
+            total += (size_t)n;
+            process(a, a->rbuf, (size_t)n);
+            if (a->closing)
+                return 1;
+        } else if (n == 0) {
+            close_agent(a, "disconnected", 0);
+            return 1;
+        } else if (errno != EINTR) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 0;
+            if (errno == ECONNRESET) {
+                close_agent(a, "disconnected", 0);
+                return 1;
+            }
+            close_agent(a, "closing: read error", 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void refuse(uv_pipe_t *p, const char *why)
+{
+    gt__log("refused agent connection: %s", why);
+    uv_close((uv_handle_t *)p, on_closed);
+}
+
+/* Sets up a connection already accepted into a->pipe. */
+static void start_agent(struct gt__server *s, struct gt__agent *a)
+{
+    char why[160];
+
+    s->connections++;
+    if (gt__peer_check(&a->pipe, &a->peer_pid, why, sizeof(why)) < 0) {
+        s->refused++;
+        refuse(&a->pipe, why);
+        return;
+    }
+    if (s->nagents >= GT__AGENTS_MAX) {
+        s->refused++;
+        snprintf(why, sizeof(why), "pid %u: %d agents already connected",
+                 (unsigned)a->peer_pid, GT__AGENTS_MAX);
+        refuse(&a->pipe, why);
+        return;
+    }
+    a->framer = gt__framer_create(GT__FRAMER_STRICT, on_hello, on_chunk, a);
+    if (!a->framer) {
+        refuse(&a->pipe, "out of memory");
+        return;
+    }
+    a->id = ++s->next_agent_id;
+    a->connected_ns = gt__now_ns();
+    a->next = s->agents;
+    s->agents = a;
+    s->nagents++;
+    uv_read_start((uv_stream_t *)&a->pipe, on_alloc, on_read);
+}
+
+static struct gt__agent *new_agent(struct gt__server *s)
+{
+    struct gt__agent *a = gt__calloc(1, sizeof(*a));
+
+    if (!a) {
+        gt__log("agent accept: out of memory");
+        return NULL;
+    }
+    a->srv = s;
+    a->raw_fd = -1;
+    if (uv_pipe_init(s->loop, &a->pipe, 0) != 0) {
+        gt__free(a);
+        return NULL;
+    }
+    return a;
+}
+
+void gt__agent_on_connection(uv_stream_t *server, int status)
+{
+    struct gt__server *s = server->data;
+    struct gt__agent *a;
+
+    if (status < 0) {
+        gt__log("agent accept: %s", uv_strerror(status));
+        return;
+    }
+    if (!(a = new_agent(s)))
+        return;
+    if (uv_accept(server, (uv_stream_t *)&a->pipe) != 0) {
+        uv_close((uv_handle_t *)&a->pipe, on_closed);
+        return;
+    }
+    start_agent(s, a);
+}
+
+void gt__agent_accept_pending(struct gt__server *s)
+{
+    uv_os_fd_t lfd;
+
+    if (!s->listening || uv_fileno((uv_handle_t *)&s->agent_srv, &lfd) != 0)
+        return;
+    /* A process that connected and exited may still sit in the listen
+     * backlog: the loop has not accepted it yet. Take it now so collect
+     * and shutdown see every agent that ever connected. */
+    for (;;) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct gt__agent *a;
+
+        if (fd < 0)
+            return;
+        if (!(a = new_agent(s))) {
+            close(fd);
+            return;
+        }
+        if (uv_pipe_open(&a->pipe, fd) != 0) {
+            close(fd);
+            uv_close((uv_handle_t *)&a->pipe, on_closed);
+            continue;
+        }
+        start_agent(s, a);
+    }
+}
+
+struct ctl_write {
+    uv_write_t req;
+    uint8_t msg[];
+};
+
+static void on_written(uv_write_t *req, int status)
+{
+    /* An agent that exits right after streaming never reads its welcome;
+     * only unexpected failures are worth a log line. */
+    if (status < 0 && status != UV_ECANCELED && status != UV_EPIPE &&
+        status != UV_ECONNRESET)
+        gt__log("control message to agent not sent: %s", uv_strerror(status));
+    gt__free(req);
+}
+
+int gt__agent_send(struct gt__agent *a, uint16_t type, const char *text)
+{
+    size_t tlen = strlen(text);
+    struct gt_ctl hdr = {.magic = GT_CTL_MAGIC, .type = type};
+    struct ctl_write *w;
+    uv_buf_t b;
+    int rc;
+
+    if (sizeof(hdr) + tlen > GT_CTL_MAX_SIZE)
+        return -EMSGSIZE;
+    if (a->closing || !a->hello_seen)
+        return -ENOTCONN;
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&a->pipe) > WRITE_QUEUE_MAX)
+        return -ENOBUFS;
+    w = gt__malloc(sizeof(*w) + sizeof(hdr) + tlen);
+    if (!w)
+        return -ENOMEM;
+    hdr.size = (uint16_t)(sizeof(hdr) + tlen);
+    memcpy(w->msg, &hdr, sizeof(hdr));
+    memcpy(w->msg + sizeof(hdr), text, tlen);
+    b = uv_buf_init((char *)w->msg, (unsigned)(sizeof(hdr) + tlen));
+    rc = uv_write(&w->req, (uv_stream_t *)&a->pipe, &b, 1, on_written);
+    if (rc != 0) {
+        gt__free(w);
+        return rc;
+    }
+    return 0;
+}
+
+void gt__agent_send_triggers(struct gt__agent *a)
+{
+    struct gt__server *s = a->srv;
+
+    for (size_t i = 0; i < s->narmed; i++) {
+        struct gt__armed *t = &s->armed[i];
+
+        if (gt__sel_match(&t->t.sel, a->hello->h.pid, a->hello->h.rank) &&
+            gt__agent_send(a, GT_CTL_TRIGGER, t->spec) == 0) {
+            t->sent++;
+            gt__agent_trig_sent(a, t);
+        }
+    }
+}
+
+static cJSON *files_json(const char *const *paths, size_t n)
+{
+    cJSON *arr = cJSON_CreateArray();
+
+    for (size_t i = 0; arr && i < n; i++)
+        cJSON_AddItemToArray(arr, cJSON_CreateString(paths[i]));
+    return arr;
+}
+
+cJSON *gt__agent_json(const struct gt__agent *a)
+{
+    const struct gt__framer_stats *st = gt__framer_stats(a->framer);
+    const struct gt__hello_info *h = a->hello;
+    const char *const *paths = NULL;
+    size_t n = gt__conv_files(a->conv, &paths);
+    cJSON *o = cJSON_CreateObject();
+
+    if (!o)
+        return NULL;
+    cJSON_AddNumberToObject(o, "pid", h->h.pid);
+    cJSON_AddNumberToObject(o, "ppid", h->h.ppid);
+    cJSON_AddNumberToObject(o, "rank", h->h.rank);
+    cJSON_AddNumberToObject(o, "local_rank", h->h.local_rank);
+    cJSON_AddNumberToObject(o, "world_size", h->h.world_size);
+    cJSON_AddStringToObject(o, "hostname", h->hostname);
+    cJSON_AddStringToObject(o, "command", h->cmdline);
+    cJSON_AddStringToObject(o, "stem", a->stem);
+    cJSON_AddBoolToObject(o, "capture", a->capture);
+    cJSON_AddNumberToObject(o, "connected_s",
+                            (double)(gt__now_ns() - a->connected_ns) / 1e9);
+    cJSON_AddNumberToObject(o, "bytes", (double)a->bytes);
+    cJSON_AddNumberToObject(o, "chunks", (double)st->chunks);
+    cJSON_AddNumberToObject(o, "records", (double)a->records);
+    cJSON_AddNumberToObject(o, "events", (double)gt__conv_events(a->conv));
+    cJSON_AddNumberToObject(o, "lost_events", (double)lost_sum(a, GT_LOST_EVENTS));
+    cJSON_AddNumberToObject(o, "lost_cupti", (double)lost_sum(a, GT_LOST_CUPTI));
+    cJSON_AddNumberToObject(o, "lost_chunks",
+                            (double)(lost_sum(a, GT_LOST_CHUNKS) + st->chunks_lost));
+    const struct gt__conv_window *w;
+    cJSON_AddNumberToObject(o, "windows", (double)gt__conv_windows(a->conv, &w));
+    cJSON_AddItemToObject(o, "files", files_json(paths, n));
+    cJSON *trig = gt__agent_trig_json(a);
+    gt__trig_json_merge(o, trig);
+    cJSON_Delete(trig);
+    return o;
+}
+
+cJSON *gt__done_json(const struct gt__done *d)
+{
+    cJSON *o = cJSON_CreateObject();
+
+    if (!o)
+        return NULL;
+    cJSON_AddNumberToObject(o, "pid", d->pid);
+    cJSON_AddNumberToObject(o, "ppid", d->ppid);
+    cJSON_AddNumberToObject(o, "rank", d->rank);
+    cJSON_AddStringToObject(o, "command", d->command);
+    cJSON_AddStringToObject(o, "stem", d->stem);
+    cJSON_AddStringToObject(o, "end", d->reason);
+    cJSON_AddNumberToObject(o, "bytes", (double)d->bytes);
+    cJSON_AddNumberToObject(o, "records", (double)d->records);
+    cJSON_AddNumberToObject(o, "events", (double)d->events);
+    cJSON_AddNumberToObject(o, "lost_events", (double)d->lost_events);
+    cJSON_AddNumberToObject(o, "lost_chunks", (double)d->lost_chunks);
+    cJSON_AddItemToObject(o, "files",
+                          files_json((const char *const *)d->files, d->nfiles));
+    gt__trig_json_merge(o, d->trig);
+    return o;
+}

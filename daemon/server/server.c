@@ -1,0 +1,347 @@
+/*
+ * gradtraced's sockets: the private runtime directory, the daemon lock, the
+ * agent and control listeners, peer credentials and orderly shutdown.
+ *
+ * Trust model: the daemon serves exactly one user. Three layers keep
+ * everyone else out, each enough on its own:
+ *   1. each socket's directory must be a real directory (not a symlink)
+ *      owned by us with no group/other permissions; the default one is
+ *      created 0700;
+ *   2. sockets are created with umask 0177 so they are 0600 from birth
+ *      (no chmod window);
+ *   3. every accepted connection's SO_PEERCRED uid must equal ours, so a
+ *      socket reached through a descriptor passed by someone else, or a
+ *      directory whose permissions were later loosened, still refuses.
+ * Only filesystem sockets are used (never the abstract namespace, which
+ * has no permissions) and never TCP.
+ *
+ * One daemon per socket: an flock on "<agent socket>.lock", held for the
+ * daemon's life, serialises starts. Under the lock a socket file that
+ * still accepts connections belongs to a live daemon (refuse to start);
+ * one that refuses them (ECONNREFUSED) is stale and is unlinked.
+ */
+#include "daemon/server/server.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/paths.h"
+#include "daemon/convert/convert.h"
+
+uint64_t gt__now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int gt__peer_check(uv_pipe_t *p, uint32_t *pid, char *why, size_t cap)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    uv_os_fd_t fd;
+
+    if (uv_fileno((uv_handle_t *)p, &fd) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        snprintf(why, cap, "cannot read peer credentials: %s", strerror(errno));
+        return -EPERM;
+    }
+    *pid = (uint32_t)cred.pid;
+    if (cred.uid != geteuid()) {
+        snprintf(why, cap, "peer uid %u pid %d is not the daemon's user (uid %u)",
+                 (unsigned)cred.uid, (int)cred.pid, (unsigned)geteuid());
+        return -EPERM;
+    }
+    return 0;
+}
+
+/*
+ * The directory that holds path: created 0700 when it is the default
+ * runtime directory and missing; otherwise it must exist. Either way it
+ * must be ours and closed to others.
+ */
+static int check_socket_dir(const char *path)
+{
+    char buf[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char def[4096];
+    const char *dir;
+    struct stat st;
+
+    snprintf(buf, sizeof(buf), "%s", path);
+    dir = dirname(buf);
+    if (gt__runtime_dir(def, sizeof(def)) == 0 && strcmp(def, dir) == 0 &&
+        mkdir(dir, 0700) == 0)
+        gt__log("created runtime directory %s", dir);
+    if (lstat(dir, &st) != 0) {
+        gt__log("socket directory %s: %s", dir, strerror(errno));
+        return -errno;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        gt__log("socket directory %s is not a directory (or is a symlink)", dir);
+        return -ENOTDIR;
+    }
+    if (st.st_uid != geteuid()) {
+        gt__log("refusing socket directory %s: owned by uid %u, not %u", dir,
+                (unsigned)st.st_uid, (unsigned)geteuid());
+        return -EPERM;
+    }
+    if (st.st_mode & 077) {
+        gt__log("refusing socket directory %s: mode %03o is open to others "
+                "(must be 0700)", dir, (unsigned)(st.st_mode & 0777));
+        return -EPERM;
+    }
+    return 0;
+}
+
+/* -EADDRINUSE when a daemon answers on path, 0 when free (stale removed). */
+static int clear_stale_socket(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct stat st;
+    int fd, rc = 0;
+
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? 0 : -errno;
+    if (!S_ISSOCK(st.st_mode)) {
+        gt__log("%s exists and is not a socket; not touching it", path);
+        return -EEXIST;
+    }
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+        gt__log("another daemon is listening on %s", path);
+        rc = -EADDRINUSE;
+    } else if (errno == ECONNREFUSED) {
+        gt__log("removing stale socket %s", path);
+        if (unlink(path) != 0 && errno != ENOENT)
+            rc = -errno;
+    } else {
+        rc = -errno;
+        gt__log("cannot probe %s: %s", path, strerror(errno));
+    }
+    close(fd);
+    return rc;
+}
+
+static int listen_on(struct gt__server *s, uv_pipe_t *p, const char *path,
+                     uv_connection_cb cb)
+{
+    mode_t old;
+    int rc;
+
+    if ((rc = uv_pipe_init(s->loop, p, 0)) != 0)
+        return rc;
+    p->data = s;
+    /* Born 0600: no moment where another user could connect. */
+    old = umask(0177);
+    rc = uv_pipe_bind(p, path);
+    umask(old);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)p, 128, cb);
+    if (rc != 0) {
+        gt__log("cannot listen on %s: %s", path, uv_strerror(rc));
+        uv_close((uv_handle_t *)p, NULL);
+    }
+    return rc;
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    struct gt__server *s = h->data;
+
+    gt__log("signal %d: shutting down", signum);
+    gt__server_shutdown(s);
+}
+
+/* Connections that never complete a hello would hold a slot forever (a
+ * real agent sends it at once): close them after GT__HELLO_TIMEOUT_S. */
+static void on_sweep(uv_timer_t *t)
+{
+    struct gt__server *s = t->data;
+    uint64_t now = gt__now_ns();
+    struct gt__agent *a, *next;
+
+    for (a = s->agents; a; a = next) {
+        next = a->next;
+        if (!a->hello_seen && now - a->connected_ns > GT__HELLO_TIMEOUT_S * 1000000000ull)
+            gt__agent_close(a, "closing: no hello within the time limit");
+    }
+}
+
+static int take_lock(struct gt__server *s)
+{
+    char lock[sizeof(s->agent_path) + 8];
+
+    snprintf(lock, sizeof(lock), "%s.lock", s->agent_path);
+    s->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (s->lock_fd < 0) {
+        gt__log("cannot open lock %s: %s", lock, strerror(errno));
+        return -errno;
+    }
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        gt__log("another daemon holds %s", lock);
+        close(s->lock_fd);
+        s->lock_fd = -1;
+        return -EADDRINUSE;
+    }
+    return 0;
+}
+
+/* mkdir -p: the output directory may be several levels deep. */
+static int mkdirs(const char *dir)
+{
+    char buf[4096];
+    size_t n = strlen(dir);
+
+    if (n == 0 || n >= sizeof(buf))
+        return -ENAMETOOLONG;
+    memcpy(buf, dir, n + 1);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+static int make_out_dir(struct gt__server *s, const char *dir)
+{
+    char *abs;
+    int rc = mkdirs(dir);
+
+    if (rc < 0) {
+        gt__log("cannot create output directory %s: %s", dir, strerror(-rc));
+        return rc;
+    }
+    abs = realpath(dir, NULL);
+    if (!abs || strlen(abs) >= sizeof(s->out_dir)) {
+        gt__log("cannot resolve output directory %s", dir);
+        free(abs);
+        return -ENAMETOOLONG;
+    }
+    snprintf(s->out_dir, sizeof(s->out_dir), "%s", abs);
+    free(abs);
+    return 0;
+}
+
+int gt__server_init(struct gt__server *s, uv_loop_t *loop,
+                    const struct gt__daemon_opts *o)
+{
+    int rc;
+
+    memset(s, 0, sizeof(*s));
+    s->loop = loop;
+    s->lock_fd = -1;
+    s->raw = o->raw;
+    s->max_file_bytes = o->max_file_bytes;
+    s->start_ns = gt__now_ns();
+    if (gt__agent_socket_path(s->agent_path, sizeof(s->agent_path)) < 0 ||
+        gt__control_socket_path(s->control_path, sizeof(s->control_path)) < 0) {
+        gt__log("socket path too long (limit %zu bytes)", sizeof(s->agent_path) - 1);
+        return -ENAMETOOLONG;
+    }
+    if ((rc = check_socket_dir(s->agent_path)) < 0 ||
+        (rc = check_socket_dir(s->control_path)) < 0)
+        return rc;
+    if ((rc = make_out_dir(s, o->out_dir)) < 0)
+        return rc;
+    if ((rc = take_lock(s)) < 0)
+        return rc;
+    if ((rc = clear_stale_socket(s->agent_path)) < 0 ||
+        (rc = clear_stale_socket(s->control_path)) < 0)
+        goto out_unlock;
+    if ((rc = listen_on(s, &s->agent_srv, s->agent_path,
+                        gt__agent_on_connection)) != 0)
+        goto out_unlock;
+    if ((rc = listen_on(s, &s->ctl_srv, s->control_path,
+                        gt__ctl_on_connection)) != 0)
+        goto out_close_agent_srv;
+    s->listening = 1;
+    uv_signal_init(loop, &s->sig_int);
+    uv_signal_init(loop, &s->sig_term);
+    s->sig_int.data = s->sig_term.data = s;
+    uv_timer_init(loop, &s->sweep);
+    s->sweep.data = s;
+    uv_timer_start(&s->sweep, on_sweep, 1000, 1000);
+    uv_signal_start(&s->sig_int, on_signal, SIGINT);
+    uv_signal_start(&s->sig_term, on_signal, SIGTERM);
+    gt__log("version %s pid %d: agents on %s, control on %s, output to %s%s",
+            GT__VERSION, (int)getpid(), s->agent_path, s->control_path,
+            s->out_dir, s->raw ? " (raw .gtr kept)" : "");
+    return 0;
+
+out_close_agent_srv:
+    uv_close((uv_handle_t *)&s->agent_srv, NULL);
+    unlink(s->agent_path);
+out_unlock:
+    close(s->lock_fd);
+    s->lock_fd = -1;
+    return rc < 0 ? rc : -EIO;
+}
+
+void gt__server_shutdown(struct gt__server *s)
+{
+    if (s->shutting_down)
+        return;
+    s->shutting_down = 1;
+    gt__agent_accept_pending(s);
+    if (s->listening) {
+        /* Unlink first so no new client finds a socket nobody accepts on. */
+        unlink(s->agent_path);
+        unlink(s->control_path);
+        uv_close((uv_handle_t *)&s->agent_srv, NULL);
+        uv_close((uv_handle_t *)&s->ctl_srv, NULL);
+        s->listening = 0;
+    }
+    /* Whatever agents already sent is still in their sockets: read it
+     * before finishing, so a process that exited just before the
+     * shutdown is complete in its trace. */
+    while (s->agents) {
+        struct gt__agent *a = s->agents;
+
+        if (!gt__agent_drain(a))
+            gt__agent_close(a, "daemon shutting down");
+    }
+    uv_close((uv_handle_t *)&s->sweep, NULL);
+    uv_close((uv_handle_t *)&s->sig_int, NULL);
+    uv_close((uv_handle_t *)&s->sig_term, NULL);
+    gt__ctl_close_all(s);
+}
+
+void gt__server_cleanup(struct gt__server *s)
+{
+    struct gt__done *d = s->done;
+
+    while (d) {
+        struct gt__done *next = d->next;
+
+        gt__done_free(d);
+        d = next;
+    }
+    s->done = NULL;
+    if (s->lock_fd >= 0)
+        close(s->lock_fd);
+    s->lock_fd = -1;
+    gt__log("stopped: %llu connections, %llu records, %llu files",
+            (unsigned long long)s->connections,
+            (unsigned long long)s->records, (unsigned long long)s->files);
+}

@@ -1,0 +1,203 @@
+/*
+ * Internals of gradtraced, the collecting daemon.
+ *
+ * Pieces, one file each:
+ *   main.c       options, log file, detaching, the loop's life
+ *   server.c     libuv loop, runtime directory, sockets, peer checks
+ *   ingest.c     one agent connection: hello, framer, converter, raw .gtr
+ *   agent_trig.c triggers sent to an agent and the windows it fired
+ *   dispatch.c   control connections: JSON lines in, one reply per line
+ *   log.c        the daemon's log (stderr or a file)
+ *
+ * Everything here runs on the daemon's single loop thread unless a doc
+ * block says otherwise.
+ */
+#ifndef GRADTRACE_DAEMON_SERVER_H
+#define GRADTRACE_DAEMON_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/codec.h"
+#include "common/trigspec.h"
+#include "common/version.h"
+#include "daemon/control/control.h"
+#include "daemon/convert/names.h"
+
+struct cJSON;
+
+/* ------------------------------------------------------------- log.c */
+
+/* Writes one timestamped line to the daemon's log. Loop thread or main. */
+void gt__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Sends later gt__log lines to fd (default 2). */
+void gt__log_set_fd(int fd);
+
+
+#define GT__ARMED_MAX 64        /* armed triggers kept by the daemon */
+#define GT__AGENTS_MAX 1024     /* live agent connections */
+#define GT__DONE_MAX 4096       /* finished agents remembered for status */
+#define GT__LOST_SLOTS 64       /* (thread, kind) lost counters per agent */
+#define GT__CTLS_MAX 64         /* open control connections */
+#define GT__HELLO_TIMEOUT_S 10  /* a connection must say hello by then */
+
+struct gt__server;
+
+/* Cumulative lost count of one (thread, kind) as the agent last sent it. */
+struct gt__lost_slot {
+    uint32_t tid;
+    uint32_t what;
+    uint64_t count;
+};
+
+/* One agent connection (ingest.c). */
+/* A trigger the daemon sent to one agent (agent_trig.c). */
+struct gt__agent_trig {
+    uint64_t id;                /* the daemon's trigger id */
+    char *spec;                 /* canonical text, as the agent got it */
+    uint32_t count;
+    int cleared;                /* trigger_clear came after it */
+};
+
+struct gt__agent {
+    uv_pipe_t pipe;             /* first: handle->data is unused, cast back */
+    struct gt__server *srv;
+    struct gt__agent *next;
+    uint64_t id;                /* connection number, from 1 */
+    uint32_t peer_pid;          /* from SO_PEERCRED */
+    int closing;
+    int hello_seen;
+    int capture;                /* last capture state the daemon knows */
+    uint64_t connected_ns;
+    struct gt__framer *framer;
+    struct gt__conv *conv;
+    int raw_fd;                 /* -1 without --raw */
+    char stem[128];
+    struct gt__hello_info *hello;
+    uint8_t *pre;               /* bytes fed before the hello, for --raw */
+    size_t pre_len;
+    uint64_t bytes;
+    uint64_t records;
+    struct gt__lost_slot lost[GT__LOST_SLOTS];
+    size_t nlost;
+    struct gt__agent_trig trigs[GT__ARMED_MAX];
+    size_t ntrigs;
+    uint8_t rbuf[64 * 1024];
+};
+
+/* What remains of a finished agent (status, collect). */
+struct gt__done {
+    struct gt__done *next;
+    uint32_t pid, ppid;
+    int32_t rank;
+    uint64_t start_mono_ns;
+    char stem[128];
+    char command[256];
+    char reason[160];
+    char **files;
+    size_t nfiles;
+    uint64_t bytes, records, events, lost_events, lost_chunks;
+    int collected;              /* reported by a collect request */
+    struct cJSON *trig;         /* gt__agent_trig_json at the end */
+};
+
+struct gt__armed {
+    uint64_t id;
+    struct gt__trigger t;
+    char spec[1024];
+    uint32_t sent;              /* agents it was sent to */
+};
+
+struct gt__ctlconn;
+struct gt__timer;
+
+struct gt__server {
+    uv_loop_t *loop;
+    uv_pipe_t agent_srv;
+    uv_pipe_t ctl_srv;
+    uv_signal_t sig_int;
+    uv_signal_t sig_term;
+    uv_timer_t sweep;           /* closes connections that never say hello */
+    char agent_path[108];
+    char control_path[108];
+    char out_dir[4096];
+    int raw;
+    uint64_t max_file_bytes;
+    uint64_t start_ns;
+    int lock_fd;
+    int listening;
+    int shutting_down;
+    struct gt__agent *agents;
+    unsigned nagents;
+    uint64_t next_agent_id;
+    struct gt__done *done;      /* newest first */
+    size_t ndone;
+    struct gt__armed armed[GT__ARMED_MAX];
+    size_t narmed;
+    uint64_t next_trigger_id;
+    struct gt__ctlconn *ctls;
+    int nctls;
+    struct gt__timer *timers;
+    /* totals over every connection since start */
+    uint64_t connections, refused, bytes, records, events, chunks;
+    uint64_t lost_events, lost_chunks, seq_gaps, bad_streams, files;
+};
+
+struct gt__daemon_opts {
+    const char *out_dir;
+    int raw;
+    uint64_t max_file_bytes;
+};
+
+/* server.c */
+/*
+ * Checks the runtime directories, takes the daemon lock, binds both
+ * sockets and starts listening on loop. Logs the reason on failure.
+ * @return 0, -EADDRINUSE when another daemon runs, or another -errno.
+ */
+int gt__server_init(struct gt__server *s, uv_loop_t *loop,
+                    const struct gt__daemon_opts *o) GT__WUR;
+/* Stops accepting, finishes every agent, closes all handles (idempotent). */
+void gt__server_shutdown(struct gt__server *s);
+/* Removes the sockets and releases the lock after the loop has ended. */
+void gt__server_cleanup(struct gt__server *s);
+/* 0 when the peer of a connected unix socket is this user, else -EPERM
+ * with a reason in why. */
+int gt__peer_check(uv_pipe_t *p, uint32_t *pid, char *why, size_t cap) GT__WUR;
+uint64_t gt__now_ns(void);
+
+/* ingest.c */
+void gt__agent_on_connection(uv_stream_t *server, int status);
+/* Accepts every connection waiting in the agent socket's backlog. */
+void gt__agent_accept_pending(struct gt__server *s);
+/* Sends a control message (type from enum gt_ctl_type, text may be ""). */
+int gt__agent_send(struct gt__agent *a, uint16_t type, const char *text) GT__WUR;
+/* Reads what the socket already holds without blocking; finishes and
+ * closes the agent on EOF or error. @return 1 finished, 0 still live. */
+int gt__agent_drain(struct gt__agent *a);
+/* Finishes the conversion and closes the connection with a logged reason. */
+void gt__agent_close(struct gt__agent *a, const char *reason);
+struct cJSON *gt__agent_json(const struct gt__agent *a);
+struct cJSON *gt__done_json(const struct gt__done *d);
+/* Sends the armed triggers that select this agent. */
+void gt__agent_send_triggers(struct gt__agent *a);
+
+/* agent_trig.c: triggers sent to an agent and the windows it fired */
+void gt__agent_trig_sent(struct gt__agent *a, const struct gt__armed *t);
+void gt__agent_trig_cleared(struct gt__agent *a);
+void gt__agent_trig_free(struct gt__agent *a);
+/* {"triggers":[{id,spec,count,windows,state}], "windows":[{id,spec,layer,
+ * phase,iteration,segments,state,file}]}; NULL on ENOMEM. */
+struct cJSON *gt__agent_trig_json(const struct gt__agent *a);
+/* Adds "triggers" and "fired" (copies of trig's lists) to dst. */
+void gt__trig_json_merge(struct cJSON *dst, const struct cJSON *trig);
+/* Frees a finished agent's record (NULL is ok). */
+void gt__done_free(struct gt__done *d);
+
+/* dispatch.c */
+void gt__ctl_on_connection(uv_stream_t *server, int status);
+/* Closes every control connection and timer (shutdown). */
+void gt__ctl_close_all(struct gt__server *s);
+
+#endif /* GRADTRACE_DAEMON_SERVER_H */
