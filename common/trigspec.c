@@ -7,22 +7,10 @@
 #include "common/trigspec.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-static int fail(char *err, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    return -EINVAL;
-}
+#include "common/util.h"
 
 static int layer_char_ok(unsigned char c)
 {
@@ -33,14 +21,14 @@ int gt__trigger_set_layer(struct gt__trigger *t, const char *s, size_t len,
                      char *err, size_t cap)
 {
     if (len == 0)
-        return fail(err, cap, "layer: must not be empty");
+        return gt__fail(err, cap, -EINVAL, "layer: must not be empty");
     if (len > GT__LAYER_MAX)
-        return fail(err, cap, "layer: longer than %d bytes", GT__LAYER_MAX);
+        return gt__fail(err, cap, -EINVAL, "layer: longer than %d bytes", GT__LAYER_MAX);
     for (size_t i = 0; i < len; i++)
         if (!layer_char_ok((unsigned char)s[i]))
-            return fail(err, cap,
-                        "layer: invalid character at offset %zu (printable "
-                        "ASCII without ',', '=' or spaces)", i);
+            return gt__fail(err, cap, -EINVAL,
+                            "layer: invalid character at offset %zu (printable "
+                            "ASCII without ',', '=' or spaces)", i);
     memcpy(t->layer, s, len);
     t->layer[len] = '\0';
     return 0;
@@ -56,7 +44,7 @@ int gt__trigger_set_phase(struct gt__trigger *t, const char *s, char *err,
     else if (strcmp(s, "both") == 0)
         t->phase = GT__PHASE_BOTH;
     else
-        return fail(err, cap, "phase: must be forward, backward or both");
+        return gt__fail(err, cap, -EINVAL, "phase: must be forward, backward or both");
     return 0;
 }
 
@@ -66,23 +54,6 @@ void gt__trigger_defaults(struct gt__trigger *t)
     t->phase = GT__PHASE_BACKWARD;
     t->iteration = GT__ITER_NEXT;
     t->count = 1;
-}
-
-static int parse_uint_text(const char *s, size_t len, uint64_t max, uint64_t *out)
-{
-    uint64_t v = 0;
-
-    if (len == 0 || len > 20)
-        return -EINVAL;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -EINVAL;
-        if (v > (max - (uint64_t)(s[i] - '0')) / 10)
-            return -EINVAL;
-        v = v * 10 + (uint64_t)(s[i] - '0');
-    }
-    *out = v;
-    return 0;
 }
 
 enum list_field { LIST_NONE, LIST_PIDS, LIST_RANKS };
@@ -95,16 +66,20 @@ static int add_list_item(struct gt__trigger *t, enum list_field lf,
 
     if (lf == LIST_PIDS) {
         if (sel->npids == GT__SEL_MAX)
-            return fail(err, cap, "pids: more than %d entries", GT__SEL_MAX);
-        if (parse_uint_text(s, len, 4294967295u, &v) < 0 || v == 0)
-            return fail(err, cap, "pids: \"%.*s\" is not a pid", (int)len, s);
+            return gt__fail(err, cap, -EINVAL, "pids: more than %d entries",
+                            GT__SEL_MAX);
+        if (gt__parse_u64n(s, len, 1, 4294967295u, &v) < 0)
+            return gt__fail(err, cap, -EINVAL, "pids: \"%.*s\" is not a pid",
+                            (int)len, s);
         sel->pids[sel->npids++] = (uint32_t)v;
     } else {
         if (sel->nranks == GT__SEL_MAX)
-            return fail(err, cap, "ranks: more than %d entries", GT__SEL_MAX);
-        if (parse_uint_text(s, len, 2147483647u, &v) < 0)
-            return fail(err, cap, "ranks: \"%.*s\" is not a rank (integer >= 0)",
-                        (int)len, s);
+            return gt__fail(err, cap, -EINVAL, "ranks: more than %d entries",
+                            GT__SEL_MAX);
+        if (gt__parse_u64n(s, len, 0, 2147483647u, &v) < 0)
+            return gt__fail(err, cap, -EINVAL,
+                            "ranks: \"%.*s\" is not a rank (integer >= 0)",
+                            (int)len, s);
         sel->ranks[sel->nranks++] = (int32_t)v;
     }
     return 0;
@@ -123,23 +98,26 @@ static int spec_field(struct gt__trigger *t, const char *key, size_t klen,
         return gt__trigger_set_layer(t, val, vlen, err, cap);
     if (KEY("phase")) {
         snprintf(buf, sizeof(buf), "%.*s", (int)(vlen < 31 ? vlen : 31), val);
-        return vlen > 31 ? fail(err, cap, "phase: must be forward, backward or both")
+        return vlen > 31 ? gt__fail(err, cap, -EINVAL,
+                                    "phase: must be forward, backward or both")
                          : gt__trigger_set_phase(t, buf, err, cap);
     }
     if (KEY("iteration")) {
         if (vlen == 4 && memcmp(val, "next", 4) == 0)
             t->iteration = GT__ITER_NEXT;
-        else if (parse_uint_text(val, vlen, 9007199254740991ull, &v) == 0)
+        else if (gt__parse_u64n(val, vlen, 0, 9007199254740991ull, &v) == 0)
             t->iteration = (int64_t)v;
         else
-            return fail(err, cap, "iteration: \"%.*s\" is not an integer >= 0 or next",
-                        (int)(vlen > 40 ? 40 : vlen), val);
+            return gt__fail(err, cap, -EINVAL,
+                            "iteration: \"%.*s\" is not an integer >= 0 or next",
+                            (int)(vlen > 40 ? 40 : vlen), val);
         return 0;
     }
     if (KEY("count")) {
-        if (parse_uint_text(val, vlen, 1000000, &v) < 0 || v == 0)
-            return fail(err, cap, "count: \"%.*s\" is not an integer from 1 to 1000000",
-                        (int)(vlen > 40 ? 40 : vlen), val);
+        if (gt__parse_u64n(val, vlen, 1, 1000000, &v) < 0)
+            return gt__fail(err, cap, -EINVAL,
+                            "count: \"%.*s\" is not an integer from 1 to 1000000",
+                            (int)(vlen > 40 ? 40 : vlen), val);
         t->count = (uint32_t)v;
         return 0;
     }
@@ -148,8 +126,8 @@ static int spec_field(struct gt__trigger *t, const char *key, size_t klen,
         return add_list_item(t, *lf, val, vlen, err, cap);
     }
 #undef KEY
-    return fail(err, cap, "unknown field \"%.*s\" (layer, phase, iteration, "
-                "count, ranks, pids)", (int)(klen > 40 ? 40 : klen), key);
+    return gt__fail(err, cap, -EINVAL, "unknown field \"%.*s\" (layer, phase, iteration, "
+                    "count, ranks, pids)", (int)(klen > 40 ? 40 : klen), key);
 }
 
 int gt__trigger_parse_spec(const char *spec, struct gt__trigger *t, char *err,
@@ -169,15 +147,15 @@ int gt__trigger_parse_spec(const char *spec, struct gt__trigger *t, char *err,
         const char *eq = memchr(p, '=', len);
 
         if (len == 0)
-            return fail(err, cap, "empty field in trigger spec");
+            return gt__fail(err, cap, -EINVAL, "empty field in trigger spec");
         if (eq) {
             rc = spec_field(t, p, (size_t)(eq - p), eq + 1,
                             len - (size_t)(eq - p) - 1, &lf, err, cap);
         } else if (lf != LIST_NONE) {
             rc = add_list_item(t, lf, p, len, err, cap);
         } else {
-            rc = fail(err, cap, "field \"%.*s\" is not key=value",
-                      (int)(len > 40 ? 40 : len), p);
+            rc = gt__fail(err, cap, -EINVAL, "field \"%.*s\" is not key=value",
+                          (int)(len > 40 ? 40 : len), p);
         }
         if (rc < 0)
             return rc;
@@ -186,7 +164,7 @@ int gt__trigger_parse_spec(const char *spec, struct gt__trigger *t, char *err,
         p = end + 1;
     }
     if (t->layer[0] == '\0')
-        return fail(err, cap, "layer: missing (layer=NAME is required)");
+        return gt__fail(err, cap, -EINVAL, "layer: missing (layer=NAME is required)");
     return 0;
 }
 

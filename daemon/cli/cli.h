@@ -1,13 +1,19 @@
 /*
- * The `gradtrace` CLI's internals: the control client (client.c) and the
- * subcommands (main.c, record.c, convert.c, report.c). Plain blocking
+ * The `gradtrace` CLI's internals: the control client (client.c), what
+ * every subcommand shares for its options (opt.c), and the subcommands,
+ * one file each (status.c, capture.c, trigger.c, daemon.c, record.c,
+ * convert.c, report.c) behind main.c's command table. Plain blocking
  * code: the CLI talks to one daemon at a time. It links the converter and
  * the control protocol, never the server or libuv.
+ *
+ * Every subcommand gets argv[0] = its name and answers --help/-h with its
+ * usage on stdout (exit 0); bad usage is one line on stderr and exit 2.
  */
 #ifndef GRADTRACE_DAEMON_CLI_H
 #define GRADTRACE_DAEMON_CLI_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/codec.h"
 #include "common/version.h"
@@ -40,7 +46,73 @@ int gt__cli_simple(const char *path, const char *cmd, int timeout_ms,
 /* Directory holding the running executable (no trailing slash). */
 int gt__cli_exe_dir(char *buf, size_t cap) GT__WUR;
 
-/* `gradtrace record ...`: argv[0] is "record". */
+/*
+ * The daemon's control socket path, found as the agents find it
+ * (common/paths.h). Prints why on stderr when it does not fit.
+ * @return 0 or -ENAMETOOLONG.
+ */
+int gt__cli_control_path(char *buf, size_t cap) GT__WUR;
+
+/* Member k of reply object o as a number; 0 when absent or not a number. */
+double gt__cli_num(const struct cJSON *o, const char *k);
+
+/*
+ * Member k of reply object o as a string for the terminal, "" when absent
+ * or not a string. Agents supply command lines and host names, so control
+ * bytes (escape sequences) are replaced by '?' in place: the reply is the
+ * caller's to modify and is printed once.
+ */
+const char *gt__cli_str(const struct cJSON *o, const char *k);
+
+/* ------------------------------------------------ options (opt.c) */
+
+/*
+ * Prepares argv for a subcommand's getopt_long loop: argv[0] becomes prog
+ * ("gradtrace status"), so getopt's own one-line messages about unknown
+ * options and missing values name the subcommand, and optind is set to 0,
+ * which makes glibc's getopt start afresh: it would otherwise keep the
+ * ordering ('+': stop at the first operand) of the previous parse.
+ * prog must outlive the parse (a string literal).
+ */
+void gt__cli_opt_begin(char **argv, const char *prog);
+
+/*
+ * Prints "prog: MESSAGE" as one line on stderr.
+ * @return GT__EXIT_USAGE, so that a check reads
+ *         `return gt__cli_usage_error(prog, "unexpected argument '%s'", a);`.
+ */
+int gt__cli_usage_error(const char *prog, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/*
+ * Parses the value s of option opt as a decimal integer in [lo, hi]
+ * (digits only). Prints "gradtrace: OPT: 'S' is not an integer from LO"
+ * on stderr when it is not.
+ * @return 0 and *out, or -EINVAL.
+ */
+int gt__cli_parse_count(const char *opt, const char *s, uint64_t lo,
+                        uint64_t hi, uint64_t *out) GT__WUR;
+
+/* ------------------------------------------------ subcommands */
+
+/* `gradtrace status [--json]`: the daemon, its agents, triggers, files. */
+int gt__cmd_status(int argc, char **argv);
+
+/* `gradtrace start [--pid N]... [--rank N]... [--duration-ms N |
+ * --iterations N]`: capture on in all or the selected agents. */
+int gt__cmd_start(int argc, char **argv);
+
+/* `gradtrace stop [--pid N]... [--rank N]...`: capture off. */
+int gt__cmd_stop(int argc, char **argv);
+
+/* `gradtrace trigger SPEC | --clear`: arms (or disarms all) triggers. */
+int gt__cmd_trigger(int argc, char **argv);
+
+/* `gradtrace daemon [OPTIONS]`: execs gradtraced beside this binary with
+ * the same options. Returns only when the exec failed (1). */
+int gt__cmd_daemon(int argc, char **argv);
+
+/* `gradtrace record [OPTIONS] -- CMD [ARGS...]` (record.c says how). */
 int gt__cmd_record(int argc, char **argv);
 
 /*
@@ -65,5 +137,4 @@ int gt__cmd_convert(int argc, char **argv);
  */
 int gt__cmd_report(int argc, char **argv);
 
-
-#endif
+#endif /* GRADTRACE_DAEMON_CLI_H */

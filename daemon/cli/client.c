@@ -1,50 +1,29 @@
 /*
  * The CLI's side of the control protocol: one blocking request, one reply
- * line, with a deadline so a wedged daemon cannot hang `gradtrace`.
+ * line, with a deadline so a wedged daemon cannot hang `gradtrace`; and
+ * the readers of reply members the subcommands print.
  */
 #include "daemon/cli/cli.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <poll.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <limits.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int send_all(int fd, const char *p, size_t len)
-{
-    while (len) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
+#include "common/paths.h"
+#include "common/util.h"
 
 /* Reads up to the first newline into a growing buffer (caller frees). */
 static int read_line(int fd, int timeout_ms, char **out)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = (int64_t)gt__mono_ns() + (int64_t)timeout_ms * 1000000;
     size_t len = 0, cap = 4096;
     char *buf = gt__malloc(cap);
     int rc;
@@ -53,7 +32,7 @@ static int read_line(int fd, int timeout_ms, char **out)
         return -ENOMEM;
     for (;;) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        int64_t left = deadline - now_ms();
+        int64_t left = (deadline - (int64_t)gt__mono_ns()) / 1000000;
         ssize_t n;
 
         if (left <= 0) {
@@ -137,9 +116,9 @@ int gt__cli_request(const char *path, const cJSON *req, int timeout_ms,
         snprintf(err, errcap, "no daemon on %s (%s)", path, strerror(-rc));
         goto out_free_text;
     }
-    rc = send_all(fd, text, strlen(text));
+    rc = gt__write_all(fd, text, strlen(text), GT__WRITE_SOCKET, timeout_ms);
     if (rc == 0)
-        rc = send_all(fd, "\n", 1);
+        rc = gt__write_all(fd, "\n", 1, GT__WRITE_SOCKET, timeout_ms);
     if (rc == 0)
         rc = read_line(fd, timeout_ms, &line);
     if (rc < 0) {
@@ -202,4 +181,32 @@ int gt__cli_exe_dir(char *buf, size_t cap)
     if ((size_t)snprintf(buf, cap, "%s", path) >= cap)
         return -ENAMETOOLONG;
     return 0;
+}
+
+int gt__cli_control_path(char *buf, size_t cap)
+{
+    if (gt__control_socket_path(buf, cap) < 0) {
+        fprintf(stderr, "gradtrace: control socket path too long\n");
+        return -ENAMETOOLONG;
+    }
+    return 0;
+}
+
+double gt__cli_num(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+const char *gt__cli_str(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+    if (!cJSON_IsString(v))
+        return "";
+    for (char *p = v->valuestring; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
+    return v->valuestring;
 }

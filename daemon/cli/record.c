@@ -27,6 +27,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@
 #include <unistd.h>
 
 #include "common/paths.h"
+#include "common/util.h"
 
 #define MAX_TRIGGERS 32
 
@@ -86,14 +88,6 @@ static void forward_signal(int sig)
         kill((pid_t)child_pid, sig);
 }
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void sleep_ms(long ms)
 {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
@@ -102,71 +96,61 @@ static void sleep_ms(long ms)
         ;
 }
 
-static int parse_args(struct record *r, int argc, char **argv, int *cmd_at)
+/* Arms --trigger SPEC: parsed now, so a bad spec fails before CMD runs. */
+static int add_trigger(struct record *r, const char *spec)
 {
     char err[256];
-    int i;
 
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = NULL;
-
-        if (strcmp(a, "--") == 0) {
-            i++;
-            break;
-        }
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(record_usage, stdout);
-            return 1;
-        }
-        if (strcmp(a, "--raw") == 0) {
-            r->raw = 1;
-            continue;
-        }
-        if (strcmp(a, "-o") == 0 || strcmp(a, "--output-dir") == 0 ||
-            strcmp(a, "--trigger") == 0 || strcmp(a, "--max-file-mb") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "gradtrace record: %s needs a value\n", a);
-                return -1;
-            }
-            val = argv[++i];
-        } else if (strncmp(a, "--output-dir=", 13) == 0) {
-            a = "-o";
-            val = argv[i] + 13;
-        } else if (strncmp(a, "--trigger=", 10) == 0) {
-            a = "--trigger";
-            val = argv[i] + 10;
-        } else if (a[0] == '-') {
-            fprintf(stderr, "gradtrace record: unknown option '%s'\n%s", a,
-                    record_usage);
-            return -1;
-        } else {
-            break;
-        }
-        if (strcmp(a, "--trigger") == 0) {
-            if (r->ntrig == MAX_TRIGGERS) {
-                fprintf(stderr, "gradtrace record: more than %d triggers\n",
-                        MAX_TRIGGERS);
-                return -1;
-            }
-            if (gt__trigger_parse_spec(val, &r->trig[r->ntrig], err, sizeof(err)) < 0) {
-                fprintf(stderr, "gradtrace record: --trigger '%s': %s\n", val, err);
-                return -1;
-            }
-            r->ntrig++;
-        } else if (strcmp(a, "--max-file-mb") == 0) {
-            /* gradtraced validates the number and reports a bad one. */
-            r->max_file_mb = val;
-        } else {
-            r->out_dir = val;
-        }
-    }
-    if (i >= argc) {
-        fprintf(stderr, "gradtrace record: no command given\n%s", record_usage);
+    if (r->ntrig == MAX_TRIGGERS) {
+        fprintf(stderr, "gradtrace record: more than %d triggers\n", MAX_TRIGGERS);
         return -1;
     }
-    *cmd_at = i;
+    if (gt__trigger_parse_spec(spec, &r->trig[r->ntrig], err, sizeof(err)) < 0) {
+        fprintf(stderr, "gradtrace record: --trigger '%s': %s\n", spec, err);
+        return -1;
+    }
+    r->ntrig++;
     return 0;
+}
+
+/*
+ * Options up to CMD: '+' stops getopt at the first operand (or after
+ * "--"), so CMD's own options stay CMD's.
+ * @return -1 with CMD at argv[*cmd_at], else the exit status (0 after
+ *         --help, 2 on bad usage).
+ */
+static int parse_args(struct record *r, int argc, char **argv, int *cmd_at)
+{
+    static const struct option longopts[] = {
+        {"output-dir", required_argument, NULL, 'o'},
+        {"trigger", required_argument, NULL, 't'},
+        {"raw", no_argument, NULL, 'r'},
+        {"max-file-mb", required_argument, NULL, 'm'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    static const char prog[] = "gradtrace record";
+    int c;
+
+    gt__cli_opt_begin(argv, prog);
+    while ((c = getopt_long(argc, argv, "+ho:", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'o': r->out_dir = optarg; break;
+        case 'r': r->raw = 1; break;
+        /* gradtraced validates the number and reports a bad one. */
+        case 'm': r->max_file_mb = optarg; break;
+        case 't':
+            if (add_trigger(r, optarg) < 0)
+                return GT__EXIT_USAGE;
+            break;
+        case 'h': fputs(record_usage, stdout); return GT__EXIT_OK;
+        default: return GT__EXIT_USAGE; /* getopt said why */
+        }
+    }
+    if (optind >= argc)
+        return gt__cli_usage_error(prog, "no command given");
+    *cmd_at = optind;
+    return -1;
 }
 
 static int find_agent(struct record *r)
@@ -199,7 +183,7 @@ static void print_log(const char *path)
     if (fd < 0)
         return;
     while ((n = read(fd, buf, sizeof(buf))) > 0)
-        if (write(2, buf, (size_t)n) < 0)
+        if (gt__write_all(2, buf, (size_t)n, 0, 0) < 0)
             break;
     close(fd);
 }
@@ -250,7 +234,7 @@ static pid_t spawn_daemon(struct record *r)
 static int start_private(struct record *r)
 {
     char err[256];
-    int64_t deadline = mono_ns() + 10 * 1000000000ll;
+    uint64_t deadline = gt__mono_ns() + 10 * 1000000000ull;
 
     snprintf(r->tmp, sizeof(r->tmp), "/tmp/gradtrace-rec-XXXXXX");
     if (!mkdtemp(r->tmp)) {
@@ -266,7 +250,7 @@ static int start_private(struct record *r)
     if (r->daemon_pid < 0)
         return -ECHILD;
     /* Ready when the control socket answers; gone when the child exits. */
-    while (mono_ns() < deadline) {
+    while (gt__mono_ns() < deadline) {
         cJSON *reply = NULL;
         int status;
         int rc = gt__cli_simple(r->control_sock, "status", 1000, &reply, err,
@@ -424,7 +408,7 @@ static int wait_command(pid_t pid)
     return WEXITSTATUS(status);
 }
 
-static cJSON *collect(const struct record *r, pid_t pid, int64_t since)
+static cJSON *collect(const struct record *r, pid_t pid, uint64_t since)
 {
     char err[256];
     cJSON *req = cJSON_CreateObject(), *reply = NULL, *files = NULL, *running;
@@ -494,14 +478,14 @@ int gt__cmd_record(int argc, char **argv)
     struct record *r = calloc(1, sizeof(*r));
     cJSON *files = NULL;
     int cmd_at = 0, rc, status = GT__EXIT_ERROR;
-    int64_t since;
+    uint64_t since;
     pid_t pid;
 
     if (!r)
         return GT__EXIT_ERROR;
     rc = parse_args(r, argc, argv, &cmd_at);
-    if (rc != 0) {
-        status = rc > 0 ? GT__EXIT_OK : GT__EXIT_USAGE;
+    if (rc >= 0) {
+        status = rc;
         goto out_free;
     }
     if (gt__cli_exe_dir(r->exe_dir, sizeof(r->exe_dir)) < 0 || find_agent(r) < 0)
@@ -511,7 +495,7 @@ int gt__cmd_record(int argc, char **argv)
     if (send_triggers(r) < 0)
         goto out_stop;
     fflush(NULL);
-    since = mono_ns();
+    since = gt__mono_ns();
     pid = spawn_command(r, argv + cmd_at);
     if (pid < 0) {
         fprintf(stderr, "gradtrace record: fork: %s\n", strerror(errno));

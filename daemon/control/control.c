@@ -16,23 +16,11 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *err, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    return -EINVAL;
-}
+#include "common/util.h"
 
 /* An integral JSON number in [lo, hi]. */
 static int json_int(const cJSON *v, double lo, double hi, int64_t *out)
@@ -55,17 +43,17 @@ static int parse_id_list(const cJSON *arr, const char *name, int is_pid,
     size_t n = 0;
 
     if (!cJSON_IsArray(arr))
-        return fail(err, cap, "\"%s\" must be an array of integers", name);
+        return gt__fail(err, cap, -EINVAL, "\"%s\" must be an array of integers", name);
     cJSON_ArrayForEach(v, arr) {
         int64_t x;
 
         if (n == GT__SEL_MAX)
-            return fail(err, cap, "\"%s\" has more than %d entries", name,
-                        GT__SEL_MAX);
+            return gt__fail(err, cap, -EINVAL, "\"%s\" has more than %d entries", name,
+                            GT__SEL_MAX);
         if (json_int(v, is_pid ? 1 : 0, is_pid ? 4294967295.0 : 2147483647.0,
                      &x) < 0)
-            return fail(err, cap, "\"%s\" entries must be integers %s", name,
-                        is_pid ? ">= 1" : ">= 0");
+            return gt__fail(err, cap, -EINVAL, "\"%s\" entries must be integers %s", name,
+                            is_pid ? ">= 1" : ">= 0");
         if (is_pid)
             sel->pids[n++] = (uint32_t)x;
         else
@@ -93,10 +81,10 @@ static int check_members(const cJSON *obj, const char *const *allowed,
 
     cJSON_ArrayForEach(m, obj) {
         if (!m->string)
-            return fail(err, cap, "request members must be named");
+            return gt__fail(err, cap, -EINVAL, "request members must be named");
         if (!known_member(m->string, allowed))
-            return fail(err, cap, "unknown member \"%.64s\" for \"%s\"",
-                        m->string, cmd);
+            return gt__fail(err, cap, -EINVAL, "unknown member \"%.64s\" for \"%s\"",
+                            m->string, cmd);
     }
     return 0;
 }
@@ -127,16 +115,16 @@ int gt__trigger_from_json(const struct cJSON *obj, struct gt__trigger *t,
     gt__trigger_defaults(t);
     v = cJSON_GetObjectItemCaseSensitive(obj, "layer");
     if (!v)
-        return fail(err, cap, "layer: missing");
+        return gt__fail(err, cap, -EINVAL, "layer: missing");
     if (!cJSON_IsString(v))
-        return fail(err, cap, "layer: must be a string");
+        return gt__fail(err, cap, -EINVAL, "layer: must be a string");
     if ((rc = gt__trigger_set_layer(t, v->valuestring, strlen(v->valuestring), err, cap)) < 0)
         return rc;
 
     v = cJSON_GetObjectItemCaseSensitive(obj, "phase");
     if (v) {
         if (!cJSON_IsString(v))
-            return fail(err, cap, "phase: must be a string");
+            return gt__fail(err, cap, -EINVAL, "phase: must be a string");
         if ((rc = gt__trigger_set_phase(t, v->valuestring, err, cap)) < 0)
             return rc;
     }
@@ -147,12 +135,14 @@ int gt__trigger_from_json(const struct cJSON *obj, struct gt__trigger *t,
         else if (json_int(v, 0, 9007199254740991.0, &x) == 0)
             t->iteration = x;
         else
-            return fail(err, cap, "iteration: must be an integer >= 0 or \"next\"");
+            return gt__fail(err, cap, -EINVAL,
+                            "iteration: must be an integer >= 0 or \"next\"");
     }
     v = cJSON_GetObjectItemCaseSensitive(obj, "count");
     if (v) {
         if (json_int(v, 1, 1000000, &x) < 0)
-            return fail(err, cap, "count: must be an integer from 1 to 1000000");
+            return gt__fail(err, cap, -EINVAL,
+                            "count: must be an integer from 1 to 1000000");
         t->count = (uint32_t)x;
     }
     return parse_sel(obj, &t->sel, err, cap);
@@ -176,17 +166,17 @@ static int parse_start(const cJSON *obj, struct gt__req *req, char *err,
     v = cJSON_GetObjectItemCaseSensitive(obj, "duration_ms");
     if (v) {
         if (json_int(v, 1, 86400000.0 * 365, &x) < 0)
-            return fail(err, cap, "duration_ms: must be an integer >= 1");
+            return gt__fail(err, cap, -EINVAL, "duration_ms: must be an integer >= 1");
         req->duration_ms = (uint64_t)x;
     }
     v = cJSON_GetObjectItemCaseSensitive(obj, "iterations");
     if (v) {
         if (json_int(v, 1, 9007199254740991.0, &x) < 0)
-            return fail(err, cap, "iterations: must be an integer >= 1");
+            return gt__fail(err, cap, -EINVAL, "iterations: must be an integer >= 1");
         req->iterations = (uint64_t)x;
     }
     if (req->duration_ms && req->iterations)
-        return fail(err, cap, "give duration_ms or iterations, not both");
+        return gt__fail(err, cap, -EINVAL, "give duration_ms or iterations, not both");
     return parse_sel(obj, &req->sel, err, cap);
 }
 
@@ -229,17 +219,17 @@ static int parse_fields(const cJSON *obj, const char *cmd, struct gt__req *req,
         if ((rc = check_members(obj, collect_members, cmd, err, cap)) < 0)
             return rc;
         if (!v || json_int(v, 1, 4294967295.0, &x) < 0)
-            return fail(err, cap, "pid: must be an integer >= 1");
+            return gt__fail(err, cap, -EINVAL, "pid: must be an integer >= 1");
         req->pid = (uint32_t)x;
         v = cJSON_GetObjectItemCaseSensitive(obj, "since_ns");
         if (v) {
             if (json_int(v, 0, 9e18, &x) < 0)
-                return fail(err, cap, "since_ns: must be an integer >= 0");
+                return gt__fail(err, cap, -EINVAL, "since_ns: must be an integer >= 0");
             req->since_ns = (uint64_t)x;
         }
         return 0;
     }
-    return fail(err, cap, "unknown command \"%.64s\"", cmd);
+    return gt__fail(err, cap, -EINVAL, "unknown command \"%.64s\"", cmd);
 }
 
 int gt__req_parse(const char *line, size_t len, struct gt__req *req, char *err,
@@ -253,29 +243,30 @@ int gt__req_parse(const char *line, size_t len, struct gt__req *req, char *err,
     memset(req, 0, sizeof(*req));
     err[0] = '\0';
     if (len > GT__CTL_REQ_MAX) {
-        fail(err, errcap, "request larger than %u bytes", GT__CTL_REQ_MAX);
-        return -EMSGSIZE;
+        return gt__fail(err, errcap, -EMSGSIZE, "request larger than %u bytes",
+                        GT__CTL_REQ_MAX);
     }
     if (memchr(line, '\0', len))
-        return fail(err, errcap, "request contains a NUL byte");
+        return gt__fail(err, errcap, -EINVAL, "request contains a NUL byte");
     obj = cJSON_ParseWithLengthOpts(line, len, &end, 0);
     if (!obj)
-        return fail(err, errcap, "request is not valid JSON");
+        return gt__fail(err, errcap, -EINVAL, "request is not valid JSON");
     /* cJSON stops after the first value; anything but blanks after it
      * means two requests on one line or garbage. */
     for (; end < line + len; end++) {
         if (*end != ' ' && *end != '\t' && *end != '\r') {
-            rc = fail(err, errcap, "request is not valid JSON (text after the object)");
+            rc = gt__fail(err, errcap, -EINVAL,
+                          "request is not valid JSON (text after the object)");
             goto out_free_obj;
         }
     }
     if (!cJSON_IsObject(obj)) {
-        rc = fail(err, errcap, "request must be a JSON object");
+        rc = gt__fail(err, errcap, -EINVAL, "request must be a JSON object");
         goto out_free_obj;
     }
     cmd = cJSON_GetObjectItemCaseSensitive(obj, "cmd");
     if (!cJSON_IsString(cmd)) {
-        rc = fail(err, errcap, "\"cmd\" must be a string");
+        rc = gt__fail(err, errcap, -EINVAL, "\"cmd\" must be a string");
         goto out_free_obj;
     }
     rc = parse_fields(obj, cmd->valuestring, req, err, errcap);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/util.h"
 #include "daemon/convert/convert.h"
 
 struct gt__ctlconn {
@@ -149,7 +150,7 @@ static cJSON *status_json(struct gt__server *s)
     cJSON_AddStringToObject(o, "version", GT__VERSION);
     cJSON_AddNumberToObject(o, "pid", getpid());
     cJSON_AddNumberToObject(o, "uptime_s",
-                            (double)(gt__now_ns() - s->start_ns) / 1e9);
+                            (double)(gt__mono_ns() - s->start_ns) / 1e9);
     cJSON_AddStringToObject(o, "output_dir", s->out_dir);
     cJSON_AddBoolToObject(o, "raw", s->raw);
     cJSON_AddStringToObject(o, "agent_socket", s->agent_path);

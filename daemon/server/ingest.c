@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/util.h"
 #include "daemon/convert/convert.h"
 
 #define PRE_MAX (GT_HELLO_MAX_SIZE + sizeof(((struct gt__agent *)0)->rbuf))
@@ -42,23 +43,6 @@
 /* One drain call reads at most this much, so a busy agent cannot stall a
  * shutdown or a collect forever. */
 #define DRAIN_MAX (256u << 20)
-
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-
-    while (len) {
-        ssize_t n = write(fd, p, len);
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
 
 /* Copies src into dst, cut to fit; intentional truncation for summaries. */
 static void copy_cut(char *dst, size_t cap, const char *src)
@@ -364,8 +348,8 @@ static void process(struct gt__agent *a, const uint8_t *data, size_t n)
     }
     rc = gt__framer_feed(a->framer, data, n);
     if (a->raw_fd >= 0) {
-        int wrc = had_hello ? write_all(a->raw_fd, data, n)
-                            : write_all(a->raw_fd, a->pre, a->pre_len);
+        int wrc = had_hello ? gt__write_all(a->raw_fd, data, n, 0, 0)
+                            : gt__write_all(a->raw_fd, a->pre, a->pre_len, 0, 0);
 
         if (wrc < 0) {
             gt__log("agent pid %u: raw capture %s.gtr stopped: %s",
@@ -483,7 +467,7 @@ static void start_agent(struct gt__server *s, struct gt__agent *a)
         return;
     }
     a->id = ++s->next_agent_id;
-    a->connected_ns = gt__now_ns();
+    a->connected_ns = gt__mono_ns();
     a->next = s->agents;
     s->agents = a;
     s->nagents++;
@@ -641,7 +625,7 @@ cJSON *gt__agent_json(const struct gt__agent *a)
     cJSON_AddStringToObject(o, "stem", a->stem);
     cJSON_AddBoolToObject(o, "capture", a->capture);
     cJSON_AddNumberToObject(o, "connected_s",
-                            (double)(gt__now_ns() - a->connected_ns) / 1e9);
+                            (double)(gt__mono_ns() - a->connected_ns) / 1e9);
     cJSON_AddNumberToObject(o, "bytes", (double)a->bytes);
     cJSON_AddNumberToObject(o, "chunks", (double)st->chunks);
     cJSON_AddNumberToObject(o, "records", (double)a->records);

@@ -1,16 +1,19 @@
 /*
- * The daemon's log: one line per event, wall-clock timestamp first, written
- * with a single write(2) so lines from a crash or a signal stay whole. The
- * daemon logs to stderr in the foreground and to a file when detached.
- * Control bytes are replaced, since lines quote untrusted agent text.
+ * The daemon's log: one line per event, wall-clock timestamp first, formatted
+ * into one buffer and written with gt__write_all so lines from a crash or a
+ * signal stay whole. The daemon logs to stderr in the foreground and to a
+ * file when detached. Control bytes are replaced, since lines quote
+ * untrusted agent text.
  */
 #include "daemon/server/server.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
-#include <unistd.h>
+
+#include "common/util.h"
 
 static int log_fd = 2;
 
@@ -22,17 +25,17 @@ void gt__log_set_fd(int fd)
 void gt__log(const char *fmt, ...)
 {
     char line[1024];
-    struct timespec ts;
+    uint64_t now = gt__real_ns();
+    time_t sec = (time_t)(now / 1000000000u);
     struct tm tm;
     size_t n;
     va_list ap;
     int saved = errno;
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    localtime_r(&ts.tv_sec, &tm);
+    localtime_r(&sec, &tm);
     n = strftime(line, sizeof(line), "%Y-%m-%d %H:%M:%S", &tm);
     n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03ld gradtraced: ",
-                          ts.tv_nsec / 1000000);
+                          (long)(now % 1000000000u / 1000000));
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
     va_end(ap);
@@ -43,9 +46,10 @@ void gt__log(const char *fmt, ...)
         if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
             line[i] = '?';
     line[n++] = '\n';
-    /* A log line that cannot be written is dropped: there is nowhere
-     * else to report it. */
-    while (write(log_fd, line, n) < 0 && errno == EINTR)
-        ;
+    /* gt__write_all leaves errno alone, so it can be restored first. A
+     * log line that cannot be written is dropped: there is nowhere else
+     * to report it. */
     errno = saved;
+    if (gt__write_all(log_fd, line, n, 0, 0) < 0)
+        return;
 }

@@ -33,19 +33,11 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/paths.h"
+#include "common/util.h"
 #include "daemon/convert/convert.h"
-
-uint64_t gt__now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 int gt__peer_check(uv_pipe_t *p, uint32_t *pid, char *why, size_t cap)
 {
@@ -172,7 +164,7 @@ static void on_signal(uv_signal_t *h, int signum)
 static void on_sweep(uv_timer_t *t)
 {
     struct gt__server *s = t->data;
-    uint64_t now = gt__now_ns();
+    uint64_t now = gt__mono_ns();
     struct gt__agent *a, *next;
 
     for (a = s->agents; a; a = next) {
@@ -253,7 +245,7 @@ int gt__server_init(struct gt__server *s, uv_loop_t *loop,
     s->lock_fd = -1;
     s->raw = o->raw;
     s->max_file_bytes = o->max_file_bytes;
-    s->start_ns = gt__now_ns();
+    s->start_ns = gt__mono_ns();
     if (gt__agent_socket_path(s->agent_path, sizeof(s->agent_path)) < 0 ||
         gt__control_socket_path(s->control_path, sizeof(s->control_path)) < 0) {
         gt__log("socket path too long (limit %zu bytes)", sizeof(s->agent_path) - 1);

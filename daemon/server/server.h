@@ -165,7 +165,6 @@ void gt__server_cleanup(struct gt__server *s);
 /* 0 when the peer of a connected unix socket is this user, else -EPERM
  * with a reason in why. */
 int gt__peer_check(uv_pipe_t *p, uint32_t *pid, char *why, size_t cap) GT__WUR;
-uint64_t gt__now_ns(void);
 
 /* ingest.c */
 void gt__agent_on_connection(uv_stream_t *server, int status);

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The CLI's usage contract (README: 0 success, 1 error, 2 bad usage):
+# every subcommand answers --help with its usage on stdout and exit 0;
+# bad usage (unknown option, missing value, stray operand, bad number) is
+# one line on stderr, nothing on stdout, exit 2. No daemon is needed
+# for those: bad usage never gets as far as the control socket (the
+# sockets point into E2E_TMP, where nothing listens). Last, record's
+# options end where CMD begins.
+. "$(dirname "$0")/daemon_lib.sh"
+need "$B/gradtrace" "$B/gradtraced"
+[ -r "$B/libgradtrace.so" ] || skip "missing $B/libgradtrace.so (build first)"
+GT=$B/gradtrace
+export LC_ALL=C   # getopt's messages untranslated
+
+# --help and -h, per subcommand: usage on stdout, stderr clean, exit 0.
+for sub in status start stop trigger record daemon convert report; do
+  for h in --help -h; do
+    "$GT" $sub $h >"$E2E_TMP/o" 2>"$E2E_TMP/e"; rc=$?
+    [ $rc -eq 0 ] || die "gradtrace $sub $h: exit $rc"
+    grep -q "^usage: " "$E2E_TMP/o" || die "gradtrace $sub $h prints no usage on stdout"
+    [ -s "$E2E_TMP/e" ] && die "gradtrace $sub $h wrote on stderr: $(cat "$E2E_TMP/e")"
+  done
+done
+
+# The top level: --help, -h and help list every command; --version.
+for h in --help -h help; do
+  "$GT" $h >"$E2E_TMP/o" 2>"$E2E_TMP/e" || die "gradtrace $h: exit $?"
+  for sub in record daemon status start stop trigger convert report; do
+    grep -q "^  $sub " "$E2E_TMP/o" || die "gradtrace $h does not list $sub"
+  done
+  grep -q "Exit status" "$E2E_TMP/o" || die "gradtrace $h does not document exit codes"
+done
+"$GT" --version | grep -Eq "^gradtrace [0-9]" || die "gradtrace --version"
+"$GT" >"$E2E_TMP/o" 2>"$E2E_TMP/e"; [ $? -eq 2 ] || die "gradtrace without a command must exit 2"
+grep -q "^usage: " "$E2E_TMP/e" || die "gradtrace without a command: usage expected on stderr"
+
+# Runs gradtrace with the arguments given; it must exit 2 with exactly one
+# line on stderr, containing $want, and nothing on stdout.
+want=
+bad() {
+  "$GT" "$@" >"$E2E_TMP/o" 2>"$E2E_TMP/e"; rc=$?
+  [ $rc -eq 2 ] || die "gradtrace $*: exit $rc, want 2 ($(cat "$E2E_TMP/e"))"
+  [ -s "$E2E_TMP/o" ] && die "gradtrace $*: wrote on stdout: $(cat "$E2E_TMP/o")"
+  [ "$(wc -l <"$E2E_TMP/e")" -eq 1 ] || die "gradtrace $*: want one line on stderr, got:
+$(cat "$E2E_TMP/e")"
+  grep -qF -- "$want" "$E2E_TMP/e" || die "gradtrace $*: '$want' not in: $(cat "$E2E_TMP/e")"
+}
+
+# An unknown option names the subcommand and the option.
+for sub in status start stop trigger record; do
+  want="gradtrace $sub: unrecognized option '--no-such-option'"; bad $sub --no-such-option
+done
+want="gradtraced: unrecognized option '--no-such-option'"; bad daemon --no-such-option
+want="gradtrace: unrecognized option '--no-such-option'"; bad --no-such-option
+want="unknown command 'frobnicate'"; bad frobnicate
+# convert and report parse their own options (daemon/cli/convert.c,
+# report.c): bad usage exits 2 there too.
+for sub in convert report; do
+  "$GT" $sub --no-such-option >/dev/null 2>&1; rc=$?
+  [ $rc -eq 2 ] || die "gradtrace $sub --no-such-option: exit $rc, want 2"
+done
+
+# Missing values, stray operands, bad numbers, options a command lacks.
+want="'--pid' requires an argument"; bad start --pid
+want="-- 'o'"; bad record -o
+want="'--trigger' requires an argument"; bad record --trigger
+want="--pid: 'abc' is not an integer from 1"; bad start --pid abc
+want="--pid: 'abc' is not an integer from 1"; bad start --pid=abc
+want="--rank: '-1' is not an integer from 0"; bad stop --rank -1
+want="--duration-ms: '1.5' is not an integer from 1"; bad start --duration-ms 1.5
+want="gradtrace stop: unrecognized option '--iterations'"; bad stop --iterations 3
+want="gradtrace status: unexpected argument 'extra'"; bad status extra
+want="gradtrace start: unexpected argument 'extra'"; bad start extra
+want="gradtrace status: option '--json' doesn't allow an argument"; bad status --json=yes
+want="gradtrace trigger: expected one SPEC"; bad trigger
+want="gradtrace trigger: expected one SPEC"; bad trigger layer=a layer=b
+want="gradtrace trigger: --clear takes no SPEC"; bad trigger --clear layer=a
+want="gradtrace trigger: unknown field"; bad trigger layer=a,colour=red
+want="gradtrace record: no command given"; bad record
+want="gradtrace record: no command given"; bad record --raw --
+want="gradtrace record: --trigger 'layer=x,phase=sideways': phase"; bad record --trigger=layer=x,phase=sideways -- true
+want="gradtraced: --max-file-mb: bad size '0'"; bad daemon --max-file-mb 0
+want="gradtraced: unexpected argument 'extra'"; bad daemon extra
+
+# Options end where the command's name is: record passes CMD's own
+# options on untouched (CMD's --help is CMD's).
+"$GT" record -o "$E2E_TMP/traces" -- sh -c 'echo "$1"' sh --help >"$E2E_TMP/o" 2>/dev/null \
+  || die "record with CMD options: exit $?"
+[ "$(cat "$E2E_TMP/o")" = "--help" ] || die "record passed CMD's --help wrongly: $(cat "$E2E_TMP/o")"
+echo ok
