@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "agent/capture.h"
 #include "agent/ring.h"
 #include "agent/stream.h"
 #include "agent/strings.h"
@@ -92,7 +93,7 @@ void gt__stream_hello_build(void)
         .local_rank = gt__st.local_rank,
         .world_size = gt__st.world_size,
         .flags = (gt__st.kind == GT__SINK_FILE ? GT_HELLO_FILE : 0) |
-                 (atomic_load(&gt__capture_on) ? GT_HELLO_CAPTURE : 0),
+                 (gt__capture_on() ? GT_HELLO_CAPTURE : 0),
         .start_mono_ns = gt__st.start_mono,
         .start_real_ns = gt__st.start_real,
     };
@@ -161,11 +162,7 @@ int gt__agent_start(const struct gt__config *c)
         GT__LOG("GRADTRACE_FILE does not expand to a usable path");
         return rc;
     }
-    if (c->capture) {
-        atomic_fetch_add(&gt__capture_epoch, 1);
-        atomic_store(&gt__capture_on, 1);
-        atomic_fetch_or(&gt__hooks, GT__HOOK_CAPTURE);
-    }
+    gt__capture_init(c->capture);
     gt__stream_hello_build();
     /* Warm the CRC tables now: the crash handler must not be the first
      * caller (its one-time init is not async-signal-safe). */

@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/capture.h"
 #include "agent/cuda.h"
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
@@ -375,7 +376,7 @@ static int cupti_start_locked(void)
     if ((r = GT__CUPTI_CALL(gt__cupti.ActivityRegisterCallbacks(
              buffer_requested, gt__cupti_buffer_completed))))
         return r;
-    if (atomic_load_explicit(&gt__capture_on, memory_order_relaxed) &&
+    if (gt__capture_on() &&
         (r = gt__cupti_set_enabled(1)))
         return r;
     if (gt__cupti.ActivityFlushPeriod &&

@@ -19,7 +19,7 @@
  *     whichever completes the pair emits it.
  *
  * The sync thread (only when CUPTI runs) also follows capture on/off by
- * polling gt__capture_on every GT__SYNC_POLL_MS: on -> enable the activity
+ * polling gt__capture_on() every GT__SYNC_POLL_MS: on -> enable the activity
  * kinds and sync every device; off -> disable them and force a flush so
  * everything recorded in the window comes out. While capturing it syncs
  * again every GT__CUDA_SYNC_PERIOD_MS. It calls the driver API (libcuda is
@@ -34,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent/capture.h"
 #include "agent/clock.h"
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
@@ -409,12 +410,12 @@ static void sleep_ms(unsigned ms)
 static void *sync_main(void *arg)
 {
     (void)arg;
-    int enabled = atomic_load(&gt__capture_on);
+    int enabled = gt__capture_on();
     int have_driver = 0;
     uint64_t next_sync = 0;
     for (;;) {
         sleep_ms(GT__SYNC_POLL_MS);
-        int on = atomic_load_explicit(&gt__capture_on, memory_order_relaxed);
+        int on = gt__capture_on();
         if (on != enabled) {
             if (!on) {
                 (void)gt__cupti_set_enabled(0);

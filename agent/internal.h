@@ -16,8 +16,8 @@
  * Hook files written by others (torch.c, cupti.c, nvtx.c) use only what is
  * declared here.
  *
- * Rules for hooks: test gt__capture_on first (one load and a branch when
- * off); record with gt__reserve/gt__commit (or gt__emit) and gt__now();
+ * Rules for hooks: test the capture state first (agent/capture.h: one load
+ * and a branch when off); record with gt__reserve/gt__commit (or gt__emit) and gt__now();
  * never malloc, lock or make a syscall per event; intern strings once per
  * call site (GT__INTERN_STATIC) or once per name, never per event.
  */
@@ -36,23 +36,6 @@
 
 #define GT__LIKELY(x) __builtin_expect(!!(x), 1)
 #define GT__UNLIKELY(x) __builtin_expect(!!(x), 0)
-
-/* ------------------------------------------------------------ capture */
-
-/* 1 while capturing. Hooks load it (relaxed) before doing anything else. */
-extern _Atomic int gt__capture_on;
-/*
- * What the autograd hooks must do, in one word so that they cost one load
- * and a branch when idle: GT__HOOK_CAPTURE while capturing (mirrors
- * gt__capture_on), GT__HOOK_TRIGGER while a trigger is armed (the hooks then
- * feed the trigger engine even with capture off).
- */
-#define GT__HOOK_CAPTURE 1
-#define GT__HOOK_TRIGGER 2
-extern _Atomic int gt__hooks;
-/* Incremented at every off->on transition; lets scope stacks notice that a
- * begin was recorded in an earlier capture. */
-extern _Atomic uint32_t gt__capture_epoch;
 
 /*
  * Time base (agent/timebase.c). Event timestamps are CLOCK_MONOTONIC

@@ -36,6 +36,7 @@
 #include <string.h>
 #include <wchar.h>
 
+#include "agent/capture.h"
 #include "agent/cuda.h"
 #include "agent/internal.h"
 #include "agent/cupti_internal.h"
@@ -252,7 +253,7 @@ int gt__nvtx_parse_seq(const char *s, uint64_t *seq)
 
 static int capturing(void)
 {
-    return atomic_load_explicit(&gt__capture_on, memory_order_relaxed);
+    return gt__capture_on();
 }
 
 static void emit_begin(uint32_t name, uint32_t domain)

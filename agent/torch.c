@@ -52,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/capture.h"
 #include "agent/internal.h"
 #include "agent/trigger.h"
 #include "agent/torch.h"
@@ -410,7 +411,7 @@ uint64_t _ZN2at15sequence_number17get_and_incrementEv(void)
 
     /* Armed triggers need node creations while capture is off (they count
      * the matching nodes of a window's layer in its forward). */
-    int capturing = atomic_load_explicit(&gt__hooks, memory_order_relaxed);
+    int capturing = gt__capture_hooks();
     if (GT__LIKELY(!capturing) && !gt__torch_layout_learning())
         return seq;
     if (GT__UNLIKELY(torch_disabled))
@@ -465,7 +466,7 @@ _ZN5torch8autograd6Engine17evaluate_functionERSt10shared_ptrINS0_9GraphTaskEEPNS
 
     /* With a trigger armed the node goes through gt_bwd_node_begin/end,
      * where a window may open or close. */
-    int capturing = atomic_load_explicit(&gt__hooks, memory_order_relaxed);
+    int capturing = gt__capture_hooks();
     if ((GT__LIKELY(!capturing) && !gt__torch_layout_learning()) ||
         GT__UNLIKELY(torch_disabled || !node)) {
         real(engine, graph_task, node, inputs, ready_queue);

@@ -34,7 +34,7 @@
  * One segment is open at a time: a trigger whose layer starts while
  * another trigger's segment is open waits for it to close.
  *
- * Costs. Hooks test gt__hooks first (one load and a branch when
+ * Costs. Hooks test the capture state first (one load and a branch when
  * nothing is armed). With a trigger armed, per event: a cached mask
  * lookup (one atomic load) and, for matching nodes, one table insert or
  * probe. Opening or closing a segment takes a mutex (a few per window).
@@ -50,19 +50,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "agent/capture.h"
 #include "agent/internal.h"
 #include "agent/strings.h"
 
-_Atomic int gt__trig_active;
-
-/* gt__trig_active and its bit in gt__hooks change together. */
+/* Whether any trigger is armed lives in the capture state word, where
+ * the hooks read it with the capture bit. */
 static void set_active(int on)
 {
-    atomic_store(&gt__trig_active, on);
-    if (on)
-        atomic_fetch_or(&gt__hooks, GT__HOOK_TRIGGER);
-    else
-        atomic_fetch_and(&gt__hooks, ~GT__HOOK_TRIGGER);
+    gt__capture_arm(on);
 }
 
 static _Atomic uint64_t g_iter;       /* completed outermost passes */
@@ -276,7 +272,7 @@ static void segment_open(int i, uint32_t layer)
     window_record(GT_R_WINDOW_BEGIN, t, layer);
     /* A capture already running (started by hand or by the daemon) is left
      * as it is: the window only marks its span. */
-    g_capture_ours = !gt_capture_active();
+    g_capture_ours = !gt__capture_on();
     if (g_capture_ours)
         gt__capture_set(1, 0);
     GT__LOG("window %u open (%s, iteration %llu)", t->win_id, t->s.layer,
@@ -511,7 +507,7 @@ void gt__trig_node_created(uint64_t seq, uint64_t fwd_tid, uint32_t mask,
         if (mask & (1u << i))
             atomic_fetch_add_explicit(&g_trig[i].expected, 1, memory_order_relaxed);
     /* Capture on now means the caller records this creation itself. */
-    node_put(seq, fwd_tid, mask | (gt_capture_active() ? NODE_RECORDED : 0), layer);
+    node_put(seq, fwd_tid, mask | (gt__capture_on() ? NODE_RECORDED : 0), layer);
 }
 
 void gt__trig_bwd_node_begin(uint64_t seq, uint64_t fwd_tid)
@@ -578,7 +574,7 @@ void gt__trig_pass_end(void)
     }
     if (was != 1)
         return;
-    if (atomic_load_explicit(&gt__trig_active, memory_order_relaxed)) {
+    if (gt__capture_triggers()) {
         uint64_t it = atomic_load(&g_iter);
         pthread_mutex_lock(&g_lock);
         for (int i = 0; i < GT__TRIG_MAX; i++)
