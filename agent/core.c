@@ -22,13 +22,14 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "agent/core.h"
+
 #include "agent/capture.h"
+#include "agent/crash.h"
 #include "agent/ring.h"
 #include "agent/stream.h"
 #include "agent/strings.h"
 #include "common/paths.h"
-
-void gt__crash_install(void);
 
 static struct gt__config config;
 static _Atomic int started;

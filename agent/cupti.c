@@ -459,7 +459,6 @@ void gt__cuda_init(void)
  * CUDA_INJECTION64_PATH names this library.
  * @return 1 (the driver ignores failure; ours is in the stream).
  */
-GT_API int InitializeInjection(void);
 GT_API int InitializeInjection(void)
 {
     const char *off = getenv("GRADTRACE_CUDA");
@@ -603,8 +602,6 @@ void gt__cuda_bwd_end(void)
 
 /* ------------------------------------------------------------ tests */
 
-/* Test hook: run the ext push/pop paths against the loaded CUPTI. */
-void gt__cupti_test_set_running(int on);
 void gt__cupti_test_set_running(int on)
 {
     atomic_store(&g_state, on ? ST_RUNNING : ST_OFF);

@@ -384,11 +384,7 @@ static int sync_round(int all)
     return synced;
 }
 
-/*
- * Test hook: one sync round against a fake driver (tests/unit/test_cupti.c
- * drives the start-event path without a GPU). @return devices synced.
- */
-int gt__cupti_sync_test_round(const struct gt__cu_driver *fake, int all);
+/* Test hook (agent/cupti_internal.h). */
 int gt__cupti_sync_test_round(const struct gt__cu_driver *fake, int all)
 {
     g_cu = *fake;

@@ -1,25 +1,46 @@
 /*
  * Interfaces shared by the files of the agent (libgradtrace.so).
  *
+ * Roles, bottom up; a file includes headers of its own role or lower only,
+ * and calls go the same way (scripts/check-layers.py, AGENT_ROLES):
+ *   base    internal.h capture.[ch] clock.[ch] timebase.c config.c log.c
+ *           ring.[ch] strings.[ch] cuda.h: process-wide state, capture
+ *           state, clocks, configuration, logging, buffers, strings;
+ *   trigger trigger.[ch]: the trigger engine (capture windows);
+ *   stream  stream.[ch] sink.c control.c crash.[ch] core.[ch]: the
+ *           streamer thread, its sink, the daemon's control messages, the
+ *           crash flush, and the life cycle (start, exit flush, fork);
+ *   hooks   api.c torch.[ch] torch_layout.c cupti.c cupti_internal.h
+ *           cupti_abi.h cupti_records.c cupti_sync.c nvtx.[ch]: the event
+ *           sources (public C API, PyTorch, CUDA, NVTX);
+ *   entry   ctor.c: the constructor and destructor.
+ * Lower roles reach the hooks only through the weak optional entry points
+ * declared at the end of this file (and in agent/cuda.h), called when
+ * present, never through a hook file's header.
+ *
  * The agent is split by responsibility:
  *   ctor.c    the only constructor/destructor: reads the environment once,
  *             starts the core, then the optional hooks (torch, CUDA);
  *   config.c  environment parsing (GRADTRACE_*);
+ *   capture.c the capture state (on, triggers armed, epoch): its one writer;
  *   ring.c    per-thread buffers: reserve/commit, block hand-off, drops;
  *   strings.c string interning and the string log the streamer emits first;
+ *   trigger.c capture windows opened and closed at the hooks;
  *   stream.c  the streamer thread: gathers blocks, builds chunks;
  *   sink.c    where chunks go: daemon socket (reconnecting) or .gtr file;
+ *   control.c control messages from the daemon (capture, triggers);
  *   crash.c   fatal-signal flush (async-signal-safe, raw chunks);
  *   core.c    start, exit flush, fork handling;
  *   api.c     the public C API (include/gradtrace/gradtrace.h);
  *   log.c     GT__LOG and gt__warn_once.
  * Hook files written by others (torch.c, cupti.c, nvtx.c) use only what is
- * declared here.
+ * declared here and in agent/capture.h.
  *
  * Rules for hooks: test the capture state first (agent/capture.h: one load
- * and a branch when off); record with gt__reserve/gt__commit (or gt__emit) and gt__now();
- * never malloc, lock or make a syscall per event; intern strings once per
- * call site (GT__INTERN_STATIC) or once per name, never per event.
+ * and a branch when off); record with gt__reserve/gt__commit (or gt__emit)
+ * and gt__now(); never malloc, lock or make a syscall per event; intern
+ * strings once per call site (GT__INTERN_STATIC) or once per name, never
+ * per event.
  */
 #ifndef GRADTRACE_AGENT_INTERNAL_H
 #define GRADTRACE_AGENT_INTERNAL_H
@@ -215,25 +236,7 @@ int gt__config_parse(struct gt__config *c, gt__getenv_fn get);
 GT__WUR int gt__config_file_path(const char *tmpl, int pid, int child,
                                 char *out, size_t cap);
 
-/* ------------------------------------------------------------ life cycle */
-
-/*
- * Starts the agent core with c (copied): buffers, strings, signal handlers,
- * fork handlers, and the streamer thread (signals blocked, waits for
- * nothing). Idempotent: later calls return 0 and change nothing.
- * @return 0 or a negative errno (the agent then records nothing).
- */
-GT__WUR int gt__agent_start(const struct gt__config *c);
-
-/*
- * Final flush: everything committed so far reaches the sink (the streamer
- * does it; inline when there is no streamer), then the streamer stops.
- * Bounded wait, safe from exit handlers and signal-ish contexts; once only.
- */
-void gt__agent_stop(void);
-
-/* The configuration the agent runs with (valid after gt__agent_start). */
-const struct gt__config *gt__agent_config(void);
+/* ------------------------------------------------------------ hooks */
 
 /*
  * Optional hooks, defined by agent/torch.c and agent/cupti.c when present

@@ -570,7 +570,6 @@ int gt__nvtx_install(const void *(*get_export_table)(uint32_t))
     return 1;
 }
 
-GT_API int InitializeInjectionNvtx2(const void *(*get_export_table)(uint32_t));
 GT_API int InitializeInjectionNvtx2(const void *(*get_export_table)(uint32_t))
 {
     const char *off = getenv("GRADTRACE_NVTX");

@@ -6,8 +6,8 @@
  * and the application never wait for a daemon; a failed or broken
  * connection is retried with exponential backoff, 50 ms doubling to 2 s.
  * Sends use MSG_NOSIGNAL: a daemon that goes away must not SIGPIPE the
- * training job. The daemon's control messages arrive on the same socket
- * and are read here (capture on/off, triggers).
+ * training job. The daemon's control messages arrive on the same socket;
+ * agent/control.c reads and applies them (capture on/off, triggers).
  *
  * File: opened (truncated) on the first attempt; the hello is written once
  * at its start.
@@ -23,8 +23,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "agent/core.h"
 #include "agent/stream.h"
-#include "agent/trigger.h"
 
 #define BACKOFF_MIN_NS 50000000ull
 #define BACKOFF_MAX_NS 2000000000ull
@@ -163,86 +163,6 @@ int gt__sink_open(void)
     return gt__st.kind == GT__SINK_FILE ? open_file() : open_socket();
 }
 
-static char triggers[GT__TRIGGERS_MAX][GT_CTL_MAX_SIZE];
-static unsigned ntriggers;
-
-unsigned gt__triggers_count(void)
-{
-    return ntriggers;
-}
-
-const char *gt__trigger_text(unsigned i)
-{
-    return i < ntriggers ? triggers[i] : NULL;
-}
-
-static void ctl_handle(uint16_t type, const char *text, size_t len)
-{
-    switch (type) {
-    case GT_CTL_WELCOME:
-        GT__LOG("daemon says welcome (%.*s)", (int)len, text);
-        break;
-    case GT_CTL_CAPTURE_ON:
-        gt_capture_start();
-        break;
-    case GT_CTL_CAPTURE_OFF:
-        gt_capture_stop();
-        break;
-    case GT_CTL_TRIGGER:
-        /* Armed in the trigger engine (agent/trigger.c); the text is also
-         * kept for diagnostics. */
-        (void)gt__trig_arm(text, len);
-        if (ntriggers < GT__TRIGGERS_MAX) {
-            memcpy(triggers[ntriggers], text, len);
-            triggers[ntriggers][len] = '\0';
-            ntriggers++;
-        }
-        break;
-    case GT_CTL_TRIGGER_CLEAR:
-        GT__LOG("triggers cleared");
-        gt__trig_clear();
-        ntriggers = 0;
-        break;
-    default:
-        break;
-    }
-}
-
-static void ctl_read(void)
-{
-    for (;;) {
-        ssize_t n = recv(gt__st.fd, gt__st.ctl + gt__st.ctl_len,
-                         sizeof(gt__st.ctl) - gt__st.ctl_len, MSG_DONTWAIT);
-        uint32_t off = 0;
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
-        if (n <= 0) {
-            gt__sink_close(n == 0 ? "daemon closed the connection" : "read error");
-            return;
-        }
-        gt__st.ctl_len += (uint32_t)n;
-        while (gt__st.ctl_len - off >= sizeof(struct gt_ctl)) {
-            struct gt_ctl c;
-            memcpy(&c, gt__st.ctl + off, sizeof(c));
-            if (c.magic != GT_CTL_MAGIC || c.size < sizeof(c) ||
-                c.size > GT_CTL_MAX_SIZE) {
-                gt__sink_close("bad control message from the daemon");
-                return;
-            }
-            if (gt__st.ctl_len - off < c.size)
-                break;
-            ctl_handle(c.type, (const char *)gt__st.ctl + off + sizeof(c),
-                       c.size - sizeof(c));
-            off += c.size;
-        }
-        memmove(gt__st.ctl, gt__st.ctl + off, gt__st.ctl_len - off);
-        gt__st.ctl_len -= off;
-    }
-}
-
 void gt__sink_events(short revents)
 {
     if (gt__st.fd < 0 || gt__st.kind != GT__SINK_SOCKET)
@@ -260,5 +180,5 @@ void gt__sink_events(short revents)
         return;
     }
     if (revents & (POLLIN | POLLHUP | POLLERR))
-        ctl_read();
+        gt__control_read();
 }

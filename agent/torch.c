@@ -73,36 +73,6 @@
 #define SYM_NODE_VTABLE "_ZTVN5torch8autograd4NodeE"
 #define SYM_DELETE "_ZdlPv"
 
-/* The interposed functions, under the names libtorch calls them by. */
-GT_API uint64_t _ZN2at15sequence_number17get_and_incrementEv(void);
-GT_API void
-_ZN5torch8autograd6Engine17evaluate_functionERSt10shared_ptrINS0_9GraphTaskEEPNS0_4NodeERNS0_11InputBufferERKS2_INS0_10ReadyQueueEE(
-    void *engine, void *graph_task, void *node, void *inputs,
-    const void *ready_queue);
-
-/*
- * torch::autograd::Edge is passed by value but is not trivially copyable
- * (it holds a shared_ptr<Node>), so the Itanium ABI passes a pointer to a
- * caller-owned temporary; its first word is the Node pointer.
- */
-GT_API void
-_ZN5torch8autograd4impl17set_gradient_edgeERKN2at6TensorENS0_4EdgeE(
-    const void *tensor, void *edge);
-
-/*
- * std::vector<at::Tensor> returned by value: three pointers, returned
- * through a hidden pointer on x86-64 and aarch64 alike for a 24-byte
- * struct, which is how C++ returns it. Moving it bitwise is fine (libstdc++
- * vectors hold no pointer into themselves).
- */
-struct gt__cxx_vector {
-    void *begin, *end, *cap;
-};
-GT_API struct gt__cxx_vector
-_ZN5torch8autograd6Engine7executeERKSt6vectorINS0_4EdgeESaIS3_EERKS2_IN2at6TensorESaIS9_EEbbbS7_(
-    void *engine, const void *roots, const void *inputs, _Bool keep_graph,
-    _Bool create_graph, _Bool accumulate_grad, const void *outputs);
-
 typedef uint64_t (*seq_fn)(void);
 typedef uint64_t (*tid_fn)(void);
 typedef void (*edge_fn)(const void *, void *);

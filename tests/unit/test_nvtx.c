@@ -42,7 +42,6 @@ NvtxInitializeInjectionNvtxFunc_t InitializeInjectionNvtx2_fnptr =
 #define HAVE_NVTX 0
 #endif
 
-void gt__cupti_test_set_running(int on);
 
 
 static uint64_t g_clock;
