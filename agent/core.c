@@ -30,6 +30,7 @@
 #include "agent/stream.h"
 #include "agent/strings.h"
 #include "common/paths.h"
+#include "common/util.h"
 
 static struct gt__config config;
 static _Atomic int started;
@@ -41,18 +42,6 @@ static size_t cmdline_len;
 const struct gt__config *gt__agent_config(void)
 {
     return &config;
-}
-
-static int32_t env_int(const char *name)
-{
-    const char *v = getenv(name);
-    char *end;
-    long n;
-
-    if (!v || !*v)
-        return -1;
-    n = strtol(v, &end, 10);
-    return (*end || n < 0 || n > INT32_MAX) ? -1 : (int32_t)n;
 }
 
 /* Host name and command line, read once (a fork child shares them). */
@@ -77,9 +66,9 @@ static void process_identity(void)
         joined[i] = cmdline[i] ? cmdline[i] : ' ';
     gt__st.host_id = gt__intern(hostname, strlen(hostname));
     gt__st.cmd_id = gt__intern(joined, cmdline_len);
-    gt__st.rank = env_int("RANK");
-    gt__st.local_rank = env_int("LOCAL_RANK");
-    gt__st.world_size = env_int("WORLD_SIZE");
+    gt__st.rank = gt__config_id(getenv("RANK"));
+    gt__st.local_rank = gt__config_id(getenv("LOCAL_RANK"));
+    gt__st.world_size = gt__config_id(getenv("WORLD_SIZE"));
 }
 
 void gt__stream_hello_build(void)
@@ -106,12 +95,9 @@ void gt__stream_hello_build(void)
 
 static void identity_now(void)
 {
-    struct timespec ts;
-
     gt__st.pid = (uint32_t)getpid();
     gt__st.start_mono = gt__mono_ns();
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gt__st.start_real = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    gt__st.start_real = gt__real_ns();
 }
 
 static int sink_path(int child)

@@ -38,6 +38,7 @@
 #include "agent/clock.h"
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
+#include "common/util.h"
 
 #define GT__SYNC_POLL_MS 50u
 #define GT__SYNC_WARMUPS 3
@@ -86,13 +87,6 @@ void gt__cupti_sync_reset(void)
     g_models_ready = 0;
     models_init_locked();
     pthread_mutex_unlock(&g_clock_lock);
-}
-
-static uint64_t realtime_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 uint64_t gt__cupti_map_ts(uint64_t ts)
@@ -166,7 +160,7 @@ int gt__cupti_sync_expect(uint32_t device, uint32_t stream, uint64_t host_lo,
         struct pending *p = &d->q[(d->head + d->count) % PENDING];
         *p = (struct pending){.stream = stream, .used = 1, .warm = warm,
                               .lo = host_lo, .hi = host_hi,
-                              .real = realtime_ns()};
+                              .real = gt__real_ns()};
         d->count++;
     }
     pthread_mutex_unlock(&g_clock_lock);

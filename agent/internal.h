@@ -52,6 +52,7 @@
 #include <time.h>
 
 #include "common/codec.h"
+#include "common/util.h"
 #include "gradtrace/gradtrace.h"
 #include "gradtrace/wire.h"
 
@@ -81,14 +82,6 @@ struct gt__tsc_map {
 /* The current map, or NULL (use clock_gettime). Written by the streamer. */
 extern const struct gt__tsc_map *_Atomic gt__tsc_map;
 
-/* CLOCK_MONOTONIC through the vDSO. */
-static inline uint64_t gt__mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* CLOCK_MONOTONIC in nanoseconds (TSC-mapped when calibrated). Any thread,
  * async-signal-safe. */
 static inline uint64_t gt__now(void)
@@ -105,7 +98,7 @@ static inline uint64_t gt__now(void)
                (uint64_t)(int64_t)(((__int128)d * (__int128)m->mult) >> GT__TSC_SHIFT);
     }
 #endif
-    return gt__mono_ns();
+    return gt__mono_ns(); /* common/util.h: clock_gettime through the vDSO */
 }
 
 /*
@@ -215,6 +208,14 @@ struct gt__config {
 #define GT__CONFIG_BLOCKS_DEFAULT 8u
 #define GT__CONFIG_BLOCKS_MIN 2u
 #define GT__CONFIG_BLOCKS_MAX 4096u
+
+/*
+ * A process identity number from the environment (RANK, LOCAL_RANK,
+ * WORLD_SIZE) as strtol reads a whole string: optional leading white
+ * space and one sign, then decimal digits, in [0, INT32_MAX].
+ * @return the number, or -1 when v is NULL, empty or anything else.
+ */
+int32_t gt__config_id(const char *v);
 
 /* Lookup function for gt__config_parse (getenv in production). */
 typedef const char *(*gt__getenv_fn)(const char *name);

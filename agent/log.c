@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agent/internal.h"
+#include "common/util.h"
 
 int gt__log_enabled;
 
@@ -120,14 +121,10 @@ void gt__agent_log(const char *fmt, ...)
     }
     va_end(ap);
     *o.p++ = '\n';
-    for (const char *p = buf; p < o.p;) {
-        ssize_t w = write(STDERR_FILENO, p, (size_t)(o.p - p));
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            break;
-        p += w;
-    }
+    /* No wait: a full nonblocking stderr loses the line, not our time;
+     * and there is nowhere to report that it did. */
+    int rc = gt__write_all(STDERR_FILENO, buf, (size_t)(o.p - buf), 0, 0);
+    (void)rc;
     errno = saved;
 }
 

@@ -38,9 +38,10 @@
 
 #include "agent/capture.h"
 #include "agent/cuda.h"
-#include "agent/internal.h"
 #include "agent/cupti_internal.h"
+#include "agent/internal.h"
 #include "agent/nvtx.h"
+#include "common/util.h"
 
 /* ------------------------------------------------------------ the ABI */
 
@@ -192,12 +193,8 @@ static uint32_t intern_c(const char *s)
 {
     if (!s)
         return 0;
-    uint64_t h = 1469598103934665603ull;
-    size_t len = 0;
-    for (; s[len]; len++) {
-        h ^= (uint8_t)s[len];
-        h *= 1099511628211ull;
-    }
+    size_t len = strlen(s);
+    uint64_t h = gt__fnv1a64(GT__FNV64_INIT, s, len);
     struct nvtx_thread *t = nvtx_self();
     if (!t)
         return gt__cuda_sink->intern(s, len);

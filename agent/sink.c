@@ -25,51 +25,25 @@
 
 #include "agent/core.h"
 #include "agent/stream.h"
+#include "common/util.h"
 
 #define BACKOFF_MIN_NS 50000000ull
 #define BACKOFF_MAX_NS 2000000000ull
 
 int gt__sink_write(const void *buf, size_t len, int timeout_ms)
 {
-    const uint8_t *p = buf;
-    int waited = 0;
-
-    while (len) {
-        ssize_t n = gt__st.kind == GT__SINK_SOCKET
-                        ? send(gt__st.fd, p, len, MSG_NOSIGNAL)
-                        : write(gt__st.fd, p, len);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            struct pollfd pfd = {.fd = gt__st.fd, .events = POLLOUT};
-            int step = timeout_ms - waited > 100 ? 100 : timeout_ms - waited;
-            if (step <= 0)
-                return -ETIMEDOUT;
-            if (poll(&pfd, 1, step) == 0)
-                waited += step;
-            continue;
-        }
-        return n < 0 ? -errno : -EIO;
-    }
-    return 0;
+    return gt__write_all(gt__st.fd, buf, len,
+                         gt__st.kind == GT__SINK_SOCKET ? GT__WRITE_SOCKET : 0,
+                         timeout_ms);
 }
 
 /* No sink for now: the next attempt after the current backoff, which
  * doubles up to BACKOFF_MAX_NS (a successful stream resets it). */
 static void schedule_retry(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
     if (gt__st.backoff_ns < BACKOFF_MIN_NS)
         gt__st.backoff_ns = BACKOFF_MIN_NS;
-    gt__st.next_try_ns = (uint64_t)ts.tv_sec * 1000000000u +
-                         (uint64_t)ts.tv_nsec + gt__st.backoff_ns;
+    gt__st.next_try_ns = gt__mono_ns() + gt__st.backoff_ns;
     gt__st.backoff_ns = gt__st.backoff_ns * 2 > BACKOFF_MAX_NS
                             ? BACKOFF_MAX_NS
                             : gt__st.backoff_ns * 2;

@@ -340,8 +340,7 @@ static void iteration_done(int i)
 
 static int for_this_process(const struct gt__trigger *s)
 {
-    const char *r = getenv("RANK");
-    long rank = r && *r ? strtol(r, NULL, 10) : -1;
+    int32_t rank = gt__config_id(getenv("RANK"));
     int ok;
 
     if (s->sel.npids) {
