@@ -291,3 +291,8 @@ GT_API int gt_capture_active(void)
 {
     return capturing();
 }
+
+GT_API unsigned gt_api_version(void)
+{
+    return GT_API_VERSION;
+}
