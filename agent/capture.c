@@ -18,6 +18,7 @@
 _Atomic uint32_t gt__capture_word;
 /* Backward passes begun since the capture started. */
 static _Atomic uint64_t bwd_pass_count;
+static void (*_Atomic flush_fn)(void);
 
 /* The word with capture on and the next epoch (0 is skipped: it means
  * "recorded in no capture" to the scope stacks). */
@@ -52,8 +53,21 @@ void gt__capture_set(int on, int flush)
     if (!capture_switch(on))
         return;
     GT__LOG(on ? "capture on" : "capture off");
-    if (!on && flush && gt__cuda_flush)
-        gt__cuda_flush();
+    if (!on && flush)
+        gt__capture_flush();
+}
+
+void gt__capture_set_flush(void (*fn)(void))
+{
+    atomic_store(&flush_fn, fn);
+}
+
+void gt__capture_flush(void)
+{
+    void (*fn)(void) = atomic_load(&flush_fn);
+
+    if (fn)
+        fn();
 }
 
 void gt__capture_init(int on)

@@ -72,8 +72,8 @@ static inline uint32_t gt__capture_epoch(void)
 
 /*
  * Turns capture on or off; a no-op when it already is. On: a new epoch
- * and the backward-pass count restarts at 0. Off with flush: also asks
- * CUDA for its buffered records (gt__cuda_flush). Any thread except a
+ * and the backward-pass count restarts at 0. Off with flush: also runs
+ * the registered flush (gt__capture_set_flush: CUDA's buffered records). Any thread except a
  * signal handler (the flush and the log line are not async-signal-safe).
  * Used by gt_capture_start/stop, the daemon's control messages, trigger
  * windows and GRADTRACE_CAPTURE at start.
@@ -83,6 +83,17 @@ void gt__capture_set(int on, int flush);
 /* Agent start (GRADTRACE_CAPTURE=1): capture on, without the log line
  * gt__capture_set writes (the start's own line says it). */
 void gt__capture_init(int on);
+
+/*
+ * Registers fn as the capture's flush: run when capture stops with flush
+ * and before the final flush at exit, so records a hook holds outside the
+ * agent's buffers (CUPTI's activity buffers) make it out. One function; a
+ * later call replaces it; NULL removes it. Any thread.
+ */
+void gt__capture_set_flush(void (*fn)(void));
+
+/* Runs the registered flush, if any. Not async-signal-safe. */
+void gt__capture_flush(void);
 
 /* Trigger engine only: sets (armed != 0) or clears GT__CAP_TRIGGERS. */
 void gt__capture_arm(int armed);

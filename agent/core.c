@@ -179,8 +179,7 @@ void gt__agent_stop(void)
 {
     if (!atomic_load(&started) || atomic_exchange(&stopped, 1))
         return;
-    if (gt__cuda_flush)
-        gt__cuda_flush();
+    gt__capture_flush();
     gt__streamer_stop();
     if (gt__log_enabled) {
         unsigned states = 0;

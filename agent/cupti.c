@@ -386,6 +386,17 @@ static int cupti_start_locked(void)
     return 0;
 }
 
+/* The capture's flush (gt__capture_set_flush), registered by whatever
+ * makes CUPTI run: capture stop and the exit flush hand over buffered
+ * records. */
+static void cuda_flush(void)
+{
+    if (!gt__cuda_active())
+        return;
+    /* Forced: also hands over buffers that are not full yet. */
+    (void)GT__CUPTI_CALL(gt__cupti.ActivityFlushAll(GT__CU_FLUSH_FORCED));
+}
+
 /*
  * Starts CUPTI once per process; later calls report the first outcome.
  * Never waits for another start: CUPTI may call into the driver, whose
@@ -403,6 +414,8 @@ static int cupti_start(void)
     int r = 0;
     if (atomic_load(&g_state) == ST_OFF) {
         r = cupti_start_locked();
+        if (!r)
+            gt__capture_set_flush(cuda_flush);
         atomic_store(&g_state, r ? ST_FAILED : ST_RUNNING);
         if (!r && gt__cupti_sync_start())
             gt__cuda_sink->warn(GT__CUDA_WARN_SYNC,
@@ -467,14 +480,6 @@ GT_API int InitializeInjection(void)
     (void)cuda_in_process(); /* note libcudart's directory for the search */
     (void)cupti_start();
     return 1;
-}
-
-void gt__cuda_flush(void)
-{
-    if (!gt__cuda_active())
-        return;
-    /* Forced: also hands over buffers that are not full yet. */
-    (void)GT__CUPTI_CALL(gt__cupti.ActivityFlushAll(GT__CU_FLUSH_FORCED));
 }
 
 /* ------------------------------------------------------ external correlation */
@@ -604,5 +609,7 @@ void gt__cuda_bwd_end(void)
 
 void gt__cupti_test_set_running(int on)
 {
+    if (on)
+        gt__capture_set_flush(cuda_flush);
     atomic_store(&g_state, on ? ST_RUNNING : ST_OFF);
 }

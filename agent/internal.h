@@ -14,9 +14,10 @@
  *           cupti_abi.h cupti_records.c cupti_sync.c nvtx.[ch]: the event
  *           sources (public C API, PyTorch, CUDA, NVTX);
  *   entry   ctor.c: the constructor and destructor.
- * Lower roles reach the hooks only through the weak optional entry points
- * declared at the end of this file (and in agent/cuda.h), called when
- * present, never through a hook file's header.
+ * Lower roles never call into the hooks: a hook that needs to be told
+ * something registers a callback (gt__capture_set_flush, gt__ring_notify).
+ * The weak optional entry points at the end of this file are called by
+ * the entry role only; those of agent/cuda.h by other hooks.
  *
  * The agent is split by responsibility:
  *   ctor.c    the only constructor/destructor: reads the environment once,
@@ -242,11 +243,10 @@ GT__WUR int gt__config_file_path(const char *tmpl, int pid, int child,
 /*
  * Optional hooks, defined by agent/torch.c and agent/cupti.c when present
  * (weak: the library links without them). ctor.c calls the inits after the
- * core started; gt__cuda_flush (if defined) is called at capture stop and
- * before the final flush so buffered GPU records make it out.
+ * core started. A hook that holds records outside the agent's buffers
+ * registers its flush with gt__capture_set_flush (agent/capture.h).
  */
 extern void gt__torch_init(void) __attribute__((weak));
 extern void gt__cuda_init(void) __attribute__((weak));
-extern void gt__cuda_flush(void) __attribute__((weak));
 
 #endif /* GRADTRACE_AGENT_INTERNAL_H */
