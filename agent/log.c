@@ -5,7 +5,8 @@
  * gt__log has its own small formatter because it must work in a signal
  * handler and inside the host's allocator: vsnprintf may allocate or take
  * locale locks. It supports what the agent uses: %s %c %d %i %u %x %p %%
- * with the l, ll and z length modifiers, and %.*s. Output is one write(2).
+ * with the l, ll and z length modifiers, and %.*s. Output is one line,
+ * written with gt__write_all (one write(2) unless interrupted).
  */
 #include <errno.h>
 #include <pthread.h>
