@@ -2,9 +2,9 @@
  * The public C API (include/gradtrace/gradtrace.h).
  *
  * Every recording function starts with one relaxed load of the capture
- * state (agent/capture.h) and a branch; while capturing, it reserves a record in the calling
- * thread's buffer (inlined fast path from ring.h), fills it with the
- * CLOCK_MONOTONIC time and commits it. Scope ends carry the id of their
+ * state (agent/capture.h) and a branch; while capturing, it reserves a
+ * record in the calling thread's buffer (inlined fast path from ring.h),
+ * fills it with the CLOCK_MONOTONIC time and commits it. Scope ends carry the id of their
  * begin, so each thread keeps a small stack of open user scopes and one of
  * open modules (the layer stack, kept even while not capturing because
  * node attribution needs it the moment a capture starts).
@@ -13,11 +13,6 @@
 #include "agent/cuda.h"
 #include "agent/ring.h"
 #include "agent/trigger.h"
-
-static inline int capturing(void)
-{
-    return gt__capture_on();
-}
 
 /* Writes a record of type rtype and struct T through variable r. */
 #define RECORD(T, rtype, r, fill)                                             \
@@ -62,7 +57,7 @@ GT_API void gt_scope_begin(uint32_t name_id)
     struct gt__thread *t;
     uint32_t epoch;
 
-    if (GT__LIKELY(!capturing()))
+    if (GT__LIKELY(!gt__capture_on()))
         return;
     t = gt__thread_self();
     if (!t)
@@ -84,7 +79,7 @@ GT_API void gt_scope_end(void)
     struct gt__thread *t;
     uint32_t name;
 
-    if (GT__LIKELY(!capturing()))
+    if (GT__LIKELY(!gt__capture_on()))
         return;
     t = gt__tls;
     if (!t || t == &gt__thread_dead || t->scope_depth == 0 ||
@@ -95,12 +90,6 @@ GT_API void gt_scope_end(void)
     scope_end(GT_SCOPE_USER, name);
 }
 
-/* One load and a branch while no trigger is armed. */
-static inline int triggers(void)
-{
-    return gt__capture_triggers();
-}
-
 GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id)
 {
     struct gt__thread *t = gt__thread_self();
@@ -109,7 +98,7 @@ GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id)
 
     /* A forward window opens at a matching module's entry, before the
      * capture state is read, so the module's own scope is in it. */
-    if (GT__UNLIKELY(triggers()))
+    if (GT__UNLIKELY(gt__capture_triggers()))
         gt__trig_module_begin(path_id);
     cap = gt__capture_state();
     on = (int)(cap & GT__CAP_ON);
@@ -148,7 +137,7 @@ GT_API void gt_module_end(void)
     cap = gt__capture_state();
     if ((cap & GT__CAP_ON) && l.epoch && l.epoch == gt__capture_epoch_of(cap))
         scope_end(GT_SCOPE_MODULE, l.id);
-    if (GT__UNLIKELY(triggers()))
+    if (GT__UNLIKELY(gt__capture_triggers()))
         gt__trig_module_end(l.id);
 }
 
@@ -183,9 +172,9 @@ GT_API void gt_node_created(uint64_t seq, uint64_t fwd_tid)
     /* The hottest hook (every op of every forward): one load when idle. */
     if (GT__LIKELY(!gt__capture_hooks()))
         return;
-    if (GT__UNLIKELY(triggers()))
+    if (GT__UNLIKELY(gt__capture_triggers()))
         trig_node_created(seq, fwd_tid);
-    if (GT__LIKELY(!capturing()))
+    if (GT__LIKELY(!gt__capture_on()))
         return;
     if (gt__cuda_node_created)
         gt__cuda_node_created(seq, fwd_tid, gt__current_layer());
@@ -200,9 +189,9 @@ GT_API void gt_node_created(uint64_t seq, uint64_t fwd_tid)
 GT_API void gt_bwd_node_begin(uint32_t name_id, uint64_t seq, uint64_t fwd_tid)
 {
     /* A backward window opens at its first node, before the check. */
-    if (GT__UNLIKELY(triggers()))
+    if (GT__UNLIKELY(gt__capture_triggers()))
         gt__trig_bwd_node_begin(seq, fwd_tid);
-    if (GT__LIKELY(!capturing()))
+    if (GT__LIKELY(!gt__capture_on()))
         return;
     if (gt__cuda_bwd_begin)
         gt__cuda_bwd_begin(seq, fwd_tid);
@@ -218,7 +207,7 @@ GT_API void gt_bwd_node_end(uint64_t seq, uint64_t fwd_tid)
 {
     if (gt__cuda_bwd_end)
         gt__cuda_bwd_end();
-    if (GT__LIKELY(capturing()))
+    if (GT__LIKELY(gt__capture_on()))
         RECORD(gt_r_bwd_node_end, GT_R_BWD_NODE_END, r, {
             r->flags = 0;
             r->ts = gt__now();
@@ -226,7 +215,7 @@ GT_API void gt_bwd_node_end(uint64_t seq, uint64_t fwd_tid)
             r->fwd_tid = fwd_tid;
         });
     /* ... and closes after its last node's end is recorded. */
-    if (GT__UNLIKELY(triggers()))
+    if (GT__UNLIKELY(gt__capture_triggers()))
         gt__trig_bwd_node_end(seq, fwd_tid);
 }
 
@@ -243,7 +232,7 @@ GT_API void gt_bwd_pass_begin(void)
 {
     /* Iterations are counted always, so a trigger armed later can name one. */
     gt__trig_pass_begin();
-    if (GT__LIKELY(!capturing()))
+    if (GT__LIKELY(!gt__capture_on()))
         return;
     mark(GT_R_BWD_PASS_BEGIN, gt__capture_pass_next());
 }
@@ -252,7 +241,7 @@ GT_API void gt_bwd_pass_end(void)
 {
     uint64_t n;
 
-    if (capturing()) {
+    if (gt__capture_on()) {
         n = gt__capture_passes();
         mark(GT_R_BWD_PASS_END, n ? n - 1 : 0);
     }
@@ -262,14 +251,14 @@ GT_API void gt_bwd_pass_end(void)
 
 GT_API void gt_step(uint64_t step)
 {
-    if (GT__LIKELY(!capturing()))
+    if (GT__LIKELY(!gt__capture_on()))
         return;
     mark(GT_R_STEP, step);
 }
 
 GT_API void gt_instant(uint32_t name_id)
 {
-    if (GT__LIKELY(!capturing()))
+    if (GT__LIKELY(!gt__capture_on()))
         return;
     RECORD(gt_r_instant, GT_R_INSTANT, r, {
         r->name = name_id;
@@ -289,7 +278,7 @@ GT_API void gt_capture_stop(void)
 
 GT_API int gt_capture_active(void)
 {
-    return capturing();
+    return gt__capture_on();
 }
 
 GT_API unsigned gt_api_version(void)

@@ -73,10 +73,10 @@ static inline uint32_t gt__capture_epoch(void)
 /*
  * Turns capture on or off; a no-op when it already is. On: a new epoch
  * and the backward-pass count restarts at 0. Off with flush: also runs
- * the registered flush (gt__capture_set_flush: CUDA's buffered records). Any thread except a
- * signal handler (the flush and the log line are not async-signal-safe).
- * Used by gt_capture_start/stop, the daemon's control messages, trigger
- * windows and GRADTRACE_CAPTURE at start.
+ * the registered flush (gt__capture_set_flush: CUDA's buffered records).
+ * Any thread except a signal handler (the flush and the log line are not
+ * async-signal-safe). Used by gt_capture_start/stop, the daemon's control
+ * messages and trigger windows; GRADTRACE_CAPTURE uses gt__capture_init.
  */
 void gt__capture_set(int on, int flush);
 

@@ -54,13 +54,6 @@
 #include "agent/internal.h"
 #include "agent/strings.h"
 
-/* Whether any trigger is armed lives in the capture state word, where
- * the hooks read it with the capture bit. */
-static void set_active(int on)
-{
-    gt__capture_arm(on);
-}
-
 static _Atomic uint64_t g_iter;       /* completed outermost passes */
 static _Atomic int g_pass_depth;      /* passes open now, all threads */
 
@@ -422,7 +415,7 @@ int gt__trig_arm(const char *spec, size_t len)
         retarget(&g_trig[slot], (uint64_t)s.iteration, 1);
     g_trig[slot].used = 1;
     atomic_fetch_add(&g_gen, 1);
-    set_active(1);
+    gt__capture_arm(1);
     pthread_mutex_unlock(&g_lock);
     pthread_mutex_unlock(&arm_lock);
     GT__LOG("trigger armed: %.*s (iteration %llu)", (int)len, spec,
@@ -438,7 +431,7 @@ void gt__trig_clear(void)
     for (int i = 0; i < GT__TRIG_MAX; i++)
         g_trig[i].used = 0;
     atomic_fetch_add(&g_gen, 1);
-    set_active(0);
+    gt__capture_arm(0);
     node_clear();
     pthread_mutex_unlock(&g_lock);
 }
@@ -582,7 +575,7 @@ void gt__trig_pass_end(void)
         node_clear();
         atomic_fetch_add(&g_iter, 1);
         if (!active_count())
-            set_active(0);
+            gt__capture_arm(0);
         pthread_mutex_unlock(&g_lock);
         return;
     }
