@@ -1,7 +1,7 @@
 # gradtrace: one Makefile for the agent, the daemon, the CLI, tests, fuzzers,
 # benchmarks and the CUDA workloads.
 #
-#   make [all]        libgradtrace.so, gradtraced, gradtrace (+ kernels/ with nvcc)
+#   make [all]        libgradtrace.so(.1), gradtraced, gradtrace (+ kernels/ with nvcc)
 #   make test         installs missing deps, builds, runs unit + fuzz corpus + e2e
 #   make demo         profiles the bundled example and prints where the output is
 #   make bench        builds and runs tests/bench/, printing figures
@@ -94,6 +94,11 @@ LIBSERVER := $(BUILD)/libgtserver.a
 LIBCLI := $(BUILD)/libgtcli.a
 # Every archive a test or benchmark may need, in link order.
 LIBS_ALL := $(LIBSERVER) $(LIBCLI) $(LIBCONVERT) $(LIBCONTROL) $(LIBAGENT_TEST) $(LIBCOMMON)
+# The agent: the real file carries the soname's major version (the API's
+# GT_API_VERSION_MAJOR); AGENT_SO, the unversioned link to it, is the path
+# LD_PRELOAD, the tests and `gradtrace record` use.
+AGENT_SONAME := libgradtrace.so.1
+AGENT_SO_REAL := $(BUILD)/$(AGENT_SONAME)
 AGENT_SO := $(BUILD)/libgradtrace.so
 PROGRAMS := $(BUILD)/gradtraced $(BUILD)/gradtrace
 UNIT_BIN := $(BUILD)/unit-tests
@@ -136,9 +141,12 @@ $(LIBCONVERT) $(LIBCONTROL) $(LIBSERVER) $(LIBCLI):
 
 # The agent loads into any process: everything hidden but the public API and
 # the injection entry points named in the version script.
-$(AGENT_SO): $(AGENT_OBJ) $(COMMON_OBJ) agent/libgradtrace.map
+$(AGENT_SO_REAL): $(AGENT_OBJ) $(COMMON_OBJ) agent/libgradtrace.map
 	$(CC) -shared $(LDFLAGS) -Wl,--version-script=agent/libgradtrace.map \
-	  -Wl,-z,defs -Wl,-soname,libgradtrace.so -o $@ $(AGENT_OBJ) $(COMMON_OBJ) -lzstd -ldl -lpthread
+	  -Wl,-z,defs -Wl,-soname,$(AGENT_SONAME) -o $@ $(AGENT_OBJ) $(COMMON_OBJ) -lzstd -ldl -lpthread
+
+$(AGENT_SO): $(AGENT_SO_REAL)
+	ln -sfn $(AGENT_SONAME) $@
 
 # The daemon links the server, the converter and the control protocol; the
 # CLI links the converter and the control protocol, never libuv.
@@ -242,14 +250,16 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	  $(DESTDIR)$(PREFIX)/include/gradtrace $(DESTDIR)$(PREFIX)/share/gradtrace
 	install -m 0755 $(PROGRAMS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 0755 $(AGENT_SO) $(DESTDIR)$(PREFIX)/lib/
+	install -m 0755 $(AGENT_SO_REAL) $(DESTDIR)$(PREFIX)/lib/
+	ln -sfn $(AGENT_SONAME) $(DESTDIR)$(PREFIX)/lib/libgradtrace.so
 	install -m 0644 include/gradtrace/*.h $(DESTDIR)$(PREFIX)/include/gradtrace/
 	if [ -d python ]; then cp -r python $(DESTDIR)$(PREFIX)/share/gradtrace/; fi
 	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/gradtrace.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/gradtrace.pc
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(PROGRAMS)))
-	rm -f $(DESTDIR)$(PREFIX)/lib/libgradtrace.so $(DESTDIR)$(PREFIX)/lib/pkgconfig/gradtrace.pc
+	rm -f $(DESTDIR)$(PREFIX)/lib/libgradtrace.so $(DESTDIR)$(PREFIX)/lib/$(AGENT_SONAME) \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/gradtrace.pc
 	rm -rf $(DESTDIR)$(PREFIX)/include/gradtrace $(DESTDIR)$(PREFIX)/share/gradtrace
 
 clean:

@@ -1,33 +1,18 @@
 /*
  * The public C API (include/gradtrace/gradtrace.h).
  *
- * Every recording function starts with one relaxed load of gt__capture_on
- * and a branch; while capturing, it reserves a record in the calling
- * thread's buffer (inlined fast path from ring.h), fills it with the
- * CLOCK_MONOTONIC time and commits it. Scope ends carry the id of their
+ * Every recording function starts with one relaxed load of the capture
+ * state (agent/capture.h) and a branch; while capturing, it reserves a
+ * record in the calling thread's buffer (inlined fast path from ring.h),
+ * fills it with the CLOCK_MONOTONIC time and commits it. Scope ends carry the id of their
  * begin, so each thread keeps a small stack of open user scopes and one of
  * open modules (the layer stack, kept even while not capturing because
  * node attribution needs it the moment a capture starts).
  */
+#include "agent/capture.h"
 #include "agent/cuda.h"
 #include "agent/ring.h"
 #include "agent/trigger.h"
-
-_Atomic int gt__capture_on;
-_Atomic int gt__hooks;
-_Atomic uint32_t gt__capture_epoch;
-/* Backward passes begun since the capture started. */
-static _Atomic uint64_t bwd_pass_count;
-
-static inline int capturing(void)
-{
-    return atomic_load_explicit(&gt__capture_on, memory_order_relaxed);
-}
-
-static inline uint32_t epoch_now(void)
-{
-    return atomic_load_explicit(&gt__capture_epoch, memory_order_relaxed);
-}
 
 /* Writes a record of type rtype and struct T through variable r. */
 #define RECORD(T, rtype, r, fill)                                             \
@@ -70,15 +55,17 @@ static void scope_end(uint16_t kind, uint32_t name)
 GT_API void gt_scope_begin(uint32_t name_id)
 {
     struct gt__thread *t;
+    uint32_t epoch;
 
-    if (GT__LIKELY(!capturing()))
+    if (GT__LIKELY(!gt__capture_on()))
         return;
     t = gt__thread_self();
     if (!t)
         return;
-    if (t->scope_epoch != epoch_now()) {
+    epoch = gt__capture_epoch();
+    if (t->scope_epoch != epoch) {
         /* Entries of an earlier capture: their ends will not be recorded. */
-        t->scope_epoch = epoch_now();
+        t->scope_epoch = epoch;
         t->scope_depth = 0;
     }
     if (t->scope_depth < GT__SCOPE_STACK_MAX)
@@ -92,33 +79,29 @@ GT_API void gt_scope_end(void)
     struct gt__thread *t;
     uint32_t name;
 
-    if (GT__LIKELY(!capturing()))
+    if (GT__LIKELY(!gt__capture_on()))
         return;
     t = gt__tls;
     if (!t || t == &gt__thread_dead || t->scope_depth == 0 ||
-        t->scope_epoch != epoch_now())
+        t->scope_epoch != gt__capture_epoch())
         return;
     t->scope_depth--;
     name = t->scope_depth < GT__SCOPE_STACK_MAX ? t->scopes[t->scope_depth] : 0;
     scope_end(GT_SCOPE_USER, name);
 }
 
-/* One load and a branch while no trigger is armed. */
-static inline int triggers(void)
-{
-    return atomic_load_explicit(&gt__hooks, memory_order_relaxed) & GT__HOOK_TRIGGER;
-}
-
 GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id)
 {
     struct gt__thread *t = gt__thread_self();
+    uint32_t cap;
     int on;
 
     /* A forward window opens at a matching module's entry, before the
      * capture state is read, so the module's own scope is in it. */
-    if (GT__UNLIKELY(triggers()))
+    if (GT__UNLIKELY(gt__capture_triggers()))
         gt__trig_module_begin(path_id);
-    on = capturing();
+    cap = gt__capture_state();
+    on = (int)(cap & GT__CAP_ON);
 
     /* CUDA: kernels launched inside carry the layer (agent/cuda.h). */
     if (gt__cuda_ext_push)
@@ -128,7 +111,7 @@ GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id)
         return;
     if (t->layer_depth < GT__SCOPE_STACK_MAX) {
         t->layers[t->layer_depth].id = path_id;
-        t->layers[t->layer_depth].epoch = on ? epoch_now() : 0;
+        t->layers[t->layer_depth].epoch = on ? gt__capture_epoch_of(cap) : 0;
     }
     t->layer_depth++;
     if (on)
@@ -139,6 +122,7 @@ GT_API void gt_module_end(void)
 {
     struct gt__thread *t = gt__tls;
     struct gt__layer l = {0, 0};
+    uint32_t cap;
 
     if (gt__cuda_ext_pop)
         gt__cuda_ext_pop(GT_EXT_LAYER_FWD);
@@ -150,9 +134,10 @@ GT_API void gt_module_end(void)
         l = t->layers[t->layer_depth];
     /* Only close what this capture opened: a begin recorded in an earlier
      * capture (or not at all) has no place in the current one. */
-    if (capturing() && l.epoch && l.epoch == epoch_now())
+    cap = gt__capture_state();
+    if ((cap & GT__CAP_ON) && l.epoch && l.epoch == gt__capture_epoch_of(cap))
         scope_end(GT_SCOPE_MODULE, l.id);
-    if (GT__UNLIKELY(triggers()))
+    if (GT__UNLIKELY(gt__capture_triggers()))
         gt__trig_module_end(l.id);
 }
 
@@ -185,11 +170,11 @@ uint32_t gt__current_layer(void)
 GT_API void gt_node_created(uint64_t seq, uint64_t fwd_tid)
 {
     /* The hottest hook (every op of every forward): one load when idle. */
-    if (GT__LIKELY(!atomic_load_explicit(&gt__hooks, memory_order_relaxed)))
+    if (GT__LIKELY(!gt__capture_hooks()))
         return;
-    if (GT__UNLIKELY(triggers()))
+    if (GT__UNLIKELY(gt__capture_triggers()))
         trig_node_created(seq, fwd_tid);
-    if (GT__LIKELY(!capturing()))
+    if (GT__LIKELY(!gt__capture_on()))
         return;
     if (gt__cuda_node_created)
         gt__cuda_node_created(seq, fwd_tid, gt__current_layer());
@@ -204,9 +189,9 @@ GT_API void gt_node_created(uint64_t seq, uint64_t fwd_tid)
 GT_API void gt_bwd_node_begin(uint32_t name_id, uint64_t seq, uint64_t fwd_tid)
 {
     /* A backward window opens at its first node, before the check. */
-    if (GT__UNLIKELY(triggers()))
+    if (GT__UNLIKELY(gt__capture_triggers()))
         gt__trig_bwd_node_begin(seq, fwd_tid);
-    if (GT__LIKELY(!capturing()))
+    if (GT__LIKELY(!gt__capture_on()))
         return;
     if (gt__cuda_bwd_begin)
         gt__cuda_bwd_begin(seq, fwd_tid);
@@ -222,7 +207,7 @@ GT_API void gt_bwd_node_end(uint64_t seq, uint64_t fwd_tid)
 {
     if (gt__cuda_bwd_end)
         gt__cuda_bwd_end();
-    if (GT__LIKELY(capturing()))
+    if (GT__LIKELY(gt__capture_on()))
         RECORD(gt_r_bwd_node_end, GT_R_BWD_NODE_END, r, {
             r->flags = 0;
             r->ts = gt__now();
@@ -230,7 +215,7 @@ GT_API void gt_bwd_node_end(uint64_t seq, uint64_t fwd_tid)
             r->fwd_tid = fwd_tid;
         });
     /* ... and closes after its last node's end is recorded. */
-    if (GT__UNLIKELY(triggers()))
+    if (GT__UNLIKELY(gt__capture_triggers()))
         gt__trig_bwd_node_end(seq, fwd_tid);
 }
 
@@ -247,17 +232,17 @@ GT_API void gt_bwd_pass_begin(void)
 {
     /* Iterations are counted always, so a trigger armed later can name one. */
     gt__trig_pass_begin();
-    if (GT__LIKELY(!capturing()))
+    if (GT__LIKELY(!gt__capture_on()))
         return;
-    mark(GT_R_BWD_PASS_BEGIN, atomic_fetch_add(&bwd_pass_count, 1));
+    mark(GT_R_BWD_PASS_BEGIN, gt__capture_pass_next());
 }
 
 GT_API void gt_bwd_pass_end(void)
 {
     uint64_t n;
 
-    if (capturing()) {
-        n = atomic_load(&bwd_pass_count);
+    if (gt__capture_on()) {
+        n = gt__capture_passes();
         mark(GT_R_BWD_PASS_END, n ? n - 1 : 0);
     }
     /* After the mark: the pass end may complete a window. */
@@ -266,39 +251,19 @@ GT_API void gt_bwd_pass_end(void)
 
 GT_API void gt_step(uint64_t step)
 {
-    if (GT__LIKELY(!capturing()))
+    if (GT__LIKELY(!gt__capture_on()))
         return;
     mark(GT_R_STEP, step);
 }
 
 GT_API void gt_instant(uint32_t name_id)
 {
-    if (GT__LIKELY(!capturing()))
+    if (GT__LIKELY(!gt__capture_on()))
         return;
     RECORD(gt_r_instant, GT_R_INSTANT, r, {
         r->name = name_id;
         r->ts = gt__now();
     });
-}
-
-void gt__capture_set(int on, int flush)
-{
-    int expect = 1;
-
-    if (on && !atomic_load(&gt__capture_on)) {
-        /* Epoch first: a scope begun once capture_on reads 1 must carry
-         * the new epoch. */
-        atomic_fetch_add(&gt__capture_epoch, 1);
-        atomic_store(&bwd_pass_count, 0);
-        atomic_store(&gt__capture_on, 1);
-        atomic_fetch_or(&gt__hooks, GT__HOOK_CAPTURE);
-        GT__LOG("capture on");
-    } else if (!on && atomic_compare_exchange_strong(&gt__capture_on, &expect, 0)) {
-        atomic_fetch_and(&gt__hooks, ~GT__HOOK_CAPTURE);
-        GT__LOG("capture off");
-        if (flush && gt__cuda_flush)
-            gt__cuda_flush();
-    }
 }
 
 GT_API void gt_capture_start(void)
@@ -313,5 +278,10 @@ GT_API void gt_capture_stop(void)
 
 GT_API int gt_capture_active(void)
 {
-    return capturing();
+    return gt__capture_on();
+}
+
+GT_API unsigned gt_api_version(void)
+{
+    return GT_API_VERSION;
 }

@@ -15,6 +15,7 @@
 
 #include "agent/internal.h"
 #include "common/paths.h"
+#include "common/util.h"
 
 static int bad(const struct gt__config *c, const char *var, const char *val,
                const char *why)
@@ -24,24 +25,42 @@ static int bad(const struct gt__config *c, const char *var, const char *val,
     return 1;
 }
 
+/* Leading zeros are accepted in any number; gt__parse_u64 takes at most
+ * 20 digits, so they go before it sees the number. */
+static const char *skip_zeros(const char *s)
+{
+    while (s[0] == '0' && s[1] >= '0' && s[1] <= '9')
+        s++;
+    return s;
+}
+
 /* @return 0 and *out, or -EINVAL for anything but a decimal in [lo, hi]. */
 static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 {
-    unsigned long long v = 0;
+    uint64_t v;
 
-    if (!*s)
-        return -EINVAL;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return -EINVAL;
-        v = v * 10 + (unsigned)(*s - '0');
-        if (v > hi)
-            return -EINVAL;
-    }
-    if (v < lo)
+    if (gt__parse_u64(skip_zeros(s), lo, hi, &v) < 0)
         return -EINVAL;
     *out = (uint32_t)v;
     return 0;
+}
+
+int32_t gt__config_id(const char *v)
+{
+    uint64_t n;
+    int neg;
+
+    if (!v)
+        return -1;
+    while (*v == ' ' || (*v >= '\t' && *v <= '\r'))
+        v++;
+    neg = *v == '-';
+    if (*v == '+' || *v == '-')
+        v++;
+    /* "-0" is 0 to strtol; any other negative number is out of range. */
+    if (gt__parse_u64(skip_zeros(v), 0, neg ? 0 : INT32_MAX, &n) < 0)
+        return -1;
+    return (int32_t)n;
 }
 
 /* @return 1, 0, or -EINVAL. */

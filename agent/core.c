@@ -22,12 +22,15 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "agent/core.h"
+
+#include "agent/capture.h"
+#include "agent/crash.h"
 #include "agent/ring.h"
 #include "agent/stream.h"
 #include "agent/strings.h"
 #include "common/paths.h"
-
-void gt__crash_install(void);
+#include "common/util.h"
 
 static struct gt__config config;
 static _Atomic int started;
@@ -39,18 +42,6 @@ static size_t cmdline_len;
 const struct gt__config *gt__agent_config(void)
 {
     return &config;
-}
-
-static int32_t env_int(const char *name)
-{
-    const char *v = getenv(name);
-    char *end;
-    long n;
-
-    if (!v || !*v)
-        return -1;
-    n = strtol(v, &end, 10);
-    return (*end || n < 0 || n > INT32_MAX) ? -1 : (int32_t)n;
 }
 
 /* Host name and command line, read once (a fork child shares them). */
@@ -75,9 +66,9 @@ static void process_identity(void)
         joined[i] = cmdline[i] ? cmdline[i] : ' ';
     gt__st.host_id = gt__intern(hostname, strlen(hostname));
     gt__st.cmd_id = gt__intern(joined, cmdline_len);
-    gt__st.rank = env_int("RANK");
-    gt__st.local_rank = env_int("LOCAL_RANK");
-    gt__st.world_size = env_int("WORLD_SIZE");
+    gt__st.rank = gt__config_id(getenv("RANK"));
+    gt__st.local_rank = gt__config_id(getenv("LOCAL_RANK"));
+    gt__st.world_size = gt__config_id(getenv("WORLD_SIZE"));
 }
 
 void gt__stream_hello_build(void)
@@ -92,7 +83,7 @@ void gt__stream_hello_build(void)
         .local_rank = gt__st.local_rank,
         .world_size = gt__st.world_size,
         .flags = (gt__st.kind == GT__SINK_FILE ? GT_HELLO_FILE : 0) |
-                 (atomic_load(&gt__capture_on) ? GT_HELLO_CAPTURE : 0),
+                 (gt__capture_on() ? GT_HELLO_CAPTURE : 0),
         .start_mono_ns = gt__st.start_mono,
         .start_real_ns = gt__st.start_real,
     };
@@ -104,12 +95,9 @@ void gt__stream_hello_build(void)
 
 static void identity_now(void)
 {
-    struct timespec ts;
-
     gt__st.pid = (uint32_t)getpid();
     gt__st.start_mono = gt__mono_ns();
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gt__st.start_real = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    gt__st.start_real = gt__real_ns();
 }
 
 static int sink_path(int child)
@@ -161,11 +149,7 @@ int gt__agent_start(const struct gt__config *c)
         GT__LOG("GRADTRACE_FILE does not expand to a usable path");
         return rc;
     }
-    if (c->capture) {
-        atomic_fetch_add(&gt__capture_epoch, 1);
-        atomic_store(&gt__capture_on, 1);
-        atomic_fetch_or(&gt__hooks, GT__HOOK_CAPTURE);
-    }
+    gt__capture_init(c->capture);
     gt__stream_hello_build();
     /* Warm the CRC tables now: the crash handler must not be the first
      * caller (its one-time init is not async-signal-safe). */
@@ -195,8 +179,7 @@ void gt__agent_stop(void)
 {
     if (!atomic_load(&started) || atomic_exchange(&stopped, 1))
         return;
-    if (gt__cuda_flush)
-        gt__cuda_flush();
+    gt__capture_flush();
     gt__streamer_stop();
     if (gt__log_enabled) {
         unsigned states = 0;

@@ -22,11 +22,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "agent/crash.h"
+
 #include "agent/ring.h"
 #include "agent/stream.h"
 #include "agent/strings.h"
-
-void gt__crash_install(void);
 
 static const int fatal_sigs[] = {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL};
 #define NSIGS (sizeof(fatal_sigs) / sizeof(fatal_sigs[0]))

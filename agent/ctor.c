@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/core.h"
 #include "agent/internal.h"
 #include "agent/trigger.h"
 

@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/capture.h"
 #include "agent/cuda.h"
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
@@ -375,7 +376,7 @@ static int cupti_start_locked(void)
     if ((r = GT__CUPTI_CALL(gt__cupti.ActivityRegisterCallbacks(
              buffer_requested, gt__cupti_buffer_completed))))
         return r;
-    if (atomic_load_explicit(&gt__capture_on, memory_order_relaxed) &&
+    if (gt__capture_on() &&
         (r = gt__cupti_set_enabled(1)))
         return r;
     if (gt__cupti.ActivityFlushPeriod &&
@@ -383,6 +384,17 @@ static int cupti_start_locked(void)
         return r;
     gt__cupti_sync_cupti_pair();
     return 0;
+}
+
+/* The capture's flush (gt__capture_set_flush), registered by whatever
+ * makes CUPTI run: capture stop and the exit flush hand over buffered
+ * records. */
+static void cuda_flush(void)
+{
+    if (!gt__cuda_active())
+        return;
+    /* Forced: also hands over buffers that are not full yet. */
+    (void)GT__CUPTI_CALL(gt__cupti.ActivityFlushAll(GT__CU_FLUSH_FORCED));
 }
 
 /*
@@ -402,6 +414,8 @@ static int cupti_start(void)
     int r = 0;
     if (atomic_load(&g_state) == ST_OFF) {
         r = cupti_start_locked();
+        if (!r)
+            gt__capture_set_flush(cuda_flush);
         atomic_store(&g_state, r ? ST_FAILED : ST_RUNNING);
         if (!r && gt__cupti_sync_start())
             gt__cuda_sink->warn(GT__CUDA_WARN_SYNC,
@@ -458,7 +472,6 @@ void gt__cuda_init(void)
  * CUDA_INJECTION64_PATH names this library.
  * @return 1 (the driver ignores failure; ours is in the stream).
  */
-GT_API int InitializeInjection(void);
 GT_API int InitializeInjection(void)
 {
     const char *off = getenv("GRADTRACE_CUDA");
@@ -467,14 +480,6 @@ GT_API int InitializeInjection(void)
     (void)cuda_in_process(); /* note libcudart's directory for the search */
     (void)cupti_start();
     return 1;
-}
-
-void gt__cuda_flush(void)
-{
-    if (!gt__cuda_active())
-        return;
-    /* Forced: also hands over buffers that are not full yet. */
-    (void)GT__CUPTI_CALL(gt__cupti.ActivityFlushAll(GT__CU_FLUSH_FORCED));
 }
 
 /* ------------------------------------------------------ external correlation */
@@ -602,9 +607,9 @@ void gt__cuda_bwd_end(void)
 
 /* ------------------------------------------------------------ tests */
 
-/* Test hook: run the ext push/pop paths against the loaded CUPTI. */
-void gt__cupti_test_set_running(int on);
 void gt__cupti_test_set_running(int on)
 {
+    if (on)
+        gt__capture_set_flush(cuda_flush);
     atomic_store(&g_state, on ? ST_RUNNING : ST_OFF);
 }

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "agent/cupti_abi.h"
+#include "gradtrace/gradtrace.h"
 
 /* Warning codes (GT_R_WARNING.code) besides raw CUptiResult values. */
 enum {
@@ -122,5 +123,26 @@ int gt__cupti_set_enabled(int on);
 
 #define GT__CUDA_SYNC_PERIOD_MS 10000u
 #define GT__CUDA_MAX_DEVICES 64
+
+/*
+ * CUDA injection entry point (agent/cupti.c, exported): the driver calls it
+ * from cuInit when CUDA_INJECTION64_PATH names this library.
+ * @return 1 (the driver ignores failure; ours is in the stream).
+ */
+GT_API int InitializeInjection(void);
+
+/* ------------------------------------------------------------ tests only
+ * Test hooks: not used by the agent itself. */
+
+/* Marks CUPTI running (on) or off, to run the ext push/pop paths against
+ * the loaded CUPTI (agent/cupti.c). */
+void gt__cupti_test_set_running(int on);
+
+/*
+ * One sync round against a fake driver (tests/unit/test_cupti.c drives the
+ * start-event path without a GPU; agent/cupti_sync.c). @return devices
+ * synced.
+ */
+int gt__cupti_sync_test_round(const struct gt__cu_driver *fake, int all);
 
 #endif

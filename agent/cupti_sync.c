@@ -19,7 +19,7 @@
  *     whichever completes the pair emits it.
  *
  * The sync thread (only when CUPTI runs) also follows capture on/off by
- * polling gt__capture_on every GT__SYNC_POLL_MS: on -> enable the activity
+ * polling gt__capture_on() every GT__SYNC_POLL_MS: on -> enable the activity
  * kinds and sync every device; off -> disable them and force a flush so
  * everything recorded in the window comes out. While capturing it syncs
  * again every GT__CUDA_SYNC_PERIOD_MS. It calls the driver API (libcuda is
@@ -34,9 +34,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent/capture.h"
 #include "agent/clock.h"
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
+#include "common/util.h"
 
 #define GT__SYNC_POLL_MS 50u
 #define GT__SYNC_WARMUPS 3
@@ -85,13 +87,6 @@ void gt__cupti_sync_reset(void)
     g_models_ready = 0;
     models_init_locked();
     pthread_mutex_unlock(&g_clock_lock);
-}
-
-static uint64_t realtime_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 uint64_t gt__cupti_map_ts(uint64_t ts)
@@ -165,7 +160,7 @@ int gt__cupti_sync_expect(uint32_t device, uint32_t stream, uint64_t host_lo,
         struct pending *p = &d->q[(d->head + d->count) % PENDING];
         *p = (struct pending){.stream = stream, .used = 1, .warm = warm,
                               .lo = host_lo, .hi = host_hi,
-                              .real = realtime_ns()};
+                              .real = gt__real_ns()};
         d->count++;
     }
     pthread_mutex_unlock(&g_clock_lock);
@@ -383,11 +378,7 @@ static int sync_round(int all)
     return synced;
 }
 
-/*
- * Test hook: one sync round against a fake driver (tests/unit/test_cupti.c
- * drives the start-event path without a GPU). @return devices synced.
- */
-int gt__cupti_sync_test_round(const struct gt__cu_driver *fake, int all);
+/* Test hook (agent/cupti_internal.h). */
 int gt__cupti_sync_test_round(const struct gt__cu_driver *fake, int all)
 {
     g_cu = *fake;
@@ -409,12 +400,12 @@ static void sleep_ms(unsigned ms)
 static void *sync_main(void *arg)
 {
     (void)arg;
-    int enabled = atomic_load(&gt__capture_on);
+    int enabled = gt__capture_on();
     int have_driver = 0;
     uint64_t next_sync = 0;
     for (;;) {
         sleep_ms(GT__SYNC_POLL_MS);
-        int on = atomic_load_explicit(&gt__capture_on, memory_order_relaxed);
+        int on = gt__capture_on();
         if (on != enabled) {
             if (!on) {
                 (void)gt__cupti_set_enabled(0);

@@ -1,25 +1,47 @@
 /*
  * Interfaces shared by the files of the agent (libgradtrace.so).
  *
+ * Roles, bottom up; a file includes headers of its own role or lower only,
+ * and calls go the same way (scripts/check-layers.py, AGENT_ROLES):
+ *   base    internal.h capture.[ch] clock.[ch] timebase.c config.c log.c
+ *           ring.[ch] strings.[ch] cuda.h: process-wide state, capture
+ *           state, clocks, configuration, logging, buffers, strings;
+ *   trigger trigger.[ch]: the trigger engine (capture windows);
+ *   stream  stream.[ch] sink.c control.c crash.[ch] core.[ch]: the
+ *           streamer thread, its sink, the daemon's control messages, the
+ *           crash flush, and the life cycle (start, exit flush, fork);
+ *   hooks   api.c torch.[ch] torch_layout.c cupti.c cupti_internal.h
+ *           cupti_abi.h cupti_records.c cupti_sync.c nvtx.[ch]: the event
+ *           sources (public C API, PyTorch, CUDA, NVTX);
+ *   entry   ctor.c: the constructor and destructor.
+ * Lower roles never call into the hooks: a hook that needs to be told
+ * something registers a callback (gt__capture_set_flush, gt__ring_notify).
+ * The weak optional entry points at the end of this file are called by
+ * the entry role only; those of agent/cuda.h by other hooks.
+ *
  * The agent is split by responsibility:
  *   ctor.c    the only constructor/destructor: reads the environment once,
  *             starts the core, then the optional hooks (torch, CUDA);
  *   config.c  environment parsing (GRADTRACE_*);
+ *   capture.c the capture state (on, triggers armed, epoch): its one writer;
  *   ring.c    per-thread buffers: reserve/commit, block hand-off, drops;
  *   strings.c string interning and the string log the streamer emits first;
+ *   trigger.c capture windows opened and closed at the hooks;
  *   stream.c  the streamer thread: gathers blocks, builds chunks;
  *   sink.c    where chunks go: daemon socket (reconnecting) or .gtr file;
+ *   control.c control messages from the daemon (capture, triggers);
  *   crash.c   fatal-signal flush (async-signal-safe, raw chunks);
  *   core.c    start, exit flush, fork handling;
  *   api.c     the public C API (include/gradtrace/gradtrace.h);
  *   log.c     GT__LOG and gt__warn_once.
  * Hook files written by others (torch.c, cupti.c, nvtx.c) use only what is
- * declared here.
+ * declared here and in agent/capture.h.
  *
- * Rules for hooks: test gt__capture_on first (one load and a branch when
- * off); record with gt__reserve/gt__commit (or gt__emit) and gt__now();
- * never malloc, lock or make a syscall per event; intern strings once per
- * call site (GT__INTERN_STATIC) or once per name, never per event.
+ * Rules for hooks: test the capture state first (agent/capture.h: one load
+ * and a branch when off); record with gt__reserve/gt__commit (or gt__emit)
+ * and gt__now(); never malloc, lock or make a syscall per event; intern
+ * strings once per call site (GT__INTERN_STATIC) or once per name, never
+ * per event.
  */
 #ifndef GRADTRACE_AGENT_INTERNAL_H
 #define GRADTRACE_AGENT_INTERNAL_H
@@ -31,28 +53,12 @@
 #include <time.h>
 
 #include "common/codec.h"
+#include "common/util.h"
 #include "gradtrace/gradtrace.h"
 #include "gradtrace/wire.h"
 
 #define GT__LIKELY(x) __builtin_expect(!!(x), 1)
 #define GT__UNLIKELY(x) __builtin_expect(!!(x), 0)
-
-/* ------------------------------------------------------------ capture */
-
-/* 1 while capturing. Hooks load it (relaxed) before doing anything else. */
-extern _Atomic int gt__capture_on;
-/*
- * What the autograd hooks must do, in one word so that they cost one load
- * and a branch when idle: GT__HOOK_CAPTURE while capturing (mirrors
- * gt__capture_on), GT__HOOK_TRIGGER while a trigger is armed (the hooks then
- * feed the trigger engine even with capture off).
- */
-#define GT__HOOK_CAPTURE 1
-#define GT__HOOK_TRIGGER 2
-extern _Atomic int gt__hooks;
-/* Incremented at every off->on transition; lets scope stacks notice that a
- * begin was recorded in an earlier capture. */
-extern _Atomic uint32_t gt__capture_epoch;
 
 /*
  * Time base (agent/timebase.c). Event timestamps are CLOCK_MONOTONIC
@@ -77,14 +83,6 @@ struct gt__tsc_map {
 /* The current map, or NULL (use clock_gettime). Written by the streamer. */
 extern const struct gt__tsc_map *_Atomic gt__tsc_map;
 
-/* CLOCK_MONOTONIC through the vDSO. */
-static inline uint64_t gt__mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* CLOCK_MONOTONIC in nanoseconds (TSC-mapped when calibrated). Any thread,
  * async-signal-safe. */
 static inline uint64_t gt__now(void)
@@ -101,7 +99,7 @@ static inline uint64_t gt__now(void)
                (uint64_t)(int64_t)(((__int128)d * (__int128)m->mult) >> GT__TSC_SHIFT);
     }
 #endif
-    return gt__mono_ns();
+    return gt__mono_ns(); /* common/util.h: clock_gettime through the vDSO */
 }
 
 /*
@@ -212,6 +210,14 @@ struct gt__config {
 #define GT__CONFIG_BLOCKS_MIN 2u
 #define GT__CONFIG_BLOCKS_MAX 4096u
 
+/*
+ * A process identity number from the environment (RANK, LOCAL_RANK,
+ * WORLD_SIZE) as strtol reads a whole string: optional leading white
+ * space and one sign, then decimal digits, in [0, INT32_MAX].
+ * @return the number, or -1 when v is NULL, empty or anything else.
+ */
+int32_t gt__config_id(const char *v);
+
 /* Lookup function for gt__config_parse (getenv in production). */
 typedef const char *(*gt__getenv_fn)(const char *name);
 
@@ -232,34 +238,15 @@ int gt__config_parse(struct gt__config *c, gt__getenv_fn get);
 GT__WUR int gt__config_file_path(const char *tmpl, int pid, int child,
                                 char *out, size_t cap);
 
-/* ------------------------------------------------------------ life cycle */
-
-/*
- * Starts the agent core with c (copied): buffers, strings, signal handlers,
- * fork handlers, and the streamer thread (signals blocked, waits for
- * nothing). Idempotent: later calls return 0 and change nothing.
- * @return 0 or a negative errno (the agent then records nothing).
- */
-GT__WUR int gt__agent_start(const struct gt__config *c);
-
-/*
- * Final flush: everything committed so far reaches the sink (the streamer
- * does it; inline when there is no streamer), then the streamer stops.
- * Bounded wait, safe from exit handlers and signal-ish contexts; once only.
- */
-void gt__agent_stop(void);
-
-/* The configuration the agent runs with (valid after gt__agent_start). */
-const struct gt__config *gt__agent_config(void);
+/* ------------------------------------------------------------ hooks */
 
 /*
  * Optional hooks, defined by agent/torch.c and agent/cupti.c when present
  * (weak: the library links without them). ctor.c calls the inits after the
- * core started; gt__cuda_flush (if defined) is called at capture stop and
- * before the final flush so buffered GPU records make it out.
+ * core started. A hook that holds records outside the agent's buffers
+ * registers its flush with gt__capture_set_flush (agent/capture.h).
  */
 extern void gt__torch_init(void) __attribute__((weak));
 extern void gt__cuda_init(void) __attribute__((weak));
-extern void gt__cuda_flush(void) __attribute__((weak));
 
 #endif /* GRADTRACE_AGENT_INTERNAL_H */

@@ -5,7 +5,8 @@
  * gt__log has its own small formatter because it must work in a signal
  * handler and inside the host's allocator: vsnprintf may allocate or take
  * locale locks. It supports what the agent uses: %s %c %d %i %u %x %p %%
- * with the l, ll and z length modifiers, and %.*s. Output is one write(2).
+ * with the l, ll and z length modifiers, and %.*s. Output is one line,
+ * written with gt__write_all (one write(2) unless interrupted).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "agent/internal.h"
+#include "common/util.h"
 
 int gt__log_enabled;
 
@@ -120,14 +122,10 @@ void gt__agent_log(const char *fmt, ...)
     }
     va_end(ap);
     *o.p++ = '\n';
-    for (const char *p = buf; p < o.p;) {
-        ssize_t w = write(STDERR_FILENO, p, (size_t)(o.p - p));
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            break;
-        p += w;
-    }
+    /* No wait: a full nonblocking stderr loses the line, not our time;
+     * and there is nowhere to report that it did. */
+    int rc = gt__write_all(STDERR_FILENO, buf, (size_t)(o.p - buf), 0, 0);
+    (void)rc;
     errno = saved;
 }
 

@@ -36,10 +36,12 @@
 #include <string.h>
 #include <wchar.h>
 
+#include "agent/capture.h"
 #include "agent/cuda.h"
-#include "agent/internal.h"
 #include "agent/cupti_internal.h"
+#include "agent/internal.h"
 #include "agent/nvtx.h"
+#include "common/util.h"
 
 /* ------------------------------------------------------------ the ABI */
 
@@ -191,12 +193,8 @@ static uint32_t intern_c(const char *s)
 {
     if (!s)
         return 0;
-    uint64_t h = 1469598103934665603ull;
-    size_t len = 0;
-    for (; s[len]; len++) {
-        h ^= (uint8_t)s[len];
-        h *= 1099511628211ull;
-    }
+    size_t len = strlen(s);
+    uint64_t h = gt__fnv1a64(GT__FNV64_INIT, s, len);
     struct nvtx_thread *t = nvtx_self();
     if (!t)
         return gt__cuda_sink->intern(s, len);
@@ -252,7 +250,7 @@ int gt__nvtx_parse_seq(const char *s, uint64_t *seq)
 
 static int capturing(void)
 {
-    return atomic_load_explicit(&gt__capture_on, memory_order_relaxed);
+    return gt__capture_on();
 }
 
 static void emit_begin(uint32_t name, uint32_t domain)
@@ -569,7 +567,6 @@ int gt__nvtx_install(const void *(*get_export_table)(uint32_t))
     return 1;
 }
 
-GT_API int InitializeInjectionNvtx2(const void *(*get_export_table)(uint32_t));
 GT_API int InitializeInjectionNvtx2(const void *(*get_export_table)(uint32_t))
 {
     const char *off = getenv("GRADTRACE_NVTX");

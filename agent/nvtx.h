@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <wchar.h>
 
+#include "gradtrace/gradtrace.h"
+
 enum {
     GT__NVTX_MESSAGE_ASCII = 1,
     GT__NVTX_MESSAGE_UNICODE = 2,
@@ -50,5 +52,12 @@ int gt__nvtx_install(const void *(*get_export_table)(uint32_t));
 
 /* Sets NVTX_INJECTION64_PATH to self unless set or GRADTRACE_NVTX=0. */
 void gt__nvtx_env(const char *self);
+
+/*
+ * NVTX injection entry point (exported): NVTX calls it at the first NVTX
+ * call when NVTX_INJECTION64_PATH names this library. @return 1 when the
+ * handlers are installed, 0 otherwise (GRADTRACE_NVTX=0, unusable table).
+ */
+GT_API int InitializeInjectionNvtx2(const void *(*get_export_table)(uint32_t));
 
 #endif

@@ -6,8 +6,8 @@
  * and the application never wait for a daemon; a failed or broken
  * connection is retried with exponential backoff, 50 ms doubling to 2 s.
  * Sends use MSG_NOSIGNAL: a daemon that goes away must not SIGPIPE the
- * training job. The daemon's control messages arrive on the same socket
- * and are read here (capture on/off, triggers).
+ * training job. The daemon's control messages arrive on the same socket;
+ * agent/control.c reads and applies them (capture on/off, triggers).
  *
  * File: opened (truncated) on the first attempt; the hello is written once
  * at its start.
@@ -23,53 +23,27 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "agent/core.h"
 #include "agent/stream.h"
-#include "agent/trigger.h"
+#include "common/util.h"
 
 #define BACKOFF_MIN_NS 50000000ull
 #define BACKOFF_MAX_NS 2000000000ull
 
 int gt__sink_write(const void *buf, size_t len, int timeout_ms)
 {
-    const uint8_t *p = buf;
-    int waited = 0;
-
-    while (len) {
-        ssize_t n = gt__st.kind == GT__SINK_SOCKET
-                        ? send(gt__st.fd, p, len, MSG_NOSIGNAL)
-                        : write(gt__st.fd, p, len);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            struct pollfd pfd = {.fd = gt__st.fd, .events = POLLOUT};
-            int step = timeout_ms - waited > 100 ? 100 : timeout_ms - waited;
-            if (step <= 0)
-                return -ETIMEDOUT;
-            if (poll(&pfd, 1, step) == 0)
-                waited += step;
-            continue;
-        }
-        return n < 0 ? -errno : -EIO;
-    }
-    return 0;
+    return gt__write_all(gt__st.fd, buf, len,
+                         gt__st.kind == GT__SINK_SOCKET ? GT__WRITE_SOCKET : 0,
+                         timeout_ms);
 }
 
 /* No sink for now: the next attempt after the current backoff, which
  * doubles up to BACKOFF_MAX_NS (a successful stream resets it). */
 static void schedule_retry(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
     if (gt__st.backoff_ns < BACKOFF_MIN_NS)
         gt__st.backoff_ns = BACKOFF_MIN_NS;
-    gt__st.next_try_ns = (uint64_t)ts.tv_sec * 1000000000u +
-                         (uint64_t)ts.tv_nsec + gt__st.backoff_ns;
+    gt__st.next_try_ns = gt__mono_ns() + gt__st.backoff_ns;
     gt__st.backoff_ns = gt__st.backoff_ns * 2 > BACKOFF_MAX_NS
                             ? BACKOFF_MAX_NS
                             : gt__st.backoff_ns * 2;
@@ -163,86 +137,6 @@ int gt__sink_open(void)
     return gt__st.kind == GT__SINK_FILE ? open_file() : open_socket();
 }
 
-static char triggers[GT__TRIGGERS_MAX][GT_CTL_MAX_SIZE];
-static unsigned ntriggers;
-
-unsigned gt__triggers_count(void)
-{
-    return ntriggers;
-}
-
-const char *gt__trigger_text(unsigned i)
-{
-    return i < ntriggers ? triggers[i] : NULL;
-}
-
-static void ctl_handle(uint16_t type, const char *text, size_t len)
-{
-    switch (type) {
-    case GT_CTL_WELCOME:
-        GT__LOG("daemon says welcome (%.*s)", (int)len, text);
-        break;
-    case GT_CTL_CAPTURE_ON:
-        gt_capture_start();
-        break;
-    case GT_CTL_CAPTURE_OFF:
-        gt_capture_stop();
-        break;
-    case GT_CTL_TRIGGER:
-        /* Armed in the trigger engine (agent/trigger.c); the text is also
-         * kept for diagnostics. */
-        (void)gt__trig_arm(text, len);
-        if (ntriggers < GT__TRIGGERS_MAX) {
-            memcpy(triggers[ntriggers], text, len);
-            triggers[ntriggers][len] = '\0';
-            ntriggers++;
-        }
-        break;
-    case GT_CTL_TRIGGER_CLEAR:
-        GT__LOG("triggers cleared");
-        gt__trig_clear();
-        ntriggers = 0;
-        break;
-    default:
-        break;
-    }
-}
-
-static void ctl_read(void)
-{
-    for (;;) {
-        ssize_t n = recv(gt__st.fd, gt__st.ctl + gt__st.ctl_len,
-                         sizeof(gt__st.ctl) - gt__st.ctl_len, MSG_DONTWAIT);
-        uint32_t off = 0;
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
-        if (n <= 0) {
-            gt__sink_close(n == 0 ? "daemon closed the connection" : "read error");
-            return;
-        }
-        gt__st.ctl_len += (uint32_t)n;
-        while (gt__st.ctl_len - off >= sizeof(struct gt_ctl)) {
-            struct gt_ctl c;
-            memcpy(&c, gt__st.ctl + off, sizeof(c));
-            if (c.magic != GT_CTL_MAGIC || c.size < sizeof(c) ||
-                c.size > GT_CTL_MAX_SIZE) {
-                gt__sink_close("bad control message from the daemon");
-                return;
-            }
-            if (gt__st.ctl_len - off < c.size)
-                break;
-            ctl_handle(c.type, (const char *)gt__st.ctl + off + sizeof(c),
-                       c.size - sizeof(c));
-            off += c.size;
-        }
-        memmove(gt__st.ctl, gt__st.ctl + off, gt__st.ctl_len - off);
-        gt__st.ctl_len -= off;
-    }
-}
-
 void gt__sink_events(short revents)
 {
     if (gt__st.fd < 0 || gt__st.kind != GT__SINK_SOCKET)
@@ -260,5 +154,5 @@ void gt__sink_events(short revents)
         return;
     }
     if (revents & (POLLIN | POLLHUP | POLLERR))
-        ctl_read();
+        gt__control_read();
 }

@@ -38,6 +38,7 @@
 #include "agent/stream.h"
 #include "agent/strings.h"
 #include "common/alloc.h"
+#include "common/util.h"
 
 #define CHUNK_TARGET (1u << 20) /* records per chunk, before compression */
 #define TICK_MS 20
@@ -65,18 +66,6 @@ static uint64_t orphan_base;              /* gt__lost_orphan at stream start */
 /* The chunk being built in raw. */
 static uint32_t b_len, b_count;
 static uint64_t b_first;
-
-static uint64_t mono_ns(void)
-{
-    return gt__mono_ns();
-}
-
-static uint64_t real_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ------------------------------------------------------------ lock */
 
@@ -248,7 +237,7 @@ uint32_t gt__meta_records(uint8_t *out)
         .start_real_ns = gt__st.start_real,
     };
     struct gt_r_clock_sync cs = {.h = {GT_R_CLOCK_SYNC, sizeof(cs)}, .device = -1};
-    uint64_t m0 = mono_ns(), r = real_ns(), m1 = mono_ns();
+    uint64_t m0 = gt__mono_ns(), r = gt__real_ns(), m1 = gt__mono_ns();
 
     /* The realtime read sits between two monotonic reads: pair it with
      * their midpoint, uncertain by half the interval. */
@@ -399,7 +388,7 @@ static void thread_drain(struct gt__thread *t, uint64_t limit)
 /* One pass over every thread. Called with the lock held. */
 static void cycle(void)
 {
-    uint64_t now = mono_ns(), discarded = 0;
+    uint64_t now = gt__mono_ns(), discarded = 0;
     uint64_t v;
 
     b_reset();
@@ -535,7 +524,7 @@ static void *streamer_main(void *arg)
         if (nf == 2 && pf[1].revents)
             gt__sink_events(pf[1].revents);
         if (!gt__st.ready && !gt__st.connecting && gt__sink_wanted() &&
-            mono_ns() >= gt__st.next_try_ns) {
+            gt__mono_ns() >= gt__st.next_try_ns) {
             /* A failure schedules the next attempt itself (backoff). */
             int rc = gt__sink_open();
             (void)rc;
@@ -637,7 +626,7 @@ int gt__streamer_start(void)
 
 void gt__streamer_stop(void)
 {
-    struct timespec t0, now;
+    uint64_t t0;
 
     atomic_store(&lazy_start, 0);
     if (!atomic_load(&streamer_running)) {
@@ -651,13 +640,11 @@ void gt__streamer_stop(void)
         ssize_t rc = write(efd, &one, sizeof(one));
         (void)rc;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    t0 = gt__mono_ns();
     while (!atomic_load(&final_done)) {
         struct timespec ts = {0, 50000000};
         syscall(SYS_futex, &final_done, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 >
-            FINAL_WAIT_MS) {
+        if ((gt__mono_ns() - t0) / 1000000 > FINAL_WAIT_MS) {
             GT__LOG("final flush did not finish in %d ms; giving up", FINAL_WAIT_MS);
             break;
         }

@@ -1,7 +1,8 @@
 /*
  * The streamer and its sink: state shared by stream.c (the thread, chunk
- * building), sink.c (daemon socket or .gtr file), crash.c (fatal-signal
- * flush) and core.c (start, exit, fork).
+ * building), sink.c (daemon socket or .gtr file), control.c (messages
+ * from the daemon), crash.c (fatal-signal flush) and core.c (start, exit,
+ * fork).
  *
  * One consumer at a time: whoever drains thread buffers or writes to the
  * sink holds `lock` (an atomic owner tid, not a mutex, so that a signal
@@ -100,18 +101,26 @@ GT__WUR int gt__sink_write(const void *buf, size_t len, int timeout_ms);
 /* Closes the sink; a socket is retried after the backoff. */
 void gt__sink_close(const char *why);
 
+/* ------------------------------------------------------------ control.c */
+
+/*
+ * Lock holder, socket readable or hung up: reads the daemon's control
+ * messages and applies them (capture on/off, triggers). A connection
+ * closed by the daemon, a read error or a malformed message closes the
+ * sink (gt__sink_close).
+ */
+void gt__control_read(void);
+
 /*
  * Trigger specs the daemon sent (GT_CTL_TRIGGER, canonical text), kept in
- * arrival order for the trigger engine of a later issue; GT_CTL_TRIGGER_CLEAR
- * empties the list. At most GT__TRIGGERS_MAX (later ones are logged and
- * dropped). Read them from the streamer thread (or with the stream lock).
+ * arrival order for diagnostics (the trigger engine arms its own copy);
+ * GT_CTL_TRIGGER_CLEAR empties the list. At most GT__TRIGGERS_MAX (later
+ * ones are armed but not kept here). Read them from the streamer thread
+ * (or with the stream lock).
  */
 #define GT__TRIGGERS_MAX 16
 unsigned gt__triggers_count(void);
 const char *gt__trigger_text(unsigned i);
-
-/* Builds gt__st.hello for the current process. */
-void gt__stream_hello_build(void);
 
 /* ------------------------------------------------------------ stream.c */
 

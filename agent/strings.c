@@ -15,6 +15,7 @@
 
 #include "agent/internal.h"
 #include "common/alloc.h"
+#include "common/util.h"
 
 #define SEG_BITS 10u
 #define SEG_SIZE (1u << SEG_BITS)
@@ -35,10 +36,8 @@ static uint32_t table_cap;   /* power of two */
 
 static uint32_t hash_bytes(const char *s, size_t len)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = gt__fnv1a64(GT__FNV64_INIT, s, len);
 
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
     return (uint32_t)(h ^ (h >> 32));
 }
 

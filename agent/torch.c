@@ -52,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/capture.h"
 #include "agent/internal.h"
 #include "agent/trigger.h"
 #include "agent/torch.h"
@@ -71,36 +72,6 @@
 #define SYM_NODE_NAME "_ZNK5torch8autograd4Node4nameB5cxx11Ev"
 #define SYM_NODE_VTABLE "_ZTVN5torch8autograd4NodeE"
 #define SYM_DELETE "_ZdlPv"
-
-/* The interposed functions, under the names libtorch calls them by. */
-GT_API uint64_t _ZN2at15sequence_number17get_and_incrementEv(void);
-GT_API void
-_ZN5torch8autograd6Engine17evaluate_functionERSt10shared_ptrINS0_9GraphTaskEEPNS0_4NodeERNS0_11InputBufferERKS2_INS0_10ReadyQueueEE(
-    void *engine, void *graph_task, void *node, void *inputs,
-    const void *ready_queue);
-
-/*
- * torch::autograd::Edge is passed by value but is not trivially copyable
- * (it holds a shared_ptr<Node>), so the Itanium ABI passes a pointer to a
- * caller-owned temporary; its first word is the Node pointer.
- */
-GT_API void
-_ZN5torch8autograd4impl17set_gradient_edgeERKN2at6TensorENS0_4EdgeE(
-    const void *tensor, void *edge);
-
-/*
- * std::vector<at::Tensor> returned by value: three pointers, returned
- * through a hidden pointer on x86-64 and aarch64 alike for a 24-byte
- * struct, which is how C++ returns it. Moving it bitwise is fine (libstdc++
- * vectors hold no pointer into themselves).
- */
-struct gt__cxx_vector {
-    void *begin, *end, *cap;
-};
-GT_API struct gt__cxx_vector
-_ZN5torch8autograd6Engine7executeERKSt6vectorINS0_4EdgeESaIS3_EERKS2_IN2at6TensorESaIS9_EEbbbS7_(
-    void *engine, const void *roots, const void *inputs, _Bool keep_graph,
-    _Bool create_graph, _Bool accumulate_grad, const void *outputs);
 
 typedef uint64_t (*seq_fn)(void);
 typedef uint64_t (*tid_fn)(void);
@@ -410,7 +381,7 @@ uint64_t _ZN2at15sequence_number17get_and_incrementEv(void)
 
     /* Armed triggers need node creations while capture is off (they count
      * the matching nodes of a window's layer in its forward). */
-    int capturing = atomic_load_explicit(&gt__hooks, memory_order_relaxed);
+    int capturing = gt__capture_hooks();
     if (GT__LIKELY(!capturing) && !gt__torch_layout_learning())
         return seq;
     if (GT__UNLIKELY(torch_disabled))
@@ -465,7 +436,7 @@ _ZN5torch8autograd6Engine17evaluate_functionERSt10shared_ptrINS0_9GraphTaskEEPNS
 
     /* With a trigger armed the node goes through gt_bwd_node_begin/end,
      * where a window may open or close. */
-    int capturing = atomic_load_explicit(&gt__hooks, memory_order_relaxed);
+    int capturing = gt__capture_hooks();
     if ((GT__LIKELY(!capturing) && !gt__torch_layout_learning()) ||
         GT__UNLIKELY(torch_disabled || !node)) {
         real(engine, graph_task, node, inputs, ready_queue);

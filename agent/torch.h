@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+#include "gradtrace/gradtrace.h"
+
 /* Warning codes (GT_R_WARNING.code) used by the torch hooks. */
 enum gt__torch_warn {
     GT__TORCH_WARN_LAYOUT = 0x7401,  /* node offsets not found: seq unknown */
@@ -51,5 +53,41 @@ void gt__torch_layout_pass_done(void);
 
 /* Test and diagnostics: settled offsets, or -1 while unknown/failed. */
 int gt__torch_layout_offsets(int *seq_off, int *tid_off);
+
+/* ------------------------------------------------ interposed (agent/torch.c)
+ *
+ * Exported by libgradtrace.so under the mangled names libtorch's callers
+ * use, so the PLT reaches them first (agent/libgradtrace.map); each calls
+ * the real function, resolved in libtorch_cpu, around its hook.
+ */
+/* The interposed functions, under the names libtorch calls them by. */
+GT_API uint64_t _ZN2at15sequence_number17get_and_incrementEv(void);
+GT_API void
+_ZN5torch8autograd6Engine17evaluate_functionERSt10shared_ptrINS0_9GraphTaskEEPNS0_4NodeERNS0_11InputBufferERKS2_INS0_10ReadyQueueEE(
+    void *engine, void *graph_task, void *node, void *inputs,
+    const void *ready_queue);
+
+/*
+ * torch::autograd::Edge is passed by value but is not trivially copyable
+ * (it holds a shared_ptr<Node>), so the Itanium ABI passes a pointer to a
+ * caller-owned temporary; its first word is the Node pointer.
+ */
+GT_API void
+_ZN5torch8autograd4impl17set_gradient_edgeERKN2at6TensorENS0_4EdgeE(
+    const void *tensor, void *edge);
+
+/*
+ * std::vector<at::Tensor> returned by value: three pointers, returned
+ * through a hidden pointer on x86-64 and aarch64 alike for a 24-byte
+ * struct, which is how C++ returns it. Moving it bitwise is fine (libstdc++
+ * vectors hold no pointer into themselves).
+ */
+struct gt__cxx_vector {
+    void *begin, *end, *cap;
+};
+GT_API struct gt__cxx_vector
+_ZN5torch8autograd6Engine7executeERKSt6vectorINS0_4EdgeESaIS3_EERKS2_IN2at6TensorESaIS9_EEbbbS7_(
+    void *engine, const void *roots, const void *inputs, _Bool keep_graph,
+    _Bool create_graph, _Bool accumulate_grad, const void *outputs);
 
 #endif

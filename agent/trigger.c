@@ -34,7 +34,7 @@
  * One segment is open at a time: a trigger whose layer starts while
  * another trigger's segment is open waits for it to close.
  *
- * Costs. Hooks test gt__hooks first (one load and a branch when
+ * Costs. Hooks test the capture state first (one load and a branch when
  * nothing is armed). With a trigger armed, per event: a cached mask
  * lookup (one atomic load) and, for matching nodes, one table insert or
  * probe. Opening or closing a segment takes a mutex (a few per window).
@@ -50,20 +50,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "agent/capture.h"
 #include "agent/internal.h"
 #include "agent/strings.h"
-
-_Atomic int gt__trig_active;
-
-/* gt__trig_active and its bit in gt__hooks change together. */
-static void set_active(int on)
-{
-    atomic_store(&gt__trig_active, on);
-    if (on)
-        atomic_fetch_or(&gt__hooks, GT__HOOK_TRIGGER);
-    else
-        atomic_fetch_and(&gt__hooks, ~GT__HOOK_TRIGGER);
-}
 
 static _Atomic uint64_t g_iter;       /* completed outermost passes */
 static _Atomic int g_pass_depth;      /* passes open now, all threads */
@@ -276,7 +265,7 @@ static void segment_open(int i, uint32_t layer)
     window_record(GT_R_WINDOW_BEGIN, t, layer);
     /* A capture already running (started by hand or by the daemon) is left
      * as it is: the window only marks its span. */
-    g_capture_ours = !gt_capture_active();
+    g_capture_ours = !gt__capture_on();
     if (g_capture_ours)
         gt__capture_set(1, 0);
     GT__LOG("window %u open (%s, iteration %llu)", t->win_id, t->s.layer,
@@ -344,8 +333,7 @@ static void iteration_done(int i)
 
 static int for_this_process(const struct gt__trigger *s)
 {
-    const char *r = getenv("RANK");
-    long rank = r && *r ? strtol(r, NULL, 10) : -1;
+    int32_t rank = gt__config_id(getenv("RANK"));
     int ok;
 
     if (s->sel.npids) {
@@ -427,7 +415,7 @@ int gt__trig_arm(const char *spec, size_t len)
         retarget(&g_trig[slot], (uint64_t)s.iteration, 1);
     g_trig[slot].used = 1;
     atomic_fetch_add(&g_gen, 1);
-    set_active(1);
+    gt__capture_arm(1);
     pthread_mutex_unlock(&g_lock);
     pthread_mutex_unlock(&arm_lock);
     GT__LOG("trigger armed: %.*s (iteration %llu)", (int)len, spec,
@@ -443,7 +431,7 @@ void gt__trig_clear(void)
     for (int i = 0; i < GT__TRIG_MAX; i++)
         g_trig[i].used = 0;
     atomic_fetch_add(&g_gen, 1);
-    set_active(0);
+    gt__capture_arm(0);
     node_clear();
     pthread_mutex_unlock(&g_lock);
 }
@@ -511,7 +499,7 @@ void gt__trig_node_created(uint64_t seq, uint64_t fwd_tid, uint32_t mask,
         if (mask & (1u << i))
             atomic_fetch_add_explicit(&g_trig[i].expected, 1, memory_order_relaxed);
     /* Capture on now means the caller records this creation itself. */
-    node_put(seq, fwd_tid, mask | (gt_capture_active() ? NODE_RECORDED : 0), layer);
+    node_put(seq, fwd_tid, mask | (gt__capture_on() ? NODE_RECORDED : 0), layer);
 }
 
 void gt__trig_bwd_node_begin(uint64_t seq, uint64_t fwd_tid)
@@ -578,7 +566,7 @@ void gt__trig_pass_end(void)
     }
     if (was != 1)
         return;
-    if (atomic_load_explicit(&gt__trig_active, memory_order_relaxed)) {
+    if (gt__capture_triggers()) {
         uint64_t it = atomic_load(&g_iter);
         pthread_mutex_lock(&g_lock);
         for (int i = 0; i < GT__TRIG_MAX; i++)
@@ -587,7 +575,7 @@ void gt__trig_pass_end(void)
         node_clear();
         atomic_fetch_add(&g_iter, 1);
         if (!active_count())
-            set_active(0);
+            gt__capture_arm(0);
         pthread_mutex_unlock(&g_lock);
         return;
     }

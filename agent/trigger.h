@@ -37,11 +37,8 @@ int gt__trig_arm(const char *spec, size_t len);
 /* Streamer thread (GT_CTL_TRIGGER_CLEAR): disarms all; closes an open window. */
 void gt__trig_clear(void);
 
-/* Nonzero while any trigger is armed: hooks call the functions below only
- * then (one load and a branch otherwise). */
-extern _Atomic int gt__trig_active;
-
-/* Hooks (agent/api.c). */
+/* Hooks (agent/api.c), called only while a trigger is armed
+ * (gt__capture_triggers(): one load and a branch otherwise). */
 uint32_t gt__trig_layer_mask(uint32_t layer_id);
 void gt__trig_module_begin(uint32_t path_id);
 void gt__trig_module_end(uint32_t path_id);
@@ -68,11 +65,5 @@ struct gt__trig_info {
     int open;             /* a window segment is open now */
 };
 void gt__trig_info(struct gt__trig_info *out);
-
-/*
- * Capture switch shared with gt_capture_start/stop: windows turn capture on
- * and off through it. flush: also ask CUDA for its buffered records.
- */
-void gt__capture_set(int on, int flush);
 
 #endif

@@ -21,7 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Room -> the rooms it may include. Order of the agent roles, bottom up:
 # base (process-wide state, clocks, buffers, strings, capture state),
 # trigger (trigger engine), stream (streamer thread, sinks, daemon
-# control, crash flush), hooks (event sources), entry (constructor).
+# control, crash flush, and the life cycle in core.c that starts, flushes
+# and forks them), hooks (event sources), entry (constructor).
 DEPS = {
     "public": [],
     "common": ["public"],
@@ -41,10 +42,11 @@ DEPS = {
 # a role here.
 AGENT_ROLES = {
     "internal": "base", "clock": "base", "timebase": "base", "config": "base",
-    "log": "base", "ring": "base", "strings": "base", "core": "base",
+    "log": "base", "ring": "base", "strings": "base",
     "capture": "base", "cuda": "base",
     "trigger": "trigger",
     "stream": "stream", "sink": "stream", "control": "stream", "crash": "stream",
+    "core": "stream",
     "api": "hooks", "torch": "hooks", "torch_layout": "hooks", "cupti": "hooks",
     "cupti_internal": "hooks", "cupti_abi": "hooks", "cupti_records": "hooks",
     "cupti_sync": "hooks", "nvtx": "hooks",

@@ -34,7 +34,19 @@
 extern "C" {
 #endif
 
-#define GRADTRACE_API_VERSION 1
+/*
+ * Version of this API: GT_API_VERSION is major * 1000 + minor. The major
+ * number is the library's soname (libgradtrace.so.<major>) and its symbol
+ * version node (GRADTRACE_<major>); it changes only when an existing
+ * function changes meaning or signature. The minor number grows when
+ * functions are added. A program built against minor m runs with any agent
+ * of the same major whose minor is >= m.
+ */
+#define GT_API_VERSION_MAJOR 1
+#define GT_API_VERSION_MINOR 0
+#define GT_API_VERSION (GT_API_VERSION_MAJOR * 1000 + GT_API_VERSION_MINOR)
+/* The major number alone, as earlier headers defined it. */
+#define GRADTRACE_API_VERSION GT_API_VERSION_MAJOR
 
 #if defined(__GNUC__)
 #define GT_API __attribute__((visibility("default")))
@@ -112,6 +124,16 @@ GT_API void gt_capture_stop(void);
 
 /* @return 1 while capturing, else 0. */
 GT_API int gt_capture_active(void);
+
+/*
+ * Lets a program check at run time which agent it got (the header it was
+ * built with says GT_API_VERSION): for example
+ *     gt_api_version() / 1000 == GT_API_VERSION_MAJOR &&
+ *     gt_api_version() % 1000 >= GT_API_VERSION_MINOR
+ * @return the GT_API_VERSION the agent was built with (major * 1000 +
+ *         minor). Through the shim: 0 when no agent is loaded.
+ */
+GT_API unsigned gt_api_version(void);
 
 #ifdef __cplusplus
 }

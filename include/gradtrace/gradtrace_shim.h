@@ -4,7 +4,8 @@
  * call gt_shim_<name>(...) for each gt_<name>(...) of the API. The first
  * call looks the API up with dlsym(RTLD_DEFAULT) (finding it when
  * libgradtrace.so is preloaded or loaded globally); without the agent every
- * wrapper is a no-op (gt_shim_intern returns 0, gt_shim_capture_active 0).
+ * wrapper is a no-op (gt_shim_intern returns 0, gt_shim_capture_active 0,
+ * gt_shim_api_version 0).
  *
  * dlsym is used rather than weak undefined symbols because whether a weak
  * reference is bound at run time depends on how the program was linked
@@ -30,7 +31,8 @@ extern "C" {
 /* X(return type, name, parameters, arguments): functions returning a value. */
 #define GT_SHIM_RET_FUNCS(X)                                                  \
     X(uint32_t, intern, (const char *s), (s))                                 \
-    X(int, capture_active, (void), ())
+    X(int, capture_active, (void), ())                                        \
+    X(unsigned, api_version, (void), ())
 
 /* V(name, parameters, arguments): functions returning void. */
 #define GT_SHIM_VOID_FUNCS(V)                                                 \

@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
+#include "agent/core.h"
 #include "agent/ring.h"
 
 #define BATCH 1000

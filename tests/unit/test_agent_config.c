@@ -147,3 +147,34 @@ Test(agent_config, file_path_expansion)
     cr_assert_str_eq(out, "/tmp/100%-7");
     cr_assert_eq(gt__config_file_path("/tmp/%p%p", 123456, 0, out, 10), -ENAMETOOLONG);
 }
+
+Test(agent_config, numbers_with_leading_zeros)
+{
+    struct gt__config c;
+    static const char *const env[] = {"GRADTRACE_BUFFER_KB",
+                                      "0000000000000000000000064", NULL};
+
+    cr_assert_eq(parse(&c, env), 0, "leading zeros are a valid number");
+    cr_assert_eq(c.block_kb, 64);
+}
+
+Test(agent_config, identity_numbers_read_like_strtol)
+{
+    /* What the rank, local rank and world size were read with before
+     * (strtol over the whole string, then [0, INT32_MAX]). */
+    cr_assert_eq(gt__config_id("3"), 3);
+    cr_assert_eq(gt__config_id(" \t7"), 7);
+    cr_assert_eq(gt__config_id("+2"), 2);
+    cr_assert_eq(gt__config_id("-0"), 0);
+    cr_assert_eq(gt__config_id("0000000000000000000000042"), 42);
+    cr_assert_eq(gt__config_id("2147483647"), 2147483647);
+    cr_assert_eq(gt__config_id(NULL), -1);
+    cr_assert_eq(gt__config_id(""), -1);
+    cr_assert_eq(gt__config_id("  "), -1);
+    cr_assert_eq(gt__config_id("-1"), -1);
+    cr_assert_eq(gt__config_id("3x"), -1);
+    cr_assert_eq(gt__config_id("3 "), -1);
+    cr_assert_eq(gt__config_id("+-3"), -1);
+    cr_assert_eq(gt__config_id("2147483648"), -1);
+    cr_assert_eq(gt__config_id("99999999999999999999999"), -1);
+}

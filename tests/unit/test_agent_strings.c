@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "agent/core.h"
 #include "agent/internal.h"
 #include "agent/stream.h"
 #include "agent/strings.h"

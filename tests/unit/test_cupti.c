@@ -30,7 +30,6 @@
 #define HAVE_CUPTI_HEADERS 0
 #endif
 
-void gt__cupti_test_set_running(int on);
 
 /* ------------------------------------------------------------ test sink */
 
@@ -632,7 +631,6 @@ Test(cupti, backward_node_carries_creation_layer, .init = setup, .fini = teardow
 
 /* ------------------------------------------------ start events, fake driver */
 
-int gt__cupti_sync_test_round(const struct gt__cu_driver *fake, int all);
 
 /* Two devices; device 1's context is not active (the program never used
  * it), device 0's clock runs 7 s ahead of the host. */

@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "agent/capture.h"
 #include "agent/cuda.h"
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
@@ -41,7 +42,6 @@ NvtxInitializeInjectionNvtxFunc_t InitializeInjectionNvtx2_fnptr =
 #define HAVE_NVTX 0
 #endif
 
-void gt__cupti_test_set_running(int on);
 
 
 static uint64_t g_clock;
@@ -102,7 +102,7 @@ static void setup(void)
     memset(&g_out, 0, sizeof(g_out));
     g_nstrings = 0;
     gt__cuda_set_sink(&test_sink);
-    atomic_store(&gt__capture_on, 1);
+    gt__capture_set(1, 0);
 }
 
 static void teardown(void)
@@ -110,7 +110,7 @@ static void teardown(void)
     gt__recbuf_free(&g_out);
     gt__cuda_set_sink(NULL);
     gt__cupti_test_set_running(0);
-    atomic_store(&gt__capture_on, 0);
+    gt__capture_set(0, 0);
 }
 
 Test(nvtx, parses_pytorch_seq)
@@ -224,10 +224,10 @@ Test(nvtx, wide_strings_as_utf8, .init = setup, .fini = teardown)
 
 Test(nvtx, nothing_recorded_while_capture_off, .init = setup, .fini = teardown)
 {
-    atomic_store(&gt__capture_on, 0);
+    gt__capture_set(0, 0);
     nvtxRangePushA("before capture");
     nvtxRangeId_t id = nvtxRangeStartA("started before");
-    atomic_store(&gt__capture_on, 1);
+    gt__capture_set(1, 0);
     nvtxRangePushA("during");
     nvtxRangePop();
     nvtxRangePop();      /* its push was not recorded: no end either */

@@ -1,0 +1,110 @@
+/*
+ * What the daemon tells the agent: control messages (struct gt_ctl +
+ * text, include/gradtrace/wire.h) arriving on the agent socket, read by
+ * the streamer when the socket is readable (gt__sink_events).
+ *
+ * capture on/off go to the capture state (agent/capture.h), trigger specs
+ * to the trigger engine (agent/trigger.h), which also keeps their text
+ * for diagnostics. A message that is not well formed (bad magic, a size
+ * out of bounds) means the stream cannot be trusted: the connection is
+ * closed and retried like any broken one. Unknown types are skipped, so a
+ * newer daemon can send messages this agent does not know.
+ */
+#include <errno.h>
+#include <sys/socket.h>
+
+#include "agent/capture.h"
+#include "agent/stream.h"
+#include "agent/trigger.h"
+
+static char triggers[GT__TRIGGERS_MAX][GT_CTL_MAX_SIZE];
+static unsigned ntriggers;
+
+unsigned gt__triggers_count(void)
+{
+    return ntriggers;
+}
+
+const char *gt__trigger_text(unsigned i)
+{
+    return i < ntriggers ? triggers[i] : NULL;
+}
+
+static void ctl_handle(uint16_t type, const char *text, size_t len)
+{
+    switch (type) {
+    case GT_CTL_WELCOME:
+        GT__LOG("daemon says welcome (%.*s)", (int)len, text);
+        break;
+    case GT_CTL_CAPTURE_ON:
+        gt__capture_set(1, 0);
+        break;
+    case GT_CTL_CAPTURE_OFF:
+        gt__capture_set(0, 1);
+        break;
+    case GT_CTL_TRIGGER:
+        /* Armed in the trigger engine (agent/trigger.c); the text is also
+         * kept for diagnostics. */
+        (void)gt__trig_arm(text, len);
+        if (ntriggers < GT__TRIGGERS_MAX) {
+            memcpy(triggers[ntriggers], text, len);
+            triggers[ntriggers][len] = '\0';
+            ntriggers++;
+        }
+        break;
+    case GT_CTL_TRIGGER_CLEAR:
+        GT__LOG("triggers cleared");
+        gt__trig_clear();
+        ntriggers = 0;
+        break;
+    default:
+        break;
+    }
+}
+
+/* Handles every whole message in gt__st.ctl. @return bytes consumed, or
+ * -EBADMSG when a header is not well formed. */
+static int ctl_parse(void)
+{
+    uint32_t off = 0;
+
+    while (gt__st.ctl_len - off >= sizeof(struct gt_ctl)) {
+        struct gt_ctl c;
+        memcpy(&c, gt__st.ctl + off, sizeof(c));
+        if (c.magic != GT_CTL_MAGIC || c.size < sizeof(c) ||
+            c.size > GT_CTL_MAX_SIZE)
+            return -EBADMSG;
+        if (gt__st.ctl_len - off < c.size)
+            break;
+        ctl_handle(c.type, (const char *)gt__st.ctl + off + sizeof(c),
+                   c.size - sizeof(c));
+        off += c.size;
+    }
+    return (int)off;
+}
+
+void gt__control_read(void)
+{
+    for (;;) {
+        ssize_t n = recv(gt__st.fd, gt__st.ctl + gt__st.ctl_len,
+                         sizeof(gt__st.ctl) - gt__st.ctl_len, MSG_DONTWAIT);
+        int off;
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n <= 0) {
+            gt__sink_close(n == 0 ? "daemon closed the connection" : "read error");
+            return;
+        }
+        gt__st.ctl_len += (uint32_t)n;
+        off = ctl_parse();
+        if (off < 0) {
+            gt__sink_close("bad control message from the daemon");
+            return;
+        }
+        memmove(gt__st.ctl, gt__st.ctl + off, gt__st.ctl_len - (uint32_t)off);
+        gt__st.ctl_len -= (uint32_t)off;
+    }
+}

@@ -1,0 +1,33 @@
+/*
+ * The agent's life cycle (agent/core.c): start, the exit flush, fork, and
+ * the hello that begins every stream. Called by the constructor
+ * (agent/ctor.c) and by tests that run an agent without one.
+ */
+#ifndef GRADTRACE_AGENT_CORE_H
+#define GRADTRACE_AGENT_CORE_H
+
+#include "agent/internal.h"
+
+/*
+ * Starts the agent core with c (copied): buffers, strings, signal handlers,
+ * fork handlers, and the streamer thread (signals blocked, waits for
+ * nothing). Idempotent: later calls return 0 and change nothing.
+ * @return 0 or a negative errno (the agent then records nothing).
+ */
+GT__WUR int gt__agent_start(const struct gt__config *c);
+
+/*
+ * Final flush: everything committed so far reaches the sink (the streamer
+ * does it; inline when there is no streamer), then the streamer stops.
+ * Bounded wait, safe from exit handlers and signal-ish contexts; once only.
+ */
+void gt__agent_stop(void);
+
+/* The configuration the agent runs with (valid after gt__agent_start). */
+const struct gt__config *gt__agent_config(void);
+
+/* Builds gt__st.hello (agent/stream.h) for the current process: pid,
+ * ranks, host, command line, and whether capture is on right now. */
+void gt__stream_hello_build(void);
+
+#endif /* GRADTRACE_AGENT_CORE_H */
