@@ -409,19 +409,14 @@ void gt__obs_layer(struct gt__writer *c, int fwd, const char *path,
                    uint64_t e, uint64_t nodes)
 {
     const struct gt__span_obs *obs = c->s->obs;
-    char name[2 * GT_STRING_MAX + 32], *p = name;
+    /* Named as a JSON reader reads the event's name back. */
+    char name[6 * GT_STRING_MAX + 32], *p = name;
     if (!obs || !obs->layer)
         return;
-    if (pl > GT_STRING_MAX)
-        pl = GT_STRING_MAX;
-    if (cl > GT_STRING_MAX)
-        cl = GT_STRING_MAX;
-    memcpy(p, path, pl);
-    p += pl;
+    p += gt__json_text(p, path, pl < GT_STRING_MAX ? pl : GT_STRING_MAX);
     if (cl) {
         p = GT__LIT(p, " (");
-        memcpy(p, cls, cl);
-        p += cl;
+        p += gt__json_text(p, cls, cl < GT_STRING_MAX ? cl : GT_STRING_MAX);
         *p++ = ')';
     }
     p = fwd ? GT__LIT(p, " forward") : GT__LIT(p, " backward");

@@ -268,6 +268,12 @@ static void emit_layer_span(struct gt__writer *c, uint32_t t,
         gt__emit_x(c, t, "layer_backward", L->esc, L->esc_len, " backward",
                    9, "", 0, it->first, it->last, args, (size_t)(p - args));
     }
+    if (c->s->obs) {
+        uint32_t rl = 0;
+        const char *rcls = L->cls ? gt__str_raw(c, L->cls, &rl) : "";
+        gt__obs_layer(c, 0, L->path, L->path_len, rcls, cls ? rl : 0,
+                      it->first, it->last, L->nodes);
+    }
 }
 
 /*
@@ -353,6 +359,8 @@ static void emit_iteration(struct gt__writer *c, uint64_t s, uint64_t e,
                       (unsigned long long)value);
     gt__emit_x(c, t, "iteration", name, (uint32_t)nl, "", 0, "", 0, s, e,
                args, (size_t)al);
+    if (c->s->obs && c->s->obs->iteration)
+        c->s->obs->iteration(c->s->obs->ud, e < s ? 0 : e - s);
 }
 
 /* Start of the iteration that a boundary at ts closes, or 0 if invalid. */
