@@ -59,6 +59,7 @@ enum gt__convert_stage {
     GT__CONVERT_SINK,       /* a sink failed: rc is its error */
 };
 
+/* Zero it, then set the optional progress callback. */
 struct gt__convert_info {
     /* in: called after each block read (done and total bytes; total 0
      * when unknown), may be NULL */

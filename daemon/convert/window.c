@@ -18,7 +18,7 @@
  *   - records between WINDOW_BEGIN(id) and WINDOW_END(id), in stream order,
  *     go to window id (the agent keeps each thread's order and drains all
  *     threads every 20 ms); everything else goes to main, whose file is
- *     created only with its first event (convert.c);
+ *     created only with its first event (chrome.c);
  *   - CUDA API records (CUPTI delivers them late, in batches) go to the
  *     window whose segment contains their start time, and GPU activity and
  *     external correlations follow their launch's correlation id to its
