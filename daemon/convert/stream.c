@@ -186,17 +186,12 @@ void gt__str_define(struct gt__cstream *s, uint32_t id, const char *text,
 
 /* ------------------------------------------------------------ threads */
 
-static uint32_t tname_hash(uint32_t tid)
-{
-    return (tid * 2654435761u) >> 7;
-}
-
 uint32_t gt__cstream_tname(const struct gt__cstream *s, uint32_t tid)
 {
     const uint32_t mask = 2 * GT__MAX_THREADS - 1;
     if (!s->tnames)
         return 0;
-    for (uint32_t i = tname_hash(tid) & mask;; i = (i + 1) & mask) {
+    for (uint32_t i = gt__tid_hash(tid) & mask;; i = (i + 1) & mask) {
         const struct gt__tname *t = &s->tnames[i];
         if (!t->used)
             return 0;
@@ -213,7 +208,7 @@ int gt__cstream_tname_set(struct gt__cstream *s, uint32_t tid, uint32_t name)
         if (!s->tnames)
             return 0;
     }
-    uint32_t i = tname_hash(tid) & mask;
+    uint32_t i = gt__tid_hash(tid) & mask;
     while (s->tnames[i].used && s->tnames[i].tid != tid)
         i = (i + 1) & mask;
     struct gt__tname *t = &s->tnames[i];

@@ -14,11 +14,6 @@
 
 /* ------------------------------------------------------------ threads */
 
-static uint32_t tid_hash(uint32_t tid)
-{
-    return (tid * 2654435761u) >> 7;
-}
-
 static char *thread_label(struct gt__writer *c, const struct gt__wthread *th,
                           const char *suffix, char *buf, size_t cap)
 {
@@ -38,7 +33,7 @@ static char *thread_label(struct gt__writer *c, const struct gt__wthread *th,
 /* @return the thread for an OS tid, or NULL; never creates one. */
 struct gt__wthread *gt__thread_find(struct gt__writer *c, uint32_t tid)
 {
-    uint32_t i = tid_hash(tid) & c->thread_mask;
+    uint32_t i = gt__tid_hash(tid) & c->thread_mask;
     for (;;) {
         uint32_t r = c->thread_slots[i];
         if (r == 0)
@@ -52,7 +47,7 @@ struct gt__wthread *gt__thread_find(struct gt__writer *c, uint32_t tid)
 /* @return the thread for an OS tid, created on first use; NULL if full. */
 struct gt__wthread *gt__thread_get(struct gt__writer *c, uint32_t tid)
 {
-    uint32_t i = tid_hash(tid) & c->thread_mask;
+    uint32_t i = gt__tid_hash(tid) & c->thread_mask;
     for (;;) {
         uint32_t r = c->thread_slots[i];
         if (r == 0)
