@@ -47,7 +47,8 @@ void gt__csink_free(struct gt__csink *k);
  * @return the sink, or NULL (errno set).
  */
 struct gt__csink *gt__chrome_sink_create(const struct gt__conv_opts *opts);
-/* Its converter, for gt__conv_summary, gt__conv_files and the like. */
+/* Its converter, for gt__conv_summary, gt__conv_files and the like (NULL
+ * when k is another kind of sink). */
 struct gt__conv *gt__chrome_sink_conv(struct gt__csink *k);
 
 /* Where gt__convert_file stopped (struct gt__convert_info.stage). */
