@@ -130,11 +130,20 @@ int gt__cmd_convert(int argc, char **argv);
 /*
  * `gradtrace report [--sort model|fwd|bwd|name] [--csv] TRACE...`: the
  * per-layer table (forward calls and time, backward spans, time and nodes)
- * from gradtrace trace files or a .gtr recording (converted on the fly).
+ * from gradtrace trace files or a .gtr recording (decoded straight into
+ * the aggregation sink, daemon/convert/agg.h).
  * Memory bounded by the number of layers.
  * @return 0, 1 when the input is unreadable or holds no layer spans, 2 on
  *         a usage error.
  */
 int gt__cmd_report(int argc, char **argv);
 
+struct gt__agg;
+
+/*
+ * Adds the layer and iteration spans of the trace file at path (as
+ * gradtrace writes it, or any Chrome-trace JSON) to the table a.
+ * @return 0, or a negative errno (message printed on stderr).
+ */
+int gt__report_read_json(struct gt__agg *a, const char *path) GT__WUR;
 #endif /* GRADTRACE_DAEMON_CLI_H */

@@ -1,28 +1,27 @@
 /*
  * `gradtrace convert`: a .gtr file -> Chrome-trace JSON file(s).
  *
- * The file is fed to a framer in GT__FRAMER_RESYNC mode in fixed blocks, so
+ * The Chrome-JSON sink is fed by gt__convert_file (daemon/convert/sink.h),
+ * which reads the file in fixed blocks through a framer in resync mode, so
  * memory stays bounded for any input size and a corrupt chunk costs only
  * itself. "Nothing readable" (exit 1) means: no valid hello, or a file with
  * bytes after the hello of which not one chunk decoded. A file that merely
  * ends early converts what is whole and is marked truncated in the trace.
  */
 #include <errno.h>
-#include <fcntl.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/codec.h"
+#include "common/util.h"
 #include "daemon/cli/cli.h"
-#include "daemon/convert/convert.h"
-
-#define BLOCK (4u << 20)
+#include "daemon/convert/sink.h"
 
 static const char usage[] =
     "usage: gradtrace convert IN.gtr [-o OUT.json] [--max-file-mb N]\n"
@@ -40,59 +39,41 @@ static const char usage[] =
     "exit status: 0 converted, 1 nothing readable or output failed,\n"
     "2 usage error\n";
 
-struct run {
-    struct gt__conv *conv;
-    int err; /* first converter error */
+/* What the command line asked for. */
+struct convert_args {
+    const char *in, *out;
+    uint64_t mb, events;
+    int quiet;
 };
 
-static int on_hello(void *ud, const struct gt__hello_info *hello)
-{
-    struct run *r = ud;
-    int rc = gt__conv_hello(r->conv, hello);
-    if (rc)
-        r->err = rc;
-    return rc;
-}
+/* Progress bar state: drawn on a terminal only, at most every 0.1 s. */
+struct progress {
+    int tty;
+    uint64_t t0, last;     /* monotonic ns */
+};
 
-static int on_chunk(void *ud, const struct gt_chunk_header *h,
-                    const uint8_t *records, size_t raw_size)
-{
-    struct run *r = ud;
-    int rc = gt__conv_chunk(r->conv, h, records, raw_size);
-    if (rc)
-        r->err = rc;
-    return rc;
-}
-
-static int parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || *s == '-')
-        return -EINVAL;
-    *out = v;
-    return 0;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void progress(uint64_t done, uint64_t total, double t0, int final)
+static void progress_draw(uint64_t done, uint64_t total, uint64_t t0,
+                          int final)
 {
     int width = 30;
     double frac = total ? (double)done / (double)total : 1.0;
     int fill = (int)(frac * width);
-    double el = now_s() - t0;
+    double el = (double)(gt__mono_ns() - t0) / 1e9;
     fprintf(stderr, "\r[%.*s%*s] %3d%% %6.1f MB/s read", fill,
             "==============================", width - fill, "",
             (int)(frac * 100), el > 0 ? (double)done / el / 1e6 : 0.0);
     if (final)
         fputs("\r\033[K", stderr);
+}
+
+static void on_progress(void *ud, uint64_t done, uint64_t total)
+{
+    struct progress *p = ud;
+    uint64_t now = gt__mono_ns();
+    if (now - p->last > 100000000u) {
+        progress_draw(done, total, p->t0, 0);
+        p->last = gt__mono_ns();
+    }
 }
 
 /* Default output: IN minus .gtr plus .json. */
@@ -109,170 +90,191 @@ static char *default_out(const char *in)
     return out;
 }
 
-int gt__cmd_convert(int argc, char **argv)
-{
-    const char *in = NULL, *out = NULL;
-    uint64_t mb = 0, events = 0;
-    int quiet = 0, status = 1, fd = -1, rc;
-    char *out_alloc = NULL;
-    uint8_t *buf = NULL;
-    struct gt__framer *fr = NULL;
-    struct run run = {0};
+enum { OPT_MAX_MB = 256, OPT_MAX_EVENTS };
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+static const struct option convert_opts[] = {
+    {"help", no_argument, NULL, 'h'},
+    {"output", required_argument, NULL, 'o'},
+    {"max-file-mb", required_argument, NULL, OPT_MAX_MB},
+    {"max-file-events", required_argument, NULL, OPT_MAX_EVENTS},
+    {"quiet", no_argument, NULL, 'q'},
+    {NULL, 0, NULL, 0},
+};
+
+/* A positive count for option name. @return 0, or 2 (message printed). */
+static int positive(const char *name, const char *v, uint64_t *out)
+{
+    if (gt__parse_u64(v, 1, UINT64_MAX, out) == 0)
+        return 0;
+    fprintf(stderr, "gradtrace convert: %s wants a positive integer, got "
+                    "'%s'\n", name, v);
+    return 2;
+}
+
+/*
+ * Parses argv into *a. @return -1 to go on, or the exit status: 0 after
+ * --help, 2 on a usage error (message printed).
+ */
+static int parse_args(int argc, char **argv, struct convert_args *a)
+{
+    int ch;
+    optind = 0; /* glibc: rescan from argv[1], whatever ran before */
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":ho:q", convert_opts, NULL)) != -1) {
+        switch (ch) {
+        case 'h':
             fputs(usage, stdout);
             return 0;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (++i >= argc)
-                goto out_usage_missing;
-            out = argv[i];
-        } else if (!strcmp(a, "--max-file-mb") ||
-                   !strcmp(a, "--max-file-events")) {
-            if (++i >= argc)
-                goto out_usage_missing;
-            uint64_t *dst = a[11] == 'm' ? &mb : &events;
-            if (parse_u64(argv[i], dst) || *dst == 0) {
-                fprintf(stderr, "gradtrace convert: %s wants a positive "
-                                "integer, got '%s'\n", a, argv[i]);
+        case 'o':
+            a->out = optarg;
+            break;
+        case OPT_MAX_MB:
+            if (positive("--max-file-mb", optarg, &a->mb))
                 return 2;
-            }
-        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-            quiet = 1;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "gradtrace convert: unknown option '%s'\n%s", a,
-                    usage);
+            break;
+        case OPT_MAX_EVENTS:
+            if (positive("--max-file-events", optarg, &a->events))
+                return 2;
+            break;
+        case 'q':
+            a->quiet = 1;
+            break;
+        case ':':
+            fprintf(stderr, "gradtrace convert: %s needs a value\n",
+                    argv[optind - 1]);
             return 2;
-        } else if (!in) {
-            in = a;
-        } else {
-            fprintf(stderr, "gradtrace convert: one input file only "
-                            "('%s' and '%s')\n", in, a);
+        default:
+            fprintf(stderr, "gradtrace convert: unknown option '%s'\n%s",
+                    argv[optind - 1], usage);
             return 2;
         }
     }
-    if (!in) {
+    if (optind >= argc) {
         fprintf(stderr, "gradtrace convert: no input file\n%s", usage);
         return 2;
     }
-    if (mb > UINT64_MAX >> 20) {
+    if (argc - optind > 1) {
+        fprintf(stderr, "gradtrace convert: one input file only "
+                        "('%s' and '%s')\n", argv[optind], argv[optind + 1]);
+        return 2;
+    }
+    a->in = argv[optind];
+    if (a->mb > UINT64_MAX >> 20) {
         fprintf(stderr, "gradtrace convert: --max-file-mb too large\n");
         return 2;
     }
+    return -1;
+}
 
-    fd = open(in, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        fprintf(stderr, "gradtrace convert: %s: %s\n", in, strerror(errno));
-        goto out;
+/* Opening the output truncates it: it must not be the input. */
+static int same_file(const char *in, const char *out)
+{
+    struct stat ist, ost;
+    return stat(in, &ist) == 0 && stat(out, &ost) == 0 &&
+           ost.st_dev == ist.st_dev && ost.st_ino == ist.st_ino;
+}
+
+/* Says why gt__convert_file stopped. */
+static void report_failure(const struct convert_args *a, int rc,
+                           const struct gt__convert_info *info)
+{
+    switch (info->stage) {
+    case GT__CONVERT_SINK:
+        fprintf(stderr, "gradtrace convert: writing %s: %s\n", a->out,
+                gt__strerror(rc));
+        break;
+    case GT__CONVERT_STREAM:
+        fprintf(stderr, "gradtrace convert: %s: not a gradtrace stream "
+                        "(%s)\n", a->in, gt__strerror(rc));
+        break;
+    case GT__CONVERT_NO_HELLO:
+        fprintf(stderr, "gradtrace convert: %s: %s\n", a->in,
+                info->read == 0 ? "empty file"
+                                : "not a gradtrace stream (no complete header)");
+        break;
+    default:
+        fprintf(stderr, "gradtrace convert: %s: %s\n", a->in, strerror(-rc));
+        break;
     }
-    struct stat st;
-    uint64_t total = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
-    if (!out && !(out = out_alloc = default_out(in)))
+}
+
+/* The summary line (and every file after the first, one a line).
+ * @return the exit status: 1 when nothing was readable. */
+static int print_summary(const struct convert_args *a, struct gt__conv *conv,
+                         const struct gt__convert_info *info)
+{
+    const struct gt__framer_stats *stats = &info->stats;
+    struct gt__conv_summary sum;
+    const char *const *paths;
+    size_t nfiles = gt__conv_files(conv, &paths);
+    int nothing = stats->chunks == 0 && stats->skipped_bytes > 0;
+
+    gt__conv_summary(conv, &sum);
+    if (a->quiet && !nothing)
+        return 0;
+    fprintf(stderr,
+            "gradtrace convert: %s: %" PRIu64 " events from %" PRIu64
+            " chunks; lost %" PRIu64 " events, %" PRIu64 " cupti, %" PRIu64
+            " chunks; %" PRIu64 " corrupt chunks%s; %zu file%s: %s%s\n",
+            a->in, sum.events, stats->chunks, sum.lost_events, sum.lost_cupti,
+            sum.lost_chunks + stats->chunks_lost, stats->corrupt_chunks,
+            info->truncated ? "; truncated" : "", nfiles,
+            nfiles == 1 ? "" : "s", nfiles ? paths[0] : "",
+            nfiles > 1 ? " ..." : "");
+    /* Rotated parts and capture windows: every file, one a line. */
+    for (size_t i = 1; i < nfiles && !a->quiet; i++)
+        fprintf(stderr, "gradtrace convert: file: %s\n", paths[i]);
+    return nothing ? 1 : 0;
+}
+
+int gt__cmd_convert(int argc, char **argv)
+{
+    struct convert_args a = {0};
+    struct progress pr = {0};
+    struct gt__convert_info info = {0};
+    struct gt__csink *sink = NULL;
+    char *out_alloc = NULL;
+    int status, rc;
+
+    if ((status = parse_args(argc, argv, &a)) >= 0)
+        return status;
+    status = 1;
+    if (!a.out && !(a.out = out_alloc = default_out(a.in)))
         goto out_nomem;
-    struct stat ost;
-    if (stat(out, &ost) == 0 && ost.st_dev == st.st_dev &&
-        ost.st_ino == st.st_ino) {
-        /* Opening the output truncates it: it must not be the input. */
+    if (same_file(a.in, a.out)) {
         fprintf(stderr, "gradtrace convert: output %s is the input file\n",
-                out);
+                a.out);
         goto out;
     }
     struct gt__conv_opts opts = {
-        .out_path = out,
-        .max_file_bytes = mb << 20,
-        .max_file_events = events,
+        .out_path = a.out,
+        .max_file_bytes = a.mb << 20,
+        .max_file_events = a.events,
         /* The user named the output: it exists afterwards, even when the
          * input held only capture windows or nothing at all. */
         .keep_empty_main = 1,
     };
-    run.conv = gt__conv_create(&opts);
-    buf = gt__malloc(BLOCK);
-    fr = gt__framer_create(GT__FRAMER_RESYNC, on_hello, on_chunk, &run);
-    if (!run.conv || !buf || !fr)
+    if (!(sink = gt__chrome_sink_create(&opts)))
         goto out_nomem;
-
-    int tty = !quiet && isatty(2);
-    double t0 = now_s(), last = t0;
-    uint64_t done = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf, BLOCK);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            fprintf(stderr, "gradtrace convert: %s: %s\n", in,
-                    strerror(errno));
-            goto out;
-        }
-        if (n == 0)
-            break;
-        done += (uint64_t)n;
-        rc = gt__framer_feed(fr, buf, (size_t)n);
-        if (rc) {
-            if (run.err)
-                fprintf(stderr, "gradtrace convert: writing %s: %s\n", out,
-                        gt__strerror(run.err));
-            else
-                fprintf(stderr, "gradtrace convert: %s: not a gradtrace "
-                                "stream (%s)\n", in, gt__strerror(rc));
-            goto out;
-        }
-        if (tty && now_s() - last > 0.1) {
-            progress(done, total, t0, 0);
-            last = now_s();
-        }
+    pr.tty = !a.quiet && isatty(2);
+    pr.t0 = pr.last = gt__mono_ns();
+    if (pr.tty) {
+        info.progress = on_progress;
+        info.progress_ud = &pr;
     }
-    if (tty)
-        progress(done, total, t0, 1);
-    int fin = gt__framer_finish(fr);
-    const struct gt__framer_stats *stats = gt__framer_stats(fr);
-    if (!gt__framer_hello(fr)) {
-        fprintf(stderr, "gradtrace convert: %s: %s\n", in,
-                done == 0 ? "empty file"
-                          : "not a gradtrace stream (no complete header)");
-        goto out;
-    }
-    int truncated = fin == GT__ETRUNC;
-    rc = gt__conv_finish(run.conv, stats, truncated);
-    if (rc) {
-        fprintf(stderr, "gradtrace convert: writing %s: %s\n", out,
-                gt__strerror(rc));
-        goto out;
-    }
-    struct gt__conv_summary sum;
-    gt__conv_summary(run.conv, &sum);
-    const char *const *paths;
-    size_t nfiles = gt__conv_files(run.conv, &paths);
-    int nothing = stats->chunks == 0 && stats->skipped_bytes > 0;
-    if (!quiet || nothing) {
-        fprintf(stderr,
-                "gradtrace convert: %s: %" PRIu64 " events from %" PRIu64
-                " chunks; lost %" PRIu64 " events, %" PRIu64 " cupti, %"
-                PRIu64 " chunks; %" PRIu64 " corrupt chunks%s; %zu file%s: "
-                "%s%s\n",
-                in, sum.events, stats->chunks, sum.lost_events,
-                sum.lost_cupti, sum.lost_chunks + stats->chunks_lost,
-                stats->corrupt_chunks, truncated ? "; truncated" : "",
-                nfiles, nfiles == 1 ? "" : "s", nfiles ? paths[0] : "",
-                nfiles > 1 ? " ..." : "");
-        /* Rotated parts and capture windows: every file, one a line. */
-        for (size_t i = 1; i < nfiles && !quiet; i++)
-            fprintf(stderr, "gradtrace convert: file: %s\n", paths[i]);
-    }
-    status = nothing ? 1 : 0;
+    rc = gt__convert_file(a.in, &sink, 1, &info);
+    if (pr.tty && info.read)
+        progress_draw(info.read, info.size, pr.t0, 1);
+    if (rc)
+        report_failure(&a, rc, &info);
+    else
+        status = print_summary(&a, gt__chrome_sink_conv(sink), &info);
     goto out;
 
-out_usage_missing:
-    fprintf(stderr, "gradtrace convert: %s needs a value\n", argv[argc - 1]);
-    return 2;
 out_nomem:
     fprintf(stderr, "gradtrace convert: out of memory\n");
 out:
-    gt__framer_free(fr);
-    gt__conv_free(run.conv);
-    gt__free(buf);
+    gt__csink_free(sink);
     gt__free(out_alloc);
-    if (fd >= 0)
-        close(fd);
     return status;
 }

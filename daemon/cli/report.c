@@ -3,21 +3,22 @@
  *
  * Input is what gradtrace writes (schema/trace-output.md): one or more
  * trace files of one stream (rotated files are summed), or a .gtr
- * recording, which is first converted into a private temporary directory
- * with the same converter as `gradtrace convert`.
+ * recording, which goes straight into the aggregation sink
+ * (daemon/convert/agg.h): the converter's own layer spans become rows as
+ * the recording is decoded, without writing or parsing any JSON. Both
+ * kinds of input fill the same table (struct gt__agg).
  *
- * The converter writes one event per line, so the report reads line by
- * line and parses only the lines of the categories it sums (layer_forward,
- * layer_backward, iteration) with cJSON: memory is bounded by the number of
- * layers, never by the trace's size. A file that is not line-structured
- * (a foreign, minified trace) is parsed whole as a fallback.
+ * The converter writes one event per line, so a trace file is read line
+ * by line and only the lines of the categories summed (layer_forward,
+ * layer_backward, iteration) are parsed with cJSON: memory is bounded by
+ * the number of layers, never by the trace's size. A file that is not
+ * line-structured (a foreign, minified trace) is parsed whole instead.
  *
  * Times are inclusive: a parent's forward contains its children's, as the
  * spans in the viewer do.
  */
-#include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
+#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,156 +29,47 @@
 
 #include "common/alloc.h"
 #include "daemon/cli/cli.h"
-#include "daemon/convert/convert.h"
+#include "daemon/convert/agg.h"
+#include "daemon/convert/sink.h"
 
 static const char report_usage[] =
     "usage: gradtrace report [--sort model|fwd|bwd|name] [--csv] TRACE...\n"
     "  Prints one row per layer (module path): forward calls and total time,\n"
     "  backward spans, total time and node count, inclusive of sub-layers.\n"
     "  TRACE: gradtrace trace files (.json, every rotated file of a stream)\n"
-    "  or a recording (.gtr), converted on the fly.\n"
+    "  or a recording (.gtr), decoded on the fly.\n"
     "  --sort   model (order of first forward call, the default), fwd or bwd (total time,\n"
     "           largest first), name\n"
     "  --csv    comma-separated output for scripts\n"
     "exit status: 0 ok, 1 unreadable input or no layer spans, 2 usage\n";
 
-struct layer {
-    char *path;
-    char *cls;
-    double first_fwd_ts; /* earliest forward start, or -1 */
-    double first_ts;     /* earliest start of any span */
-    uint64_t fwd_calls;
-    double fwd_us;
-    uint64_t bwd_spans;
-    double bwd_us;
-    uint64_t bwd_nodes;
-};
-
-struct report {
-    struct layer *layers;
-    size_t n, cap;
-    uint64_t steps;
-    double step_us;
-    uint64_t events_seen;
-};
-
-static struct layer *layer_get(struct report *r, const char *path, size_t len)
-{
-    struct layer *l;
-
-    /* Linear search is fine up to thousands of layers; the table is small
-     * next to parsing the events. Index the most recent hit first. */
-    for (size_t i = r->n; i-- > 0;)
-        if (strlen(r->layers[i].path) == len && memcmp(r->layers[i].path, path, len) == 0)
-            return &r->layers[i];
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 64;
-        struct layer *nl = gt__realloc(r->layers, cap * sizeof(*nl));
-        if (!nl)
-            return NULL;
-        r->layers = nl;
-        r->cap = cap;
-    }
-    l = &r->layers[r->n];
-    memset(l, 0, sizeof(*l));
-    l->path = gt__malloc(len + 1);
-    if (!l->path)
-        return NULL;
-    memcpy(l->path, path, len);
-    l->path[len] = '\0';
-    r->n++;
-    l->first_fwd_ts = -1;
-    l->first_ts = -1;
-    return l;
-}
-
-/*
- * Splits "<path> (<Class>) forward" (or "... backward", or without the
- * class) into path and class. @return 0, or -1 when name has no phase.
- */
-static int split_name(const char *name, const char *phase, size_t *path_len,
-                      const char **cls, size_t *cls_len)
-{
-    size_t n = strlen(name), pl = strlen(phase);
-
-    if (n < pl + 2 || strcmp(name + n - pl, phase) != 0 || name[n - pl - 1] != ' ')
-        return -1;
-    n -= pl + 1;
-    *cls = NULL;
-    *cls_len = 0;
-    if (n > 0 && name[n - 1] == ')') {
-        for (size_t i = n - 1; i > 1; i--) {
-            if (name[i] == '(' && name[i - 1] == ' ') {
-                *cls = name + i + 1;
-                *cls_len = n - 1 - (i + 1);
-                n = i - 1;
-                break;
-            }
-        }
-    }
-    *path_len = n;
-    return n ? 0 : -1;
-}
-
-static int add_event(struct report *r, const cJSON *ev)
+/* One trace event into the table, when it is a layer or iteration span. */
+static int add_event(struct gt__agg *r, const cJSON *ev)
 {
     const cJSON *cat = cJSON_GetObjectItemCaseSensitive(ev, "cat");
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(ev, "name");
     const cJSON *dur = cJSON_GetObjectItemCaseSensitive(ev, "dur");
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(ev, "args");
     const cJSON *ts = cJSON_GetObjectItemCaseSensitive(ev, "ts");
+    const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(args, "nodes");
     double t = cJSON_IsNumber(ts) ? ts->valuedouble : 0;
-    int fwd;
-    size_t path_len, cls_len;
-    const char *cls;
-    struct layer *l;
 
     if (!cJSON_IsString(cat) || !cJSON_IsString(name) || !cJSON_IsNumber(dur))
         return 0;
     if (strcmp(cat->valuestring, "iteration") == 0) {
-        r->steps++;
-        r->step_us += dur->valuedouble;
+        gt__agg_iteration(r, dur->valuedouble);
         return 0;
     }
     if (strcmp(cat->valuestring, "layer_forward") == 0)
-        fwd = 1;
-    else if (strcmp(cat->valuestring, "layer_backward") == 0)
-        fwd = 0;
-    else
-        return 0;
-    if (split_name(name->valuestring, fwd ? "forward" : "backward", &path_len, &cls,
-                   &cls_len) < 0)
-        return 0;
-    l = layer_get(r, name->valuestring, path_len);
-    if (!l)
-        return -ENOMEM;
-    if (cls && !l->cls) {
-        l->cls = gt__malloc(cls_len + 1);
-        if (!l->cls)
-            return -ENOMEM;
-        memcpy(l->cls, cls, cls_len);
-        l->cls[cls_len] = '\0';
-    }
-    if (l->first_ts < 0 || t < l->first_ts)
-        l->first_ts = t;
-    if (fwd) {
-        if (l->first_fwd_ts < 0 || t < l->first_fwd_ts)
-            l->first_fwd_ts = t;
-        l->fwd_calls++;
-        l->fwd_us += dur->valuedouble;
-    } else {
-        const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(args, "nodes");
-        l->bwd_spans++;
-        l->bwd_us += dur->valuedouble;
-        if (cJSON_IsNumber(nodes) && nodes->valuedouble > 0)
-            l->bwd_nodes += (uint64_t)nodes->valuedouble;
-    }
-    r->events_seen++;
+        return gt__agg_span(r, 1, name->valuestring, t, dur->valuedouble, 0);
+    if (strcmp(cat->valuestring, "layer_backward") == 0)
+        return gt__agg_span(r, 0, name->valuestring, t, dur->valuedouble,
+                            cJSON_IsNumber(nodes) ? nodes->valuedouble : 0);
     return 0;
 }
 
 /* Parses a whole trace document (fallback for files without line structure). */
-static int add_document(struct report *r, const char *text)
+static int add_document(struct gt__agg *r, const char *text)
 {
     cJSON *doc = cJSON_Parse(text);
     const cJSON *evs, *ev;
@@ -195,7 +87,7 @@ static int add_document(struct report *r, const char *text)
     return rc;
 }
 
-static int read_json(struct report *r, const char *path)
+int gt__report_read_json(struct gt__agg *r, const char *path)
 {
     FILE *f = fopen(path, "r");
     char *line = NULL;
@@ -252,91 +144,37 @@ static int read_json(struct report *r, const char *path)
     return rc;
 }
 
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+/* A recording, decoded straight into the table by the aggregation sink. */
+static int read_gtr(struct gt__agg *r, const char *path)
 {
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
-static int json_file(const struct dirent *e)
-{
-    size_t n = strlen(e->d_name);
-    return n > 5 && strcmp(e->d_name + n - 5, ".json") == 0;
-}
-
-/* Converts a .gtr into a temporary directory and reads its files. */
-static int read_gtr(struct report *r, const char *path)
-{
-    char dir[] = "/tmp/gradtrace-report.XXXXXX";
-    char out[sizeof(dir) + 16];
-    char *argv[6];
+    struct gt__convert_info info = {0};
+    struct gt__csink *sink = gt__agg_sink_create(r);
     int rc;
 
-    if (!mkdtemp(dir)) {
-        fprintf(stderr, "gradtrace report: mkdtemp: %s\n", strerror(errno));
-        return -errno;
+    if (!sink) {
+        fprintf(stderr, "gradtrace report: out of memory\n");
+        return -ENOMEM;
     }
-    snprintf(out, sizeof(out), "%s/t.json", dir);
-    argv[0] = (char *)"convert";
-    argv[1] = (char *)path;
-    argv[2] = (char *)"-o";
-    argv[3] = out;
-    argv[4] = (char *)"--quiet";
-    argv[5] = NULL;
-    rc = gt__cmd_convert(5, argv) == 0 ? 0 : -EINVAL;
-    if (rc == 0) {
-        /* Every file the conversion wrote: t.json and its rotations when
-         * something was recorded outside capture windows, and each
-         * window's t-w<id>-....json (their records are disjoint). */
-        struct dirent **ents;
-        int n = scandir(dir, &ents, json_file, alphasort);
-        if (n <= 0)
-            rc = -ENOENT;
-        for (int i = 0; i < n; i++) {
-            char p[sizeof(dir) + 260];
-            snprintf(p, sizeof(p), "%s/%s", dir, ents[i]->d_name);
-            if (rc == 0)
-                rc = read_json(r, p);
-            free(ents[i]);
-        }
-        if (n > 0)
-            free(ents);
-    }
-    nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    rc = gt__convert_file(path, &sink, 1, &info);
+    gt__csink_free(sink);
+    if (rc == 0 && info.stats.chunks == 0 && info.stats.skipped_bytes > 0)
+        rc = -EINVAL; /* bytes after the hello, and not one chunk whole */
+    if (rc == 0)
+        return 0;
+    if (info.stage == GT__CONVERT_NO_HELLO)
+        fprintf(stderr, "gradtrace report: %s: %s\n", path,
+                info.read == 0 ? "empty file"
+                               : "not a gradtrace stream (no complete header)");
+    else if (info.stage == GT__CONVERT_STREAM || info.stage == GT__CONVERT_DONE)
+        fprintf(stderr, "gradtrace report: %s: not a gradtrace stream (%s)\n",
+                path, info.stage == GT__CONVERT_DONE ? "no chunk readable"
+                                                     : gt__strerror(rc));
+    else
+        fprintf(stderr, "gradtrace report: %s: %s\n", path, gt__strerror(rc));
     return rc;
 }
 
-static int cmp_sort;
-
-static int cmp_layers(const void *a, const void *b)
-{
-    const struct layer *x = a, *y = b;
-    switch (cmp_sort) {
-    case 1:
-        return x->fwd_us < y->fwd_us ? 1 : x->fwd_us > y->fwd_us ? -1 : 0;
-    case 2:
-        return x->bwd_us < y->bwd_us ? 1 : x->bwd_us > y->bwd_us ? -1 : 0;
-    case 3:
-        return strcmp(x->path, y->path);
-    default:
-        /* Model order: by first forward call (a parent starts before its
-         * children), then layers never called forward (containers such as
-         * ModuleList) by their first backward; ties by path. */
-        if ((x->first_fwd_ts < 0) != (y->first_fwd_ts < 0))
-            return x->first_fwd_ts < 0 ? 1 : -1;
-        {
-            double a_ts = x->first_fwd_ts < 0 ? x->first_ts : x->first_fwd_ts;
-            double b_ts = y->first_fwd_ts < 0 ? y->first_ts : y->first_fwd_ts;
-            if (a_ts != b_ts)
-                return a_ts < b_ts ? -1 : 1;
-        }
-        return strcmp(x->path, y->path);
-    }
-}
-
-static void print_table(const struct report *r, int csv)
+static void print_table(const struct gt__agg *r, int csv)
 {
     int w = 5;
 
@@ -348,7 +186,7 @@ static void print_table(const struct report *r, int csv)
     if (csv) {
         printf("layer,class,fwd_calls,fwd_ms,bwd_spans,bwd_ms,bwd_nodes\n");
         for (size_t i = 0; i < r->n; i++) {
-            const struct layer *l = &r->layers[i];
+            const struct gt__agg_layer *l = &r->layers[i];
             printf("%s,%s,%llu,%.3f,%llu,%.3f,%llu\n", l->path, l->cls ? l->cls : "",
                    (unsigned long long)l->fwd_calls, l->fwd_us / 1e3,
                    (unsigned long long)l->bwd_spans, l->bwd_us / 1e3,
@@ -359,7 +197,7 @@ static void print_table(const struct report *r, int csv)
     printf("%-*s  %-14s %6s %11s %6s %11s %9s %8s\n", w, "layer", "class", "fwd n",
            "fwd ms", "bwd n", "bwd ms", "bwd nodes", "bwd/fwd");
     for (size_t i = 0; i < r->n; i++) {
-        const struct layer *l = &r->layers[i];
+        const struct gt__agg_layer *l = &r->layers[i];
         char ratio[16] = "-";
         if (l->fwd_us > 0 && l->bwd_spans)
             snprintf(ratio, sizeof(ratio), "%.2f", l->bwd_us / l->fwd_us);
@@ -376,48 +214,85 @@ static void print_table(const struct report *r, int csv)
         printf("times are inclusive of sub-layers\n");
 }
 
-int gt__cmd_report(int argc, char **argv)
-{
-    struct report r;
-    int csv = 0, first = 0, status = 0;
+static const struct option report_opts[] = {
+    {"help", no_argument, NULL, 'h'},
+    {"csv", no_argument, NULL, 'c'},
+    {"sort", required_argument, NULL, 's'},
+    {NULL, 0, NULL, 0},
+};
 
-    memset(&r, 0, sizeof(r));
-    cmp_sort = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+/* The --sort value. @return its order, or -1. */
+static int sort_order(const char *s)
+{
+    static const char *const names[] = {
+        [GT__AGG_MODEL] = "model", [GT__AGG_FWD] = "fwd",
+        [GT__AGG_BWD] = "bwd", [GT__AGG_NAME] = "name"};
+    for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/*
+ * Parses the options. @return -1 to go on (TRACEs from argv[optind]), or
+ * the exit status: 0 after --help, 2 on a usage error (message printed).
+ */
+static int parse_args(int argc, char **argv, int *csv, int *order)
+{
+    int ch;
+    optind = 0; /* glibc: rescan from argv[1], whatever ran before */
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":h", report_opts, NULL)) != -1) {
+        switch (ch) {
+        case 'h':
             fputs(report_usage, stdout);
             return 0;
-        } else if (strcmp(argv[i], "--csv") == 0) {
-            csv = 1;
-        } else if (strcmp(argv[i], "--sort") == 0 && i + 1 < argc) {
-            const char *s = argv[++i];
-            cmp_sort = strcmp(s, "model") == 0 ? 0 : strcmp(s, "fwd") == 0 ? 1
-                     : strcmp(s, "bwd") == 0   ? 2 : strcmp(s, "name") == 0 ? 3 : -1;
-            if (cmp_sort < 0) {
-                fprintf(stderr, "gradtrace report: --sort: expected model, fwd, bwd or name, got '%s'\n%s",
-                        s, report_usage);
+        case 'c':
+            *csv = 1;
+            break;
+        case 's':
+            if ((*order = sort_order(optarg)) < 0) {
+                fprintf(stderr, "gradtrace report: --sort: expected model, "
+                                "fwd, bwd or name, got '%s'\n%s",
+                        optarg, report_usage);
                 return 2;
             }
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "gradtrace report: unknown option '%s'\n%s", argv[i], report_usage);
+            break;
+        case ':':
+            fprintf(stderr, "gradtrace report: %s needs a value\n%s",
+                    argv[optind - 1], report_usage);
             return 2;
-        } else if (!first) {
-            first = i;
+        default:
+            fprintf(stderr, "gradtrace report: unknown option '%s'\n%s",
+                    argv[optind - 1], report_usage);
+            return 2;
         }
     }
-    if (!first) {
-        fprintf(stderr, "gradtrace report: expected at least one TRACE\n%s", report_usage);
+    if (optind >= argc) {
+        fprintf(stderr, "gradtrace report: expected at least one TRACE\n%s",
+                report_usage);
         return 2;
     }
-    for (int i = first; i < argc; i++) {
-        size_t n = strlen(argv[i]);
-        int rc;
-        if (argv[i][0] == '-' && argv[i][1])
-            continue;
-        if (i > first && strcmp(argv[i - 1], "--sort") == 0)
-            continue;
-        rc = n > 4 && strcmp(argv[i] + n - 4, ".gtr") == 0 ? read_gtr(&r, argv[i])
-                                                          : read_json(&r, argv[i]);
+    return -1;
+}
+
+static int is_gtr(const char *path)
+{
+    size_t n = strlen(path);
+    return n > 4 && strcmp(path + n - 4, ".gtr") == 0;
+}
+
+int gt__cmd_report(int argc, char **argv)
+{
+    struct gt__agg r;
+    int csv = 0, order = GT__AGG_MODEL, status;
+
+    if ((status = parse_args(argc, argv, &csv, &order)) >= 0)
+        return status;
+    gt__agg_init(&r);
+    for (int i = optind; i < argc; i++) {
+        int rc = is_gtr(argv[i]) ? read_gtr(&r, argv[i])
+                                 : gt__report_read_json(&r, argv[i]);
         if (rc < 0) {
             status = 1;
             goto out_free;
@@ -429,13 +304,10 @@ int gt__cmd_report(int argc, char **argv)
         status = 1;
         goto out_free;
     }
-    qsort(r.layers, r.n, sizeof(*r.layers), cmp_layers);
+    gt__agg_sort(&r, (enum gt__agg_order)order);
     print_table(&r, csv);
+    status = 0;
 out_free:
-    for (size_t i = 0; i < r.n; i++) {
-        gt__free(r.layers[i].path);
-        gt__free(r.layers[i].cls);
-    }
-    gt__free(r.layers);
+    gt__agg_close(&r);
     return status;
 }

@@ -17,7 +17,7 @@
 
 /* ------------------------------------------------------------ GPU */
 
-static uint32_t stream_track(struct gt__conv *c, uint32_t device,
+static uint32_t stream_track(struct gt__writer *c, uint32_t device,
                              uint32_t stream)
 {
     const uint32_t mask = 2 * GT__MAX_STREAMS - 1;
@@ -49,7 +49,7 @@ static uint32_t stream_track(struct gt__conv *c, uint32_t device,
 }
 
 /* Appends ,"layer":..,"phase":.. / ,"seq":.. from GT_R_EXT_CORR records. */
-static char *put_ext(struct gt__conv *c, char *p, uint32_t corr)
+static char *put_ext(struct gt__writer *c, char *p, uint32_t corr)
 {
     const struct gt__bmap_val *v;
     if (corr == 0 || !(v = gt__bmap_get(&c->ext, 0, corr)))
@@ -71,8 +71,12 @@ static char *put_ext(struct gt__conv *c, char *p, uint32_t corr)
     return p;
 }
 
-void gt__on_ext_corr(struct gt__conv *c, const struct gt_r_ext_corr *r)
+void gt__on_ext_corr(struct gt__writer *c, const uint8_t *rec, uint16_t size)
 {
+    struct gt_r_ext_corr rr;
+    const struct gt_r_ext_corr *r = &rr;
+    (void)size;
+    memcpy(&rr, rec, sizeof(rr));
     /* One entry per correlation id: layer (x, kind in p) and NVTX seq
      * (y, present when q), so a GPU record needs one lookup. */
     const struct gt__bmap_val *old = gt__bmap_get(&c->ext, 0, r->corr);
@@ -90,7 +94,7 @@ void gt__on_ext_corr(struct gt__conv *c, const struct gt_r_ext_corr *r)
 }
 
 /* Links the GPU activity on track t at start with its launch, or waits. */
-static void gpu_link(struct gt__conv *c, uint32_t corr, uint32_t t,
+static void gpu_link(struct gt__writer *c, uint32_t corr, uint32_t t,
                      uint64_t start)
 {
     if (corr == 0)
@@ -105,7 +109,7 @@ static void gpu_link(struct gt__conv *c, uint32_t corr, uint32_t t,
         c->an.ac2g_unmatched++;
 }
 
-static char *gpu_head(struct gt__conv *c, uint32_t *t, const char *cat,
+static char *gpu_head(struct gt__writer *c, uint32_t *t, const char *cat,
                       uint32_t device, uint32_t stream, uint64_t start,
                       uint64_t end, size_t extra)
 {
@@ -122,8 +126,12 @@ static char *gpu_head(struct gt__conv *c, uint32_t *t, const char *cat,
 }
 
 
-void gt__on_kernel(struct gt__conv *c, const struct gt_r_gpu_kernel *r)
+void gt__on_kernel(struct gt__writer *c, const uint8_t *rec, uint16_t size)
 {
+    struct gt_r_gpu_kernel rr;
+    const struct gt_r_gpu_kernel *r = &rr;
+    (void)size;
+    memcpy(&rr, rec, sizeof(rr));
     uint32_t t, nl;
     const char *name = gt__str_esc(c, r->name, &nl);
     char *p = gpu_head(c, &t, "kernel", r->device, r->stream, r->start,
@@ -157,8 +165,12 @@ static const char *copy_kind_name(unsigned k)
     return k < sizeof(names) / sizeof(names[0]) ? names[k] : names[0];
 }
 
-void gt__on_memcpy(struct gt__conv *c, const struct gt_r_gpu_memcpy *r)
+void gt__on_memcpy(struct gt__writer *c, const uint8_t *rec, uint16_t size)
 {
+    struct gt_r_gpu_memcpy rr;
+    const struct gt_r_gpu_memcpy *r = &rr;
+    (void)size;
+    memcpy(&rr, rec, sizeof(rr));
     uint32_t t;
     const char *name = copy_kind_name(r->copy_kind);
     char *p = gpu_head(c, &t, "gpu_memcpy", r->device, r->stream, r->start,
@@ -179,8 +191,12 @@ void gt__on_memcpy(struct gt__conv *c, const struct gt_r_gpu_memcpy *r)
     gpu_link(c, r->corr, t, r->start);
 }
 
-void gt__on_memset(struct gt__conv *c, const struct gt_r_gpu_memset *r)
+void gt__on_memset(struct gt__writer *c, const uint8_t *rec, uint16_t size)
 {
+    struct gt_r_gpu_memset rr;
+    const struct gt_r_gpu_memset *r = &rr;
+    (void)size;
+    memcpy(&rr, rec, sizeof(rr));
     uint32_t t;
     char *p = gpu_head(c, &t, "gpu_memset", r->device, r->stream, r->start,
                        r->end, 256);
@@ -198,9 +214,13 @@ void gt__on_memset(struct gt__conv *c, const struct gt_r_gpu_memset *r)
     gpu_link(c, r->corr, t, r->start);
 }
 
-void gt__on_cuda_api(struct gt__conv *c, const struct gt_r_cuda_api *r)
+void gt__on_cuda_api(struct gt__writer *c, const uint8_t *rec, uint16_t size)
 {
-    struct gt__thread *th = gt__thread_get(c, r->tid);
+    struct gt_r_cuda_api rr;
+    const struct gt_r_cuda_api *r = &rr;
+    (void)size;
+    memcpy(&rr, rec, sizeof(rr));
+    struct gt__wthread *th = gt__thread_get(c, r->tid);
     uint32_t nl;
     uint64_t start = r->start, end = r->end;
     if (!th)

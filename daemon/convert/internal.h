@@ -1,8 +1,26 @@
 /*
- * Converter internals shared by convert.c (record dispatch, thread stacks,
- * GPU records), chrome.c (output files, tracks, metadata), conv_layers.c
- * (per-layer backward spans, passes, iterations) and conv_map.c (bounded
- * maps). Nothing here is part of the daemon's contract (convert.h is).
+ * Converter internals. Nothing here is part of the daemon's contract
+ * (convert.h is).
+ *
+ * Design: one stream feeds several outputs, so the state is in two kinds
+ * of struct with one owner each:
+ *
+ *   - struct gt__cstream (cstream.h, stream.c): everything per stream,
+ *     once: options, identity from the hello, time base, string table,
+ *     thread names and context, clock pairs, lost counts, warnings,
+ *     window history, the list of every file written. Metadata records
+ *     change it once.
+ *   - struct gt__writer (writer.c, records.c, chrome.c, files.c, gpu.c,
+ *     nodes.c, layers.c, meta.c, threads.c): one Chrome-JSON output (the
+ *     main file set, or a capture window's), holding a pointer to the
+ *     stream and only its own output state: files, tracks, thread stacks,
+ *     correlation maps, layers, per-string caches, anomaly counts. It
+ *     reads the stream when it writes; it never calls into window.c.
+ *
+ * struct gt__conv (convert.c) owns one stream, the main writer and the
+ * window writers; window.c routes records among them by records.c's
+ * table of {type, size, route, stream part, writer part}. Dependencies
+ * point one way: convert.c -> window.c -> writer files -> stream.c.
  *
  * Memory model: everything below is bounded by a cap: strings, threads,
  * tracks, layers, open spans per track, the node-creation and correlation
@@ -16,91 +34,16 @@
 #include <stdint.h>
 
 #include "daemon/convert/convert.h"
+#include "daemon/convert/cstream.h"
 #include "daemon/convert/jsonw.h"
 #include "common/version.h"
-
-
-#define GT__CONV_DEFAULT_MAX_BYTES (200ull << 20)
-#define GT__CONV_DEFAULT_MAX_EVENTS 4000000ull
-#define GT__CONV_MIN_MAX_BYTES 4096ull
-
-#define GT__STR_MAX_IDS (1u << 18)    /* string ids accepted: 1 .. this-1 */
-#define GT__STR_MAX_BYTES (24u << 20) /* raw + escaped bytes kept */
-#define GT__MAX_THREADS 65536u
-#define GT__MAX_TRACKS (1u << 18)
-#define GT__STACK_MAX 256u            /* open spans per thread stack */
-#define GT__LANE_DEPTH 32u            /* nesting depth checked per lane */
-#define GT__MAX_OVERFLOW 8u           /* overlap tracks per track */
-#define GT__NODE_MAP_DEFAULT (1u << 18)
-#define GT__CORR_MAP_CAP (1u << 15)
-#define GT__MAX_LAYERS (1u << 17)
-#define GT__MAX_DEVICES 64u
-#define GT__MAX_STREAMS 4096u         /* table has twice the slots */
-#define GT__MAX_LOST 4096u
-#define GT__MAX_WINDOWS 256u
-#define GT__MAX_OPEN_WINDOWS 16u
-#define GT__MAX_WARNINGS 64u
-#define GT__WAIT_CAP 4096u            /* nodes waiting for their creation */
-#define GT__MAX_WIN_OPEN 4u           /* window converters alive at once */
-#define GT__WIN_CORR_CAP (1u << 14)   /* CUDA corr ids launched in windows */
-
-/* Synthetic tids (tracks that are not OS threads) start here, above any
- * Linux tid (pid_max <= 2^22). */
-#define GT__SYNTH_TID_BASE (1u << 28)
-/* GPU device d is written as pid GT__GPU_PID_BASE + d. */
-#define GT__GPU_PID_BASE 0x40000000u
-
-/* Counters of untrusted-input anomalies, written in metadata by name. */
-#define GT__ANOMALIES(X)                                                   \
-    X(bad_records)          /* record size does not match its type */     \
-    X(unknown_records)      /* record type this converter does not know */\
-    X(unknown_strings)      /* string id used but never defined */        \
-    X(bad_string_ids)       /* string id 0 defined, or id beyond the cap */\
-    X(strings_dropped)      /* string table full */                       \
-    X(no_thread)            /* thread-scoped record before any THREAD */  \
-    X(threads_dropped)      /* thread table full */                       \
-    X(time_backwards)       /* a thread's time went back: clamped */      \
-    X(before_base)          /* timestamp before the trace base: at 0 */   \
-    X(negative_durations)   /* end before start: zero duration */         \
-    X(end_without_begin)    /* end matching nothing open: ignored */      \
-    X(closed_implicitly)    /* closed because an outer span ended */      \
-    X(closed_at_finish)     /* still open at the end of input */          \
-    X(depth_dropped)        /* begin beyond GT__STACK_MAX: dropped */     \
-    X(overlap_moved)        /* span placed on an overlap track */         \
-    X(overlap_dropped)      /* no overlap track could take the span */    \
-    X(node_map_evicted)     /* node creations evicted before backward */  \
-    X(nodes_without_creation) /* backward node whose creation is unknown */\
-    X(ac2g_unmatched)       /* GPU activity whose launch never came */    \
-    X(pass_unbalanced)      /* backward pass begin/end out of pairs */    \
-    X(steps_out_of_order)   /* iteration boundary earlier than the last */\
-    X(layers_dropped)       /* layer table full */                        \
-    X(windows_unmatched)    /* window end without begin, or never ended */\
-    X(pid_mismatch)         /* process info for another pid */            \
-    X(warnings_dropped)     /* warnings beyond GT__MAX_WARNINGS */
-
-struct gt__anomalies {
-#define GT__ANOM_FIELD(n) uint64_t n;
-    GT__ANOMALIES(GT__ANOM_FIELD)
-#undef GT__ANOM_FIELD
-};
-
-/* ------------------------------------------------------------ strings */
-
-struct gt__str {
-    char *raw;        /* raw bytes, NUL-terminated copy */
-    char *esc;        /* JSON-escaped, without quotes, NUL-terminated */
-    uint32_t raw_len;
-    uint32_t esc_len;
-    int32_t layer;    /* layer index, -1: not yet looked up */
-    uint32_t cls;     /* module class string id seen with this path */
-};
 
 /* ------------------------------------------------------------ bounded map */
 
 /*
  * A bounded map from a (a, b) key to a small value: two-way set-associative,
  * so memory is fixed at creation and an insert into a full bucket evicts
- * the older entry (conv_map.c explains why this suits counting keys).
+ * the older entry (map.c explains why this suits counting keys).
  */
 struct gt__bmap_val {
     uint64_t x;
@@ -204,9 +147,8 @@ struct gt__stack {
     uint32_t dropped;     /* begins dropped beyond GT__STACK_MAX, still open */
 };
 
-struct gt__thread {
-    uint32_t os_tid;
-    uint32_t name;        /* string id, 0 unknown */
+struct gt__wthread {
+    uint32_t os_tid;      /* its name: gt__cstream_tname */
     uint32_t track;       /* scopes */
     uint32_t bwd_track;   /* backward nodes, 0 until used */
     uint32_t fwd_track;   /* per-layer forward spans, 0 until used */
@@ -222,7 +164,7 @@ struct gt__thread {
 
 /* ------------------------------------------------------------ layers */
 
-struct gt__layer {
+struct gt__wlayer {
     char *path;           /* raw */
     char *esc;            /* escaped */
     uint32_t path_len;
@@ -241,41 +183,22 @@ struct gt__file {
     uint64_t count_off;   /* offset of the file_count placeholder */
 };
 
-struct gt__lost {
-    uint32_t tid;
-    uint32_t what;
-    uint64_t count;
-};
-
-struct gt__dev_clock {
-    int32_t device;
-    uint32_t count;
-    uint64_t mono_ns, device_ts, uncertainty_ns;
-};
-
 struct gt__window {
     uint32_t id, spec, layer, pad;
     uint64_t begin, end, iter_begin, iter_end;
 };
 
-struct gt__warning {
-    uint32_t code, text;
-    uint64_t ts;
-};
-
-/* A window being written: its own converter (conv_window.c). */
-struct gt__win_out {
-    struct gt__conv *sub;
-    uint32_t id;
-    int seg_open;         /* between WINDOW_BEGIN and WINDOW_END */
-    uint64_t seg_begin, seg_end; /* last segment's times */
-};
-
-struct gt__conv {
-    /* options */
-    char *out_dir, *stem, *out_path;
-    uint64_t max_bytes, max_events;
-    uint32_t node_map_cap;
+/*
+ * One Chrome-JSON output: the main file set of a stream, or one capture
+ * window's. It reads the stream's state through s and holds only what is
+ * its own: files, tracks, thread stacks, correlation maps, layers, the
+ * capture windows drawn on its track, its anomaly counts.
+ */
+struct gt__writer {
+    struct gt__cstream *s;  /* shared, not owned */
+    char *stem, *out_path;  /* how its files are named (one of the two) */
+    int window;             /* a capture window's writer ... */
+    uint32_t win_id;        /* ... for window win_id (info in s->winfo) */
 
     /* output */
     struct gt__jw w;
@@ -286,32 +209,21 @@ struct gt__conv {
     uint64_t file_events;
     uint64_t total_events;
     struct gt__file *files;
-    char **paths;
     size_t nfiles;
     uint64_t flow_id;
-
-    /* stream identity */
-    int have_hello;
-    uint32_t pid, ppid;
-    int32_t rank, local_rank, world_size;
-    char *hostname, *cmdline; /* raw, NUL-terminated */
-    uint64_t start_mono, start_real;
-    uint64_t base_ns;      /* monotonic ns of ts 0 */
-    int have_base;
-    uint64_t min_ts, max_ts;
-    int have_ts;
-    uint64_t next_seq;
-    int have_seq;
-    uint64_t chunks, records;
     uint64_t total_bytes;   /* JSON bytes of closed files */
 
-    /* strings */
-    struct gt__str *strs;
-    uint32_t nstrs;        /* allocated entries (ids 0..nstrs-1) */
-    uint64_t str_bytes;
+    /* what this output saw */
+    uint64_t min_ts, max_ts;
+    int have_ts;
+    uint64_t chunks, records;
+
+    /* per-string cache (layer index, class), by string id */
+    struct gt__strcache *scache;
+    uint32_t nscache;
 
     /* threads and tracks */
-    struct gt__thread *threads;
+    struct gt__wthread *threads;
     uint32_t nthreads, threads_cap;
     uint32_t *thread_slots; /* hash: index + 1 */
     uint32_t thread_mask;
@@ -335,7 +247,7 @@ struct gt__conv {
     uint32_t nstreams;
 
     /* layers, passes, iterations */
-    struct gt__layer *layers;
+    struct gt__wlayer *layers;
     uint32_t nlayers, layers_cap;
     uint32_t *layer_slots;  /* hash by path text: index + 1 */
     uint32_t layer_mask;
@@ -356,85 +268,138 @@ struct gt__conv {
     int pend_iter;          /* a pass-based iteration span held back */
     uint64_t pend_start, pend_end, pend_value;
 
-    /* metadata */
-    struct gt__lost lost[GT__MAX_LOST];
-    uint32_t nlost;
-    uint64_t lost_sum[4];   /* by enum gt_lost_kind */
-    uint64_t host_pairs;
-    uint64_t host_first_mono, host_first_real, host_last_mono, host_last_real;
-    struct gt__dev_clock devclk[GT__MAX_DEVICES];
-    uint32_t ndevclk;
+    /* capture windows drawn on this output's "Capture windows" track */
     struct gt__window open_win[GT__MAX_OPEN_WINDOWS];
     uint32_t nopen_win;
     struct gt__window windows[GT__MAX_WINDOWS];
     uint32_t nwindows;
     uint64_t windows_total;
-    struct gt__warning warnings[GT__MAX_WARNINGS];
-    uint32_t nwarnings;
     struct gt__anomalies an;
 
-    /* capture windows (conv_window.c): the stream's converter routes
-     * records to one converter per window, each writing its own files */
-    struct gt__conv *root;   /* set in window converters: the stream's */
-    int keep_empty_main;
+    int finished;
+    int truncated;          /* its last file says truncated */
+};
+
+/* A window being written: its own writer (window.c). */
+struct gt__win_out {
+    struct gt__writer *sub;
+    uint32_t id;
+    int seg_open;         /* between WINDOW_BEGIN and WINDOW_END */
+    uint64_t seg_begin, seg_end; /* last segment's times */
+};
+
+/*
+ * The converter of one stream (convert.h): the stream state, the main
+ * writer and the writers of the capture windows open now, between which
+ * window.c routes records.
+ */
+struct gt__conv {
+    struct gt__cstream s;
+    struct gt__writer *main;
     struct gt__win_out wout[GT__MAX_WIN_OPEN];
     uint32_t nwout;
     uint32_t route;         /* 1 + wout index taking records, 0 main */
     struct gt__bmap win_corr; /* CUDA corr -> window id */
-    struct gt__conv_window *winfo; /* history, GT__MAX_WINDOWS at most */
-    uint32_t nwinfo;
-    uint32_t win_max_id;    /* largest window id given a file so far */
-    uint64_t win_created;   /* window converters created in this stream */
-    char **all_paths;       /* every file, main and windows, NULL-ended */
-    size_t nall;
     uint64_t win_events, win_bytes, win_files, win_anomalies; /* finished */
-    /* in a window converter: what its metadata says */
-    uint32_t win_id, win_segments;
-    uint64_t win_iter;
-    int win_state;
-    char *win_spec, *win_layer;
-    const char *win_phase;
-
-    /* from gt__conv_finish */
-    int finished;
-    int truncated;
-    struct gt__framer_stats stats;
-    int have_stats;
 };
 
-/* ------------------------------------------------ chrome.c: output files */
+/* ------------------------------------------------ route and record table */
 
-GT__WUR int gt__file_open(struct gt__conv *c);
+/* How window.c routes a record type (records.c's table). */
+enum {
+    GT__ROUTE_SEGMENT = 0, /* the window whose segment is open, or main */
+    GT__ROUTE_META,        /* the stream once, then every writer */
+    GT__ROUTE_WINDOW,      /* window bookkeeping (window.c) */
+    GT__ROUTE_API,         /* CUDA API: the window containing its start */
+    GT__ROUTE_CORR,        /* GPU activity: its launch's window */
+};
+
+typedef void (*gt__stream_rec_fn)(struct gt__cstream *s, const uint8_t *rec,
+                                  uint16_t size);
+typedef void (*gt__writer_rec_fn)(struct gt__writer *c, const uint8_t *rec,
+                                  uint16_t size);
+
+/* One record type. Handlers get the record (unaligned: they memcpy it)
+ * with its size already checked against size/var. */
+struct gt__rec_kind {
+    uint16_t type;
+    uint16_t size;              /* exact size, or the minimum when var */
+    uint8_t var;
+    uint8_t route;              /* GT__ROUTE_* */
+    uint16_t corr_off;          /* GT__ROUTE_CORR: offset of the u32 corr */
+    gt__stream_rec_fn stream;   /* the stream's part, or NULL */
+    gt__writer_rec_fn writer;   /* each writer's part, or NULL */
+};
+
+/* @return the record type's entry, or NULL for a type not known here. */
+const struct gt__rec_kind *gt__rec_kind(uint16_t type);
+/* @return whether size is valid for k. */
+int gt__rec_size_ok(const struct gt__rec_kind *k, uint16_t size);
+
+/* ------------------------------------------------ writer.c */
+
+/*
+ * A writer of stream s (which must outlive it). window/win_id: a capture
+ * window's writer. Its files are named after stem (in s->out_dir) or
+ * out_path; both are copied. @return the writer, or NULL (out of memory).
+ */
+struct gt__writer *gt__writer_create(struct gt__cstream *s, int window,
+                                     uint32_t win_id, const char *stem,
+                                     const char *out_path);
+/* Frees everything; closes (without finishing) any open file. NULL ok. */
+void gt__writer_free(struct gt__writer *c);
+/* Opens the first file now (gt__ev_begin opens it at the first event).
+ * @return 0 or the writer's sticky error. */
+GT__WUR int gt__writer_open_now(struct gt__writer *c);
+/* Chunk bookkeeping around records fed with gt__writer_record. */
+void gt__writer_chunk_begin(struct gt__writer *c,
+                            const struct gt_chunk_header *h);
+void gt__writer_chunk_end(struct gt__writer *c);
+/* One record into c (records.c), rotating its file when past a limit. */
+void gt__writer_record(struct gt__writer *c, uint16_t type, uint16_t size,
+                       const uint8_t *rec);
+/* Closes the spans still open at the last time seen. */
+void gt__writer_close_open(struct gt__writer *c);
+/* Closes open spans and the last file. @return 0 or the sticky error. */
+GT__WUR int gt__writer_close(struct gt__writer *c);
+/* Anomalies of all kinds counted by c. */
+uint64_t gt__writer_anomalies(const struct gt__writer *c);
+void gt__anomalies_add(struct gt__anomalies *dst,
+                       const struct gt__anomalies *src);
+
+/* ------------------------------------------------ files.c */
+
+GT__WUR int gt__file_open(struct gt__writer *c);
 /* Writes the metadata tail and closes the current file. */
-GT__WUR int gt__file_close(struct gt__conv *c, int last);
+GT__WUR int gt__file_close(struct gt__writer *c, int last);
 /* Rotates when the current file is past a limit. Safe point only. */
-GT__WUR int gt__maybe_rotate(struct gt__conv *c);
+GT__WUR int gt__maybe_rotate(struct gt__writer *c);
 /* Patches file_count into every file written. */
-void gt__files_patch_count(struct gt__conv *c);
+void gt__files_patch_count(struct gt__writer *c);
 
 /* ------------------------------------------------ chrome.c: tracks */
 
 /* @return proc index of the training process (created on first use). */
-uint32_t gt__main_proc(struct gt__conv *c);
+uint32_t gt__main_proc(struct gt__writer *c);
 /* Renames the training process after its rank changed. */
-void gt__main_proc_rename(struct gt__conv *c);
+void gt__main_proc_rename(struct gt__writer *c);
 /* @return proc index for GPU device, or UINT32_MAX when beyond the cap. */
-uint32_t gt__gpu_proc(struct gt__conv *c, uint32_t device);
+uint32_t gt__gpu_proc(struct gt__writer *c, uint32_t device);
 /*
  * Creates a track. tid UINT32_MAX asks for a synthetic tid. name is raw
  * text (escaped here). @return track index, 0 when the table is full.
  */
-uint32_t gt__track_new(struct gt__conv *c, uint32_t proc, uint32_t tid,
+uint32_t gt__track_new(struct gt__writer *c, uint32_t proc, uint32_t tid,
                        uint32_t sort, const char *name);
 /* Renames a track (raw text); metadata is rewritten on next use. */
-void gt__track_rename(struct gt__conv *c, uint32_t track, const char *name);
-void gt__proc_rename(struct gt__conv *c, uint32_t proc, const char *name);
+void gt__track_rename(struct gt__writer *c, uint32_t track, const char *name);
+void gt__proc_rename(struct gt__writer *c, uint32_t proc, const char *name);
 /*
  * Placement of a complete event [s, e] on a track fed in start order:
  * @return the track (t or one of its overlap tracks) where it nests, or 0
  * when none can take it (counted as overlap_dropped).
  */
-uint32_t gt__place(struct gt__conv *c, uint32_t t, uint64_t s, uint64_t e);
+uint32_t gt__place(struct gt__writer *c, uint32_t t, uint64_t s, uint64_t e);
 
 /* ------------------------------------------------ chrome.c: events */
 
@@ -443,35 +408,40 @@ uint32_t gt__place(struct gt__conv *c, uint32_t t, uint64_t s, uint64_t e);
  * current file lacks it, reserves extra + 256 bytes, writes the separator
  * and returns where the event's '{' goes. Finish with gt__ev_end.
  */
-char *gt__ev_begin(struct gt__conv *c, uint32_t t, size_t extra);
-void gt__ev_end(struct gt__conv *c, char *end);
+char *gt__ev_begin(struct gt__writer *c, uint32_t t, size_t extra);
+void gt__ev_end(struct gt__writer *c, char *end);
 /* Writes "pid":P,"tid":T of track t. */
-static inline char *gt__put_pt(struct gt__conv *c, char *p, uint32_t t)
+static inline char *gt__put_pt(struct gt__writer *c, char *p, uint32_t t)
 {
     const struct gt__track *tr = &c->tracks[t];
     memcpy(p, tr->pt, tr->pt_len);
     return p + tr->pt_len;
 }
 /* Relative microseconds of a monotonic ns time (clamped at 0). */
-uint64_t gt__rel(struct gt__conv *c, uint64_t ts);
+uint64_t gt__rel(struct gt__writer *c, uint64_t ts);
 /* Escaped text of string id (a placeholder for unknown ids). */
-const char *gt__str_esc(struct gt__conv *c, uint32_t id, uint32_t *len);
-const char *gt__str_raw(struct gt__conv *c, uint32_t id, uint32_t *len);
+const char *gt__str_esc(struct gt__writer *c, uint32_t id, uint32_t *len);
+const char *gt__str_raw(struct gt__writer *c, uint32_t id, uint32_t *len);
 /*
  * Starts an X event on track t: writes everything up to the opening quote
  * of its name and returns where the (escaped) name goes; extra is the room
  * the caller needs after that. The caller closes the name with '"', may add
  * ,"args":{...}, closes with '}' and calls gt__ev_end.
  */
-char *gt__x_open(struct gt__conv *c, uint32_t t, const char *cat, uint64_t s,
+char *gt__x_open(struct gt__writer *c, uint32_t t, const char *cat, uint64_t s,
                  uint64_t e, size_t extra);
 /* Emits an X event named by up to three escaped parts. */
-void gt__emit_x(struct gt__conv *c, uint32_t t, const char *cat,
+void gt__emit_x(struct gt__writer *c, uint32_t t, const char *cat,
                 const char *n1, uint32_t l1, const char *n2, uint32_t l2,
                 const char *n3, uint32_t l3, uint64_t s, uint64_t e,
                 const char *args, size_t args_len);
+/* Tells the stream's observer, if any, of a layer span written: path and
+ * cls raw (cl 0: no class), fwd 1 forward, 0 backward. */
+void gt__obs_layer(struct gt__writer *c, int fwd, const char *path,
+                   uint32_t pl, const char *cls, uint32_t cl, uint64_t s,
+                   uint64_t e, uint64_t nodes);
 /* Emits a flow start on ts at track ts_t and its finish at tf on tf_t. */
-void gt__emit_flow(struct gt__conv *c, const char *cat, uint32_t s_t,
+void gt__emit_flow(struct gt__writer *c, const char *cat, uint32_t s_t,
                    uint64_t s_ts, uint32_t f_t, uint64_t f_ts);
 
 /* ------------------------------------------------ convert.c */
@@ -491,102 +461,88 @@ static inline char *put_kv(char *p, const char *key, size_t kl, uint64_t v)
 /* Writes a literal key (with its punctuation) and a decimal value. */
 #define PUT_KV(p, lit, v) put_kv((p), (lit), sizeof(lit) - 1, (v))
 
-/* Defines (or redefines) string id; conv_threads.c. */
-void gt__str_define(struct gt__conv *c, uint32_t id, const char *text,
-                    size_t len);
-/* Names thread tid (GT_R_THREAD_INFO) and renames its tracks. */
-void gt__thread_named(struct gt__conv *c, uint32_t tid, uint32_t name);
+/* A writer's part of GT_R_THREAD_INFO and GT_R_THREAD (threads.c). */
+void gt__on_thread_info(struct gt__writer *c, const uint8_t *rec,
+                        uint16_t size);
+void gt__on_thread(struct gt__writer *c, const uint8_t *rec, uint16_t size);
 /* The thread with OS tid, or NULL; find never creates, get does. */
-struct gt__thread *gt__thread_find(struct gt__conv *c, uint32_t tid);
-struct gt__thread *gt__thread_get(struct gt__conv *c, uint32_t tid);
+struct gt__wthread *gt__thread_find(struct gt__writer *c, uint32_t tid);
+struct gt__wthread *gt__thread_get(struct gt__writer *c, uint32_t tid);
 /* A thread's synthetic track: 1 backward nodes, 2 layers forward, 3 API. */
-uint32_t gt__thread_track(struct gt__conv *c, struct gt__thread *th, int which);
+uint32_t gt__thread_track(struct gt__writer *c, struct gt__wthread *th, int which);
 /* Widens the [min_ts, max_ts] seen. */
-void gt__see_ts(struct gt__conv *c, uint64_t ts);
-void gt__window_done(struct gt__conv *c, struct gt__window *w);
+void gt__see_ts(struct gt__writer *c, uint64_t ts);
+void gt__window_done(struct gt__writer *c, struct gt__window *w);
+/* Writes a closed scope (records.c), parents before same-start children. */
+void gt__scope_closed(struct gt__writer *c, struct gt__wthread *th,
+                      const struct gt__open *o, uint64_t end, int unclosed);
 
-/* ------------------------------------------------ conv_nodes.c */
+/* ------------------------------------------------ nodes.c */
 
 /* Writes a backward node's X, its fwdbwd flow, and credits its layer. */
-void gt__emit_node(struct gt__conv *c, struct gt__thread *th,
+void gt__emit_node(struct gt__writer *c, struct gt__wthread *th,
                    const struct gt__open *o, uint64_t end, int unclosed);
 /* A node ended: written now, or held until its creation is read. */
-void gt__node_ended(struct gt__conv *c, struct gt__thread *th,
+void gt__node_ended(struct gt__writer *c, struct gt__wthread *th,
                     const struct gt__open *o, uint64_t end, int unclosed);
 /* A creation for a waiting node: written now. @return 1 if consumed. */
-int gt__node_created_late(struct gt__conv *c, uint64_t fwd_tid, uint64_t seq,
+int gt__node_created_late(struct gt__writer *c, uint64_t fwd_tid, uint64_t seq,
                           uint64_t ts, uint32_t tid, uint32_t layer);
 /* Writes nodes that waited a whole chunk (or all of them). */
-void gt__nodes_chunk_end(struct gt__conv *c, int all);
+void gt__nodes_chunk_end(struct gt__writer *c, int all);
 
-/* ------------------------------------------------ conv_gpu.c, conv_meta.c */
+/* ------------------------------------------------ gpu.c, meta.c */
 
-void gt__on_kernel(struct gt__conv *c, const struct gt_r_gpu_kernel *r);
-void gt__on_memcpy(struct gt__conv *c, const struct gt_r_gpu_memcpy *r);
-void gt__on_memset(struct gt__conv *c, const struct gt_r_gpu_memset *r);
-void gt__on_cuda_api(struct gt__conv *c, const struct gt_r_cuda_api *r);
-void gt__on_ext_corr(struct gt__conv *c, const struct gt_r_ext_corr *r);
-void gt__on_lost(struct gt__conv *c, const struct gt_r_lost *r);
-void gt__on_clock(struct gt__conv *c, const struct gt_r_clock_sync *r);
-void gt__on_window(struct gt__conv *c, uint16_t type,
-                   const struct gt_r_window *r);
-void gt__on_warning(struct gt__conv *c, const struct gt_r_warning *r);
-void gt__on_process(struct gt__conv *c, const struct gt_r_process_info *r);
+/* Writers' parts of records (the record table's), size already checked. */
+void gt__on_kernel(struct gt__writer *c, const uint8_t *rec, uint16_t size);
+void gt__on_memcpy(struct gt__writer *c, const uint8_t *rec, uint16_t size);
+void gt__on_memset(struct gt__writer *c, const uint8_t *rec, uint16_t size);
+void gt__on_cuda_api(struct gt__writer *c, const uint8_t *rec, uint16_t size);
+void gt__on_ext_corr(struct gt__writer *c, const uint8_t *rec, uint16_t size);
+void gt__on_lost(struct gt__writer *c, const uint8_t *rec, uint16_t size);
+void gt__on_window(struct gt__writer *c, const uint8_t *rec, uint16_t size);
+void gt__on_warning(struct gt__writer *c, const uint8_t *rec, uint16_t size);
+void gt__on_process(struct gt__writer *c, const uint8_t *rec, uint16_t size);
 
-/* ------------------------------------------------ convert.c, per record */
+/* ------------------------------------------------ window.c (struct gt__conv) */
 
-/* Chunk bookkeeping around records fed with gt__conv_record. */
-void gt__conv_chunk_begin(struct gt__conv *c, const struct gt_chunk_header *h);
-void gt__conv_chunk_end(struct gt__conv *c);
-/* One record into c, rotating its file when past a limit. */
-void gt__conv_record(struct gt__conv *c, uint16_t type, uint16_t size,
-                     const uint8_t *rec);
-/* Closes open spans and the last file of c; conv_window.c for windows. */
-GT__WUR int gt__conv_close(struct gt__conv *c);
-
-/* ------------------------------------------------ conv_window.c */
-
-/* Routes one record of the stream's converter c (window converters get
- * what falls in their segments, GPU activity by correlation id). */
+/* Routes one record of the stream (window writers get what falls in their
+ * segments, GPU activity by correlation id; metadata reaches all). */
 void gt__win_record(struct gt__conv *c, uint16_t type, uint16_t size,
                     const uint8_t *rec);
-/* Chunk start/end for every window converter alive. */
+/* Chunk start/end for every window writer alive. */
 void gt__win_chunk_begin(struct gt__conv *c, const struct gt_chunk_header *h);
 void gt__win_chunk_end(struct gt__conv *c);
-/* End of input: windows without WINDOW_DONE are closed as cut. */
+/* End of input: windows without WINDOW_DONE are closed as cut.
+ * @return main's sticky error. */
 GT__WUR int gt__win_finish_all(struct gt__conv *c);
-/* A file was created by c (main or window): added to the stream's list. */
-void gt__win_file_opened(struct gt__conv *c, const char *path);
 void gt__win_free(struct gt__conv *c);
-/* Writes "window":{...} into a window file's gradtrace metadata, and
- * "window_files":[...] (the stream's windows so far) into a main file's. */
-void gt__win_write_meta(struct gt__conv *c);
 
-/* ------------------------------------------------ conv_layers.c */
+/* ------------------------------------------------ layers.c */
 
-void gt__layer_set_class(struct gt__conv *c, uint32_t path_id, uint32_t cls);
+void gt__layer_set_class(struct gt__writer *c, uint32_t path_id, uint32_t cls);
 /* child's top-level path ancestor gets parent (enclosing module) when it
  * has none by path. */
-void gt__layer_nest(struct gt__conv *c, uint32_t child_id, uint32_t parent_id);
+void gt__layer_nest(struct gt__writer *c, uint32_t child_id, uint32_t parent_id);
 /* Credits a backward node [s, e] to layer path_id and its ancestors. */
-void gt__layer_credit(struct gt__conv *c, uint32_t path_id, uint64_t s,
+void gt__layer_credit(struct gt__writer *c, uint32_t path_id, uint64_t s,
                       uint64_t e);
-void gt__pass_begin(struct gt__conv *c, struct gt__thread *th, uint64_t ts,
+void gt__pass_begin(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
                     uint64_t value);
-void gt__pass_end(struct gt__conv *c, struct gt__thread *th, uint64_t ts,
+void gt__pass_end(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
                   uint64_t value);
-void gt__step(struct gt__conv *c, uint64_t ts, uint64_t value);
+void gt__step(struct gt__writer *c, uint64_t ts, uint64_t value);
 /*
  * Flushes the implicit group of nodes run outside any pass, if any, when
  * something at ts shows the next forward has begun: ts after the group's
  * last node (UINT64_MAX: unconditionally). A creation timed before the
  * group's nodes end is a replayed one (capture windows) and flushes nothing.
  */
-void gt__layers_outside_pass(struct gt__conv *c, uint64_t ts);
+void gt__layers_outside_pass(struct gt__writer *c, uint64_t ts);
 /* End of a chunk: flushes a pass group that ended in an earlier chunk. */
-void gt__layers_chunk_end(struct gt__conv *c);
+void gt__layers_chunk_end(struct gt__writer *c);
 /* Flushes pending layer spans and open iterations at end of input. */
-void gt__layers_finish(struct gt__conv *c);
-void gt__layers_free(struct gt__conv *c);
+void gt__layers_finish(struct gt__writer *c);
+void gt__layers_free(struct gt__writer *c);
 
 #endif /* GRADTRACE_DAEMON_CONV_INTERNAL_H */

@@ -218,3 +218,22 @@ size_t gt__json_escape(char *out, const char *in, size_t n)
     }
     return (size_t)(p - out);
 }
+
+size_t gt__json_text(char *out, const char *in, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)in;
+    char *p = out;
+    size_t i = 0;
+    while (i < n) {
+        size_t k = s[i] < 0x80 ? 1 : utf8_valid_len(s + i, n - i);
+        if (k) {
+            memcpy(p, s + i, k);
+            p += k;
+            i += k;
+        } else {
+            p = GT__LIT(p, "\xef\xbf\xbd");
+            i++;
+        }
+    }
+    return (size_t)(p - out);
+}

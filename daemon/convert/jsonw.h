@@ -108,6 +108,13 @@ void gt__jw_i64(struct gt__jw *w, int64_t v);
  */
 size_t gt__json_escape(char *out, const char *s, size_t n);
 
+/*
+ * The text a JSON reader gets back from gt__json_escape(in): in itself,
+ * with each byte that is not valid UTF-8 replaced by U+FFFD. out needs
+ * 3 * n bytes. @return the bytes written (not NUL-terminated).
+ */
+size_t gt__json_text(char *out, const char *in, size_t n);
+
 extern const char gt__digits2[200];
 
 /* Writes v in decimal at p. @return the end of what was written. */

@@ -42,19 +42,39 @@
 #include <stdlib.h>
 
 #include "common/alloc.h"
+#include "common/util.h"
 #include "daemon/convert/internal.h"
 
-static void flush_group(struct gt__conv *c, uint64_t end_ts);
+static void flush_group(struct gt__writer *c, uint64_t end_ts);
 
-static uint32_t text_hash(const char *s, size_t n)
+/*
+ * This writer's cache entry of string id (its layer index and the class
+ * seen with it), reset when the stream redefined the string. @return NULL
+ * when the string is undefined or the cache cannot grow.
+ */
+static struct gt__strcache *str_cache(struct gt__writer *c, uint32_t id)
 {
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 16777619u;
-    return h;
+    const struct gt__cstream *s = c->s;
+    if (id == 0 || id >= s->nstrs || !s->strs[id].raw)
+        return NULL;
+    if (id >= c->nscache) {
+        uint32_t n = c->nscache ? c->nscache : 256;
+        while (n <= id)
+            n *= 2;
+        struct gt__strcache *nc = gt__realloc(c->scache, n * sizeof(*nc));
+        if (!nc)
+            return NULL;
+        memset(nc + c->nscache, 0, (n - c->nscache) * sizeof(*nc));
+        c->scache = nc;
+        c->nscache = n;
+    }
+    struct gt__strcache *e = &c->scache[id];
+    if (e->ver != s->strs[id].ver)
+        *e = (struct gt__strcache){.ver = s->strs[id].ver, .layer = -1};
+    return e;
 }
 
-static int32_t layer_find_or_add(struct gt__conv *c, const char *path,
+static int32_t layer_find_or_add(struct gt__writer *c, const char *path,
                                  size_t len, unsigned depth_left)
 {
     if (!c->layer_slots) {
@@ -63,12 +83,12 @@ static int32_t layer_find_or_add(struct gt__conv *c, const char *path,
         if (!c->layer_slots)
             return -1;
     }
-    uint32_t i = text_hash(path, len) & c->layer_mask;
+    uint32_t i = gt__fnv1a32(path, len) & c->layer_mask;
     for (;;) {
         uint32_t r = c->layer_slots[i];
         if (r == 0)
             break;
-        const struct gt__layer *l = &c->layers[r - 1];
+        const struct gt__wlayer *l = &c->layers[r - 1];
         if (l->path_len == len && memcmp(l->path, path, len) == 0)
             return (int32_t)(r - 1);
         i = (i + 1) & c->layer_mask;
@@ -86,7 +106,7 @@ static int32_t layer_find_or_add(struct gt__conv *c, const char *path,
         parent = layer_find_or_add(c, path, dot - 1, depth_left - 1);
     if (c->nlayers == c->layers_cap) {
         uint32_t cap = c->layers_cap ? c->layers_cap * 2 : 64;
-        struct gt__layer *nl = gt__realloc(c->layers, cap * sizeof(*nl));
+        struct gt__wlayer *nl = gt__realloc(c->layers, cap * sizeof(*nl));
         uint32_t *nt = gt__realloc(c->touched, cap * sizeof(*nt));
         if (nl)
             c->layers = nl;
@@ -96,7 +116,7 @@ static int32_t layer_find_or_add(struct gt__conv *c, const char *path,
             return -1;
         c->layers_cap = cap;
     }
-    struct gt__layer *l = &c->layers[c->nlayers];
+    struct gt__wlayer *l = &c->layers[c->nlayers];
     memset(l, 0, sizeof(*l));
     l->path = gt__malloc(len + 1);
     l->esc = gt__malloc(GT__JSON_ESCAPED_MAX(len) + 1);
@@ -113,37 +133,41 @@ static int32_t layer_find_or_add(struct gt__conv *c, const char *path,
     l->parent = parent;
     l->depth = parent >= 0 ? c->layers[parent].depth + 1 : 0;
     /* The probe position may have moved if the parent was inserted. */
-    i = text_hash(path, len) & c->layer_mask;
+    i = gt__fnv1a32(path, len) & c->layer_mask;
     while (c->layer_slots[i] != 0)
         i = (i + 1) & c->layer_mask;
     c->layer_slots[i] = c->nlayers + 1;
     return (int32_t)c->nlayers++;
 }
 
-static int32_t layer_of(struct gt__conv *c, uint32_t path_id)
+static int32_t layer_of(struct gt__writer *c, uint32_t path_id)
 {
-    if (path_id == 0 || path_id >= c->nstrs || !c->strs[path_id].raw)
+    struct gt__strcache *e = str_cache(c, path_id);
+    if (!e)
         return -1;
-    struct gt__str *s = &c->strs[path_id];
-    if (s->layer < 0) {
-        s->layer = layer_find_or_add(c, s->raw, s->raw_len, 128);
-        if (s->layer >= 0 && s->cls)
-            c->layers[s->layer].cls = s->cls;
+    if (e->layer < 0) {
+        const struct gt__str *s = &c->s->strs[path_id];
+        int32_t l = layer_find_or_add(c, s->raw, s->raw_len, 128);
+        /* layer_find_or_add does not touch the cache: e is still valid */
+        e->layer = l;
+        if (l >= 0 && e->cls)
+            c->layers[l].cls = e->cls;
     }
-    return s->layer;
+    return e->layer;
 }
 
-void gt__layer_set_class(struct gt__conv *c, uint32_t path_id, uint32_t cls)
+void gt__layer_set_class(struct gt__writer *c, uint32_t path_id, uint32_t cls)
 {
-    if (path_id == 0 || path_id >= c->nstrs || !c->strs[path_id].raw)
+    struct gt__strcache *e = str_cache(c, path_id);
+    if (!e)
         return;
-    c->strs[path_id].cls = cls;
+    e->cls = cls;
     int32_t l = layer_of(c, path_id);
     if (l >= 0 && cls)
         c->layers[l].cls = cls;
 }
 
-void gt__layer_nest(struct gt__conv *c, uint32_t child_id, uint32_t parent_id)
+void gt__layer_nest(struct gt__writer *c, uint32_t child_id, uint32_t parent_id)
 {
     int32_t ch = layer_of(c, child_id);
     int32_t pa = layer_of(c, parent_id);
@@ -160,7 +184,7 @@ void gt__layer_nest(struct gt__conv *c, uint32_t child_id, uint32_t parent_id)
     c->layers[ch].depth = c->layers[pa].depth + 1;
 }
 
-void gt__layer_credit(struct gt__conv *c, uint32_t path_id, uint64_t s,
+void gt__layer_credit(struct gt__writer *c, uint32_t path_id, uint64_t s,
                       uint64_t e)
 {
     int32_t l = layer_of(c, path_id);
@@ -176,7 +200,7 @@ void gt__layer_credit(struct gt__conv *c, uint32_t path_id, uint64_t s,
     if (l >= 0 && e > c->group_max_last)
         c->group_max_last = e;
     for (; l >= 0; l = c->layers[l].parent) {
-        struct gt__layer *L = &c->layers[l];
+        struct gt__wlayer *L = &c->layers[l];
         if (L->gen != c->gen) {
             L->gen = c->gen;
             L->first = s;
@@ -209,10 +233,10 @@ static int span_cmp(const void *a, const void *b)
     return x->depth < y->depth ? -1 : x->depth > y->depth;
 }
 
-static void emit_layer_span(struct gt__conv *c, uint32_t t,
+static void emit_layer_span(struct gt__writer *c, uint32_t t,
                             const struct span_item *it, uint64_t pass)
 {
-    const struct gt__layer *L = &c->layers[it->layer];
+    const struct gt__wlayer *L = &c->layers[it->layer];
     char args[GT__JSON_ESCAPED_MAX(GT_STRING_MAX) + 96];
     char *p = args;
     uint32_t cl = 0;
@@ -244,13 +268,19 @@ static void emit_layer_span(struct gt__conv *c, uint32_t t,
         gt__emit_x(c, t, "layer_backward", L->esc, L->esc_len, " backward",
                    9, "", 0, it->first, it->last, args, (size_t)(p - args));
     }
+    if (c->s->obs) {
+        uint32_t rl = 0;
+        const char *rcls = L->cls ? gt__str_raw(c, L->cls, &rl) : "";
+        gt__obs_layer(c, 0, L->path, L->path_len, rcls, cls ? rl : 0,
+                      it->first, it->last, L->nodes);
+    }
 }
 
 /*
  * Emits the current group's spans (and its pass span when it has a pass,
  * ending at end_ts), then starts an empty group.
  */
-static void flush_group(struct gt__conv *c, uint64_t end_ts)
+static void flush_group(struct gt__writer *c, uint64_t end_ts)
 {
     int has_pass = c->group_has_pass;
     uint32_t n = c->ntouched + (has_pass ? 1 : 0);
@@ -269,7 +299,7 @@ static void flush_group(struct gt__conv *c, uint64_t end_ts)
         goto out_next_gen;
     }
     for (uint32_t i = 0; i < c->ntouched; i++) {
-        const struct gt__layer *L = &c->layers[c->touched[i]];
+        const struct gt__wlayer *L = &c->layers[c->touched[i]];
         items[i].first = L->first;
         items[i].last = L->last;
         items[i].depth = (int32_t)L->depth;
@@ -310,7 +340,7 @@ out_next_gen:
     c->group_max_last = 0;
 }
 
-static void emit_iteration(struct gt__conv *c, uint64_t s, uint64_t e,
+static void emit_iteration(struct gt__writer *c, uint64_t s, uint64_t e,
                            uint64_t value)
 {
     if (!c->iter_track) {
@@ -329,10 +359,12 @@ static void emit_iteration(struct gt__conv *c, uint64_t s, uint64_t e,
                       (unsigned long long)value);
     gt__emit_x(c, t, "iteration", name, (uint32_t)nl, "", 0, "", 0, s, e,
                args, (size_t)al);
+    if (c->s->obs && c->s->obs->iteration)
+        c->s->obs->iteration(c->s->obs->ud, e < s ? 0 : e - s);
 }
 
 /* Start of the iteration that a boundary at ts closes, or 0 if invalid. */
-static int iteration_start(struct gt__conv *c, uint64_t ts, uint64_t *start)
+static int iteration_start(struct gt__writer *c, uint64_t ts, uint64_t *start)
 {
     *start = c->have_iter_start ? c->iter_start : c->min_ts;
     if (ts < *start) {
@@ -342,7 +374,7 @@ static int iteration_start(struct gt__conv *c, uint64_t ts, uint64_t *start)
     return 1;
 }
 
-void gt__layers_outside_pass(struct gt__conv *c, uint64_t ts)
+void gt__layers_outside_pass(struct gt__writer *c, uint64_t ts)
 {
     /* A capture window replays each node's creation (its forward time)
      * just before the node runs: such a creation is older than the nodes
@@ -353,7 +385,7 @@ void gt__layers_outside_pass(struct gt__conv *c, uint64_t ts)
         flush_group(c, 0);
 }
 
-void gt__layers_chunk_end(struct gt__conv *c)
+void gt__layers_chunk_end(struct gt__writer *c)
 {
     /* One whole chunk after the pass ended: the agent's streamer has
      * gathered every thread's blocks since, so late nodes are in. */
@@ -361,7 +393,7 @@ void gt__layers_chunk_end(struct gt__conv *c)
         flush_group(c, c->group_end);
 }
 
-void gt__step(struct gt__conv *c, uint64_t ts, uint64_t value)
+void gt__step(struct gt__writer *c, uint64_t ts, uint64_t value)
 {
     uint64_t start;
     gt__layers_outside_pass(c, UINT64_MAX);
@@ -378,7 +410,7 @@ void gt__step(struct gt__conv *c, uint64_t ts, uint64_t value)
     c->have_iter_start = 1;
 }
 
-void gt__pass_begin(struct gt__conv *c, struct gt__thread *th, uint64_t ts,
+void gt__pass_begin(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
                     uint64_t value)
 {
     if (th && th->pass_open) {
@@ -403,7 +435,7 @@ void gt__pass_begin(struct gt__conv *c, struct gt__thread *th, uint64_t ts,
         th->pass_open = 1;
 }
 
-void gt__pass_end(struct gt__conv *c, struct gt__thread *th, uint64_t ts,
+void gt__pass_end(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
                   uint64_t value)
 {
     uint64_t start;
@@ -432,7 +464,7 @@ void gt__pass_end(struct gt__conv *c, struct gt__thread *th, uint64_t ts,
     }
 }
 
-void gt__layers_finish(struct gt__conv *c)
+void gt__layers_finish(struct gt__writer *c)
 {
     if (c->ntouched || c->group_has_pass) {
         if (c->passes_open)
@@ -446,7 +478,7 @@ void gt__layers_finish(struct gt__conv *c)
     }
 }
 
-void gt__layers_free(struct gt__conv *c)
+void gt__layers_free(struct gt__writer *c)
 {
     for (uint32_t i = 0; i < c->nlayers; i++) {
         gt__free(c->layers[i].path);
@@ -455,4 +487,5 @@ void gt__layers_free(struct gt__conv *c)
     gt__free(c->layers);
     gt__free(c->touched);
     gt__free(c->layer_slots);
+    gt__free(c->scache);
 }

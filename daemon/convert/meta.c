@@ -1,8 +1,9 @@
 /*
- * Records that feed the trace's metadata: lost counts (also drawn as a
- * counter), clock pairs, capture windows (also spans on their own track),
- * warnings (also process-scoped instants) and process information. All
- * tables are fixed-size; overflow is counted, never grown.
+ * A writer's part of the records that feed the trace's metadata: lost
+ * counts drawn as a counter, warnings as process-scoped instants, the
+ * process renamed with its rank (the stream keeps the values: stream.c),
+ * and capture windows drawn as spans on their own track (the writer's own
+ * list). All tables are fixed-size; overflow is counted, never grown.
  */
 #include <stdio.h>
 
@@ -10,7 +11,7 @@
 
 /* ------------------------------------------------------------ metadata */
 
-static uint32_t meta_track(struct gt__conv *c)
+static uint32_t meta_track(struct gt__writer *c)
 {
     if (!c->meta_track) {
         gt__main_proc(c);
@@ -19,32 +20,15 @@ static uint32_t meta_track(struct gt__conv *c)
     return c->meta_track;
 }
 
-void gt__on_lost(struct gt__conv *c, const struct gt_r_lost *r)
+/* Draws the stream's lost counts as a counter, when they changed. */
+void gt__on_lost(struct gt__writer *c, const uint8_t *rec, uint16_t size)
 {
-    uint32_t i;
-    if (r->what < GT_LOST_EVENTS || r->what > GT_LOST_CHUNKS) {
-        c->an.bad_records++;
-        return;
-    }
-    for (i = 0; i < c->nlost; i++)
-        if (c->lost[i].tid == r->tid && c->lost[i].what == r->what)
-            break;
-    if (i == c->nlost) {
-        if (c->nlost == GT__MAX_LOST) {
-            c->an.threads_dropped++;
-            return;
-        }
-        c->lost[c->nlost++] = (struct gt__lost){r->tid, r->what, 0};
-    }
-    uint64_t old = c->lost[i].count;
-    if (r->count == old)
-        return;
-    /* Cumulative counts: the newest record replaces the older one. */
-    c->lost_sum[r->what] = c->lost_sum[r->what] - old + r->count;
-    c->lost[i].count = r->count;
+    (void)rec;
+    (void)size;
     /* The counter is drawn only in a file that exists: lost counts alone
      * must not create a trace (they are in every file's metadata). */
-    uint32_t t = c->file_open ? meta_track(c) : 0;
+    uint32_t t = c->s->note & GT__NOTE_CHANGED && c->file_open ? meta_track(c)
+                                                               : 0;
     if (!t)
         return;
     char *p = gt__ev_begin(c, t, 128);
@@ -52,42 +36,14 @@ void gt__on_lost(struct gt__conv *c, const struct gt_r_lost *r)
     p = gt__put_pt(c, p, t);
     p = GT__LIT(p, ",\"ts\":");
     p = gt__fmt_us(p, gt__rel(c, c->max_ts));
-    p = PUT_KV(p, ",\"args\":{\"events\":", c->lost_sum[GT_LOST_EVENTS]);
-    p = PUT_KV(p, ",\"cupti\":", c->lost_sum[GT_LOST_CUPTI]);
-    p = PUT_KV(p, ",\"chunks\":", c->lost_sum[GT_LOST_CHUNKS]);
+    p = PUT_KV(p, ",\"args\":{\"events\":", c->s->lost_sum[GT_LOST_EVENTS]);
+    p = PUT_KV(p, ",\"cupti\":", c->s->lost_sum[GT_LOST_CUPTI]);
+    p = PUT_KV(p, ",\"chunks\":", c->s->lost_sum[GT_LOST_CHUNKS]);
     p = GT__LIT(p, "}}");
     gt__ev_end(c, p);
 }
 
-void gt__on_clock(struct gt__conv *c, const struct gt_r_clock_sync *r)
-{
-    if (r->device < 0) {
-        if (c->host_pairs++ == 0) {
-            c->host_first_mono = r->mono_ns;
-            c->host_first_real = r->real_ns;
-        }
-        c->host_last_mono = r->mono_ns;
-        c->host_last_real = r->real_ns;
-        return;
-    }
-    uint32_t i;
-    for (i = 0; i < c->ndevclk; i++)
-        if (c->devclk[i].device == r->device)
-            break;
-    if (i == c->ndevclk) {
-        if (c->ndevclk == GT__MAX_DEVICES)
-            return;
-        c->ndevclk++;
-        c->devclk[i].device = r->device;
-    }
-    struct gt__dev_clock *d = &c->devclk[i];
-    d->count++;
-    d->mono_ns = r->mono_ns;
-    d->device_ts = r->device_ts;
-    d->uncertainty_ns = r->uncertainty_ns;
-}
-
-static void emit_window(struct gt__conv *c, const struct gt__window *w)
+static void emit_window(struct gt__writer *c, const struct gt__window *w)
 {
     if (!c->window_track) {
         gt__main_proc(c);
@@ -113,7 +69,7 @@ static void emit_window(struct gt__conv *c, const struct gt__window *w)
     gt__ev_end(c, p);
 }
 
-void gt__window_done(struct gt__conv *c, struct gt__window *w)
+void gt__window_done(struct gt__writer *c, struct gt__window *w)
 {
     c->windows_total++;
     if (c->nwindows < GT__MAX_WINDOWS)
@@ -121,11 +77,16 @@ void gt__window_done(struct gt__conv *c, struct gt__window *w)
     emit_window(c, w);
 }
 
-void gt__on_window(struct gt__conv *c, uint16_t type,
-                      const struct gt_r_window *r)
+void gt__on_window(struct gt__writer *c, const uint8_t *rec, uint16_t size)
 {
+    struct gt_r_window rr;
+    const struct gt_r_window *r = &rr;
+    uint16_t type;
+    (void)size;
+    memcpy(&rr, rec, sizeof(rr));
+    type = rr.h.type;
     if (type == GT_R_WINDOW_DONE)
-        return; /* conv_window.c finishes the window's converter */
+        return; /* window.c closes the window's writer */
     gt__see_ts(c, r->ts);
     if (type == GT_R_WINDOW_BEGIN) {
         if (c->nopen_win == GT__MAX_OPEN_WINDOWS) {
@@ -150,48 +111,35 @@ void gt__on_window(struct gt__conv *c, uint16_t type,
     c->an.windows_unmatched++;
 }
 
-void gt__on_warning(struct gt__conv *c, const struct gt_r_warning *r)
+/* The writer's part of a warning: its time, and an instant in its file. */
+void gt__on_warning(struct gt__writer *c, const uint8_t *rec, uint16_t size)
 {
-    gt__see_ts(c, r->ts);
-    if (c->nwarnings == GT__MAX_WARNINGS) {
-        c->an.warnings_dropped++;
-        return;
-    }
-    c->warnings[c->nwarnings++] =
-        (struct gt__warning){.code = r->code, .text = r->text, .ts = r->ts};
-    uint32_t t = c->file_open ? meta_track(c) : 0, tl;
+    struct gt_r_warning r;
+    uint32_t t, tl;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    gt__see_ts(c, r.ts);
+    t = c->s->note & GT__NOTE_ADDED && c->file_open ? meta_track(c) : 0;
     if (!t)
         return;
-    const char *text = gt__str_esc(c, r->text, &tl);
+    const char *text = gt__str_esc(c, r.text, &tl);
     char *p = gt__ev_begin(c, t, tl + 128);
     p = GT__LIT(p, "{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"warning\",\"name\":\"");
     p = put_esc(p, text, tl);
     p = GT__LIT(p, "\",");
     p = gt__put_pt(c, p, t);
     p = GT__LIT(p, ",\"ts\":");
-    p = gt__fmt_us(p, gt__rel(c, r->ts));
-    p = PUT_KV(p, ",\"args\":{\"code\":", r->code);
+    p = gt__fmt_us(p, gt__rel(c, r.ts));
+    p = PUT_KV(p, ",\"args\":{\"code\":", r.code);
     p = GT__LIT(p, "}}");
     gt__ev_end(c, p);
 }
 
-void gt__on_process(struct gt__conv *c, const struct gt_r_process_info *r)
+/* The process is named by its rank: rename it when the rank changed. */
+void gt__on_process(struct gt__writer *c, const uint8_t *rec, uint16_t size)
 {
-    if (c->have_hello && r->pid != c->pid) {
-        c->an.pid_mismatch++;
-        return;
-    }
-    c->pid = r->pid;
-    c->ppid = r->ppid;
-    int renamed = r->rank != c->rank;
-    c->rank = r->rank;
-    c->local_rank = r->local_rank;
-    c->world_size = r->world_size;
-    if (!c->start_mono && r->start_mono_ns) {
-        c->start_mono = r->start_mono_ns;
-        c->start_real = r->start_real_ns;
-    }
-    if (renamed && c->nprocs > 0)
+    (void)rec;
+    (void)size;
+    if (c->s->note & GT__NOTE_CHANGED && c->nprocs > 0)
         gt__main_proc_rename(c);
 }
-

@@ -15,7 +15,7 @@
  */
 #include "daemon/convert/internal.h"
 
-void gt__emit_node(struct gt__conv *c, struct gt__thread *th,
+void gt__emit_node(struct gt__writer *c, struct gt__wthread *th,
                    const struct gt__open *o, uint64_t end, int unclosed)
 {
     uint32_t nl, ll = 0;
@@ -46,7 +46,7 @@ void gt__emit_node(struct gt__conv *c, struct gt__thread *th,
     gt__ev_end(c, p);
     if (o->has_creation) {
         /* Both halves now, into the file that holds the node. */
-        const struct gt__thread *ct = gt__thread_find(c, o->created_tid);
+        const struct gt__wthread *ct = gt__thread_find(c, o->created_tid);
         if (ct)
             gt__emit_flow(c, "fwdbwd", ct->track, o->created_ts, bt, o->ts);
     }
@@ -56,10 +56,10 @@ void gt__emit_node(struct gt__conv *c, struct gt__thread *th,
 
 
 /* Writes waiting entry i (with whatever creation it has) and frees it. */
-static void wait_release(struct gt__conv *c, uint32_t i)
+static void wait_release(struct gt__writer *c, uint32_t i)
 {
     struct gt__wait *w = &c->wait[i];
-    struct gt__thread *th = gt__thread_find(c, w->tid);
+    struct gt__wthread *th = gt__thread_find(c, w->tid);
     struct gt__bmap_val v;
     w->live = 0;
     c->nwait--;
@@ -70,7 +70,7 @@ static void wait_release(struct gt__conv *c, uint32_t i)
         gt__emit_node(c, th, &w->o, w->end, 0);
 }
 
-void gt__node_ended(struct gt__conv *c, struct gt__thread *th,
+void gt__node_ended(struct gt__writer *c, struct gt__wthread *th,
                     const struct gt__open *o, uint64_t end, int unclosed)
 {
     struct gt__bmap_val v;
@@ -101,7 +101,7 @@ void gt__node_ended(struct gt__conv *c, struct gt__thread *th,
     (void)gt__bmap_put(&c->wait_idx, o->fwd_tid, o->seq, &iv);
 }
 
-int gt__node_created_late(struct gt__conv *c, uint64_t fwd_tid, uint64_t seq,
+int gt__node_created_late(struct gt__writer *c, uint64_t fwd_tid, uint64_t seq,
                           uint64_t ts, uint32_t tid, uint32_t layer)
 {
     struct gt__bmap_val v;
@@ -118,7 +118,7 @@ int gt__node_created_late(struct gt__conv *c, uint64_t fwd_tid, uint64_t seq,
     return 1;
 }
 
-void gt__nodes_chunk_end(struct gt__conv *c, int all)
+void gt__nodes_chunk_end(struct gt__writer *c, int all)
 {
     /* Oldest first: from the entry after the newest, once round. */
     for (uint32_t k = 0; k < GT__WAIT_CAP && c->nwait > 0; k++) {

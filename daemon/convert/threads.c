@@ -1,100 +1,24 @@
 /*
- * The converter's string table and thread table.
- *
- * Strings are stored twice, raw (for layer paths and labels) and escaped
- * once for JSON, so naming an event is a memcpy. Ids index an array (the
- * agent numbers strings densely from 1), capped at GT__STR_MAX_IDS and
- * GT__STR_MAX_BYTES against hostile input. A string re-sent with the same
- * id and text (after a reconnect) costs nothing; a different text replaces
- * it and forgets its cached layer.
+ * A writer's thread table: per OS thread, its tracks and open stacks.
  *
  * Threads are found by OS tid through an open-addressing index. Each gets
  * its scope track at once and its synthetic tracks (backward nodes, layers
- * forward, CUDA API) on first use, named after the thread; a later
- * GT_R_THREAD_INFO renames all of them (the metadata is re-emitted).
+ * forward, CUDA API) on first use, labelled with the thread's name as the
+ * stream knows it (stream.c); a later GT_R_THREAD_INFO that changes the
+ * name relabels all of them (the metadata is re-emitted).
  */
 #include <stdio.h>
 
 #include "common/alloc.h"
 #include "daemon/convert/internal.h"
 
-/* ------------------------------------------------------------ strings */
-
-void gt__str_define(struct gt__conv *c, uint32_t id, const char *text,
-                    size_t len)
-{
-    if (id == 0 || id >= GT__STR_MAX_IDS) {
-        c->an.bad_string_ids++;
-        return;
-    }
-    if (len > GT_STRING_MAX)
-        len = GT_STRING_MAX;
-    if (id >= c->nstrs) {
-        uint32_t n = c->nstrs ? c->nstrs : 256;
-        while (n <= id)
-            n *= 2;
-        if (n > GT__STR_MAX_IDS)
-            n = GT__STR_MAX_IDS;
-        struct gt__str *ns = gt__realloc(c->strs, n * sizeof(*ns));
-        if (!ns) {
-            c->an.strings_dropped++;
-            return;
-        }
-        memset(ns + c->nstrs, 0, (n - c->nstrs) * sizeof(*ns));
-        for (uint32_t i = c->nstrs; i < n; i++)
-            ns[i].layer = -1;
-        c->strs = ns;
-        c->nstrs = n;
-    }
-    struct gt__str *s = &c->strs[id];
-    if (s->raw && s->raw_len == len && memcmp(s->raw, text, len) == 0)
-        return; /* re-sent after a reconnect: nothing changes */
-    size_t need = len + 1 + GT__JSON_ESCAPED_MAX(len) + 1;
-    if (c->str_bytes + need > GT__STR_MAX_BYTES) {
-        c->an.strings_dropped++;
-        return;
-    }
-    char *raw = gt__malloc(len + 1);
-    char *esc = gt__malloc(GT__JSON_ESCAPED_MAX(len) + 1);
-    if (!raw || !esc) {
-        gt__free(raw);
-        gt__free(esc);
-        c->an.strings_dropped++;
-        return;
-    }
-    memcpy(raw, text, len);
-    raw[len] = 0;
-    size_t el = gt__json_escape(esc, text, len);
-    esc[el] = 0;
-    /* Keep only what the escaped text needs. */
-    char *fit = gt__realloc(esc, el + 1);
-    if (fit)
-        esc = fit;
-    if (s->raw)
-        c->str_bytes -= s->raw_len + 1 + s->esc_len + 1;
-    gt__free(s->raw);
-    gt__free(s->esc);
-    s->raw = raw;
-    s->esc = esc;
-    s->raw_len = (uint32_t)len;
-    s->esc_len = (uint32_t)el;
-    s->layer = -1;
-    s->cls = 0;
-    c->str_bytes += len + 1 + el + 1;
-}
-
 /* ------------------------------------------------------------ threads */
 
-static uint32_t tid_hash(uint32_t tid)
-{
-    return (tid * 2654435761u) >> 7;
-}
-
-static char *thread_label(struct gt__conv *c, const struct gt__thread *th,
+static char *thread_label(struct gt__writer *c, const struct gt__wthread *th,
                           const char *suffix, char *buf, size_t cap)
 {
-    uint32_t len = 0;
-    const char *name = th->name ? gt__str_raw(c, th->name, &len) : NULL;
+    uint32_t len = 0, id = gt__cstream_tname(c->s, th->os_tid);
+    const char *name = id ? gt__str_raw(c, id, &len) : NULL;
     if (name && !*suffix)
         snprintf(buf, cap, "%.*s", (int)(len > 200 ? 200 : len), name);
     else if (name)
@@ -107,9 +31,9 @@ static char *thread_label(struct gt__conv *c, const struct gt__thread *th,
 }
 
 /* @return the thread for an OS tid, or NULL; never creates one. */
-struct gt__thread *gt__thread_find(struct gt__conv *c, uint32_t tid)
+struct gt__wthread *gt__thread_find(struct gt__writer *c, uint32_t tid)
 {
-    uint32_t i = tid_hash(tid) & c->thread_mask;
+    uint32_t i = gt__tid_hash(tid) & c->thread_mask;
     for (;;) {
         uint32_t r = c->thread_slots[i];
         if (r == 0)
@@ -121,9 +45,9 @@ struct gt__thread *gt__thread_find(struct gt__conv *c, uint32_t tid)
 }
 
 /* @return the thread for an OS tid, created on first use; NULL if full. */
-struct gt__thread *gt__thread_get(struct gt__conv *c, uint32_t tid)
+struct gt__wthread *gt__thread_get(struct gt__writer *c, uint32_t tid)
 {
-    uint32_t i = tid_hash(tid) & c->thread_mask;
+    uint32_t i = gt__tid_hash(tid) & c->thread_mask;
     for (;;) {
         uint32_t r = c->thread_slots[i];
         if (r == 0)
@@ -138,7 +62,7 @@ struct gt__thread *gt__thread_get(struct gt__conv *c, uint32_t tid)
     }
     if (c->nthreads == c->threads_cap) {
         uint32_t cap = c->threads_cap ? c->threads_cap * 2 : 16;
-        struct gt__thread *nt = gt__realloc(c->threads, cap * sizeof(*nt));
+        struct gt__wthread *nt = gt__realloc(c->threads, cap * sizeof(*nt));
         if (!nt) {
             c->an.threads_dropped++;
             return NULL;
@@ -146,7 +70,7 @@ struct gt__thread *gt__thread_get(struct gt__conv *c, uint32_t tid)
         c->threads = nt;
         c->threads_cap = cap;
     }
-    struct gt__thread *th = &c->threads[c->nthreads];
+    struct gt__wthread *th = &c->threads[c->nthreads];
     memset(th, 0, sizeof(*th));
     th->os_tid = tid;
     th->order = c->nthreads;
@@ -167,7 +91,7 @@ struct gt__thread *gt__thread_get(struct gt__conv *c, uint32_t tid)
 }
 
 /* The synthetic track `which` (1 nodes, 2 layers forward, 3 CUDA API). */
-uint32_t gt__thread_track(struct gt__conv *c, struct gt__thread *th, int which)
+uint32_t gt__thread_track(struct gt__writer *c, struct gt__wthread *th, int which)
 {
     static const char *const suffix[] = {"", "backward nodes",
                                          "layers forward", "CUDA API"};
@@ -189,13 +113,10 @@ uint32_t gt__thread_track(struct gt__conv *c, struct gt__thread *th, int which)
     return *slot;
 }
 
-void gt__thread_named(struct gt__conv *c, uint32_t tid, uint32_t name)
+/* Relabels every track of th after its name changed. */
+static void thread_relabel(struct gt__writer *c, struct gt__wthread *th)
 {
-    struct gt__thread *th = gt__thread_get(c, tid);
     char label[300];
-    if (!th || th->name == name)
-        return;
-    th->name = name;
     gt__track_rename(c, th->track, thread_label(c, th, "", label,
                                                  sizeof(label)));
     if (th->bwd_track)
@@ -211,3 +132,24 @@ void gt__thread_named(struct gt__conv *c, uint32_t tid, uint32_t name)
                          thread_label(c, th, "CUDA API", label, sizeof(label)));
 }
 
+void gt__on_thread_info(struct gt__writer *c, const uint8_t *rec,
+                        uint16_t size)
+{
+    struct gt_r_thread_info r;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    /* A named thread exists in every output, so that its sort order
+     * follows the stream's, whatever this output records of it. */
+    struct gt__wthread *th = gt__thread_get(c, r.tid);
+    if (th && c->s->note & GT__NOTE_CHANGED)
+        thread_relabel(c, th);
+}
+
+void gt__on_thread(struct gt__writer *c, const uint8_t *rec, uint16_t size)
+{
+    struct gt_r_thread r;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    struct gt__wthread *th = gt__thread_get(c, r.tid);
+    c->cur = th ? (uint32_t)(th - c->threads) + 1 : 0;
+}

@@ -1,13 +1,16 @@
 /*
- * Fuzz target: arbitrary bytes as the records of chunks fed to the
- * converter (the first byte picks how the input is cut into chunks and a
- * tiny node-map cap, so eviction and multi-chunk state are exercised).
- * Invariant checked: whatever the records say, the converter produces at
- * least one file (the main one, or capture windows' files), and every file
- * it lists is valid JSON with a traceEvents array and the gradtrace
- * metadata (parsed back with cJSON); it never crashes or reads outside the
- * input (ASan/UBSan in the libFuzzer build). Files go to a private
- * directory made once per process and are removed after each input.
+ * Fuzz target: arbitrary bytes as the records of chunks fed to both
+ * converter sinks through their interface (daemon/convert/sink.h), the
+ * Chrome-JSON sink and the per-layer aggregation sink (the first byte
+ * picks how the input is cut into chunks and a tiny node-map cap, so
+ * eviction and multi-chunk state are exercised). Invariants checked:
+ * whatever the records say, the Chrome sink produces at least one file
+ * (the main one, or capture windows' files), and every file it lists is
+ * valid JSON with a traceEvents array and the gradtrace metadata (parsed
+ * back with cJSON); every row of the aggregation has a span; neither
+ * crashes or reads outside the input (ASan/UBSan in the libFuzzer build).
+ * Files go to a private directory made once per process and are removed
+ * after each input.
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -16,7 +19,8 @@
 #include <unistd.h>
 
 #include "common/codec.h"
-#include "daemon/convert/convert.h"
+#include "daemon/convert/agg.h"
+#include "daemon/convert/sink.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -68,16 +72,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                              .max_file_events = 1ull << 40,
                              .max_pending_nodes = 1u + (data[0] & 7),
                              .keep_empty_main = 1};
-    struct gt__conv *c = gt__conv_create(&o);
-    if (!c)
+    struct gt__agg agg;
+    gt__agg_init(&agg);
+    struct gt__csink *k[2] = {gt__chrome_sink_create(&o),
+                              gt__agg_sink_create(&agg)};
+    if (!k[0] || !k[1])
         abort();
     struct gt__hello_info *h = calloc(1, sizeof(*h));
     h->h.pid = 1234;
     h->h.rank = -1;
     h->h.start_mono_ns = 1000000;
     strcpy(h->cmdline, "fuzz");
-    if (gt__conv_hello(c, h))
-        abort();
+    for (int i = 0; i < 2; i++)
+        if (k[i]->ops->hello(k[i], h))
+            abort();
     free(h);
     size_t piece = 1 + (size_t)(data[0] >> 3) * 16;
     const uint8_t *p = data + 1;
@@ -89,23 +97,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* The converter gets an exact copy, so ASan sees any overread. */
         uint8_t *copy = malloc(n);
         memcpy(copy, p, n);
-        if (gt__conv_chunk(c, &ch, copy, n))
-            abort();
+        for (int i = 0; i < 2; i++)
+            if (k[i]->ops->chunk(k[i], &ch, copy, n))
+                abort();
         free(copy);
         ch.seq++;
         p += n;
         left -= n;
     }
-    if (gt__conv_finish(c, NULL, 1))
-        abort();
+    for (int i = 0; i < 2; i++)
+        if (k[i]->ops->finish(k[i], NULL, 1))
+            abort();
     const char *const *paths;
-    size_t n = gt__conv_files(c, &paths);
+    size_t n = gt__conv_files(gt__chrome_sink_conv(k[0]), &paths);
     if (n == 0)
         abort();
     for (size_t i = 0; i < n; i++) {
         check_file(paths[i]);
         unlink(paths[i]);
     }
-    gt__conv_free(c);
+    for (size_t i = 0; i < agg.n; i++)
+        if (agg.layers[i].fwd_calls + agg.layers[i].bwd_spans == 0)
+            abort();
+    gt__csink_free(k[0]);
+    gt__csink_free(k[1]);
+    gt__agg_close(&agg);
     return 0;
 }

@@ -1,5 +1,5 @@
 /*
- * Converter: capture windows become their own files (daemon/conv_window.c).
+ * Converter: capture windows become their own files (daemon/convert/window.c).
  * Streams are built record by record, converted, and the files read back
  * with cJSON: which events landed in which file, the files' names and
  * window metadata, the main file's absence when only windows recorded,
@@ -393,5 +393,66 @@ Test(convert_window, a_window_rotates_like_any_trace, .timeout = 20)
         cJSON_Delete(d);
     }
     cr_assert_eq(total, 120);
+    fx_close(&f);
+}
+
+/* The last name given to thread tid in doc (a rename is written again
+ * before the thread's next event), or NULL. */
+static const char *thread_name_of(const cJSON *doc, int tid)
+{
+    const cJSON *ev;
+    const char *name = NULL;
+    cJSON_ArrayForEach(ev, cJSON_GetObjectItem(doc, "traceEvents")) {
+        const cJSON *t = cJSON_GetObjectItem(ev, "tid");
+        if (!strcmp(s_of(ev, "ph"), "M") && s_of(ev, "name") &&
+            !strcmp(s_of(ev, "name"), "thread_name") && cJSON_IsNumber(t) &&
+            t->valueint == tid)
+            name = s_of(cJSON_GetObjectItem(ev, "args"), "name");
+    }
+    return name;
+}
+
+Test(convert_window, a_window_reads_strings_and_names_defined_after_it_opened,
+     .timeout = 10)
+{
+    struct conv_fx f;
+    wfx_open(&f, NULL, 0, 0);
+    str(&f, 1, "layer=enc,phase=forward");
+    str(&f, 2, "before");
+    thr(&f, 100);
+    scope(&f, 2, 10, 20);
+    win(&f, GT_R_WINDOW_BEGIN, 1, 1, 30, 0);
+    /* Defined while the window is open: the stream has them once, and
+     * the window's writer reads them from there. */
+    str(&f, 3, "late");
+    str(&f, 4, "worker-late");
+    struct gt_r_thread_info ti = {{GT_R_THREAD_INFO, sizeof(ti)}, 100, 4};
+    add(&f, &ti, sizeof(ti));
+    thr(&f, 100);
+    scope(&f, 3, 40, 45);
+    win(&f, GT_R_WINDOW_END, 1, 1, 50, 0);
+    win(&f, GT_R_WINDOW_DONE, 1, 1, 51, 0);
+    feed(&f);
+    /* Redefined after the window closed: main's later events use it. */
+    str(&f, 3, "later");
+    thr(&f, 100);
+    scope(&f, 3, 60, 70);
+    feed(&f);
+
+    const struct gt__conv_window *w;
+    cr_assert_eq(gt__conv_windows(f.c, &w), 1);
+    const char *const *paths;
+    cr_assert_eq(finish(&f, &paths), 2);
+    cJSON *d = load(w[0].file);
+    cJSON *m = load(strstr(paths[0], "-w1-") ? paths[1] : paths[0]);
+    cr_assert_eq(count(d, "X", "late", NULL), 1, "the window names its scope");
+    cr_assert_eq(count(d, "X", "(unknown string)", NULL), 0);
+    cr_assert_str_eq(thread_name_of(d, 100), "worker-late");
+    cr_assert_eq(count(m, "X", "before", NULL), 1);
+    cr_assert_eq(count(m, "X", "later", NULL), 1, "main sees the redefinition");
+    cr_assert_eq(count(m, "X", "late", NULL), 0);
+    cr_assert_str_eq(thread_name_of(m, 100), "worker-late");
+    cJSON_Delete(m);
+    cJSON_Delete(d);
     fx_close(&f);
 }

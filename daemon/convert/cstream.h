@@ -1,0 +1,268 @@
+/*
+ * The converter's per-stream state (struct gt__cstream, stream.c): what
+ * every output of one stream shares; and the converter's limits and
+ * anomaly counters, which stream and writers alike use.
+ * Only stream.c and the stream parts of the record table (records.c)
+ * write it; writers (internal.h) read it. Internal to the converter.
+ *
+ * Memory model: everything is bounded by a cap: strings, thread names,
+ * lost counts, clocks, warnings, the window history. Exceeding a cap
+ * drops the newest item and counts it in an anomaly counter that lands in
+ * the trace's metadata.
+ */
+#ifndef GRADTRACE_DAEMON_CONV_CSTREAM_H
+#define GRADTRACE_DAEMON_CONV_CSTREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/codec.h"
+#include "daemon/convert/convert.h"
+
+#define GT__CONV_DEFAULT_MAX_BYTES (200ull << 20)
+#define GT__CONV_DEFAULT_MAX_EVENTS 4000000ull
+#define GT__CONV_MIN_MAX_BYTES 4096ull
+
+#define GT__STR_MAX_IDS (1u << 18)    /* string ids accepted: 1 .. this-1 */
+#define GT__STR_MAX_BYTES (24u << 20) /* raw + escaped bytes kept */
+#define GT__MAX_THREADS 65536u
+#define GT__MAX_TRACKS (1u << 18)
+#define GT__STACK_MAX 256u            /* open spans per thread stack */
+#define GT__LANE_DEPTH 32u            /* nesting depth checked per lane */
+#define GT__MAX_OVERFLOW 8u           /* overlap tracks per track */
+#define GT__NODE_MAP_DEFAULT (1u << 18)
+#define GT__CORR_MAP_CAP (1u << 15)
+#define GT__MAX_LAYERS (1u << 17)
+#define GT__MAX_DEVICES 64u
+#define GT__MAX_STREAMS 4096u         /* table has twice the slots */
+#define GT__MAX_LOST 4096u
+#define GT__MAX_WINDOWS 256u
+#define GT__MAX_OPEN_WINDOWS 16u
+#define GT__MAX_WARNINGS 64u
+#define GT__WAIT_CAP 4096u            /* nodes waiting for their creation */
+#define GT__MAX_WIN_OPEN 4u           /* window writers alive at once */
+#define GT__WIN_CORR_CAP (1u << 14)   /* CUDA corr ids launched in windows */
+
+/* Synthetic tids (tracks that are not OS threads) start here, above any
+ * Linux tid (pid_max <= 2^22). */
+#define GT__SYNTH_TID_BASE (1u << 28)
+/* GPU device d is written as pid GT__GPU_PID_BASE + d. */
+#define GT__GPU_PID_BASE 0x40000000u
+
+/* Counters of untrusted-input anomalies, written in metadata by name. */
+#define GT__ANOMALIES(X)                                                   \
+    X(bad_records)          /* record size does not match its type */     \
+    X(unknown_records)      /* record type this converter does not know */\
+    X(unknown_strings)      /* string id used but never defined */        \
+    X(bad_string_ids)       /* string id 0 defined, or id beyond the cap */\
+    X(strings_dropped)      /* string table full */                       \
+    X(no_thread)            /* thread-scoped record before any THREAD */  \
+    X(threads_dropped)      /* thread table full */                       \
+    X(time_backwards)       /* a thread's time went back: clamped */      \
+    X(before_base)          /* timestamp before the trace base: at 0 */   \
+    X(negative_durations)   /* end before start: zero duration */         \
+    X(end_without_begin)    /* end matching nothing open: ignored */      \
+    X(closed_implicitly)    /* closed because an outer span ended */      \
+    X(closed_at_finish)     /* still open at the end of input */          \
+    X(depth_dropped)        /* begin beyond GT__STACK_MAX: dropped */     \
+    X(overlap_moved)        /* span placed on an overlap track */         \
+    X(overlap_dropped)      /* no overlap track could take the span */    \
+    X(node_map_evicted)     /* node creations evicted before backward */  \
+    X(nodes_without_creation) /* backward node whose creation is unknown */\
+    X(ac2g_unmatched)       /* GPU activity whose launch never came */    \
+    X(pass_unbalanced)      /* backward pass begin/end out of pairs */    \
+    X(steps_out_of_order)   /* iteration boundary earlier than the last */\
+    X(layers_dropped)       /* layer table full */                        \
+    X(windows_unmatched)    /* window end without begin, or never ended */\
+    X(pid_mismatch)         /* process info for another pid */            \
+    X(warnings_dropped)     /* warnings beyond GT__MAX_WARNINGS */
+
+struct gt__anomalies {
+#define GT__ANOM_FIELD(n) uint64_t n;
+    GT__ANOMALIES(GT__ANOM_FIELD)
+#undef GT__ANOM_FIELD
+};
+
+/* ------------------------------------------------------------ strings */
+
+/* One string of the stream's table (stream.c). ver counts (re)definitions,
+ * so a writer's per-string cache (struct gt__strcache) sees a redefinition
+ * without being told. */
+struct gt__str {
+    char *raw;        /* raw bytes, NUL-terminated copy */
+    char *esc;        /* JSON-escaped, without quotes, NUL-terminated */
+    uint32_t raw_len;
+    uint32_t esc_len;
+    uint32_t ver;     /* 0: undefined */
+};
+
+/* What one writer remembers about a string: valid while ver matches. */
+struct gt__strcache {
+    uint32_t ver;
+    int32_t layer;    /* layer index, -1: not yet looked up */
+    uint32_t cls;     /* module class string id seen with this path */
+};
+
+struct gt__lost {
+    uint32_t tid;
+    uint32_t what;
+    uint64_t count;
+};
+
+struct gt__dev_clock {
+    int32_t device;
+    uint32_t count;
+    uint64_t mono_ns, device_ts, uncertainty_ns;
+};
+
+struct gt__warning {
+    uint32_t code, text;
+    uint64_t ts;
+};
+
+/* Hash of an OS tid for the thread tables (stream's names, writers'). */
+static inline uint32_t gt__tid_hash(uint32_t tid)
+{
+    return (tid * 2654435761u) >> 7;
+}
+
+/* A thread's name, by OS tid (open addressing, never deleted). */
+struct gt__tname {
+    uint32_t tid;
+    uint32_t name;        /* string id */
+    uint32_t used;
+};
+
+/*
+ * An observer of the per-layer spans as a reader of the trace sees them
+ * (agg.c): the event's name unescaped ("<path> (<Class>) forward" or
+ * "... backward"), its start relative to the base and duration in ns, and
+ * for a backward span its node count; and each iteration's duration.
+ */
+struct gt__span_obs {
+    void *ud;
+    void (*layer)(void *ud, int fwd, const char *name, uint64_t rel_ns,
+                  uint64_t dur_ns, uint64_t nodes);
+    void (*iteration)(void *ud, uint64_t dur_ns);
+};
+
+/* What the last metadata record changed, for the writers' part of it. */
+enum {
+    GT__NOTE_CHANGED = 1, /* lost count, thread name or rank changed */
+    GT__NOTE_ADDED = 2,   /* a warning was kept */
+};
+
+/*
+ * Everything per stream (stream.c): the options, the identity from the
+ * hello and PROCESS_INFO, the time base, the string table, thread names
+ * and context, clock pairs, lost counts, warnings, the capture windows'
+ * history and the list of every file written. One instance, owned by the
+ * struct gt__conv; every writer holds a pointer to it and reads it when it
+ * writes. Only stream.c and the record table's stream handlers write it.
+ */
+struct gt__cstream {
+    /* options */
+    char *out_dir, *stem, *out_path;
+    uint64_t max_bytes, max_events;
+    uint32_t node_map_cap;
+    int keep_empty_main;
+
+    /* identity */
+    int have_hello;
+    uint32_t pid, ppid;
+    int32_t rank, local_rank, world_size;
+    char *hostname, *cmdline; /* raw, NUL-terminated */
+    uint64_t start_mono, start_real;
+    uint64_t base_ns;      /* monotonic ns of ts 0 */
+    int have_base;
+
+    /* thread context (GT_R_THREAD) of the chunk being read */
+    uint32_t cur_tid;
+    int have_cur;
+
+    /* strings and thread names */
+    struct gt__str *strs;
+    uint32_t nstrs;        /* allocated entries (ids 0..nstrs-1) */
+    uint64_t str_bytes;
+    struct gt__tname *tnames; /* 2 * GT__MAX_THREADS slots, lazily */
+    uint32_t ntnames;
+
+    /* metadata */
+    struct gt__lost lost[GT__MAX_LOST];
+    uint32_t nlost;
+    uint64_t lost_sum[4];   /* by enum gt_lost_kind */
+    uint64_t host_pairs;
+    uint64_t host_first_mono, host_first_real, host_last_mono, host_last_real;
+    struct gt__dev_clock devclk[GT__MAX_DEVICES];
+    uint32_t ndevclk;
+    struct gt__warning warnings[GT__MAX_WARNINGS];
+    uint32_t nwarnings;
+
+    /* capture windows: history, GT__MAX_WINDOWS at most (window.c) */
+    struct gt__conv_window *winfo;
+    uint32_t nwinfo;
+    uint32_t win_max_id;    /* largest window id given a file so far */
+    uint64_t win_created;   /* window writers created in this stream */
+
+    /* every file, main and windows, NULL-ended */
+    char **all_paths;
+    size_t nall;
+
+    /* from gt__conv_finish */
+    int truncated;
+    struct gt__framer_stats stats;
+    int have_stats;
+
+    /* Outputs that are not files (agg.c): no file is created, and obs
+     * sees every per-layer span the writers write. */
+    int no_files;
+    const struct gt__span_obs *obs;
+
+    /* Results of the last metadata record: GT__NOTE_* bits, and the
+     * anomalies it caused, which are charged to every writer alive (each
+     * file's metadata describes the stream as its own output saw it). */
+    uint32_t note;
+    struct gt__anomalies an;
+};
+
+/* ------------------------------------------------ stream.c */
+
+/* Sets options from opts (defaults applied). @return 0 or -ENOMEM; call
+ * gt__cstream_close either way. */
+GT__WUR int gt__cstream_init(struct gt__cstream *s,
+                             const struct gt__conv_opts *opts);
+void gt__cstream_close(struct gt__cstream *s);
+GT__WUR int gt__cstream_hello(struct gt__cstream *s,
+                              const struct gt__hello_info *hello);
+/* Time base (without a hello) and thread context for a new chunk. */
+void gt__cstream_chunk_begin(struct gt__cstream *s,
+                             const struct gt_chunk_header *h);
+/* Defines (or redefines) string id. */
+void gt__str_define(struct gt__cstream *s, uint32_t id, const char *text,
+                    size_t len);
+/* The name (string id) of OS thread tid, 0 unknown. */
+uint32_t gt__cstream_tname(const struct gt__cstream *s, uint32_t tid);
+/* Names thread tid. @return 1 when its name changed. */
+int gt__cstream_tname_set(struct gt__cstream *s, uint32_t tid, uint32_t name);
+/* A writer created a file: added to the stream's list (and, for a
+ * window's first file, to its history entry). */
+void gt__cstream_file_opened(struct gt__cstream *s, const char *path,
+                             int window, uint32_t win_id);
+/* Window history: the newest entry for id, or NULL; a new entry (the
+ * oldest dropped beyond GT__MAX_WINDOWS), or NULL; an entry's strings. */
+struct gt__conv_window *gt__winfo_find(struct gt__cstream *s, uint32_t id);
+struct gt__conv_window *gt__winfo_add(struct gt__cstream *s);
+void gt__winfo_release(struct gt__conv_window *w);
+/* The stream's part of the metadata records (the record table's). */
+void gt__cs_on_string(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
+void gt__cs_on_process(struct gt__cstream *s, const uint8_t *rec,
+                       uint16_t size);
+void gt__cs_on_thread_info(struct gt__cstream *s, const uint8_t *rec,
+                           uint16_t size);
+void gt__cs_on_thread(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
+void gt__cs_on_clock(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
+void gt__cs_on_lost(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
+void gt__cs_on_warning(struct gt__cstream *s, const uint8_t *rec,
+                       uint16_t size);
+
+#endif /* GRADTRACE_DAEMON_CONV_CSTREAM_H */

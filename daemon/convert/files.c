@@ -1,0 +1,377 @@
+/*
+ * The files of one writer: creation, rotation, and the metadata tail each
+ * file gets when it closes.
+ *
+ * A file is `{"traceEvents":[` + events + `],` + trailing keys + `}`. The
+ * trailing keys (baseTimeNanoseconds, distributedInfo, the "gradtrace"
+ * object with lost counts and anomalies) are written when the file closes,
+ * because only then are its counts known; JSON does not care about key
+ * order. Everything about the stream in them (identity, clocks, lost
+ * counts, warnings, the capture windows) is read from the shared stream
+ * state at that moment; a window writer's file also describes its own
+ * window, from the stream's window history. A new file is added to the
+ * stream's list of paths; nothing here calls back into window routing.
+ *
+ * A stream whose outputs are not files (the aggregation sink, agg.c) has
+ * s->no_files set: files are then "opened" without a path and the bytes
+ * go to the JSON writer with no file behind it, which discards them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "daemon/convert/internal.h"
+
+#define COUNT_WIDTH 12 /* bytes reserved for the patched file_count value */
+
+/* ------------------------------------------------------------ files */
+
+/* Path of file index i: out_path or <dir>/<stem>.json, then .<i>.json. */
+static char *file_path(const struct gt__writer *c, uint32_t i)
+{
+    char *p = NULL;
+    int n;
+    if (c->s->no_files)
+        return gt__strdup("");
+    if (c->out_path) {
+        size_t len = strlen(c->out_path);
+        int json = len > 5 && strcmp(c->out_path + len - 5, ".json") == 0;
+        if (i == 0)
+            return gt__strdup(c->out_path);
+        if (json)
+            n = asprintf(&p, "%.*s.%u.json", (int)(len - 5), c->out_path, i);
+        else
+            n = asprintf(&p, "%s.%u", c->out_path, i);
+    } else if (i == 0) {
+        n = asprintf(&p, "%s/%s.json", c->s->out_dir, c->stem);
+    } else {
+        n = asprintf(&p, "%s/%s.%u.json", c->s->out_dir, c->stem, i);
+    }
+    if (n < 0)
+        return NULL;
+    /* asprintf allocates with malloc; hand back an allocator copy. */
+    char *q = gt__strdup(p);
+    free(p);
+    return q;
+}
+
+int gt__file_open(struct gt__writer *c)
+{
+    int rc = 0;
+    char *path = file_path(c, c->file_index);
+    if (!path)
+        return -ENOMEM;
+    struct gt__file *nf = gt__realloc(c->files, (c->nfiles + 1) * sizeof(*nf));
+    if (!nf) {
+        rc = -ENOMEM;
+        goto out_free_path;
+    }
+    c->files = nf;
+    c->fd = -1;
+    if (!c->s->no_files &&
+        (c->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+        rc = -errno;
+        goto out_free_path;
+    }
+    c->files[c->nfiles].path = path;
+    c->files[c->nfiles].count_off = 0;
+    c->nfiles++;
+    c->w.fd = c->fd;
+    c->w.bytes = 0;
+    c->file_events = 0;
+    c->file_open = 1;
+    gt__jw_puts(&c->w, "{\"traceEvents\":[");
+    if (!c->s->no_files)
+        gt__cstream_file_opened(c->s, path, c->window, c->win_id);
+    return 0;
+
+out_free_path:
+    gt__free(path);
+    return rc;
+}
+
+static void put_kv_u64(struct gt__jw *w, const char *key, uint64_t v)
+{
+    gt__jw_puts(w, key);
+    gt__jw_u64(w, v);
+}
+
+static void put_kv_i64(struct gt__jw *w, const char *key, int64_t v)
+{
+    gt__jw_puts(w, key);
+    gt__jw_i64(w, v);
+}
+
+static void put_kv_str(struct gt__jw *w, const char *key, const char *s)
+{
+    gt__jw_puts(w, key);
+    if (s)
+        gt__jw_str(w, s, strlen(s));
+    else
+        gt__jw_puts(w, "null");
+}
+
+static void put_sid(struct gt__writer *c, uint32_t id)
+{
+    uint32_t len;
+    const char *raw;
+    if (id == 0) {
+        gt__jw_puts(&c->w, "null");
+        return;
+    }
+    raw = gt__str_raw(c, id, &len);
+    gt__jw_str(&c->w, raw, len);
+}
+
+static void write_clock(struct gt__writer *c)
+{
+    struct gt__jw *w = &c->w;
+    gt__jw_puts(w, ",\n\"clock\":{\"model\":\"host CLOCK_MONOTONIC; GPU times "
+                   "mapped to it by the agent\"");
+    put_kv_u64(w, ",\"base_mono_ns\":", c->s->base_ns);
+    put_kv_u64(w, ",\"hello_mono_ns\":", c->s->start_mono);
+    put_kv_u64(w, ",\"hello_real_ns\":", c->s->start_real);
+    put_kv_u64(w, ",\"host_pairs\":", c->s->host_pairs);
+    if (c->s->host_pairs) {
+        put_kv_u64(w, ",\"first_pair\":{\"mono_ns\":", c->s->host_first_mono);
+        put_kv_u64(w, ",\"real_ns\":", c->s->host_first_real);
+        put_kv_u64(w, "},\"last_pair\":{\"mono_ns\":", c->s->host_last_mono);
+        put_kv_u64(w, ",\"real_ns\":", c->s->host_last_real);
+        gt__jw_puts(w, "}");
+    }
+    gt__jw_puts(w, ",\"devices\":[");
+    for (uint32_t i = 0; i < c->s->ndevclk; i++) {
+        const struct gt__dev_clock *d = &c->s->devclk[i];
+        gt__jw_puts(w, i ? ",{" : "{");
+        put_kv_i64(w, "\"device\":", d->device);
+        put_kv_u64(w, ",\"syncs\":", d->count);
+        put_kv_u64(w, ",\"mono_ns\":", d->mono_ns);
+        put_kv_u64(w, ",\"device_ts\":", d->device_ts);
+        put_kv_i64(w, ",\"offset_ns\":",
+                   (int64_t)(d->device_ts - d->mono_ns));
+        put_kv_u64(w, ",\"uncertainty_ns\":", d->uncertainty_ns);
+        gt__jw_puts(w, "}");
+    }
+    gt__jw_puts(w, "]}");
+}
+
+static void write_lists(struct gt__writer *c)
+{
+    struct gt__jw *w = &c->w;
+    gt__jw_puts(w, ",\n\"windows\":[");
+    for (uint32_t i = 0; i < c->nwindows; i++) {
+        const struct gt__window *win = &c->windows[i];
+        gt__jw_puts(w, i ? ",{" : "{");
+        put_kv_u64(w, "\"id\":", win->id);
+        gt__jw_puts(w, ",\"spec\":");
+        put_sid(c, win->spec);
+        gt__jw_puts(w, ",\"layer\":");
+        put_sid(c, win->layer);
+        put_kv_u64(w, ",\"begin_ns\":", win->begin);
+        put_kv_u64(w, ",\"end_ns\":", win->end);
+        put_kv_u64(w, ",\"begin_iteration\":", win->iter_begin);
+        put_kv_u64(w, ",\"end_iteration\":", win->iter_end);
+        gt__jw_puts(w, "}");
+    }
+    put_kv_u64(w, "],\"windows_total\":", c->windows_total);
+    gt__jw_puts(w, ",\n\"warnings\":[");
+    for (uint32_t i = 0; i < c->s->nwarnings; i++) {
+        gt__jw_puts(w, i ? ",{" : "{");
+        put_kv_u64(w, "\"code\":", c->s->warnings[i].code);
+        put_kv_u64(w, ",\"ts_ns\":", c->s->warnings[i].ts);
+        gt__jw_puts(w, ",\"text\":");
+        put_sid(c, c->s->warnings[i].text);
+        gt__jw_puts(w, "}");
+    }
+    gt__jw_puts(w, "],\n\"anomalies\":{");
+    int first = 1;
+#define GT__ANOM_PUT(n)                                                    \
+    gt__jw_puts(w, first ? "\"" #n "\":" : ",\"" #n "\":");               \
+    gt__jw_u64(w, c->an.n);                                                \
+    first = 0;
+    GT__ANOMALIES(GT__ANOM_PUT)
+#undef GT__ANOM_PUT
+    gt__jw_puts(w, "}");
+}
+
+static const char *state_name(int s)
+{
+    static const char *const states[] = {"open", "done", "cut"};
+    return states[s >= 0 && s <= 2 ? s : 0];
+}
+
+/* The main file: where the stream's windows went, "window_files":[...]. */
+static void write_window_files(struct gt__writer *c)
+{
+    struct gt__jw *w = &c->w;
+    const struct gt__cstream *s = c->s;
+    gt__jw_puts(w, ",\n\"window_files\":[");
+    for (uint32_t i = 0; i < s->nwinfo; i++) {
+        const struct gt__conv_window *x = &s->winfo[i];
+        gt__jw_puts(w, i ? ",{\"id\":" : "{\"id\":");
+        gt__jw_u64(w, x->id);
+        gt__jw_puts(w, ",\"iteration\":");
+        gt__jw_u64(w, x->iteration);
+        gt__jw_puts(w, ",\"spec\":");
+        gt__jw_str(w, x->spec, strlen(x->spec));
+        gt__jw_puts(w, ",\"state\":\"");
+        gt__jw_puts(w, state_name(x->state));
+        gt__jw_puts(w, "\",\"file\":");
+        if (x->file)
+            gt__jw_str(w, x->file, strlen(x->file));
+        else
+            gt__jw_puts(w, "null");
+        gt__jw_puts(w, "}");
+    }
+    gt__jw_puts(w, "]");
+}
+
+/* "window":{...} of a window writer's file, or "window_files" of main's.
+ * A live window is always in the stream's history: the history keeps the
+ * last GT__MAX_WINDOWS and at most GT__MAX_WIN_OPEN are alive. */
+static void write_window_meta(struct gt__writer *c)
+{
+    struct gt__jw *w = &c->w;
+    const struct gt__conv_window *x;
+    if (!c->window) {
+        write_window_files(c);
+        return;
+    }
+    if (!(x = gt__winfo_find(c->s, c->win_id)))
+        return;
+    gt__jw_puts(w, ",\n\"window\":{\"id\":");
+    gt__jw_u64(w, x->id);
+    gt__jw_puts(w, ",\"spec\":");
+    gt__jw_str(w, x->spec, strlen(x->spec));
+    gt__jw_puts(w, ",\"layer\":");
+    gt__jw_str(w, x->layer, strlen(x->layer));
+    gt__jw_puts(w, ",\"phase\":\"");
+    gt__jw_puts(w, x->phase);
+    gt__jw_puts(w, "\",\"iteration\":");
+    gt__jw_u64(w, x->iteration);
+    gt__jw_puts(w, ",\"segments\":");
+    gt__jw_u64(w, x->segments);
+    gt__jw_puts(w, ",\"state\":\"");
+    gt__jw_puts(w, state_name(x->state));
+    gt__jw_puts(w, "\"}");
+}
+
+int gt__file_close(struct gt__writer *c, int last)
+{
+    struct gt__jw *w = &c->w;
+    char *next = NULL;
+    int rc;
+    if (!c->file_open)
+        return 0;
+    if (!last) {
+        next = file_path(c, c->file_index + 1);
+        if (!next)
+            return -ENOMEM;
+    }
+    gt__jw_puts(w, "\n],\n\"displayTimeUnit\":\"ns\"");
+    int64_t real_off = (int64_t)(c->s->start_real - c->s->start_mono);
+    if (!c->s->start_real && c->s->host_pairs)
+        real_off = (int64_t)(c->s->host_first_real - c->s->host_first_mono);
+    uint64_t base_real = (uint64_t)((int64_t)c->s->base_ns + real_off);
+    put_kv_u64(w, ",\n\"baseTimeNanoseconds\":", base_real);
+    gt__jw_puts(w, ",\n\"deviceProperties\":[]");
+    if (c->s->rank >= 0) {
+        put_kv_i64(w, ",\n\"distributedInfo\":{\"rank\":", c->s->rank);
+        put_kv_i64(w, ",\"local_rank\":", c->s->local_rank);
+        put_kv_i64(w, ",\"world_size\":", c->s->world_size);
+        gt__jw_puts(w, "}");
+    }
+    gt__jw_puts(w, ",\n\"gradtrace\":{\"converter\":\"gradtrace "
+                   GT__VERSION "\",\"converter_version\":\""
+                   GT__VERSION "\"");
+    put_kv_u64(w, ",\"wire_major\":", GT_WIRE_MAJOR);
+    put_kv_u64(w, ",\"wire_minor\":", GT_WIRE_MINOR);
+    put_kv_u64(w, ",\"pid\":", c->s->pid);
+    put_kv_u64(w, ",\"ppid\":", c->s->ppid);
+    put_kv_i64(w, ",\"rank\":", c->s->rank);
+    put_kv_i64(w, ",\"local_rank\":", c->s->local_rank);
+    put_kv_i64(w, ",\"world_size\":", c->s->world_size);
+    put_kv_str(w, ",\"hostname\":", c->s->hostname);
+    put_kv_str(w, ",\"cmdline\":", c->s->cmdline);
+    write_window_meta(c);
+    put_kv_u64(w, ",\n\"file_index\":", c->file_index);
+    /* Patched at gt__conv_finish; stays null if the converter never
+     * finishes (daemon killed), which readers take as "unknown". */
+    gt__jw_puts(w, ",\"file_count\":");
+    uint64_t off = w->bytes;
+    gt__jw_puts(w, "null        ");
+    put_kv_str(w, ",\"next_file\":", next);
+    put_kv_u64(w, ",\"events\":", c->file_events);
+    put_kv_u64(w, ",\n\"lost\":{\"events\":", c->s->lost_sum[GT_LOST_EVENTS]);
+    put_kv_u64(w, ",\"cupti\":", c->s->lost_sum[GT_LOST_CUPTI]);
+    put_kv_u64(w, ",\"chunks\":", c->s->lost_sum[GT_LOST_CHUNKS]);
+    gt__jw_puts(w, "}");
+    put_kv_u64(w, ",\n\"stream\":{\"chunks\":", c->chunks);
+    put_kv_u64(w, ",\"records\":", c->records);
+    /* The framer's counts describe the whole input: main's files only. */
+    const struct gt__framer_stats *st =
+        c->s->have_stats && !c->window ? &c->s->stats : NULL;
+    put_kv_u64(w, ",\"chunks_missing\":", st ? st->chunks_lost : 0);
+    put_kv_u64(w, ",\"corrupt_chunks\":", st ? st->corrupt_chunks : 0);
+    put_kv_u64(w, ",\"skipped_bytes\":", st ? st->skipped_bytes : 0);
+    gt__jw_puts(w, last && c->truncated ? ",\"truncated\":true"
+                                        : ",\"truncated\":false");
+    gt__jw_puts(w, last && c->finished ? ",\"complete\":true}"
+                                       : ",\"complete\":false}");
+    write_clock(c);
+    write_lists(c);
+    gt__jw_puts(w, "}\n}\n");
+    c->files[c->nfiles - 1].count_off = off;
+    c->total_bytes += w->bytes;
+    rc = gt__jw_flush(w);
+    if (c->fd >= 0 && close(c->fd) != 0 && rc == 0)
+        rc = -errno;
+    c->fd = -1;
+    w->fd = -1;
+    c->file_open = 0;
+    gt__free(next);
+    if (rc && !c->err)
+        c->err = rc;
+    return rc;
+}
+
+void gt__files_patch_count(struct gt__writer *c)
+{
+    char num[COUNT_WIDTH + 1];
+    int n = snprintf(num, sizeof(num), "%-*zu", COUNT_WIDTH, c->nfiles);
+    if (n != COUNT_WIDTH)
+        return;
+    for (size_t i = 0; i < c->nfiles; i++) {
+        if (c->files[i].count_off == 0 || c->s->no_files)
+            continue;
+        int fd = open(c->files[i].path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        /* Best effort: a failed patch leaves the valid "null". */
+        if (pwrite(fd, num, COUNT_WIDTH, (off_t)c->files[i].count_off) !=
+            COUNT_WIDTH)
+            c->err = c->err ? c->err : -EIO;
+        close(fd);
+    }
+}
+
+int gt__maybe_rotate(struct gt__writer *c)
+{
+    int rc;
+    if (!c->file_open || c->err)
+        return c->err;
+    if (c->w.bytes < c->s->max_bytes && c->file_events < c->s->max_events)
+        return 0;
+    rc = gt__file_close(c, 0);
+    if (rc)
+        return rc;
+    c->file_index++;
+    rc = gt__file_open(c);
+    if (rc && !c->err)
+        c->err = rc;
+    return rc;
+}
+

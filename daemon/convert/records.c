@@ -1,0 +1,486 @@
+/*
+ * Record dispatch of one writer: a table of {record type, size, route,
+ * stream part, writer part}, and the writer parts that match begin/end
+ * pairs (scopes, backward nodes) on per-thread stacks.
+ *
+ * Begin/end pairs are written as one complete ('X') event when they end;
+ * a thread's timestamps are clamped to never go backwards, which together
+ * with the stack discipline makes every thread track nest by
+ * construction, whatever an untrusted agent sends. Records that already
+ * carry start and end (GPU activity, CUDA API calls) go through gt__place
+ * (chrome.c) instead, because they arrive late and in no guaranteed order.
+ *
+ * Flows: a flow's start and finish are always written together, at the
+ * moment the second of their two records is seen. That is what keeps
+ * arrows from dangling across rotated files: both halves land in the same
+ * file by construction. The cost is that the records waiting for their
+ * partner are held in bounded maps (map.c), evicting the oldest.
+ *
+ * The table says, per record type, how long a record must be (exactly,
+ * or at least for the two variable ones), how window.c routes it, what it
+ * changes in the stream (stream.c, metadata records only: done once per
+ * record) and what it does in each writer that gets it. A record of the
+ * wrong size is counted as bad_records by each writer that gets it and
+ * goes no further.
+ */
+#include <errno.h>
+#include <stddef.h>
+
+#include "common/alloc.h"
+#include "daemon/convert/internal.h"
+
+/* The current thread (from the last GT_R_THREAD), or NULL (counted). */
+static struct gt__wthread *cur_thread(struct gt__writer *c)
+{
+    if (c->cur)
+        return &c->threads[c->cur - 1];
+    c->an.no_thread++;
+    return NULL;
+}
+
+void gt__see_ts(struct gt__writer *c, uint64_t ts)
+{
+    if (!c->have_ts) {
+        c->min_ts = c->max_ts = ts;
+        c->have_ts = 1;
+    } else if (ts > c->max_ts) {
+        c->max_ts = ts;
+    } else if (ts < c->min_ts) {
+        c->min_ts = ts;
+    }
+}
+
+/* A thread's time never goes back: clamping keeps its stacks nested. */
+static uint64_t thread_ts(struct gt__writer *c, struct gt__wthread *th,
+                          uint64_t ts)
+{
+    if (ts < th->last_ts) {
+        c->an.time_backwards++;
+        ts = th->last_ts;
+    }
+    th->last_ts = ts;
+    gt__see_ts(c, ts);
+    return ts;
+}
+
+static struct gt__open *stack_push(struct gt__writer *c, struct gt__stack *s)
+{
+    if (s->depth >= GT__STACK_MAX) {
+        c->an.depth_dropped++;
+        s->dropped++;
+        return NULL;
+    }
+    if (s->depth == s->cap) {
+        uint32_t cap = s->cap ? s->cap * 2 : 16;
+        struct gt__open *ne = gt__realloc(s->e, cap * sizeof(*ne));
+        if (!ne) {
+            c->an.depth_dropped++;
+            s->dropped++;
+            return NULL;
+        }
+        s->e = ne;
+        s->cap = cap;
+    }
+    struct gt__open *o = &s->e[s->depth++];
+    memset(o, 0, sizeof(*o));
+    return o;
+}
+
+/* ------------------------------------------------------------ emitters */
+
+static void emit_scope(struct gt__writer *c, struct gt__wthread *th,
+                       const struct gt__open *o, uint64_t end, int unclosed)
+{
+    static const char *const cats[] = {"user", "module", "nvtx"};
+    uint32_t nl, cl = 0;
+    const char *name = gt__str_esc(c, o->name, &nl);
+    const char *cls = o->cls ? gt__str_esc(c, o->cls, &cl) : "";
+    const char *cat = o->kind < GT_SCOPE_KIND_COUNT ? cats[o->kind] : "scope";
+    int module = o->kind == GT_SCOPE_MODULE;
+    uint32_t tracks[2] = {th->track, module ? gt__thread_track(c, th, 2) : 0};
+    for (int i = 0; i < 2 && tracks[i]; i++) {
+        char *p = gt__x_open(c, tracks[i], i ? "layer_forward" : cat, o->ts,
+                             end, nl + cl + 64);
+        p = put_esc(p, name, nl);
+        if (module) {
+            /* "<path> (<Class>) forward" */
+            if (cl) {
+                p = GT__LIT(p, " (");
+                p = put_esc(p, cls, cl);
+                *p++ = ')';
+            }
+            p = GT__LIT(p, " forward");
+        }
+        *p++ = '"';
+        int domain = !module && cl;
+        if (domain || unclosed) {
+            p = GT__LIT(p, ",\"args\":{");
+            if (domain) {
+                p = GT__LIT(p, "\"domain\":\"");
+                p = put_esc(p, cls, cl);
+                *p++ = '"';
+            }
+            if (unclosed)
+                p = domain ? GT__LIT(p, ",\"unclosed\":true")
+                           : GT__LIT(p, "\"unclosed\":true");
+            *p++ = '}';
+        }
+        *p++ = '}';
+        gt__ev_end(c, p);
+    }
+    if (module && tracks[1] && c->s->obs) {
+        uint32_t rl, rcl = 0;
+        const char *raw = gt__str_raw(c, o->name, &rl);
+        const char *rcls = o->cls ? gt__str_raw(c, o->cls, &rcl) : "";
+        gt__obs_layer(c, 1, raw, rl, rcls, rcl, o->ts, end, 0);
+    }
+}
+
+/*
+ * Writes a closed scope, parents before same-start children. Viewers nest
+ * two X events that start at the same time by their order in the file
+ * (chrome://tracing; Perfetto, google/perfetto#878), and a stack writes a
+ * child when it ends, before its parent. So a scope that starts exactly
+ * when its parent does is held (at most GT__STACK_MAX per thread) until
+ * the parent is written, then released outermost first. Called right
+ * after o was popped: the parent is the new top of the stack.
+ */
+void gt__scope_closed(struct gt__writer *c, struct gt__wthread *th,
+                         const struct gt__open *o, uint64_t end, int unclosed)
+{
+    struct gt__stack *s = &th->scopes;
+    if (s->depth > 0 && s->e[s->depth - 1].ts == o->ts) {
+        if (th->nheld == th->held_cap && th->held_cap < GT__STACK_MAX) {
+            uint32_t cap = th->held_cap ? th->held_cap * 2 : 8;
+            struct gt__held *nh = gt__realloc(th->held, cap * sizeof(*nh));
+            if (nh) {
+                th->held = nh;
+                th->held_cap = cap;
+            }
+        }
+        if (th->nheld < th->held_cap) {
+            th->held[th->nheld++] = (struct gt__held){*o, end, unclosed};
+            return;
+        }
+    }
+    emit_scope(c, th, o, end, unclosed);
+    /* Held scopes with this start can only be its descendants (a thread's
+     * times never go back along its stack); they were held innermost
+     * first, so releasing from the end writes outer before inner. */
+    while (th->nheld > 0 && th->held[th->nheld - 1].o.ts == o->ts) {
+        struct gt__held h = th->held[--th->nheld];
+        emit_scope(c, th, &h.o, h.end, h.unclosed);
+    }
+}
+
+/*
+ * Ends the entry that match() accepts on stack s at ts: entries above it
+ * were left open by their thread (a lost end, or improper nesting) and are
+ * closed at the same time, which keeps the track nested.
+ */
+typedef int (*match_fn)(const struct gt__open *o, const void *key);
+typedef void (*emit_fn)(struct gt__writer *c, struct gt__wthread *th,
+                        const struct gt__open *o, uint64_t end, int unclosed);
+
+static void stack_end(struct gt__writer *c, struct gt__wthread *th,
+                      struct gt__stack *s, match_fn match, const void *key,
+                      emit_fn emit, uint64_t ts)
+{
+    /* Emitting never creates a thread, so th and s stay valid. */
+    if (s->depth > 0 && match(&s->e[s->depth - 1], key)) {
+        struct gt__open o = s->e[--s->depth];
+        emit(c, th, &o, ts, 0);
+        return;
+    }
+    if (s->dropped > 0) {
+        /* Most likely the end of a begin dropped beyond the depth cap. */
+        s->dropped--;
+        return;
+    }
+    uint32_t i = s->depth;
+    while (i > 0 && !match(&s->e[i - 1], key))
+        i--;
+    if (i == 0) {
+        c->an.end_without_begin++;
+        return;
+    }
+    while (s->depth >= i) {
+        struct gt__open o = s->e[--s->depth];
+        if (s->depth >= i)
+            c->an.closed_implicitly++;
+        emit(c, th, &o, ts, 0);
+        if (s->depth == 0)
+            break;
+    }
+}
+
+struct scope_key {
+    uint16_t kind;
+    uint32_t name;
+};
+
+static int scope_match(const struct gt__open *o, const void *key)
+{
+    const struct scope_key *k = key;
+    return o->kind == k->kind && o->name == k->name;
+}
+
+struct node_key {
+    uint64_t seq, fwd_tid;
+};
+
+static int node_match(const struct gt__open *o, const void *key)
+{
+    const struct node_key *k = key;
+    return o->seq == k->seq && o->fwd_tid == k->fwd_tid;
+}
+
+/* ------------------------------------------------------------ handlers */
+
+static void on_scope_begin(struct gt__writer *c, const uint8_t *rec,
+                           uint16_t size)
+{
+    struct gt_r_scope_begin r;
+    struct gt__wthread *th;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    if (!(th = cur_thread(c)))
+        return;
+    uint64_t ts = thread_ts(c, th, r.ts);
+    if (r.kind == GT_SCOPE_MODULE) {
+        gt__layer_set_class(c, r.name, r.cls);
+        for (uint32_t i = th->scopes.depth; i > 0; i--) {
+            const struct gt__open *e = &th->scopes.e[i - 1];
+            if (e->kind == GT_SCOPE_MODULE) {
+                if (e->name != r.name)
+                    gt__layer_nest(c, r.name, e->name);
+                break;
+            }
+        }
+    }
+    struct gt__open *o = stack_push(c, &th->scopes);
+    if (!o)
+        return;
+    o->ts = ts;
+    o->kind = r.kind;
+    o->name = r.name;
+    o->cls = r.cls;
+}
+
+static void on_scope_end(struct gt__writer *c, const uint8_t *rec,
+                         uint16_t size)
+{
+    struct gt_r_scope_end r;
+    struct gt__wthread *th;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    if (!(th = cur_thread(c)))
+        return;
+    struct scope_key k = {r.kind, r.name};
+    stack_end(c, th, &th->scopes, scope_match, &k, gt__scope_closed,
+              thread_ts(c, th, r.ts));
+}
+
+static void on_node_created(struct gt__writer *c, const uint8_t *rec,
+                            uint16_t size)
+{
+    struct gt_r_node_created r;
+    struct gt__wthread *th;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    if (!(th = cur_thread(c)))
+        return;
+    /* A creation after backward nodes ran outside any pass: the next
+     * forward has begun, so that backward's layer spans are complete.
+     * Unless it is older than the thread's last event: then it is a
+     * capture window's replay (the agent's per-thread time never goes
+     * back otherwise), which keeps its forward time (it ends no span,
+     * so needs no clamping) and does not end the backward group. */
+    uint64_t ts = r.ts;
+    if (ts >= th->last_ts)
+        ts = thread_ts(c, th, ts);
+    else
+        gt__see_ts(c, ts);
+    gt__layers_outside_pass(c, ts);
+    if (gt__node_created_late(c, r.fwd_tid, r.seq, ts, th->os_tid, r.layer))
+        return;
+    struct gt__bmap_val v = {.x = ts, .p = th->os_tid, .q = r.layer};
+    if (gt__bmap_put(&c->nodes, r.fwd_tid, r.seq, &v))
+        c->an.node_map_evicted++;
+}
+
+static void on_node_begin(struct gt__writer *c, const uint8_t *rec,
+                          uint16_t size)
+{
+    struct gt_r_bwd_node_begin r;
+    struct gt__wthread *th;
+    struct gt__bmap_val v;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    if (!(th = cur_thread(c)))
+        return;
+    uint64_t ts = thread_ts(c, th, r.ts);
+    struct gt__open *o = stack_push(c, &th->nodes);
+    if (!o)
+        return;
+    o->ts = ts;
+    o->name = r.name;
+    o->seq = r.seq;
+    o->fwd_tid = r.fwd_tid;
+    if (r.seq != UINT64_MAX && gt__bmap_take(&c->nodes, r.fwd_tid, r.seq, &v)) {
+        o->has_creation = 1;
+        o->created_ts = v.x;
+        o->created_tid = v.p;
+        o->layer = v.q;
+    }
+}
+
+static void on_node_end(struct gt__writer *c, const uint8_t *rec,
+                        uint16_t size)
+{
+    struct gt_r_bwd_node_end r;
+    struct gt__wthread *th;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    if (!(th = cur_thread(c)))
+        return;
+    struct node_key k = {r.seq, r.fwd_tid};
+    stack_end(c, th, &th->nodes, node_match, &k, gt__node_ended,
+              thread_ts(c, th, r.ts));
+}
+
+static void on_pass(struct gt__writer *c, const uint8_t *rec, uint16_t size)
+{
+    struct gt_r_mark r;
+    struct gt__wthread *th;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    if (!(th = cur_thread(c)))
+        return;
+    uint64_t ts = thread_ts(c, th, r.ts);
+    if (r.h.type == GT_R_BWD_PASS_BEGIN)
+        gt__pass_begin(c, th, ts, r.value);
+    else
+        gt__pass_end(c, th, ts, r.value);
+}
+
+static void on_step(struct gt__writer *c, const uint8_t *rec, uint16_t size)
+{
+    struct gt_r_mark r;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    /* Any thread may mark a step: no current thread is no anomaly. */
+    struct gt__wthread *th = c->cur ? &c->threads[c->cur - 1] : NULL;
+    uint64_t ts = th ? thread_ts(c, th, r.ts) : r.ts;
+    gt__see_ts(c, ts);
+    gt__step(c, ts, r.value);
+}
+
+static void on_instant(struct gt__writer *c, const uint8_t *rec,
+                       uint16_t size)
+{
+    struct gt_r_instant r;
+    struct gt__wthread *th;
+    uint32_t nl;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    if (!(th = cur_thread(c)))
+        return;
+    uint64_t ts = thread_ts(c, th, r.ts);
+    const char *name = gt__str_esc(c, r.name, &nl);
+    char *p = gt__ev_begin(c, th->track, nl + 64);
+    p = GT__LIT(p, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"instant\","
+                   "\"name\":\"");
+    p = put_esc(p, name, nl);
+    p = GT__LIT(p, "\",");
+    p = gt__put_pt(c, p, th->track);
+    p = GT__LIT(p, ",\"ts\":");
+    p = gt__fmt_us(p, gt__rel(c, ts));
+    *p++ = '}';
+    gt__ev_end(c, p);
+}
+
+/* ------------------------------------------------------------ the table */
+
+#define EXACT(t, rs) .type = (t), .size = sizeof(struct rs)
+#define CORR(rs) .corr_off = offsetof(struct rs, corr)
+
+static const struct gt__rec_kind kinds[] = {
+    {EXACT(GT_R_STRING, gt_r_string), .var = 1, .route = GT__ROUTE_META,
+     .stream = gt__cs_on_string},
+    {EXACT(GT_R_PROCESS_INFO, gt_r_process_info), .var = 1,
+     .route = GT__ROUTE_META, .stream = gt__cs_on_process,
+     .writer = gt__on_process},
+    {EXACT(GT_R_THREAD_INFO, gt_r_thread_info), .route = GT__ROUTE_META,
+     .stream = gt__cs_on_thread_info, .writer = gt__on_thread_info},
+    {EXACT(GT_R_THREAD, gt_r_thread), .route = GT__ROUTE_META,
+     .stream = gt__cs_on_thread, .writer = gt__on_thread},
+    {EXACT(GT_R_SCOPE_BEGIN, gt_r_scope_begin), .writer = on_scope_begin},
+    {EXACT(GT_R_SCOPE_END, gt_r_scope_end), .writer = on_scope_end},
+    {EXACT(GT_R_NODE_CREATED, gt_r_node_created), .writer = on_node_created},
+    {EXACT(GT_R_BWD_NODE_BEGIN, gt_r_bwd_node_begin), .writer = on_node_begin},
+    {EXACT(GT_R_BWD_NODE_END, gt_r_bwd_node_end), .writer = on_node_end},
+    {EXACT(GT_R_BWD_PASS_BEGIN, gt_r_mark), .writer = on_pass},
+    {EXACT(GT_R_BWD_PASS_END, gt_r_mark), .writer = on_pass},
+    {EXACT(GT_R_STEP, gt_r_mark), .writer = on_step},
+    {EXACT(GT_R_INSTANT, gt_r_instant), .writer = on_instant},
+    {EXACT(GT_R_GPU_KERNEL, gt_r_gpu_kernel), .route = GT__ROUTE_CORR,
+     CORR(gt_r_gpu_kernel), .writer = gt__on_kernel},
+    {EXACT(GT_R_GPU_MEMCPY, gt_r_gpu_memcpy), .route = GT__ROUTE_CORR,
+     CORR(gt_r_gpu_memcpy), .writer = gt__on_memcpy},
+    {EXACT(GT_R_GPU_MEMSET, gt_r_gpu_memset), .route = GT__ROUTE_CORR,
+     CORR(gt_r_gpu_memset), .writer = gt__on_memset},
+    {EXACT(GT_R_CUDA_API, gt_r_cuda_api), .route = GT__ROUTE_API,
+     .writer = gt__on_cuda_api},
+    {EXACT(GT_R_EXT_CORR, gt_r_ext_corr), .route = GT__ROUTE_CORR,
+     CORR(gt_r_ext_corr), .writer = gt__on_ext_corr},
+    {EXACT(GT_R_CLOCK_SYNC, gt_r_clock_sync), .route = GT__ROUTE_META,
+     .stream = gt__cs_on_clock},
+    {EXACT(GT_R_LOST, gt_r_lost), .route = GT__ROUTE_META,
+     .stream = gt__cs_on_lost, .writer = gt__on_lost},
+    {EXACT(GT_R_WINDOW_BEGIN, gt_r_window), .route = GT__ROUTE_WINDOW,
+     .writer = gt__on_window},
+    {EXACT(GT_R_WINDOW_END, gt_r_window), .route = GT__ROUTE_WINDOW,
+     .writer = gt__on_window},
+    {EXACT(GT_R_WARNING, gt_r_warning), .route = GT__ROUTE_META,
+     .stream = gt__cs_on_warning, .writer = gt__on_warning},
+    {EXACT(GT_R_WINDOW_DONE, gt_r_window), .route = GT__ROUTE_WINDOW},
+};
+
+#undef EXACT
+#undef CORR
+
+const struct gt__rec_kind *gt__rec_kind(uint16_t type)
+{
+    /* The table is in type order from 1 with no gaps: checked here once
+     * per lookup, which costs one compare. */
+    size_t i = (size_t)type - 1;
+    if (type == 0 || i >= sizeof(kinds) / sizeof(kinds[0]) ||
+        kinds[i].type != type)
+        return NULL;
+    return &kinds[i];
+}
+
+int gt__rec_size_ok(const struct gt__rec_kind *k, uint16_t size)
+{
+    return k->var ? size >= k->size : size == k->size;
+}
+
+void gt__writer_record(struct gt__writer *c, uint16_t type, uint16_t size,
+                       const uint8_t *rec)
+{
+    const struct gt__rec_kind *k = gt__rec_kind(type);
+    if (c->err)
+        return;
+    if (c->window)
+        c->records++;
+    if (!k)
+        c->an.unknown_records++;
+    else if (!gt__rec_size_ok(k, size))
+        c->an.bad_records++;
+    else if (k->writer)
+        k->writer(c, rec, size);
+    if ((c->w.bytes >= c->s->max_bytes || c->file_events >= c->s->max_events) &&
+        gt__maybe_rotate(c) && !c->err)
+        c->err = -EIO;
+}

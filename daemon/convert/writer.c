@@ -1,0 +1,179 @@
+/*
+ * A Chrome-JSON writer's lifecycle: one per output of a stream (the main
+ * file set, and one per capture window: window.c), all reading the one
+ * struct gt__cstream they were created with.
+ *
+ * A writer owns only its output state: files, tracks, thread stacks,
+ * correlation maps, layers, and its anomaly counts. It is fed records by
+ * gt__writer_record (records.c) between gt__writer_chunk_begin and
+ * gt__writer_chunk_end, and closed by gt__writer_close, which closes the
+ * spans still open at the last time it saw and writes its last file.
+ */
+#include <errno.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "daemon/convert/internal.h"
+
+struct gt__writer *gt__writer_create(struct gt__cstream *s, int window,
+                                     uint32_t win_id, const char *stem,
+                                     const char *out_path)
+{
+    struct gt__writer *c = gt__calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->s = s;
+    c->fd = -1;
+    c->window = window;
+    c->win_id = win_id;
+    if (out_path && !(c->out_path = gt__strdup(out_path)))
+        goto out_free;
+    if (stem && !(c->stem = gt__strdup(stem)))
+        goto out_free;
+    if (gt__jw_init(&c->w, 4u << 20))
+        goto out_free;
+    c->thread_mask = 2 * GT__MAX_THREADS - 1;
+    c->thread_slots = gt__calloc(2 * GT__MAX_THREADS, sizeof(uint32_t));
+    if (!c->thread_slots)
+        goto out_free;
+    if (gt__bmap_init(&c->nodes, s->node_map_cap) ||
+        gt__bmap_init(&c->ext, GT__CORR_MAP_CAP) ||
+        gt__bmap_init(&c->api, GT__CORR_MAP_CAP) ||
+        gt__bmap_init(&c->kpend, GT__CORR_MAP_CAP) ||
+        gt__bmap_init(&c->wait_idx, GT__WAIT_CAP))
+        goto out_free;
+    c->wait = gt__calloc(GT__WAIT_CAP, sizeof(*c->wait));
+    c->streams = gt__calloc(2 * GT__MAX_STREAMS, sizeof(*c->streams));
+    if (!c->wait || !c->streams)
+        goto out_free;
+    return c;
+
+out_free:
+    gt__writer_free(c);
+    return NULL;
+}
+
+void gt__writer_free(struct gt__writer *c)
+{
+    if (!c)
+        return;
+    if (c->fd >= 0)
+        close(c->fd);
+    gt__jw_close(&c->w);
+    for (uint32_t i = 0; i < c->nthreads; i++) {
+        gt__free(c->threads[i].scopes.e);
+        gt__free(c->threads[i].held);
+        gt__free(c->threads[i].nodes.e);
+    }
+    gt__free(c->threads);
+    gt__free(c->thread_slots);
+    for (uint32_t i = 1; i < c->ntracks; i++)
+        gt__free(c->tracks[i].name);
+    gt__free(c->tracks);
+    for (uint32_t i = 0; i < c->nprocs; i++)
+        gt__free(c->procs[i].name);
+    gt__free(c->procs);
+    gt__bmap_free(&c->nodes);
+    gt__bmap_free(&c->ext);
+    gt__bmap_free(&c->api);
+    gt__bmap_free(&c->kpend);
+    gt__free(c->streams);
+    gt__bmap_free(&c->wait_idx);
+    gt__free(c->wait);
+    gt__layers_free(c);
+    for (size_t i = 0; i < c->nfiles; i++)
+        gt__free(c->files[i].path);
+    gt__free(c->files);
+    gt__free(c->stem);
+    gt__free(c->out_path);
+    gt__free(c);
+}
+
+uint64_t gt__writer_anomalies(const struct gt__writer *c)
+{
+    uint64_t n = 0;
+#define GT__ANOM_ADD(f) n += c->an.f;
+    GT__ANOMALIES(GT__ANOM_ADD)
+#undef GT__ANOM_ADD
+    return n;
+}
+
+void gt__anomalies_add(struct gt__anomalies *dst,
+                       const struct gt__anomalies *src)
+{
+#define GT__ANOM_ADD(f) dst->f += src->f;
+    GT__ANOMALIES(GT__ANOM_ADD)
+#undef GT__ANOM_ADD
+}
+
+int gt__writer_open_now(struct gt__writer *c)
+{
+    int rc;
+    if (c->file_open || c->err)
+        return c->err;
+    rc = gt__file_open(c);
+    if (rc)
+        c->err = rc;
+    return rc;
+}
+
+/* ------------------------------------------------------------ chunks */
+
+void gt__writer_chunk_begin(struct gt__writer *c,
+                            const struct gt_chunk_header *h)
+{
+    c->chunks++;
+    c->records += h && !c->window ? h->record_count : 0;
+    c->cur = 0; /* each chunk names its threads again */
+}
+
+void gt__writer_chunk_end(struct gt__writer *c)
+{
+    gt__nodes_chunk_end(c, 0);
+    gt__layers_chunk_end(c);
+    if (c->w.err && !c->err)
+        c->err = c->w.err;
+}
+
+/* ------------------------------------------------------------ close */
+
+/* Closes everything still open at the last time seen, innermost first. */
+void gt__writer_close_open(struct gt__writer *c)
+{
+    uint64_t end = c->max_ts;
+    for (uint32_t i = 0; i < c->nthreads; i++) {
+        struct gt__stack *s = &c->threads[i].nodes;
+        while (s->depth > 0) {
+            struct gt__open o = s->e[--s->depth];
+            c->an.closed_at_finish++;
+            gt__emit_node(c, &c->threads[i], &o, end < o.ts ? o.ts : end, 1);
+        }
+        s = &c->threads[i].scopes;
+        while (s->depth > 0) {
+            struct gt__open o = s->e[--s->depth];
+            c->an.closed_at_finish++;
+            gt__scope_closed(c, &c->threads[i], &o, end < o.ts ? o.ts : end,
+                             1);
+        }
+    }
+    while (c->nopen_win > 0) {
+        struct gt__window w = c->open_win[--c->nopen_win];
+        c->an.windows_unmatched++;
+        w.end = end < w.begin ? w.begin : end;
+        gt__window_done(c, &w);
+    }
+}
+
+int gt__writer_close(struct gt__writer *c)
+{
+    int rc;
+    gt__writer_close_open(c);
+    gt__nodes_chunk_end(c, 1);
+    gt__layers_finish(c);
+    c->finished = 1;
+    rc = gt__file_close(c, 1);
+    gt__files_patch_count(c);
+    if (rc && !c->err)
+        c->err = rc;
+    return c->err;
+}
