@@ -146,4 +146,5 @@ struct gt__agg;
  * @return 0, or a negative errno (message printed on stderr).
  */
 int gt__report_read_json(struct gt__agg *a, const char *path) GT__WUR;
+
 #endif /* GRADTRACE_DAEMON_CLI_H */
