@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/util.h"
 
 const char gt__digits2[200] =
     "00010203040506070809"
@@ -47,26 +48,10 @@ void gt__jw_close(struct gt__jw *w)
     w->cap = w->len = 0;
 }
 
-/* Writes all of buf, looping on EINTR and short writes. */
-static int write_all(int fd, const char *buf, size_t n)
-{
-    while (n > 0) {
-        ssize_t k = write(fd, buf, n);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        buf += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 int gt__jw_flush(struct gt__jw *w)
 {
     if (w->len > 0 && w->fd >= 0 && w->err == 0)
-        w->err = write_all(w->fd, w->buf, w->len);
+        w->err = gt__write_all(w->fd, w->buf, w->len, 0, 0);
     w->len = 0;
     return w->err;
 }
