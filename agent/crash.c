@@ -92,23 +92,18 @@ static int crash_strings(void)
     int rc = 0;
 
     while (rc == 0 && gt__st.str_emitted < n) {
-        struct gt_r_string r;
-        const char *s;
-        uint32_t sl;
-
-        if (gt__strings_get(gt__st.str_emitted + 1, &s, &sl) < 0)
+        int k = gt__strings_record(gt__st.str_emitted + 1, scratch + len,
+                                   (uint32_t)sizeof(scratch) - len);
+        if (k < 0)
             break;
-        if (len + sizeof(r) + sl > sizeof(scratch)) {
+        if (k == 0 && len == 0)
+            break; /* longer than the scratch buffer: cannot be sent */
+        if (k == 0) {
             rc = raw_chunk(scratch, len, NULL, 0);
             len = 0;
             continue;
         }
-        r.h.type = GT_R_STRING;
-        r.h.size = (uint16_t)(sizeof(r) + sl);
-        r.id = gt__st.str_emitted + 1;
-        memcpy(scratch + len, &r, sizeof(r));
-        memcpy(scratch + len + sizeof(r), s, sl);
-        len += (uint32_t)sizeof(r) + sl;
+        len += (uint32_t)k;
         gt__st.str_emitted++;
     }
     if (rc == 0 && len)

@@ -175,35 +175,33 @@ static void chunk_write(const uint8_t *buf, uint32_t len, uint32_t count,
     }
 }
 
-/* Puts the definitions the stream lacks in front of the chunk (sending
- * string-only chunks first in the rare case they do not all fit). */
+/* Puts the definitions the stream lacks in front of the chunk, or sends
+ * them in string-only chunks first when they do not fit beside it. A
+ * string not readable yet (its entry is being published) waits for the
+ * next chunk, as does the rest after it. */
 static void strings_prefix(void)
 {
     uint32_t n = gt__strings_count();
 
     while (gt__st.ready && gt__st.str_emitted < n) {
         uint32_t slen = 0, scount = 0;
+        int k = 0;
 
         while (gt__st.str_emitted < n) {
-            struct gt_r_string r;
-            const char *s;
-            uint32_t len;
-
-            if (gt__strings_get(gt__st.str_emitted + 1, &s, &len) < 0)
+            k = gt__strings_record(gt__st.str_emitted + 1, sbuf + slen,
+                                   GT_CHUNK_MAX_RAW - slen);
+            if (k <= 0)
                 break;
-            if (slen + sizeof(r) + len > GT_CHUNK_MAX_RAW - b_len)
-                break;
-            r.h.type = GT_R_STRING;
-            r.h.size = (uint16_t)(sizeof(r) + len);
-            r.id = gt__st.str_emitted + 1;
-            memcpy(sbuf + slen, &r, sizeof(r));
-            memcpy(sbuf + slen + sizeof(r), s, len);
-            slen += (uint32_t)sizeof(r) + len;
+            slen += (uint32_t)k;
             scount++;
             gt__st.str_emitted++;
         }
-        if (gt__st.str_emitted < n) {
+        if (slen == 0)
+            return;
+        if (gt__st.str_emitted < n || slen + b_len > GT_CHUNK_MAX_RAW) {
             chunk_write(sbuf, slen, scount, UINT64_MAX);
+            if (k < 0)
+                return;
             continue;
         }
         memmove(raw + slen, raw, b_len);

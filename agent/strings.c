@@ -68,6 +68,24 @@ int gt__strings_get(uint32_t id, const char **s, uint32_t *len)
     return 0;
 }
 
+int gt__strings_record(uint32_t id, uint8_t *out, uint32_t room)
+{
+    struct gt_r_string r;
+    const char *s;
+    uint32_t len;
+
+    if (gt__strings_get(id, &s, &len) < 0)
+        return -ENOENT;
+    if (sizeof(r) + len > room)
+        return 0;
+    r.h.type = GT_R_STRING;
+    r.h.size = (uint16_t)(sizeof(r) + len);
+    r.id = id;
+    memcpy(out, &r, sizeof(r));
+    memcpy(out + sizeof(r), s, len);
+    return (int)(sizeof(r) + len);
+}
+
 /* Called with the lock held. @return 0 or -ENOMEM. */
 static int table_grow(void)
 {

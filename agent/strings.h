@@ -22,6 +22,13 @@ uint32_t gt__strings_count(void);
  */
 int gt__strings_get(uint32_t id, const char **s, uint32_t *len);
 
+/*
+ * Writes id's GT_R_STRING record (header and text) at out when it fits in
+ * room bytes. Lock-free and async-signal-safe (the crash flush uses it).
+ * @return the bytes written, 0 when the record does not fit, or -ENOENT.
+ */
+int gt__strings_record(uint32_t id, uint8_t *out, uint32_t room);
+
 /* pthread_atfork handlers: hold the intern lock across fork. */
 void gt__strings_fork_prepare(void);
 void gt__strings_fork_parent(void);

@@ -9,12 +9,14 @@
  * check that the daemon's CAPTURE_OFF message reaches the agent.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "agent/core.h"
@@ -283,4 +285,22 @@ Test(agent_strings, defined_once_per_stream_and_again_after_reconnect, .timeout 
     close(lfd);
     unlink(path);
     rmdir(dir);
+}
+
+Test(agent_strings, record_packs_a_string_definition_or_says_it_does_not_fit)
+{
+    uint32_t id = gt_intern("packed.layer");
+    uint8_t buf[64];
+    struct gt_r_string r;
+
+    int k = gt__strings_record(id, buf, sizeof(buf));
+    cr_assert_eq(k, (int)(sizeof(r) + 12));
+    memcpy(&r, buf, sizeof(r));
+    cr_assert_eq(r.h.type, GT_R_STRING);
+    cr_assert_eq(r.h.size, k);
+    cr_assert_eq(r.id, id);
+    cr_assert_eq(memcmp(buf + sizeof(r), "packed.layer", 12), 0);
+    cr_assert_eq(gt__strings_record(id, buf, (uint32_t)k - 1), 0, "one byte short");
+    cr_assert_eq(gt__strings_record(gt__strings_count() + 1, buf, sizeof(buf)), -ENOENT);
+    cr_assert_eq(gt__strings_record(0, buf, sizeof(buf)), -ENOENT);
 }
