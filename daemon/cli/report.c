@@ -10,12 +10,17 @@
  *
  * The converter writes one event per line, so a trace file is read line
  * by line and only the lines of the categories summed (layer_forward,
- * layer_backward, iteration) are parsed with cJSON: memory is bounded by
+ * layer_recompute, layer_backward, backward_totals, iteration) are parsed
+ * with cJSON: memory is bounded by
  * the number of layers, never by the trace's size. A file that is not
  * line-structured (a foreign, minified trace) is parsed whole instead.
  *
  * Times are inclusive: a parent's forward contains its children's, as the
- * spans in the viewer do.
+ * spans in the viewer do; backward time is the sum of the layer's nodes'
+ * times, which each backward span carries in its args (a span's wall can
+ * cover other layers' nodes). Rows are nested in model order, containers
+ * show their children's sums, and the total line is the top-level rows
+ * plus the backward time no layer owns (the "backward totals" instants).
  */
 #include <errno.h>
 #include <getopt.h>

@@ -8,11 +8,17 @@
  * windows routed to their own outputs), and `report` on a recording must
  * say exactly what `report` on its trace files says. So the sink is a
  * converter whose stream has no files (struct gt__cstream.no_files) and
- * an observer of the layer spans its writers emit (gt__span_obs), which
- * turns them into rows as they go: nothing is written or parsed back, and
- * memory is the converter's bounded state plus one row per layer.
+ * an observer of the layer spans its writers emit and of each pass
+ * group's totals (gt__span_obs), which turns them into rows as they go:
+ * nothing is written or parsed back, and memory is the converter's
+ * bounded state plus one row per layer. The observer gets the numbers the
+ * JSON holds (node-time sums in ns, which the trace writes as us with
+ * three decimals: ns / 1e3 is the double a reader parses), so both routes
+ * give the same rows bit for bit.
  *
- * Rows are found by path through an open-addressing index (FNV-1a).
+ * Rows are found by path through an open-addressing index (FNV-1a). The
+ * module tree (gt__agg_finish, model order) comes from the parent each
+ * backward span names, else from the path.
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -29,6 +29,12 @@
  * encloses it (gt__layer_nest, from the scope stack), once, never making a
  * cycle.
  *
+ * A span is a wall extent; the layer's time is carried in its args as
+ * sums of node times (each node's own time, nested nodes excluded), its
+ * own and with its descendants', so shared modules claim only their own
+ * nodes and rows add up. The group also sums every node, with or without
+ * a layer, for the "backward totals" instant (schema/trace-output.md).
+ *
  * Memory: one entry per distinct layer path (capped), no per-node state.
  *
  * Iterations: see schema/trace-output.md, "Iterations". Until the stream
