@@ -557,3 +557,90 @@ Test(layer_time, containers_show_their_childrens_sums_in_model_order,
     cr_assert_eq(a->layers[2].depth, 2);
     lx_close(&x);
 }
+
+/* A checkpointed blk with AccumulateGrad nodes, after shared_module_run. */
+static void checkpoint_run(struct lx *x)
+{
+    scope(x, 1, S_NET, S_NET, 0, 1001);
+    fwd(x, S_BLK, S_BLOCK, UINT64_MAX, 1002, 1008);
+    created(&x->f, S_NET, 20, 1009);
+    scope(x, 0, S_NET, S_NET, 0, 1010);
+    pass(x, 1, 1100, 1);
+    nbegin(x, S_CKPT, 20, 1110);
+    scope(x, 1, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 1112);
+    created(&x->f, S_BLK, 21, 1115);
+    scope(x, 0, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 1120);
+    node(&x->f, S_MM, 21, 1125, 1135);
+    nend(x, 20, 1160);
+    nbegin(x, S_ACC, UINT64_MAX, 1161);
+    node_layer(x, S_BLK, S_WEIGHT, 1161);
+    nend(x, UINT64_MAX, 1163);
+    node(&x->f, S_ACC, UINT64_MAX, 1164, 1167);
+    pass(x, 0, 1170, 1);
+}
+
+static int file_write(const char *path, const void *a, size_t an,
+                      const void *b, size_t bn)
+{
+    FILE *fp = fopen(path, "wb");
+    if (!fp)
+        return -1;
+    int ok = fwrite(a, 1, an, fp) == an && fwrite(b, 1, bn, fp) == bn;
+    return fclose(fp) == 0 && ok ? 0 : -1;
+}
+
+Test(layer_time, a_recording_reports_the_same_rows_as_its_trace_files,
+     .timeout = 10)
+{
+    struct lx x;
+    char gtr[96];
+    lx_open(&x, 0);
+    shared_module_run(&x);
+    checkpoint_run(&x);
+    /* The records as a .gtr: hello and one uncompressed chunk. */
+    struct gt_hello h;
+    memset(&h, 0, sizeof(h));
+    h.pid = 4242;
+    h.rank = -1;
+    h.local_rank = -1;
+    h.world_size = -1;
+    h.flags = GT_HELLO_FILE | GT_HELLO_CAPTURE;
+    h.start_mono_ns = T0;
+    uint8_t hb[GT_HELLO_MAX_SIZE];
+    ssize_t hl = gt__hello_encode(&h, "unit", "t", 1, hb, sizeof(hb));
+    cr_assert_gt(hl, 0);
+    size_t cap = gt__chunk_bound(x.f.b.len);
+    uint8_t *chunk = malloc(cap);
+    ssize_t cl = gt__chunk_encode(NULL, 0, x.f.b.data, x.f.b.len, x.f.b.count,
+                                  0, T0, chunk, cap);
+    cr_assert_gt(cl, 0);
+    snprintf(gtr, sizeof(gtr), "%s/run.gtr", x.f.dir);
+    cr_assert_eq(file_write(gtr, hb, (size_t)hl, chunk, (size_t)cl), 0);
+    free(chunk);
+
+    /* Fresh sinks: the ones lx_open made have had their hello. */
+    struct gt__conv_opts co = {.out_dir = x.f.dir, .stem = "t"};
+    gt__csink_free(x.k[0]);
+    gt__csink_free(x.k[1]);
+    x.k[0] = gt__chrome_sink_create(&co);
+    x.k[1] = gt__agg_sink_create(&x.sink);
+    struct gt__convert_info info = {0};
+    cr_assert_eq(gt__convert_file(gtr, x.k, 2, &info), 0);
+    unlink(gtr);
+    const char *const *paths;
+    size_t n = gt__conv_files(gt__chrome_sink_conv(x.k[0]), &paths);
+    cr_assert_gt(n, 0);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(gt__report_read_json(&x.json, paths[i]), 0);
+    x.doc = load(paths[0]);
+    gt__agg_finish(&x.json);
+    gt__agg_finish(&x.sink);
+    assert_same(&x.json, &x.sink);
+
+    cr_assert_eq(x.sink.rest.groups, 2);
+    cr_assert_eq(row(&x.sink, "blk")->rc_calls, 1);
+    cr_assert_eq(row(&x.sink, "blk")->accg_us, 2.0);
+    cr_assert_eq(row(&x.sink, "act")->bwd_us, 3.0);
+    cr_assert_eq(x.sink.rest.un_accg, 1);
+    lx_close(&x);
+}
