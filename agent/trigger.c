@@ -32,8 +32,12 @@
  *     checkpointing runs the segment's forward again inside its backward
  *     node, before the segment's nodes run): a matching one opens the
  *     backward segment there, or a new segment of the same window if the
- *     count had closed it, and the nodes it creates join the count, so
- *     the window holds the recompute and the backward, one per pass;
+ *     count had closed it; when no counted node is still to run (the
+ *     forward ran under no_grad: reentrant checkpointing) the nodes it
+ *     creates join the count, which closes the segment after the last of
+ *     them (a non-reentrant recompute's nodes never run: there the
+ *     forward's nodes close it). The window holds the recompute and the
+ *     backward, one per pass;
  *   both: the forward segments and the backward segment, one window.
  * The window is done at the end of the iteration's backward pass; with
  * count=N the trigger then re-arms for the next iteration, N times.
@@ -75,6 +79,7 @@ struct trig {
     _Atomic uint64_t seen;            /* matching nodes ended in backward */
     _Atomic int fwd_depth;            /* open calls of matching modules */
     _Atomic int rc_depth;             /* open recomputes of them (backward) */
+    _Atomic int rc_count;             /* the open recompute's nodes count */
     int bwd_closed;                   /* backward segment finished */
 };
 
@@ -312,6 +317,7 @@ static void retarget(struct trig *t, uint64_t it, int count_valid)
     atomic_store(&t->seen, 0);
     atomic_store(&t->fwd_depth, 0);
     atomic_store(&t->rc_depth, 0);
+    atomic_store(&t->rc_count, 0);
 }
 
 /* g_lock held: the target iteration's backward pass ended. */
@@ -473,7 +479,8 @@ static uint32_t recompute_mask(void)
     uint32_t m = 0;
 
     for (int i = 0; i < GT__TRIG_MAX; i++)
-        if (atomic_load_explicit(&g_trig[i].rc_depth, memory_order_relaxed) > 0)
+        if (atomic_load_explicit(&g_trig[i].rc_depth, memory_order_relaxed) > 0 &&
+            atomic_load_explicit(&g_trig[i].rc_count, memory_order_relaxed))
             m |= 1u << i;
     return m;
 }
@@ -484,8 +491,11 @@ static void recompute_begin(uint32_t m)
     pthread_mutex_lock(&g_lock);
     m &= live_mask(GT__TRIG_BACKWARD);
     for (int i = 0; i < GT__TRIG_MAX; i++) {
-        if (m & (1u << i) && atomic_fetch_add(&g_trig[i].rc_depth, 1) == 0) {
-            g_trig[i].bwd_closed = 0;
+        struct trig *t = &g_trig[i];
+        if (m & (1u << i) && atomic_fetch_add(&t->rc_depth, 1) == 0) {
+            atomic_store(&t->rc_count,
+                         atomic_load(&t->seen) == atomic_load(&t->expected));
+            t->bwd_closed = 0;
             segment_open(i, 0);
         }
     }

@@ -134,6 +134,35 @@ Test(agent_trigger, backward_window_holds_the_layers_recompute)
     cr_assert_eq(gt__trig_iteration(), 3, "nested passes count once");
 }
 
+Test(agent_trigger, non_reentrant_recompute_leaves_the_count_to_the_forward)
+{
+    uint32_t blk = gt_intern("ckpt.blk");
+    const char *spec = "layer=ckpt.blk,phase=backward,iteration=1";
+    int on_after;
+
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+    gt_bwd_pass_begin(); /* iteration 0 */
+    gt_bwd_pass_end();
+    /* use_reentrant=False: the forward keeps its nodes; the first of them
+     * recomputes the segment, whose nodes are never run. */
+    gt_module_begin(blk, 0);
+    gt_node_created(1, 1);
+    gt_node_created(2, 1);
+    gt_module_end();
+    gt_bwd_pass_begin();
+    gt_bwd_node_begin(0, 2, 1);
+    cr_assert(gt_capture_active());
+    gt_module_begin(blk, 0);
+    gt_node_created(3, 1);
+    gt_module_end();
+    gt_bwd_node_end(2, 1);
+    gt_bwd_node_begin(0, 1, 1);
+    gt_bwd_node_end(1, 1);
+    on_after = gt_capture_active();
+    gt_bwd_pass_end();
+    cr_assert_not(on_after, "closed after the forward's last node");
+}
+
 Test(agent_trigger, forward_window_and_count)
 {
     uint32_t net = gt_intern("Net"), blk = gt_intern("blocks.3");
