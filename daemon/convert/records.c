@@ -356,7 +356,9 @@ static void on_node_created(struct gt__writer *c, const uint8_t *rec,
     uint32_t order = run ? run->order + 1u : 1u;
     if (order > GT__CREATION_ORDER_MASK)
         order = GT__CREATION_ORDER_MASK;
-    if (!run)
+    /* Made while a node runs (a derivative, or a recompute's node): still
+     * the backward, not the next forward. */
+    if (th->nodes.depth == 0)
         gt__layers_outside_pass(c, ts);
     int used = gt__node_created_late(c, r.fwd_tid, r.seq, ts, th->os_tid,
                                      layer, order);

@@ -644,3 +644,30 @@ Test(layer_time, a_recording_reports_the_same_rows_as_its_trace_files,
     cr_assert_eq(x.sink.rest.un_accg, 1);
     lx_close(&x);
 }
+
+Test(layer_time, without_pass_marks_a_recompute_does_not_end_the_backward,
+     .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    strings(&x);
+    scope(&x, 1, S_NET, S_NET, 0, 1);
+    fwd(&x, S_BLK, S_BLOCK, UINT64_MAX, 2, 8);
+    created(&x.f, S_NET, 0, 9);
+    fwd(&x, S_FC, S_LINEAR, 1, 10, 12);
+    scope(&x, 0, S_NET, S_NET, 0, 13);
+    node(&x.f, S_MM, 1, 100, 105);
+    nbegin(&x, S_CKPT, 0, 110);
+    scope(&x, 1, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 112);
+    created(&x.f, S_BLK, 10, 115); /* after fc's node ended: no forward */
+    scope(&x, 0, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 120);
+    node(&x.f, S_MM, 10, 125, 135);
+    nend(&x, 0, 160);
+    lx_run(&x);
+
+    cr_assert_eq(n_of(x.doc, "layer_backward", "Net (Net) backward"), 1,
+                 "one backward, one span");
+    cr_assert_eq(n_of(x.doc, "backward_totals", NULL), 1);
+    cr_assert_eq(row(&x.sink, "Net")->bwd_us, 5.0 + 50.0);
+    lx_close(&x);
+}
