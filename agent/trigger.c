@@ -28,6 +28,16 @@
  *   forward: a segment per outermost call of a matching module, entry to
  *     exit (a glob matching several layers gives several segments of one
  *     window: one file spanning them, holding only their calls);
+ *     A module entered during a backward pass is a recompute (activation
+ *     checkpointing runs the segment's forward again inside its backward
+ *     node, before the segment's nodes run): a matching one opens the
+ *     backward segment there, or a new segment of the same window if the
+ *     count had closed it; when no counted node is still to run (the
+ *     forward ran under no_grad: reentrant checkpointing) the nodes it
+ *     creates join the count, which closes the segment after the last of
+ *     them (a non-reentrant recompute's nodes never run: there the
+ *     forward's nodes close it). The window holds the recompute and the
+ *     backward, one per pass;
  *   both: the forward segments and the backward segment, one window.
  * The window is done at the end of the iteration's backward pass; with
  * count=N the trigger then re-arms for the next iteration, N times.
@@ -68,6 +78,8 @@ struct trig {
     _Atomic uint64_t expected;        /* matching nodes created in forward */
     _Atomic uint64_t seen;            /* matching nodes ended in backward */
     _Atomic int fwd_depth;            /* open calls of matching modules */
+    _Atomic int rc_depth;             /* open recomputes of them (backward) */
+    _Atomic int rc_count;             /* the open recompute's nodes count */
     int bwd_closed;                   /* backward segment finished */
 };
 
@@ -304,6 +316,8 @@ static void retarget(struct trig *t, uint64_t it, int count_valid)
     atomic_store(&t->expected, 0);
     atomic_store(&t->seen, 0);
     atomic_store(&t->fwd_depth, 0);
+    atomic_store(&t->rc_depth, 0);
+    atomic_store(&t->rc_count, 0);
 }
 
 /* g_lock held: the target iteration's backward pass ended. */
@@ -459,12 +473,54 @@ static uint32_t live_mask(int phase)
     return m;
 }
 
+/* Triggers with a recompute of their layer open now. */
+static uint32_t recompute_mask(void)
+{
+    uint32_t m = 0;
+
+    for (int i = 0; i < GT__TRIG_MAX; i++)
+        if (atomic_load_explicit(&g_trig[i].rc_depth, memory_order_relaxed) > 0 &&
+            atomic_load_explicit(&g_trig[i].rc_count, memory_order_relaxed))
+            m |= 1u << i;
+    return m;
+}
+
+/* A matching module entered during backward: a recompute (see the top). */
+static void recompute_begin(uint32_t m)
+{
+    pthread_mutex_lock(&g_lock);
+    m &= live_mask(GT__TRIG_BACKWARD);
+    for (int i = 0; i < GT__TRIG_MAX; i++) {
+        struct trig *t = &g_trig[i];
+        if (m & (1u << i) && atomic_fetch_add(&t->rc_depth, 1) == 0) {
+            atomic_store(&t->rc_count,
+                         atomic_load(&t->seen) == atomic_load(&t->expected));
+            t->bwd_closed = 0;
+            segment_open(i, 0);
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void recompute_end(uint32_t m)
+{
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < GT__TRIG_MAX; i++)
+        if (m & (1u << i) && atomic_load(&g_trig[i].rc_depth) > 0)
+            atomic_fetch_sub(&g_trig[i].rc_depth, 1);
+    pthread_mutex_unlock(&g_lock);
+}
+
 void gt__trig_module_begin(uint32_t path_id)
 {
     uint32_t m = gt__trig_layer_mask(path_id);
 
-    if (!m || atomic_load_explicit(&g_pass_depth, memory_order_relaxed))
+    if (!m)
         return;
+    if (atomic_load_explicit(&g_pass_depth, memory_order_relaxed)) {
+        recompute_begin(m);
+        return;
+    }
     pthread_mutex_lock(&g_lock);
     m &= live_mask(GT__TRIG_FORWARD);
     for (int i = 0; i < GT__TRIG_MAX; i++)
@@ -479,6 +535,10 @@ void gt__trig_module_end(uint32_t path_id)
 
     if (!m)
         return;
+    if (atomic_load_explicit(&g_pass_depth, memory_order_relaxed)) {
+        recompute_end(m);
+        return;
+    }
     pthread_mutex_lock(&g_lock);
     for (int i = 0; i < GT__TRIG_MAX; i++)
         if (m & (1u << i) && g_trig[i].used && atomic_load(&g_trig[i].fwd_depth) > 0 &&
@@ -490,9 +550,12 @@ void gt__trig_module_end(uint32_t path_id)
 void gt__trig_node_created(uint64_t seq, uint64_t fwd_tid, uint32_t mask,
                            uint32_t layer)
 {
-    if (!mask || atomic_load_explicit(&g_pass_depth, memory_order_relaxed))
+    if (!mask)
         return;
     mask &= live_mask(GT__TRIG_BACKWARD);
+    /* In backward only a recompute's nodes count: they run in this pass. */
+    if (atomic_load_explicit(&g_pass_depth, memory_order_relaxed))
+        mask &= recompute_mask();
     if (!mask)
         return;
     for (int i = 0; i < GT__TRIG_MAX; i++)

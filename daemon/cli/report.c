@@ -10,12 +10,17 @@
  *
  * The converter writes one event per line, so a trace file is read line
  * by line and only the lines of the categories summed (layer_forward,
- * layer_backward, iteration) are parsed with cJSON: memory is bounded by
+ * layer_recompute, layer_backward, backward_totals, iteration) are parsed
+ * with cJSON: memory is bounded by
  * the number of layers, never by the trace's size. A file that is not
  * line-structured (a foreign, minified trace) is parsed whole instead.
  *
  * Times are inclusive: a parent's forward contains its children's, as the
- * spans in the viewer do.
+ * spans in the viewer do; backward time is the sum of the layer's nodes'
+ * times, which each backward span carries in its args (a span's wall can
+ * cover other layers' nodes). Rows are nested in model order, containers
+ * show their children's sums, and the total line is the top-level rows
+ * plus the backward time no layer owns (the "backward totals" instants).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -34,8 +39,11 @@
 
 static const char report_usage[] =
     "usage: gradtrace report [--sort model|fwd|bwd|name] [--csv] TRACE...\n"
-    "  Prints one row per layer (module path): forward calls and total time,\n"
-    "  backward spans, total time and node count, inclusive of sub-layers.\n"
+    "  Prints one row per layer (module path), nested in model order: forward\n"
+    "  calls and time, recompute (checkpointing) calls and time, backward time\n"
+    "  (the sum of its nodes' times; self: its own nodes) and node count, all\n"
+    "  inclusive of sub-layers; then the backward time no layer owns and the\n"
+    "  total (top-level rows + unattributed).\n"
     "  TRACE: gradtrace trace files (.json, every rotated file of a stream)\n"
     "  or a recording (.gtr), decoded on the fly.\n"
     "  --sort   model (order of first forward call, the default), fwd or bwd (total time,\n"
@@ -43,28 +51,66 @@ static const char report_usage[] =
     "  --csv    comma-separated output for scripts\n"
     "exit status: 0 ok, 1 unreadable input or no layer spans, 2 usage\n";
 
-/* One trace event into the table, when it is a layer or iteration span. */
+static double num_of(const cJSON *obj, const char *key, double dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+/* A "backward totals" instant into the table's remainder. */
+static void add_totals(struct gt__agg *r, const cJSON *args)
+{
+    struct gt__agg_rest t = {
+        .nodes = (uint64_t)num_of(args, "nodes", 0),
+        .un_nodes = (uint64_t)num_of(args, "unattributed_nodes", 0),
+        .un_accg = (uint64_t)num_of(args, "unattributed_accumulate_grad", 0),
+        .order2 = (uint64_t)num_of(args, "second_order_nodes", 0),
+        .time_us = num_of(args, "time_us", 0),
+        .un_us = num_of(args, "unattributed_us", 0)};
+    gt__agg_totals(r, &t);
+}
+
+/* One trace event into the table, when it is a layer or iteration span
+ * or a pass group's totals. */
 static int add_event(struct gt__agg *r, const cJSON *ev)
 {
+    static const struct {
+        const char *cat;
+        enum gt__agg_phase phase;
+    } layer_cats[] = {{"layer_forward", GT__AGG_PH_FWD},
+                      {"layer_backward", GT__AGG_PH_BWD},
+                      {"layer_recompute", GT__AGG_PH_RECOMPUTE}};
     const cJSON *cat = cJSON_GetObjectItemCaseSensitive(ev, "cat");
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(ev, "name");
     const cJSON *dur = cJSON_GetObjectItemCaseSensitive(ev, "dur");
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(ev, "args");
-    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(ev, "ts");
-    const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(args, "nodes");
-    double t = cJSON_IsNumber(ts) ? ts->valuedouble : 0;
 
+    if (cJSON_IsString(cat) && strcmp(cat->valuestring, "backward_totals") == 0) {
+        add_totals(r, args);
+        return 0;
+    }
     if (!cJSON_IsString(cat) || !cJSON_IsString(name) || !cJSON_IsNumber(dur))
         return 0;
     if (strcmp(cat->valuestring, "iteration") == 0) {
         gt__agg_iteration(r, dur->valuedouble);
         return 0;
     }
-    if (strcmp(cat->valuestring, "layer_forward") == 0)
-        return gt__agg_span(r, 1, name->valuestring, t, dur->valuedouble, 0);
-    if (strcmp(cat->valuestring, "layer_backward") == 0)
-        return gt__agg_span(r, 0, name->valuestring, t, dur->valuedouble,
-                            cJSON_IsNumber(nodes) ? nodes->valuedouble : 0);
+    for (size_t i = 0; i < sizeof(layer_cats) / sizeof(layer_cats[0]); i++) {
+        if (strcmp(cat->valuestring, layer_cats[i].cat) != 0)
+            continue;
+        const cJSON *parent = cJSON_GetObjectItemCaseSensitive(args, "parent");
+        struct gt__agg_ev e = {
+            .phase = layer_cats[i].phase, .name = name->valuestring,
+            .ts = num_of(ev, "ts", 0), .dur = dur->valuedouble,
+            .nodes = num_of(args, "nodes", 0),
+            .self_nodes = num_of(args, "self_nodes", 0),
+            .order2 = num_of(args, "second_order_nodes", 0),
+            .time_us = num_of(args, "time_us", -1),
+            .self_us = num_of(args, "self_us", 0),
+            .accg_us = num_of(args, "accumulate_grad_us", 0),
+            .parent = cJSON_IsString(parent) ? parent->valuestring : NULL};
+        return gt__agg_add(r, &e);
+    }
     return 0;
 }
 
@@ -111,7 +157,8 @@ int gt__report_read_json(struct gt__agg *r, const char *path)
             break;
         }
         /* Cheap filter before parsing: only the categories we sum. */
-        if (!strstr(line, "\"cat\":\"layer_") && !strstr(line, "\"cat\":\"iteration\""))
+        if (!strstr(line, "\"cat\":\"layer_") && !strstr(line, "\"cat\":\"iteration\"") &&
+            !strstr(line, "\"cat\":\"backward_totals\""))
             continue;
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == ','))
             line[--n] = '\0';
@@ -174,44 +221,111 @@ static int read_gtr(struct gt__agg *r, const char *path)
     return rc;
 }
 
-static void print_table(const struct gt__agg *r, int csv)
-{
-    int w = 5;
+/* The top-level rows' sums and the remainder: the total line. */
+struct totals {
+    double fwd_us, rc_us, bwd_us, self_us;
+    uint64_t nodes;
+};
 
+static struct totals sum_roots(const struct gt__agg *r)
+{
+    struct totals t = {0};
     for (size_t i = 0; i < r->n; i++) {
-        int len = (int)strlen(r->layers[i].path);
+        const struct gt__agg_layer *l = &r->layers[i];
+        if (l->up >= 0)
+            continue;
+        t.fwd_us += l->fwd_us;
+        t.rc_us += l->rc_us;
+        t.bwd_us += l->bwd_us;
+        t.nodes += l->bwd_nodes;
+    }
+    t.bwd_us += r->rest.un_us;
+    t.nodes += r->rest.un_nodes;
+    return t;
+}
+
+static void print_csv(const struct gt__agg *r)
+{
+    printf("layer,class,fwd_calls,fwd_ms,bwd_spans,bwd_ms,bwd_nodes,"
+           "recompute_calls,recompute_ms,bwd_self_ms,bwd_self_nodes,"
+           "accumulate_grad_ms,bwd_wall_ms,second_order_nodes,parent,depth,"
+           "container\n");
+    for (size_t i = 0; i < r->n; i++) {
+        const struct gt__agg_layer *l = &r->layers[i];
+        printf("%s,%s,%llu,%.3f,%llu,%.3f,%llu,%llu,%.3f,%.3f,%llu,%.3f,"
+               "%.3f,%llu,%s,%d,%d\n",
+               l->path, l->cls ? l->cls : "", (unsigned long long)l->fwd_calls,
+               l->fwd_us / 1e3, (unsigned long long)l->bwd_spans,
+               l->bwd_us / 1e3, (unsigned long long)l->bwd_nodes,
+               (unsigned long long)l->rc_calls, l->rc_us / 1e3,
+               l->bwd_self_us / 1e3, (unsigned long long)l->bwd_self_nodes,
+               l->accg_us / 1e3, l->bwd_wall_us / 1e3,
+               (unsigned long long)l->order2,
+               l->up >= 0 ? r->layers[l->up].path : "", l->depth,
+               l->container);
+    }
+    struct totals t = sum_roots(r);
+    printf("(unattributed),,0,0.000,0,%.3f,%llu,0,0.000,%.3f,%llu,0.000,0.000,"
+           "0,,0,0\n",
+           r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes,
+           r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes);
+    printf("(total),,0,%.3f,0,%.3f,%llu,0,%.3f,0.000,0,0.000,0.000,%llu,,0,0\n",
+           t.fwd_us / 1e3, t.bwd_us / 1e3, (unsigned long long)t.nodes,
+           t.rc_us / 1e3, (unsigned long long)r->rest.order2);
+}
+
+static void print_row(const struct gt__agg_layer *l, int w, int indent)
+{
+    char ratio[16] = "-", calls[24] = "-", name[128];
+    int d = indent ? 2 * (l->depth < 8 ? l->depth : 8) : 0;
+    if (l->fwd_us > 0 && l->bwd_spans)
+        snprintf(ratio, sizeof(ratio), "%.2f", l->bwd_us / l->fwd_us);
+    if (!l->container)
+        snprintf(calls, sizeof(calls), "%llu", (unsigned long long)l->fwd_calls);
+    snprintf(name, sizeof(name), "%*s%s", d, "", l->path);
+    printf("%-*.*s  %-14.14s %6s %11.3f %5llu %9.3f %11.3f %11.3f %9llu %8s\n",
+           w, w, name, l->cls ? l->cls : "", calls, l->fwd_us / 1e3,
+           (unsigned long long)l->rc_calls, l->rc_us / 1e3, l->bwd_us / 1e3,
+           l->bwd_self_us / 1e3, (unsigned long long)l->bwd_nodes, ratio);
+}
+
+static void print_table(const struct gt__agg *r, int csv, int indent)
+{
+    int w = 14;
+
+    if (csv) {
+        print_csv(r);
+        return;
+    }
+    for (size_t i = 0; i < r->n; i++) {
+        int len = (int)strlen(r->layers[i].path) +
+                  (indent ? 2 * (r->layers[i].depth < 8 ? r->layers[i].depth : 8) : 0);
         if (len > w)
             w = len < 60 ? len : 60;
     }
-    if (csv) {
-        printf("layer,class,fwd_calls,fwd_ms,bwd_spans,bwd_ms,bwd_nodes\n");
-        for (size_t i = 0; i < r->n; i++) {
-            const struct gt__agg_layer *l = &r->layers[i];
-            printf("%s,%s,%llu,%.3f,%llu,%.3f,%llu\n", l->path, l->cls ? l->cls : "",
-                   (unsigned long long)l->fwd_calls, l->fwd_us / 1e3,
-                   (unsigned long long)l->bwd_spans, l->bwd_us / 1e3,
-                   (unsigned long long)l->bwd_nodes);
-        }
-        return;
-    }
-    printf("%-*s  %-14s %6s %11s %6s %11s %9s %8s\n", w, "layer", "class", "fwd n",
-           "fwd ms", "bwd n", "bwd ms", "bwd nodes", "bwd/fwd");
-    for (size_t i = 0; i < r->n; i++) {
-        const struct gt__agg_layer *l = &r->layers[i];
-        char ratio[16] = "-";
-        if (l->fwd_us > 0 && l->bwd_spans)
-            snprintf(ratio, sizeof(ratio), "%.2f", l->bwd_us / l->fwd_us);
-        printf("%-*.*s  %-14.14s %6llu %11.3f %6llu %11.3f %9llu %8s\n", w, w, l->path,
-               l->cls ? l->cls : "", (unsigned long long)l->fwd_calls, l->fwd_us / 1e3,
-               (unsigned long long)l->bwd_spans, l->bwd_us / 1e3,
-               (unsigned long long)l->bwd_nodes, ratio);
-    }
+    printf("%-*s  %-14s %6s %11s %5s %9s %11s %11s %9s %8s\n", w, "layer", "class",
+           "fwd n", "fwd ms", "rc n", "rc ms", "bwd ms", "self ms", "bwd nodes",
+           "bwd/fwd");
+    for (size_t i = 0; i < r->n; i++)
+        print_row(&r->layers[i], w, indent);
+    struct totals t = sum_roots(r);
+    printf("%-*s  %-14s %6s %11s %5s %9s %11.3f %11.3f %9llu %8s\n", w,
+           "(unattributed)", "", "", "", "", "", r->rest.un_us / 1e3,
+           r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes, "");
+    printf("%-*s  %-14s %6s %11.3f %5s %9.3f %11.3f %11s %9llu %8s\n", w, "total", "",
+           "", t.fwd_us / 1e3, "", t.rc_us / 1e3, t.bwd_us / 1e3, "",
+           (unsigned long long)t.nodes, "");
     if (r->steps)
-        printf("%llu iterations, %.3f ms each on average; times are inclusive of "
-               "sub-layers\n",
-               (unsigned long long)r->steps, r->step_us / 1e3 / (double)r->steps);
-    else
-        printf("times are inclusive of sub-layers\n");
+        printf("%llu iterations, %.3f ms each on average\n", (unsigned long long)r->steps,
+               r->step_us / 1e3 / (double)r->steps);
+    printf("times are inclusive of sub-layers; bwd ms sums the layer's node times "
+           "(self ms: its own nodes);\ncontainers (fwd n -) show their children's "
+           "sums; total = top-level rows + (unattributed)");
+    if (r->rest.un_accg || r->rest.order2)
+        printf(";\n%llu AccumulateGrad nodes without a layer (input leaves), "
+               "%llu nodes made by backward (second order)",
+               (unsigned long long)r->rest.un_accg, (unsigned long long)r->rest.order2);
+    printf("\n");
 }
 
 static const struct option report_opts[] = {
@@ -304,8 +418,9 @@ int gt__cmd_report(int argc, char **argv)
         status = 1;
         goto out_free;
     }
+    gt__agg_finish(&r);
     gt__agg_sort(&r, (enum gt__agg_order)order);
-    print_table(&r, csv);
+    print_table(&r, csv, order == GT__AGG_MODEL);
     status = 0;
 out_free:
     gt__agg_close(&r);

@@ -8,11 +8,17 @@
  * windows routed to their own outputs), and `report` on a recording must
  * say exactly what `report` on its trace files says. So the sink is a
  * converter whose stream has no files (struct gt__cstream.no_files) and
- * an observer of the layer spans its writers emit (gt__span_obs), which
- * turns them into rows as they go: nothing is written or parsed back, and
- * memory is the converter's bounded state plus one row per layer.
+ * an observer of the layer spans its writers emit and of each pass
+ * group's totals (gt__span_obs), which turns them into rows as they go:
+ * nothing is written or parsed back, and memory is the converter's
+ * bounded state plus one row per layer. The observer gets the numbers the
+ * JSON holds (node-time sums in ns, which the trace writes as us with
+ * three decimals: ns / 1e3 is the double a reader parses), so both routes
+ * give the same rows bit for bit.
  *
- * Rows are found by path through an open-addressing index (FNV-1a).
+ * Rows are found by path through an open-addressing index (FNV-1a). The
+ * module tree (gt__agg_finish, model order) comes from the parent each
+ * backward span names, else from the path.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -34,6 +40,7 @@ void gt__agg_close(struct gt__agg *a)
     for (size_t i = 0; i < a->n; i++) {
         gt__free(a->layers[i].path);
         gt__free(a->layers[i].cls);
+        gt__free(a->layers[i].parent);
     }
     gt__free(a->layers);
     gt__free(a->slots);
@@ -90,6 +97,7 @@ static struct gt__agg_layer *row_get(struct gt__agg *a, const char *path,
     l->path[len] = '\0';
     l->first_fwd_ts = -1;
     l->first_ts = -1;
+    l->up = -1;
     a->n++;
     /* The new row goes where the probe ended, or into a larger index. */
     if (2 * a->n > a->nslots) {
@@ -132,38 +140,87 @@ static int split_name(const char *name, const char *phase, size_t *path_len,
     return n ? 0 : -1;
 }
 
-int gt__agg_span(struct gt__agg *a, int fwd, const char *name, double ts,
-                 double dur, double nodes)
+/* A copy of len bytes of text, NUL-terminated, or NULL. */
+static char *dup_n(const char *text, size_t len)
 {
+    char *d = gt__malloc(len + 1);
+    if (d) {
+        memcpy(d, text, len);
+        d[len] = '\0';
+    }
+    return d;
+}
+
+static void add_backward(struct gt__agg_layer *l, const struct gt__agg_ev *ev)
+{
+    double t = ev->time_us >= 0 ? ev->time_us : ev->dur;
+    l->bwd_spans++;
+    l->bwd_wall_us += ev->dur;
+    l->bwd_us += t;
+    if (ev->self_us > 0)
+        l->bwd_self_us += ev->self_us;
+    if (ev->accg_us > 0)
+        l->accg_us += ev->accg_us;
+    if (ev->nodes > 0)
+        l->bwd_nodes += (uint64_t)ev->nodes;
+    if (ev->self_nodes > 0)
+        l->bwd_self_nodes += (uint64_t)ev->self_nodes;
+    if (ev->order2 > 0)
+        l->order2 += (uint64_t)ev->order2;
+}
+
+int gt__agg_add(struct gt__agg *a, const struct gt__agg_ev *ev)
+{
+    static const char *const phases[] = {"backward", "forward", "recompute"};
     size_t path_len, cls_len;
     const char *cls;
     struct gt__agg_layer *l;
 
-    if (split_name(name, fwd ? "forward" : "backward", &path_len, &cls,
+    if ((unsigned)ev->phase > GT__AGG_PH_RECOMPUTE ||
+        split_name(ev->name, phases[ev->phase], &path_len, &cls,
                    &cls_len) < 0)
         return 0;
-    if (!(l = row_get(a, name, path_len)))
+    if (!(l = row_get(a, ev->name, path_len)))
         return -ENOMEM;
-    if (cls && !l->cls) {
-        if (!(l->cls = gt__malloc(cls_len + 1)))
-            return -ENOMEM;
-        memcpy(l->cls, cls, cls_len);
-        l->cls[cls_len] = '\0';
-    }
-    if (l->first_ts < 0 || ts < l->first_ts)
-        l->first_ts = ts;
-    if (fwd) {
-        if (l->first_fwd_ts < 0 || ts < l->first_fwd_ts)
-            l->first_fwd_ts = ts;
+    if (cls && !l->cls && !(l->cls = dup_n(cls, cls_len)))
+        return -ENOMEM;
+    if (ev->parent && !l->parent &&
+        !(l->parent = dup_n(ev->parent, strlen(ev->parent))))
+        return -ENOMEM;
+    if (l->first_ts < 0 || ev->ts < l->first_ts)
+        l->first_ts = ev->ts;
+    if (ev->phase == GT__AGG_PH_FWD) {
+        if (l->first_fwd_ts < 0 || ev->ts < l->first_fwd_ts)
+            l->first_fwd_ts = ev->ts;
         l->fwd_calls++;
-        l->fwd_us += dur;
+        l->fwd_us += ev->dur;
+    } else if (ev->phase == GT__AGG_PH_RECOMPUTE) {
+        l->rc_calls++;
+        l->rc_us += ev->dur;
     } else {
-        l->bwd_spans++;
-        l->bwd_us += dur;
-        if (nodes > 0)
-            l->bwd_nodes += (uint64_t)nodes;
+        add_backward(l, ev);
     }
     return 0;
+}
+
+int gt__agg_span(struct gt__agg *a, int fwd, const char *name, double ts,
+                 double dur, double nodes)
+{
+    struct gt__agg_ev ev = {.phase = fwd ? GT__AGG_PH_FWD : GT__AGG_PH_BWD,
+                            .name = name, .ts = ts, .dur = dur,
+                            .nodes = fwd ? 0 : nodes, .time_us = -1};
+    return gt__agg_add(a, &ev);
+}
+
+void gt__agg_totals(struct gt__agg *a, const struct gt__agg_rest *t)
+{
+    a->rest.groups++;
+    a->rest.nodes += t->nodes;
+    a->rest.un_nodes += t->un_nodes;
+    a->rest.un_accg += t->un_accg;
+    a->rest.order2 += t->order2;
+    a->rest.time_us += t->time_us;
+    a->rest.un_us += t->un_us;
 }
 
 void gt__agg_iteration(struct gt__agg *a, double dur)
@@ -192,36 +249,205 @@ static int by_name(const void *pa, const void *pb)
     return strcmp(x->path, y->path);
 }
 
-/* Model order: by first forward call (a parent starts before its
- * children), then layers never called forward (containers such as
- * ModuleList) by their first backward; ties by path. */
-static int by_model(const void *pa, const void *pb)
+/* ------------------------------------------------------------ tree */
+
+/* The row of path (len bytes), or -1. */
+static long row_find(struct gt__agg *a, const char *path, size_t len)
 {
-    const struct gt__agg_layer *x = pa, *y = pb;
-    if ((x->first_fwd_ts < 0) != (y->first_fwd_ts < 0))
-        return x->first_fwd_ts < 0 ? 1 : -1;
-    double a_ts = x->first_fwd_ts < 0 ? x->first_ts : x->first_fwd_ts;
-    double b_ts = y->first_fwd_ts < 0 ? y->first_ts : y->first_fwd_ts;
-    if (a_ts != b_ts)
-        return a_ts < b_ts ? -1 : 1;
+    if (!a->slots && index_build(a, a->cap))
+        return -1;
+    size_t mask = a->nslots - 1, i = gt__fnv1a32(path, len) & mask;
+    for (; a->slots[i]; i = (i + 1) & mask) {
+        const struct gt__agg_layer *l = &a->layers[a->slots[i] - 1];
+        if (strlen(l->path) == len && memcmp(l->path, path, len) == 0)
+            return (long)a->slots[i] - 1;
+    }
+    return -1;
+}
+
+/* Row r's parent: the one its backward spans name, else the longest path
+ * prefix that has a row. @return the row, or -1. */
+static long parent_of(struct gt__agg *a, size_t r)
+{
+    const struct gt__agg_layer *l = &a->layers[r];
+    long p = l->parent ? row_find(a, l->parent, strlen(l->parent)) : -1;
+    for (size_t n = strlen(l->path); p < 0 && n > 1; n--)
+        if (l->path[n - 1] == '.')
+            p = row_find(a, l->path, n - 1);
+    return p == (long)r ? -1 : p;
+}
+
+/* Sets every row's up and depth. Untrusted parents could form a cycle: a
+ * walk longer than the table cuts the row it started from loose. */
+static void tree_resolve(struct gt__agg *a)
+{
+    for (size_t r = 0; r < a->n; r++)
+        a->layers[r].up = parent_of(a, r);
+    for (size_t r = 0; r < a->n; r++) {
+        size_t steps = 0;
+        for (long q = a->layers[r].up; q >= 0; q = a->layers[q].up)
+            if (++steps > a->n) {
+                a->layers[r].up = -1;
+                break;
+            }
+    }
+    for (size_t r = 0; r < a->n; r++) {
+        int d = 0;
+        for (long q = a->layers[r].up; q >= 0; q = a->layers[q].up)
+            d++;
+        a->layers[r].depth = d;
+    }
+}
+
+/* Row indexes, deepest first: children before their parents. */
+static size_t *by_depth(const struct gt__agg *a)
+{
+    size_t *ix = gt__malloc((a->n ? a->n : 1) * sizeof(*ix)), k = 0;
+    int maxd = 0;
+    if (!ix)
+        return NULL;
+    for (size_t r = 0; r < a->n; r++)
+        if (a->layers[r].depth > maxd)
+            maxd = a->layers[r].depth;
+    for (int d = maxd; d >= 0; d--)
+        for (size_t r = 0; r < a->n; r++)
+            if (a->layers[r].depth == d)
+                ix[k++] = r;
+    return ix;
+}
+
+void gt__agg_finish(struct gt__agg *a)
+{
+    if (a->finished)
+        return;
+    a->finished = 1;
+    tree_resolve(a);
+    size_t *ix = by_depth(a);
+    if (!ix)
+        return;
+    for (size_t r = 0; r < a->n; r++) {
+        long up = a->layers[r].up;
+        if (up >= 0 && a->layers[up].fwd_calls == 0)
+            a->layers[up].container = 1;
+    }
+    /* Deepest first, so a container's children are complete when their
+     * sums reach it. Recompute is inclusive like forward: a module not
+     * recomputed itself shows what was recomputed inside it. */
+    for (size_t k = 0; k < a->n; k++) {
+        const struct gt__agg_layer *l = &a->layers[ix[k]];
+        if (l->up < 0)
+            continue;
+        struct gt__agg_layer *p = &a->layers[l->up];
+        if (p->container)
+            p->fwd_us += l->fwd_us;
+        if (p->rc_calls == 0)
+            p->rc_us += l->rc_us;
+    }
+    gt__free(ix);
+}
+
+/* One row in model order: its parent's entry and the key siblings sort by
+ * (first forward call, a container's first child's; none: last). */
+struct ord_ent {
+    size_t row;
+    const struct ord_ent *up;
+    int depth;
+    int has_key;
+    double key;
+    const char *path;
+};
+
+static int sibling_cmp(const struct ord_ent *x, const struct ord_ent *y)
+{
+    if (x->has_key != y->has_key)
+        return x->has_key ? -1 : 1;
+    if (x->has_key && x->key != y->key)
+        return x->key < y->key ? -1 : 1;
     return strcmp(x->path, y->path);
+}
+
+/* Depth-first: a row after its ancestors, subtrees by their roots. */
+static int by_tree(const void *pa, const void *pb)
+{
+    const struct ord_ent *x = *(const struct ord_ent *const *)pa;
+    const struct ord_ent *y = *(const struct ord_ent *const *)pb;
+    while (x->depth > y->depth) {
+        x = x->up;
+        if (x == y)
+            return 1;
+    }
+    while (y->depth > x->depth) {
+        y = y->up;
+        if (x == y)
+            return -1;
+    }
+    while (x->up != y->up) {
+        x = x->up;
+        y = y->up;
+    }
+    return x == y ? 0 : sibling_cmp(x, y);
+}
+
+/* Puts the rows in model order. @return 0 or -ENOMEM (order unchanged). */
+static int sort_model(struct gt__agg *a)
+{
+    int rc = -ENOMEM;
+    tree_resolve(a);
+    struct ord_ent *e = gt__calloc(a->n, sizeof(*e));
+    const struct ord_ent **pe = gt__calloc(a->n, sizeof(*pe));
+    struct gt__agg_layer *nl = gt__malloc(a->n * sizeof(*nl));
+    size_t *ix = by_depth(a);
+    if (!e || !pe || !nl || !ix)
+        goto out_free;
+    for (size_t r = 0; r < a->n; r++) {
+        const struct gt__agg_layer *l = &a->layers[r];
+        long up = l->up;
+        e[r] = (struct ord_ent){.row = r, .up = up >= 0 ? &e[up] : NULL,
+                                .depth = l->depth, .path = l->path,
+                                .has_key = l->first_fwd_ts >= 0,
+                                .key = l->first_fwd_ts};
+        pe[r] = &e[r];
+    }
+    for (size_t k = 0; k < a->n; k++) {
+        const struct ord_ent *c = &e[ix[k]];
+        struct ord_ent *p = (struct ord_ent *)c->up;
+        if (p && c->has_key && a->layers[p->row].fwd_calls == 0 &&
+            (!p->has_key || c->key < p->key)) {
+            p->has_key = 1;
+            p->key = c->key;
+        }
+    }
+    qsort(pe, a->n, sizeof(*pe), by_tree);
+    for (size_t k = 0; k < a->n; k++)
+        nl[k] = a->layers[pe[k]->row];
+    memcpy(a->layers, nl, a->n * sizeof(*nl));
+    rc = 0;
+out_free:
+    gt__free(e);
+    gt__free(pe);
+    gt__free(nl);
+    gt__free(ix);
+    return rc;
 }
 
 void gt__agg_sort(struct gt__agg *a, enum gt__agg_order order)
 {
     static int (*const cmp[])(const void *, const void *) = {
-        [GT__AGG_MODEL] = by_model,
         [GT__AGG_FWD] = by_fwd,
         [GT__AGG_BWD] = by_bwd,
         [GT__AGG_NAME] = by_name,
     };
     if (a->n == 0 || (unsigned)order > GT__AGG_NAME)
         return;
-    qsort(a->layers, a->n, sizeof(*a->layers), cmp[order]);
+    if (order == GT__AGG_MODEL)
+        (void)sort_model(a);
+    else
+        qsort(a->layers, a->n, sizeof(*a->layers), cmp[order]);
     /* Rows moved: the index is rebuilt by the next lookup. */
     gt__free(a->slots);
     a->slots = NULL;
     a->nslots = 0;
+    tree_resolve(a); /* rows moved: up again by index */
 }
 
 /* ------------------------------------------------------------ sink */
@@ -242,14 +468,38 @@ static double us_of(uint64_t ns)
     return (double)ns / 1000.0;
 }
 
-static void obs_layer(void *ud, int fwd, const char *name, uint64_t rel_ns,
-                      uint64_t dur_ns, uint64_t nodes)
+static void obs_layer(void *ud, const char *name, uint64_t rel_ns,
+                      uint64_t dur_ns, const struct gt__layer_ev *ev)
 {
+    static const enum gt__agg_phase ph[] = {
+        [GT__PHASE_BACKWARD] = GT__AGG_PH_BWD,
+        [GT__PHASE_FORWARD] = GT__AGG_PH_FWD,
+        [GT__PHASE_RECOMPUTE] = GT__AGG_PH_RECOMPUTE};
     struct agg_sink *k = ud;
-    int rc = gt__agg_span(k->a, fwd, name, us_of(rel_ns), us_of(dur_ns),
-                          fwd ? 0 : (double)nodes);
+    struct gt__agg_ev e = {.phase = ph[ev->phase], .name = name,
+                           .ts = us_of(rel_ns), .dur = us_of(dur_ns)};
+    if (ev->phase == GT__PHASE_BACKWARD) {
+        e.nodes = (double)ev->nodes;
+        e.self_nodes = (double)ev->self_nodes;
+        e.order2 = (double)ev->order2;
+        e.time_us = us_of(ev->time_ns);
+        e.self_us = us_of(ev->self_ns);
+        e.accg_us = us_of(ev->accg_ns);
+        e.parent = ev->parent;
+    }
+    int rc = gt__agg_add(k->a, &e);
     if (rc && !k->err)
         k->err = rc;
+}
+
+static void obs_totals(void *ud, const struct gt__totals_ev *t)
+{
+    struct agg_sink *k = ud;
+    struct gt__agg_rest r = {.nodes = t->nodes, .un_nodes = t->un_nodes,
+                             .un_accg = t->un_accg, .order2 = t->order2,
+                             .time_us = us_of(t->time_ns),
+                             .un_us = us_of(t->un_ns)};
+    gt__agg_totals(k->a, &r);
 }
 
 static void obs_iteration(void *ud, uint64_t dur_ns)
@@ -307,6 +557,7 @@ struct gt__csink *gt__agg_sink_create(struct gt__agg *a)
     k->base.ops = &agg_ops;
     k->a = a;
     k->obs = (struct gt__span_obs){.ud = k, .layer = obs_layer,
+                                   .totals = obs_totals,
                                    .iteration = obs_iteration};
     k->conv = gt__conv_create(&o);
     if (!k->conv) {

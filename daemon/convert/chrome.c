@@ -404,14 +404,16 @@ void gt__emit_x(struct gt__writer *c, uint32_t t, const char *cat,
     gt__ev_end(c, p);
 }
 
-void gt__obs_layer(struct gt__writer *c, int fwd, const char *path,
-                   uint32_t pl, const char *cls, uint32_t cl, uint64_t s,
-                   uint64_t e, uint64_t nodes)
+void gt__obs_layer(struct gt__writer *c, const struct gt__layer_ev *ev,
+                   const char *path, uint32_t pl, const char *cls,
+                   uint32_t cl)
 {
+    static const char *const phases[] = {" backward", " forward",
+                                         " recompute"};
     const struct gt__span_obs *obs = c->s->obs;
     /* Named as a JSON reader reads the event's name back. */
     char name[6 * GT_STRING_MAX + 32], *p = name;
-    if (!obs || !obs->layer)
+    if (!obs || !obs->layer || ev->phase < 0 || ev->phase > 2)
         return;
     p += gt__json_text(p, path, pl < GT_STRING_MAX ? pl : GT_STRING_MAX);
     if (cl) {
@@ -419,12 +421,23 @@ void gt__obs_layer(struct gt__writer *c, int fwd, const char *path,
         p += gt__json_text(p, cls, cl < GT_STRING_MAX ? cl : GT_STRING_MAX);
         *p++ = ')';
     }
-    p = fwd ? GT__LIT(p, " forward") : GT__LIT(p, " backward");
-    *p = 0;
+    size_t n = strlen(phases[ev->phase]);
+    memcpy(p, phases[ev->phase], n + 1);
     /* As the JSON has them: start clamped at the base, no negative
      * duration (gt__x_open). */
-    obs->layer(obs->ud, fwd, name, s < c->s->base_ns ? 0 : s - c->s->base_ns,
-               e < s ? 0 : e - s, nodes);
+    struct gt__layer_ev x = *ev;
+    char parent[6 * GT_STRING_MAX + 1];
+    if (ev->parent) {
+        uint32_t l = ev->parent_len;
+        size_t k = gt__json_text(parent, ev->parent,
+                                 l < GT_STRING_MAX ? l : GT_STRING_MAX);
+        parent[k] = 0;
+        x.parent = parent;
+        x.parent_len = (uint32_t)k;
+    }
+    uint64_t s = ev->s, e = ev->e;
+    obs->layer(obs->ud, name, s < c->s->base_ns ? 0 : s - c->s->base_ns,
+               e < s ? 0 : e - s, &x);
 }
 
 static char *flow_one(struct gt__writer *c, char *p, char ph, const char *cat,

@@ -69,6 +69,7 @@
     X(overlap_dropped)      /* no overlap track could take the span */    \
     X(node_map_evicted)     /* node creations evicted before backward */  \
     X(nodes_without_creation) /* backward node whose creation is unknown */\
+    X(node_layer_unmatched) /* BWD_NODE_LAYER with no node open, or no layer */\
     X(ac2g_unmatched)       /* GPU activity whose launch never came */    \
     X(pass_unbalanced)      /* backward pass begin/end out of pairs */    \
     X(steps_out_of_order)   /* iteration boundary earlier than the last */\
@@ -133,16 +134,52 @@ struct gt__tname {
     uint32_t used;
 };
 
+/* Phases of a layer span (struct gt__layer_ev). */
+enum {
+    GT__PHASE_BACKWARD = 0,
+    GT__PHASE_FORWARD = 1,
+    GT__PHASE_RECOMPUTE = 2, /* a checkpoint's recompute forward */
+};
+
+/*
+ * One per-layer span as the trace holds it (layers.c, records.c): its
+ * phase and [s, e] (monotonic ns); for a backward span the sums over the
+ * nodes credited to it in its pass group (each node's own time: nodes run
+ * inside it on its thread excluded) and its parent layer's raw path.
+ */
+struct gt__layer_ev {
+    int phase;
+    uint64_t s, e;
+    uint64_t nodes, self_nodes;     /* with descendants; its own */
+    uint64_t time_ns, self_ns;      /* with descendants; its own */
+    uint64_t accg_ns;               /* its own AccumulateGrad nodes */
+    uint64_t order2;                /* nodes made by backward, inclusive */
+    const char *parent;             /* NULL: a root */
+    uint32_t parent_len;
+};
+
+/* One pass group's totals over every node, with or without a layer. */
+struct gt__totals_ev {
+    uint64_t ts;                    /* the group's end, monotonic ns */
+    uint64_t pass;                  /* UINT64_MAX: no pass marks */
+    uint64_t nodes, time_ns;
+    uint64_t un_nodes, un_ns;       /* nodes without a layer */
+    uint64_t un_accg;               /* AccumulateGrad nodes without one */
+    uint64_t order2;
+};
+
 /*
  * An observer of the per-layer spans as a reader of the trace sees them
- * (agg.c): the event's name unescaped ("<path> (<Class>) forward" or
- * "... backward"), its start relative to the base and duration in ns, and
- * for a backward span its node count; and each iteration's duration.
+ * (agg.c): the event's name unescaped ("<path> (<Class>) forward", "...
+ * recompute" or "... backward"), its start relative to the base and
+ * duration in ns, and the span's numbers; each pass group's totals; and
+ * each iteration's duration.
  */
 struct gt__span_obs {
     void *ud;
-    void (*layer)(void *ud, int fwd, const char *name, uint64_t rel_ns,
-                  uint64_t dur_ns, uint64_t nodes);
+    void (*layer)(void *ud, const char *name, uint64_t rel_ns,
+                  uint64_t dur_ns, const struct gt__layer_ev *ev);
+    void (*totals)(void *ud, const struct gt__totals_ev *t);
     void (*iteration)(void *ud, uint64_t dur_ns);
 };
 

@@ -69,6 +69,12 @@ void gt__bmap_free(struct gt__bmap *m);
 /* Inserts or replaces. @return 1 if another live entry was evicted. */
 int gt__bmap_put(struct gt__bmap *m, uint64_t a, uint64_t b,
                  const struct gt__bmap_val *v);
+/* As gt__bmap_put; when another live entry is evicted and old is not NULL,
+ * *old receives its value. */
+int gt__bmap_put_old(struct gt__bmap *m, uint64_t a, uint64_t b,
+                     const struct gt__bmap_val *v, struct gt__bmap_val *old);
+/* The value, writable in place, or NULL. Valid until the next put/take. */
+struct gt__bmap_val *gt__bmap_find(struct gt__bmap *m, uint64_t a, uint64_t b);
 /* @return the value, or NULL. Valid until the next put/take. */
 const struct gt__bmap_val *gt__bmap_get(const struct gt__bmap *m, uint64_t a,
                                         uint64_t b);
@@ -112,18 +118,38 @@ struct gt__track {
 
 /* ------------------------------------------------------------ threads */
 
+/* gt__open.flags */
+enum {
+    GT__OPEN_RECOMPUTE = 1, /* module scope: a checkpoint's recompute */
+    GT__OPEN_LAYER_SET = 2, /* node: layer given by GT_R_BWD_NODE_LAYER */
+};
+
 struct gt__open {
     uint64_t ts;
     uint64_t seq;         /* backward nodes */
     uint64_t fwd_tid;
     uint64_t created_ts;
+    uint64_t nested_ns;   /* nodes: time of nodes run inside this one */
     uint32_t name;
     uint32_t cls;         /* module class (scopes) */
     uint32_t layer;       /* backward nodes: layer string id, 0 unknown */
     uint32_t created_tid; /* OS tid of the creating thread, 0 unknown */
+    uint32_t param;       /* nodes: parameter name string id, 0 none */
+    uint32_t ord;         /* open order on its thread (innermost item) */
     uint16_t kind;        /* scope kind */
     uint16_t has_creation;
+    uint16_t order;       /* nodes: 1, or 2+ for nodes made by backward */
+    uint16_t flags;       /* GT__OPEN_* */
 };
+
+/*
+ * A node creation in the writer's map (struct gt__bmap_val): x creation
+ * time, p creating tid, q layer, y the derivative order (low byte) and
+ * GT__CREATION_USED once a backward node ran with it: a retained graph
+ * runs it again, so it stays until evicted, and evicting it is normal.
+ */
+#define GT__CREATION_ORDER_MASK 0xffu
+#define GT__CREATION_USED 0x100u
 
 struct gt__wait {
     struct gt__open o;
@@ -155,6 +181,7 @@ struct gt__wthread {
     uint32_t api_track;   /* CUDA API calls, 0 until used */
     uint32_t order;       /* creation order, for sort indexes */
     uint32_t pass_open;
+    uint32_t opens;       /* scopes and nodes pushed so far (gt__open.ord) */
     uint64_t last_ts;
     struct gt__stack scopes;
     struct gt__stack nodes;
@@ -174,6 +201,19 @@ struct gt__wlayer {
     uint32_t depth;
     uint64_t gen;         /* pass group the fields below belong to */
     uint64_t first, last, nodes;
+    /* Sums of node durations (each node's own time, nested nodes on its
+     * thread excluded): its own nodes, and with its descendants'. */
+    uint64_t self_nodes, self_ns, time_ns;
+    uint64_t accg_ns;     /* AccumulateGrad time of its own nodes */
+    uint64_t order2;      /* nodes made by backward, with descendants' */
+};
+
+/* What one backward node adds to its layer (gt__layer_credit). */
+struct gt__credit {
+    uint64_t s, e;        /* its span */
+    uint64_t self_ns;     /* its own time */
+    int accumulate;       /* an AccumulateGrad node */
+    int order2;           /* created by a backward node */
 };
 
 /* ------------------------------------------------------------ the rest */
@@ -262,6 +302,10 @@ struct gt__writer {
     uint64_t group_end_chunk; /* while reading this chunk */
     uint64_t group_min_first; /* earliest node start in the group */
     uint64_t group_max_last;  /* latest node end in the group */
+    uint64_t group_nodes, group_ns; /* every node of the group, its time */
+    uint64_t group_un_nodes, group_un_ns; /* those without a layer */
+    uint64_t group_un_accg;   /* AccumulateGrad nodes without a layer */
+    uint64_t group_order2;
     int saw_step;
     uint64_t iter_start;
     int have_iter_start;
@@ -435,11 +479,11 @@ void gt__emit_x(struct gt__writer *c, uint32_t t, const char *cat,
                 const char *n1, uint32_t l1, const char *n2, uint32_t l2,
                 const char *n3, uint32_t l3, uint64_t s, uint64_t e,
                 const char *args, size_t args_len);
-/* Tells the stream's observer, if any, of a layer span written: path and
- * cls raw (cl 0: no class), fwd 1 forward, 0 backward. */
-void gt__obs_layer(struct gt__writer *c, int fwd, const char *path,
-                   uint32_t pl, const char *cls, uint32_t cl, uint64_t s,
-                   uint64_t e, uint64_t nodes);
+/* Tells the stream's observer, if any, of layer span ev written: path
+ * and cls raw (cl 0: no class). */
+void gt__obs_layer(struct gt__writer *c, const struct gt__layer_ev *ev,
+                   const char *path, uint32_t pl, const char *cls,
+                   uint32_t cl);
 /* Emits a flow start on ts at track ts_t and its finish at tf on tf_t. */
 void gt__emit_flow(struct gt__writer *c, const char *cat, uint32_t s_t,
                    uint64_t s_ts, uint32_t f_t, uint64_t f_ts);
@@ -487,7 +531,8 @@ void gt__node_ended(struct gt__writer *c, struct gt__wthread *th,
                     const struct gt__open *o, uint64_t end, int unclosed);
 /* A creation for a waiting node: written now. @return 1 if consumed. */
 int gt__node_created_late(struct gt__writer *c, uint64_t fwd_tid, uint64_t seq,
-                          uint64_t ts, uint32_t tid, uint32_t layer);
+                          uint64_t ts, uint32_t tid, uint32_t layer,
+                          uint32_t order);
 /* Writes nodes that waited a whole chunk (or all of them). */
 void gt__nodes_chunk_end(struct gt__writer *c, int all);
 
@@ -524,9 +569,10 @@ void gt__layer_set_class(struct gt__writer *c, uint32_t path_id, uint32_t cls);
 /* child's top-level path ancestor gets parent (enclosing module) when it
  * has none by path. */
 void gt__layer_nest(struct gt__writer *c, uint32_t child_id, uint32_t parent_id);
-/* Credits a backward node [s, e] to layer path_id and its ancestors. */
-void gt__layer_credit(struct gt__writer *c, uint32_t path_id, uint64_t s,
-                      uint64_t e);
+/* Credits a backward node to layer path_id (0: none, counted as
+ * unattributed) and its ancestors. */
+void gt__layer_credit(struct gt__writer *c, uint32_t path_id,
+                      const struct gt__credit *k);
 void gt__pass_begin(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
                     uint64_t value);
 void gt__pass_end(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,

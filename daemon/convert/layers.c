@@ -29,6 +29,12 @@
  * encloses it (gt__layer_nest, from the scope stack), once, never making a
  * cycle.
  *
+ * A span is a wall extent; the layer's time is carried in its args as
+ * sums of node times (each node's own time, nested nodes excluded), its
+ * own and with its descendants', so shared modules claim only their own
+ * nodes and rows add up. The group also sums every node, with or without
+ * a layer, for the "backward totals" instant (schema/trace-output.md).
+ *
  * Memory: one entry per distinct layer path (capped), no per-node state.
  *
  * Iterations: see schema/trace-output.md, "Iterations". Until the stream
@@ -184,35 +190,60 @@ void gt__layer_nest(struct gt__writer *c, uint32_t child_id, uint32_t parent_id)
     c->layers[ch].depth = c->layers[pa].depth + 1;
 }
 
-void gt__layer_credit(struct gt__writer *c, uint32_t path_id, uint64_t s,
-                      uint64_t e)
+/* Adds node k to the group's totals (every node, with a layer or not). */
+static void group_count(struct gt__writer *c, int attributed,
+                        const struct gt__credit *k)
 {
-    int32_t l = layer_of(c, path_id);
+    if (k->s < c->group_min_first)
+        c->group_min_first = k->s;
+    if (k->e > c->group_max_last)
+        c->group_max_last = k->e;
+    c->group_nodes++;
+    c->group_ns += k->self_ns;
+    c->group_order2 += k->order2 != 0;
+    if (!attributed) {
+        c->group_un_nodes++;
+        c->group_un_ns += k->self_ns;
+        c->group_un_accg += k->accumulate != 0;
+    }
+}
+
+void gt__layer_credit(struct gt__writer *c, uint32_t path_id,
+                      const struct gt__credit *k)
+{
+    int32_t l = path_id ? layer_of(c, path_id) : -1;
     if (c->gen == 0) {
         c->gen = 1;
         c->group_min_first = UINT64_MAX;
     }
     /* A node that starts after the ended pass belongs to the next one. */
-    if (c->group_ended && s > c->group_end)
+    if (c->group_ended && k->s > c->group_end)
         flush_group(c, c->group_end);
-    if (l >= 0 && s < c->group_min_first)
-        c->group_min_first = s;
-    if (l >= 0 && e > c->group_max_last)
-        c->group_max_last = e;
-    for (; l >= 0; l = c->layers[l].parent) {
-        struct gt__wlayer *L = &c->layers[l];
+    group_count(c, l >= 0, k);
+    for (int32_t a = l; a >= 0; a = c->layers[a].parent) {
+        struct gt__wlayer *L = &c->layers[a];
         if (L->gen != c->gen) {
             L->gen = c->gen;
-            L->first = s;
-            L->last = e;
-            L->nodes = 1;
-            c->touched[c->ntouched++] = (uint32_t)l;
+            L->first = k->s;
+            L->last = k->e;
+            L->nodes = 0;
+            L->time_ns = L->order2 = 0;
+            L->self_nodes = L->self_ns = L->accg_ns = 0;
+            c->touched[c->ntouched++] = (uint32_t)a;
         } else {
-            if (s < L->first)
-                L->first = s;
-            if (e > L->last)
-                L->last = e;
-            L->nodes++;
+            if (k->s < L->first)
+                L->first = k->s;
+            if (k->e > L->last)
+                L->last = k->e;
+        }
+        L->nodes++;
+        L->time_ns += k->self_ns;
+        L->order2 += k->order2 != 0;
+        if (a == l) {
+            L->self_nodes++;
+            L->self_ns += k->self_ns;
+            if (k->accumulate)
+                L->accg_ns += k->self_ns;
         }
     }
 }
@@ -233,14 +264,11 @@ static int span_cmp(const void *a, const void *b)
     return x->depth < y->depth ? -1 : x->depth > y->depth;
 }
 
-static void emit_layer_span(struct gt__writer *c, uint32_t t,
-                            const struct span_item *it, uint64_t pass)
+/* The span's args: layer, counts, sums (us) and parent. */
+static size_t layer_args(struct gt__writer *c, char *args,
+                         const struct gt__wlayer *L, uint64_t pass)
 {
-    const struct gt__wlayer *L = &c->layers[it->layer];
-    char args[GT__JSON_ESCAPED_MAX(GT_STRING_MAX) + 96];
     char *p = args;
-    uint32_t cl = 0;
-    const char *cls = L->cls ? gt__str_esc(c, L->cls, &cl) : NULL;
     size_t el = L->esc_len <= GT__JSON_ESCAPED_MAX(GT_STRING_MAX)
                     ? L->esc_len
                     : 0;
@@ -249,8 +277,38 @@ static void emit_layer_span(struct gt__writer *c, uint32_t t,
     p += el;
     p = GT__LIT(p, "\",\"nodes\":");
     p = gt__fmt_u64(p, L->nodes);
-    p = GT__LIT(p, ",\"pass\":");
-    p = gt__fmt_u64(p, pass);
+    p = PUT_KV(p, ",\"self_nodes\":", L->self_nodes);
+    p = GT__LIT(p, ",\"time_us\":");
+    p = gt__fmt_us(p, L->time_ns);
+    p = GT__LIT(p, ",\"self_us\":");
+    p = gt__fmt_us(p, L->self_ns);
+    if (L->accg_ns) {
+        p = GT__LIT(p, ",\"accumulate_grad_us\":");
+        p = gt__fmt_us(p, L->accg_ns);
+    }
+    if (L->order2)
+        p = PUT_KV(p, ",\"second_order_nodes\":", L->order2);
+    p = PUT_KV(p, ",\"pass\":", pass);
+    if (L->parent >= 0) {
+        const struct gt__wlayer *P = &c->layers[L->parent];
+        if (P->esc_len <= GT__JSON_ESCAPED_MAX(GT_STRING_MAX)) {
+            p = GT__LIT(p, ",\"parent\":\"");
+            memcpy(p, P->esc, P->esc_len);
+            p += P->esc_len;
+            *p++ = '"';
+        }
+    }
+    return (size_t)(p - args);
+}
+
+static void emit_layer_span(struct gt__writer *c, uint32_t t,
+                            const struct span_item *it, uint64_t pass)
+{
+    const struct gt__wlayer *L = &c->layers[it->layer];
+    char args[2 * GT__JSON_ESCAPED_MAX(GT_STRING_MAX) + 320];
+    size_t al = layer_args(c, args, L, pass);
+    uint32_t cl = 0;
+    const char *cls = L->cls ? gt__str_esc(c, L->cls, &cl) : NULL;
     if (cls) {
         /* "<path> (<Class>) backward" */
         char mid[GT__JSON_ESCAPED_MAX(GT_STRING_MAX) + 16];
@@ -262,18 +320,55 @@ static void emit_layer_span(struct gt__writer *c, uint32_t t,
         m += cl;
         m = GT__LIT(m, ") backward");
         gt__emit_x(c, t, "layer_backward", L->esc, L->esc_len, mid,
-                   (uint32_t)(m - mid), "", 0, it->first, it->last, args,
-                   (size_t)(p - args));
+                   (uint32_t)(m - mid), "", 0, it->first, it->last, args, al);
     } else {
         gt__emit_x(c, t, "layer_backward", L->esc, L->esc_len, " backward",
-                   9, "", 0, it->first, it->last, args, (size_t)(p - args));
+                   9, "", 0, it->first, it->last, args, al);
     }
     if (c->s->obs) {
         uint32_t rl = 0;
         const char *rcls = L->cls ? gt__str_raw(c, L->cls, &rl) : "";
-        gt__obs_layer(c, 0, L->path, L->path_len, rcls, cls ? rl : 0,
-                      it->first, it->last, L->nodes);
+        const struct gt__wlayer *P = L->parent >= 0 ? &c->layers[L->parent]
+                                                    : NULL;
+        struct gt__layer_ev ev = {
+            .phase = GT__PHASE_BACKWARD, .s = it->first, .e = it->last,
+            .nodes = L->nodes, .self_nodes = L->self_nodes,
+            .time_ns = L->time_ns, .self_ns = L->self_ns,
+            .accg_ns = L->accg_ns, .order2 = L->order2,
+            .parent = P ? P->path : NULL, .parent_len = P ? P->path_len : 0};
+        gt__obs_layer(c, &ev, L->path, L->path_len, rcls, cls ? rl : 0);
     }
+}
+
+/* The group's totals: an instant "backward totals" at its end. */
+static void emit_totals(struct gt__writer *c, uint64_t ts)
+{
+    struct gt__totals_ev t = {
+        .ts = ts, .pass = c->group_has_pass ? c->group_value : UINT64_MAX,
+        .nodes = c->group_nodes, .time_ns = c->group_ns,
+        .un_nodes = c->group_un_nodes, .un_ns = c->group_un_ns,
+        .un_accg = c->group_un_accg, .order2 = c->group_order2};
+    uint32_t tr = c->layers_bwd_track;
+    char *p = gt__ev_begin(c, tr, 320);
+    p = GT__LIT(p, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"backward_totals\","
+                   "\"name\":\"backward totals\",");
+    p = gt__put_pt(c, p, tr);
+    p = GT__LIT(p, ",\"ts\":");
+    p = gt__fmt_us(p, gt__rel(c, ts));
+    p = GT__LIT(p, ",\"args\":{\"pass\":");
+    p = t.pass == UINT64_MAX ? GT__LIT(p, "null") : gt__fmt_u64(p, t.pass);
+    p = PUT_KV(p, ",\"nodes\":", t.nodes);
+    p = GT__LIT(p, ",\"time_us\":");
+    p = gt__fmt_us(p, t.time_ns);
+    p = PUT_KV(p, ",\"unattributed_nodes\":", t.un_nodes);
+    p = GT__LIT(p, ",\"unattributed_us\":");
+    p = gt__fmt_us(p, t.un_ns);
+    p = PUT_KV(p, ",\"unattributed_accumulate_grad\":", t.un_accg);
+    p = PUT_KV(p, ",\"second_order_nodes\":", t.order2);
+    p = GT__LIT(p, "}}");
+    gt__ev_end(c, p);
+    if (c->s->obs && c->s->obs->totals)
+        c->s->obs->totals(c->s->obs->ud, &t);
 }
 
 /*
@@ -284,7 +379,7 @@ static void flush_group(struct gt__writer *c, uint64_t end_ts)
 {
     int has_pass = c->group_has_pass;
     uint32_t n = c->ntouched + (has_pass ? 1 : 0);
-    if (n == 0)
+    if (n == 0 && c->group_nodes == 0)
         goto out_next_gen;
     if (!c->layers_bwd_track) {
         gt__main_proc(c);
@@ -293,7 +388,7 @@ static void flush_group(struct gt__writer *c, uint64_t end_ts)
         if (!c->layers_bwd_track)
             goto out_next_gen;
     }
-    struct span_item *items = gt__malloc(n * sizeof(*items));
+    struct span_item *items = gt__malloc((n ? n : 1) * sizeof(*items));
     if (!items) {
         c->err = c->err ? c->err : -ENOMEM;
         goto out_next_gen;
@@ -312,7 +407,8 @@ static void flush_group(struct gt__writer *c, uint64_t end_ts)
         items[n - 1].depth = -1;
         items[n - 1].layer = 0;
     }
-    qsort(items, n, sizeof(*items), span_cmp);
+    if (n)
+        qsort(items, n, sizeof(*items), span_cmp);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t t = gt__place(c, c->layers_bwd_track, items[i].first,
                                items[i].last);
@@ -331,6 +427,9 @@ static void flush_group(struct gt__writer *c, uint64_t end_ts)
         }
     }
     gt__free(items);
+    emit_totals(c, has_pass ? (end_ts < c->group_begin ? c->group_begin
+                                                       : end_ts)
+                            : c->group_max_last);
 out_next_gen:
     c->ntouched = 0;
     c->gen++;
@@ -338,6 +437,8 @@ out_next_gen:
     c->group_ended = 0;
     c->group_min_first = UINT64_MAX;
     c->group_max_last = 0;
+    c->group_nodes = c->group_ns = c->group_order2 = 0;
+    c->group_un_nodes = c->group_un_ns = c->group_un_accg = 0;
 }
 
 static void emit_iteration(struct gt__writer *c, uint64_t s, uint64_t e,
@@ -380,7 +481,7 @@ void gt__layers_outside_pass(struct gt__writer *c, uint64_t ts)
      * just before the node runs: such a creation is older than the nodes
      * already in the group and must not cut the backward into one span
      * per node. A real next forward starts after the group's last node. */
-    if (c->passes_open == 0 && c->ntouched > 0 && !c->group_has_pass &&
+    if (c->passes_open == 0 && c->group_nodes > 0 && !c->group_has_pass &&
         ts >= c->group_max_last)
         flush_group(c, 0);
 }
@@ -424,7 +525,7 @@ void gt__pass_begin(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
         /* Nodes seen before this begin but timed after it ran on another
          * thread whose records came first: they belong to this pass. Any
          * earlier node ran outside a pass: its group is flushed alone. */
-        if (c->ntouched && c->group_min_first < ts)
+        if (c->group_nodes && c->group_min_first < ts)
             flush_group(c, 0);
         c->group_begin = ts;
         c->group_value = value;
@@ -466,7 +567,7 @@ void gt__pass_end(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
 
 void gt__layers_finish(struct gt__writer *c)
 {
-    if (c->ntouched || c->group_has_pass) {
+    if (c->group_nodes || c->group_has_pass) {
         if (c->passes_open)
             c->an.pass_unbalanced += c->passes_open;
         flush_group(c, c->group_ended ? c->group_end : c->max_ts);

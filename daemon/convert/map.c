@@ -57,6 +57,12 @@ static struct gt__bmap_ent *bucket(const struct gt__bmap *m, uint64_t a,
 int gt__bmap_put(struct gt__bmap *m, uint64_t a, uint64_t b,
                  const struct gt__bmap_val *v)
 {
+    return gt__bmap_put_old(m, a, b, v, NULL);
+}
+
+int gt__bmap_put_old(struct gt__bmap *m, uint64_t a, uint64_t b,
+                     const struct gt__bmap_val *v, struct gt__bmap_val *old)
+{
     struct gt__bmap_ent *e = bucket(m, a, b), *dst;
     int evicted = 0;
     if (e[0].stamp && e[0].a == a && e[0].b == b) {
@@ -69,6 +75,8 @@ int gt__bmap_put(struct gt__bmap *m, uint64_t a, uint64_t b,
               : !e[1].stamp ? &e[1]
               : e[0].stamp < e[1].stamp ? &e[0] : &e[1];
         evicted = dst->stamp != 0;
+        if (evicted && old)
+            *old = dst->v;
     }
     dst->a = a;
     dst->b = b;
@@ -81,6 +89,16 @@ const struct gt__bmap_val *gt__bmap_get(const struct gt__bmap *m, uint64_t a,
                                         uint64_t b)
 {
     const struct gt__bmap_ent *e = bucket(m, a, b);
+    if (e[0].stamp && e[0].a == a && e[0].b == b)
+        return &e[0].v;
+    if (e[1].stamp && e[1].a == a && e[1].b == b)
+        return &e[1].v;
+    return NULL;
+}
+
+struct gt__bmap_val *gt__bmap_find(struct gt__bmap *m, uint64_t a, uint64_t b)
+{
+    struct gt__bmap_ent *e = bucket(m, a, b);
     if (e[0].stamp && e[0].a == a && e[0].b == b)
         return &e[0].v;
     if (e[1].stamp && e[1].a == a && e[1].b == b)

@@ -15,14 +15,43 @@
  */
 #include "daemon/convert/internal.h"
 
+/* @return whether node name id is an AccumulateGrad. */
+static int is_accumulate(struct gt__writer *c, uint32_t name)
+{
+    static const char acc[] = "AccumulateGrad";
+    uint32_t n = 0;
+    const char *raw = gt__str_raw(c, name, &n);
+    return n == sizeof(acc) - 1 && memcmp(raw, acc, n) == 0;
+}
+
+/* The node's args after "layer": param, order, unclosed. */
+static char *node_args_tail(struct gt__writer *c, char *p,
+                            const struct gt__open *o, int unclosed)
+{
+    if (o->param) {
+        uint32_t pl;
+        const char *param = gt__str_esc(c, o->param, &pl);
+        p = GT__LIT(p, ",\"param\":\"");
+        p = put_esc(p, param, pl);
+        *p++ = '"';
+    }
+    if (o->order > 1)
+        p = PUT_KV(p, ",\"order\":", o->order);
+    if (unclosed)
+        p = GT__LIT(p, ",\"unclosed\":true");
+    return p;
+}
+
 void gt__emit_node(struct gt__writer *c, struct gt__wthread *th,
                    const struct gt__open *o, uint64_t end, int unclosed)
 {
-    uint32_t nl, ll = 0;
+    uint32_t nl, ll = 0, pl = 0;
     const char *name = gt__str_esc(c, o->name, &nl);
     const char *layer = o->layer ? gt__str_esc(c, o->layer, &ll) : NULL;
+    if (o->param)
+        (void)gt__str_esc(c, o->param, &pl);
     uint32_t bt = gt__thread_track(c, th, 1);
-    char *p = gt__x_open(c, bt, "backward", o->ts, end, nl + ll + 128);
+    char *p = gt__x_open(c, bt, "backward", o->ts, end, nl + ll + pl + 160);
     p = put_esc(p, name, nl);
     p = GT__LIT(p, "\",\"args\":{");
     if (o->seq != UINT64_MAX) {
@@ -40,8 +69,7 @@ void gt__emit_node(struct gt__writer *c, struct gt__wthread *th,
     } else {
         p = GT__LIT(p, "null");
     }
-    if (unclosed)
-        p = GT__LIT(p, ",\"unclosed\":true");
+    p = node_args_tail(c, p, o, unclosed);
     p = GT__LIT(p, "}}");
     gt__ev_end(c, p);
     if (o->has_creation) {
@@ -50,8 +78,13 @@ void gt__emit_node(struct gt__writer *c, struct gt__wthread *th,
         if (ct)
             gt__emit_flow(c, "fwdbwd", ct->track, o->created_ts, bt, o->ts);
     }
-    if (o->layer)
-        gt__layer_credit(c, o->layer, o->ts, end);
+    uint64_t dur = end > o->ts ? end - o->ts : 0;
+    struct gt__credit k = {.s = o->ts, .e = end,
+                           .self_ns = dur > o->nested_ns ? dur - o->nested_ns
+                                                         : 0,
+                           .accumulate = is_accumulate(c, o->name),
+                           .order2 = o->order > 1};
+    gt__layer_credit(c, o->layer, &k);
 }
 
 
@@ -73,7 +106,11 @@ static void wait_release(struct gt__writer *c, uint32_t i)
 void gt__node_ended(struct gt__writer *c, struct gt__wthread *th,
                     const struct gt__open *o, uint64_t end, int unclosed)
 {
-    struct gt__bmap_val v;
+    struct gt__bmap_val *v;
+    /* Its time is not its parent's own (reentrant backward: a checkpoint
+     * node runs the recomputed segment's nodes inside itself). */
+    if (th->nodes.depth > 0 && end > o->ts)
+        th->nodes.e[th->nodes.depth - 1].nested_ns += end - o->ts;
     if (o->has_creation || o->seq == UINT64_MAX || unclosed) {
         /* UINT64_MAX: the agent could not read the node's fields
          * (AccumulateGrad, unknown layout) and said so: no creation. */
@@ -81,12 +118,16 @@ void gt__node_ended(struct gt__writer *c, struct gt__wthread *th,
         return;
     }
     struct gt__open n = *o;
-    if (gt__bmap_take(&c->nodes, o->fwd_tid, o->seq, &v)) {
+    if ((v = gt__bmap_find(&c->nodes, o->fwd_tid, o->seq)) != NULL) {
         /* Created (as read) while the node was running. */
+        v->y |= GT__CREATION_USED;
         n.has_creation = 1;
-        n.created_ts = v.x;
-        n.created_tid = v.p;
-        n.layer = v.q;
+        n.created_ts = v->x;
+        n.created_tid = v->p;
+        if (!(n.flags & GT__OPEN_LAYER_SET)) {
+            n.layer = v->q;
+            n.order = (uint16_t)(v->y & GT__CREATION_ORDER_MASK);
+        }
         gt__emit_node(c, th, &n, end, 0);
         return;
     }
@@ -102,7 +143,8 @@ void gt__node_ended(struct gt__writer *c, struct gt__wthread *th,
 }
 
 int gt__node_created_late(struct gt__writer *c, uint64_t fwd_tid, uint64_t seq,
-                          uint64_t ts, uint32_t tid, uint32_t layer)
+                          uint64_t ts, uint32_t tid, uint32_t layer,
+                          uint32_t order)
 {
     struct gt__bmap_val v;
     if (c->nwait == 0 || !gt__bmap_take(&c->wait_idx, fwd_tid, seq, &v))
@@ -113,7 +155,10 @@ int gt__node_created_late(struct gt__writer *c, uint64_t fwd_tid, uint64_t seq,
     w->o.has_creation = 1;
     w->o.created_ts = ts;
     w->o.created_tid = tid;
-    w->o.layer = layer;
+    if (!(w->o.flags & GT__OPEN_LAYER_SET)) {
+        w->o.layer = layer;
+        w->o.order = (uint16_t)order;
+    }
     wait_release(c, v.p);
     return 1;
 }

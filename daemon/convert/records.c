@@ -97,33 +97,36 @@ static void emit_scope(struct gt__writer *c, struct gt__wthread *th,
     const char *cls = o->cls ? gt__str_esc(c, o->cls, &cl) : "";
     const char *cat = o->kind < GT_SCOPE_KIND_COUNT ? cats[o->kind] : "scope";
     int module = o->kind == GT_SCOPE_MODULE;
+    int rc = module && (o->flags & GT__OPEN_RECOMPUTE);
     uint32_t tracks[2] = {th->track, module ? gt__thread_track(c, th, 2) : 0};
     for (int i = 0; i < 2 && tracks[i]; i++) {
-        char *p = gt__x_open(c, tracks[i], i ? "layer_forward" : cat, o->ts,
-                             end, nl + cl + 64);
+        const char *lcat = rc ? "layer_recompute" : "layer_forward";
+        char *p = gt__x_open(c, tracks[i], i ? lcat : cat, o->ts, end,
+                             nl + cl + 96);
         p = put_esc(p, name, nl);
         if (module) {
-            /* "<path> (<Class>) forward" */
+            /* "<path> (<Class>) forward" (or "recompute") */
             if (cl) {
                 p = GT__LIT(p, " (");
                 p = put_esc(p, cls, cl);
                 *p++ = ')';
             }
-            p = GT__LIT(p, " forward");
+            p = rc ? GT__LIT(p, " recompute") : GT__LIT(p, " forward");
         }
         *p++ = '"';
         int domain = !module && cl;
-        if (domain || unclosed) {
+        if (domain || unclosed || rc) {
             p = GT__LIT(p, ",\"args\":{");
             if (domain) {
                 p = GT__LIT(p, "\"domain\":\"");
                 p = put_esc(p, cls, cl);
-                *p++ = '"';
+                p = GT__LIT(p, "\",");
             }
+            if (rc)
+                p = GT__LIT(p, "\"phase\":\"recompute\",");
             if (unclosed)
-                p = domain ? GT__LIT(p, ",\"unclosed\":true")
-                           : GT__LIT(p, "\"unclosed\":true");
-            *p++ = '}';
+                p = GT__LIT(p, "\"unclosed\":true,");
+            p[-1] = '}';
         }
         *p++ = '}';
         gt__ev_end(c, p);
@@ -132,7 +135,10 @@ static void emit_scope(struct gt__writer *c, struct gt__wthread *th,
         uint32_t rl, rcl = 0;
         const char *raw = gt__str_raw(c, o->name, &rl);
         const char *rcls = o->cls ? gt__str_raw(c, o->cls, &rcl) : "";
-        gt__obs_layer(c, 1, raw, rl, rcls, rcl, o->ts, end, 0);
+        struct gt__layer_ev ev = {.phase = rc ? GT__PHASE_RECOMPUTE
+                                              : GT__PHASE_FORWARD,
+                                  .s = o->ts, .e = end};
+        gt__obs_layer(c, &ev, raw, rl, rcls, rcl);
     }
 }
 
@@ -249,8 +255,12 @@ static void on_scope_begin(struct gt__writer *c, const uint8_t *rec,
     uint64_t ts = thread_ts(c, th, r.ts);
     if (r.kind == GT_SCOPE_MODULE) {
         gt__layer_set_class(c, r.name, r.cls);
-        for (uint32_t i = th->scopes.depth; i > 0; i--) {
-            const struct gt__open *e = &th->scopes.e[i - 1];
+        /* The top of a path chain hangs under the outermost module open
+         * (the root, named by its class): a module shared by several
+         * blocks ("act" called in blocks.0 and blocks.1) is no child of
+         * the first block that called it. */
+        for (uint32_t i = 0; i < th->scopes.depth; i++) {
+            const struct gt__open *e = &th->scopes.e[i];
             if (e->kind == GT_SCOPE_MODULE) {
                 if (e->name != r.name)
                     gt__layer_nest(c, r.name, e->name);
@@ -265,6 +275,9 @@ static void on_scope_begin(struct gt__writer *c, const uint8_t *rec,
     o->kind = r.kind;
     o->name = r.name;
     o->cls = r.cls;
+    o->ord = ++th->opens;
+    if (r.kind == GT_SCOPE_MODULE && (r.flags & GT_SCOPE_F_RECOMPUTE))
+        o->flags = GT__OPEN_RECOMPUTE;
 }
 
 static void on_scope_end(struct gt__writer *c, const uint8_t *rec,
@@ -281,6 +294,41 @@ static void on_scope_end(struct gt__writer *c, const uint8_t *rec,
               thread_ts(c, th, r.ts));
 }
 
+/*
+ * The backward node running on th when no module scope was opened since
+ * it began, or NULL: a node created now is made by it (double backward:
+ * its derivative), so it belongs to that node's layer.
+ */
+static const struct gt__open *running_node(const struct gt__wthread *th)
+{
+    if (th->nodes.depth == 0)
+        return NULL;
+    const struct gt__open *n = &th->nodes.e[th->nodes.depth - 1];
+    for (uint32_t i = th->scopes.depth; i > 0; i--) {
+        const struct gt__open *e = &th->scopes.e[i - 1];
+        if (e->kind == GT_SCOPE_MODULE)
+            return e->ord > n->ord ? NULL : n;
+    }
+    return n;
+}
+
+/* Keeps creation v of (fwd_tid, seq); a replay keeps the used mark. */
+static void creation_keep(struct gt__writer *c, uint64_t fwd_tid, uint64_t seq,
+                          struct gt__bmap_val *v)
+{
+    struct gt__bmap_val *ex = gt__bmap_find(&c->nodes, fwd_tid, seq), old;
+    if (ex) {
+        v->y |= ex->y & GT__CREATION_USED;
+        *ex = *v;
+        return;
+    }
+    /* A used creation is only kept for a retained graph's next backward:
+     * losing it to a newer one is no anomaly. */
+    if (gt__bmap_put_old(&c->nodes, fwd_tid, seq, v, &old) &&
+        !(old.y & GT__CREATION_USED))
+        c->an.node_map_evicted++;
+}
+
 static void on_node_created(struct gt__writer *c, const uint8_t *rec,
                             uint16_t size)
 {
@@ -295,18 +343,28 @@ static void on_node_created(struct gt__writer *c, const uint8_t *rec,
      * Unless it is older than the thread's last event: then it is a
      * capture window's replay (the agent's per-thread time never goes
      * back otherwise), which keeps its forward time (it ends no span,
-     * so needs no clamping) and does not end the backward group. */
+     * so needs no clamping) and does not end the backward group; or it
+     * is made by the backward node running (double backward). */
     uint64_t ts = r.ts;
-    if (ts >= th->last_ts)
+    int replay = ts < th->last_ts;
+    if (!replay)
         ts = thread_ts(c, th, ts);
     else
         gt__see_ts(c, ts);
-    gt__layers_outside_pass(c, ts);
-    if (gt__node_created_late(c, r.fwd_tid, r.seq, ts, th->os_tid, r.layer))
-        return;
-    struct gt__bmap_val v = {.x = ts, .p = th->os_tid, .q = r.layer};
-    if (gt__bmap_put(&c->nodes, r.fwd_tid, r.seq, &v))
-        c->an.node_map_evicted++;
+    const struct gt__open *run = replay ? NULL : running_node(th);
+    uint32_t layer = run ? run->layer : r.layer;
+    uint32_t order = run ? run->order + 1u : 1u;
+    if (order > GT__CREATION_ORDER_MASK)
+        order = GT__CREATION_ORDER_MASK;
+    /* Made while a node runs (a derivative, or a recompute's node): still
+     * the backward, not the next forward. */
+    if (th->nodes.depth == 0)
+        gt__layers_outside_pass(c, ts);
+    int used = gt__node_created_late(c, r.fwd_tid, r.seq, ts, th->os_tid,
+                                     layer, order);
+    struct gt__bmap_val v = {.x = ts, .p = th->os_tid, .q = layer,
+                             .y = order | (used ? GT__CREATION_USED : 0)};
+    creation_keep(c, r.fwd_tid, r.seq, &v);
 }
 
 static void on_node_begin(struct gt__writer *c, const uint8_t *rec,
@@ -314,7 +372,7 @@ static void on_node_begin(struct gt__writer *c, const uint8_t *rec,
 {
     struct gt_r_bwd_node_begin r;
     struct gt__wthread *th;
-    struct gt__bmap_val v;
+    struct gt__bmap_val *v;
     (void)size;
     memcpy(&r, rec, sizeof(r));
     if (!(th = cur_thread(c)))
@@ -327,12 +385,41 @@ static void on_node_begin(struct gt__writer *c, const uint8_t *rec,
     o->name = r.name;
     o->seq = r.seq;
     o->fwd_tid = r.fwd_tid;
-    if (r.seq != UINT64_MAX && gt__bmap_take(&c->nodes, r.fwd_tid, r.seq, &v)) {
+    o->ord = ++th->opens;
+    o->order = 1;
+    /* Looked up, not taken: a second backward over a retained graph runs
+     * the same node again and must find its layer too. */
+    if (r.seq != UINT64_MAX &&
+        (v = gt__bmap_find(&c->nodes, r.fwd_tid, r.seq)) != NULL) {
+        v->y |= GT__CREATION_USED;
         o->has_creation = 1;
-        o->created_ts = v.x;
-        o->created_tid = v.p;
-        o->layer = v.q;
+        o->created_ts = v->x;
+        o->created_tid = v->p;
+        o->layer = v->q;
+        o->order = (uint16_t)(v->y & GT__CREATION_ORDER_MASK);
+        if (o->order == 0)
+            o->order = 1;
     }
+}
+
+static void on_node_layer(struct gt__writer *c, const uint8_t *rec,
+                          uint16_t size)
+{
+    struct gt_r_bwd_node_layer r;
+    struct gt__wthread *th;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    if (!(th = cur_thread(c)))
+        return;
+    (void)thread_ts(c, th, r.ts);
+    if (th->nodes.depth == 0 || r.layer == 0) {
+        c->an.node_layer_unmatched++;
+        return;
+    }
+    struct gt__open *o = &th->nodes.e[th->nodes.depth - 1];
+    o->layer = r.layer;
+    o->param = r.param;
+    o->flags |= GT__OPEN_LAYER_SET;
 }
 
 static void on_node_end(struct gt__writer *c, const uint8_t *rec,
@@ -445,6 +532,7 @@ static const struct gt__rec_kind kinds[] = {
     {EXACT(GT_R_WARNING, gt_r_warning), .route = GT__ROUTE_META,
      .stream = gt__cs_on_warning, .writer = gt__on_warning},
     {EXACT(GT_R_WINDOW_DONE, gt_r_window), .route = GT__ROUTE_WINDOW},
+    {EXACT(GT_R_BWD_NODE_LAYER, gt_r_bwd_node_layer), .writer = on_node_layer},
 };
 
 #undef EXACT

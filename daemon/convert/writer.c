@@ -146,6 +146,8 @@ void gt__writer_close_open(struct gt__writer *c)
         while (s->depth > 0) {
             struct gt__open o = s->e[--s->depth];
             c->an.closed_at_finish++;
+            if (s->depth > 0 && end > o.ts) /* not its parent's own time */
+                s->e[s->depth - 1].nested_ns += end - o.ts;
             gt__emit_node(c, &c->threads[i], &o, end < o.ts ? o.ts : end, 1);
         }
         s = &c->threads[i].scopes;

@@ -147,6 +147,7 @@ enum gt_rec_type {
     GT_R_WINDOW_END = 22,
     GT_R_WARNING = 23,      /* a diagnostic for the trace's metadata */
     GT_R_WINDOW_DONE = 24,  /* a window's last segment has ended */
+    GT_R_BWD_NODE_LAYER = 25,
     GT_R_TYPE_COUNT
 };
 
@@ -192,6 +193,10 @@ enum gt_scope_kind {
     GT_SCOPE_NVTX = 2,     /* NVTX push/pop or start/end range */
     GT_SCOPE_KIND_COUNT
 };
+
+/* scope_begin/scope_end.flags: a module scope opened while a backward node
+ * runs on the thread (activation checkpointing's recompute). */
+#define GT_SCOPE_F_RECOMPUTE 1u
 
 struct gt_r_scope_begin {
     struct gt_rec h;
@@ -375,6 +380,17 @@ struct gt_r_warning {
 } GT_PACKED;
 _Static_assert(sizeof(struct gt_r_warning) == 20, "warning");
 
+/* The backward node begun last and still open on this thread belongs to
+ * layer (and accumulates parameter param of it): AccumulateGrad. */
+struct gt_r_bwd_node_layer {
+    struct gt_rec h;
+    uint32_t layer;       /* string id: module path */
+    uint32_t param;       /* string id: parameter name in it, or 0 */
+    uint32_t flags;       /* zero */
+    uint64_t ts;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_bwd_node_layer) == 24, "bwd_node_layer");
+
 /*
  * Fixed-size record types: X(type, struct). GT_R_STRING and
  * GT_R_PROCESS_INFO's sizes are minimums (STRING grows by its text).
@@ -403,7 +419,8 @@ _Static_assert(sizeof(struct gt_r_warning) == 20, "warning");
     X(GT_R_WINDOW_BEGIN, gt_r_window)               \
     X(GT_R_WINDOW_END, gt_r_window)                 \
     X(GT_R_WARNING, gt_r_warning)                   \
-    X(GT_R_WINDOW_DONE, gt_r_window)
+    X(GT_R_WINDOW_DONE, gt_r_window)                \
+    X(GT_R_BWD_NODE_LAYER, gt_r_bwd_node_layer)
 
 /* ------------------------------------------------ daemon -> agent messages */
 

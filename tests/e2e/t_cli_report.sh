@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # `gradtrace report`: the per-layer table of a real torch run matches the
-# forward call counts the program counted itself and the span sums of the
-# trace computed here independently; the .gtr recording gives the same
-# table as its JSON; bad input and usage errors exit 1 and 2 with a message.
+# forward call counts the program counted itself and the sums of the
+# trace computed here independently (forward: span durations; backward:
+# the node-time sums each backward span carries); rows add up (parent >=
+# children, total = top-level rows + unattributed); the .gtr recording
+# gives the same table as its JSON; bad input and usage errors exit 1 and
+# 2 with a message.
 set -u
 B=$ROOT/$BUILD
 die() { echo "FAIL: $*" >&2; exit 1; }
@@ -24,7 +27,9 @@ cat table.txt
 import csv, json, sys, collections
 trace, calls, table = sys.argv[1:]
 calls = json.load(open(calls))
-rows = {r["layer"]: r for r in csv.DictReader(open(table))}
+allrows = list(csv.DictReader(open(table)))
+rows = {r["layer"]: r for r in allrows if not r["layer"].startswith("(")}
+extra = {r["layer"]: r for r in allrows if r["layer"].startswith("(")}
 fwd = collections.defaultdict(lambda: [0, 0.0])
 bwd = collections.defaultdict(lambda: [0, 0.0, 0])
 for ev in json.load(open(trace))["traceEvents"]:
@@ -33,7 +38,7 @@ for ev in json.load(open(trace))["traceEvents"]:
         fwd[path][0] += 1; fwd[path][1] += ev["dur"]
     elif ev.get("cat") == "layer_backward":
         b = bwd[ev["args"]["layer"]]
-        b[0] += 1; b[1] += ev["dur"]; b[2] += ev["args"]["nodes"]
+        b[0] += 1; b[1] += ev["args"]["time_us"]; b[2] += ev["args"]["nodes"]
 err = []
 for path, n in calls.items():
     if path == "Twice":
@@ -56,6 +61,14 @@ for path, r in rows.items():
 for path in ("shared", "seq.0", "seq.2"):
     if int(rows[path]["bwd_nodes"]) == 0:
         err.append(f"{path}: no backward nodes attributed")
+for path, r in rows.items():
+    kids = [k for k in rows.values() if k["parent"] == path]
+    if float(r["bwd_ms"]) + 0.002 < sum(float(k["bwd_ms"]) for k in kids):
+        err.append(f"{path}: bwd_ms {r['bwd_ms']} < its children's sum")
+top = sum(float(r["bwd_ms"]) for r in rows.values() if not r["parent"])
+total = float(extra["(total)"]["bwd_ms"])
+if abs(top + float(extra["(unattributed)"]["bwd_ms"]) - total) > 0.002 * (len(rows) + 1):
+    err.append(f"total {total} != top-level rows {top} + unattributed")
 if err:
     print("FAIL: " + "; ".join(err), file=sys.stderr); sys.exit(1)
 print(f"report matches: {len(rows)} rows")

@@ -117,7 +117,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         unlink(paths[i]);
     }
     for (size_t i = 0; i < agg.n; i++)
-        if (agg.layers[i].fwd_calls + agg.layers[i].bwd_spans == 0)
+        if (agg.layers[i].fwd_calls + agg.layers[i].rc_calls +
+                agg.layers[i].bwd_spans == 0)
             abort();
     gt__csink_free(k[0]);
     gt__csink_free(k[1]);

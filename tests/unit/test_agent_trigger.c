@@ -79,6 +79,90 @@ Test(agent_trigger, backward_window_spans_exactly_the_layers_nodes)
     cr_assert_eq(gt__trig_iteration(), 4);
 }
 
+/* Net checkpoints "ckpt.blk": its forward runs under no_grad (no nodes),
+ * and its backward node recomputes it, then runs the recomputed nodes in
+ * a nested pass. on: capture before the recompute, in it, in the inner
+ * backward, after the last recomputed node. */
+static void checkpointed(uint32_t net, uint32_t blk, uint64_t *seq, int *on)
+{
+    uint64_t s0 = (*seq)++, s1 = (*seq)++;
+
+    gt_module_begin(net, 0);
+    gt_module_begin(blk, 0);
+    gt_module_end();
+    gt_node_created(s0, 1); /* CheckpointFunctionBackward, in Net */
+    gt_module_end();
+    gt_bwd_pass_begin();
+    gt_bwd_node_begin(0, s0, 1);
+    on[0] = gt_capture_active();
+    gt_module_begin(blk, 0); /* the recompute */
+    on[1] = gt_capture_active();
+    gt_node_created(s1, 1);
+    gt_module_end();
+    gt_bwd_pass_begin();
+    gt_bwd_node_begin(0, s1, 1);
+    on[2] = gt_capture_active();
+    gt_bwd_node_end(s1, 1);
+    on[3] = gt_capture_active();
+    gt_bwd_pass_end();
+    gt_bwd_node_end(s0, 1);
+    gt_bwd_pass_end();
+}
+
+Test(agent_trigger, backward_window_holds_the_layers_recompute)
+{
+    uint32_t net = gt_intern("Net"), blk = gt_intern("ckpt.blk");
+    uint64_t seq = 10;
+    int on[4];
+    struct gt__trig_info info;
+    const char *spec = "layer=ckpt.blk,phase=backward,iteration=1";
+
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+    for (int it = 0; it < 3; it++) {
+        checkpointed(net, blk, &seq, on);
+        if (it == 1) {
+            cr_assert_not(on[0], "the checkpoint node is Net's");
+            cr_assert(on[1], "open at the recompute");
+            cr_assert(on[2], "still open for the recomputed nodes");
+            cr_assert_not(on[3], "closed after the last of them");
+        } else {
+            cr_assert_not(on[0] || on[1] || on[2] || on[3], "iteration %d", it);
+        }
+    }
+    gt__trig_info(&info);
+    cr_assert_eq(info.windows, 1, "one window for the pass");
+    cr_assert_eq(gt__trig_iteration(), 3, "nested passes count once");
+}
+
+Test(agent_trigger, non_reentrant_recompute_leaves_the_count_to_the_forward)
+{
+    uint32_t blk = gt_intern("ckpt.blk");
+    const char *spec = "layer=ckpt.blk,phase=backward,iteration=1";
+    int on_after;
+
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+    gt_bwd_pass_begin(); /* iteration 0 */
+    gt_bwd_pass_end();
+    /* use_reentrant=False: the forward keeps its nodes; the first of them
+     * recomputes the segment, whose nodes are never run. */
+    gt_module_begin(blk, 0);
+    gt_node_created(1, 1);
+    gt_node_created(2, 1);
+    gt_module_end();
+    gt_bwd_pass_begin();
+    gt_bwd_node_begin(0, 2, 1);
+    cr_assert(gt_capture_active());
+    gt_module_begin(blk, 0);
+    gt_node_created(3, 1);
+    gt_module_end();
+    gt_bwd_node_end(2, 1);
+    gt_bwd_node_begin(0, 1, 1);
+    gt_bwd_node_end(1, 1);
+    on_after = gt_capture_active();
+    gt_bwd_pass_end();
+    cr_assert_not(on_after, "closed after the forward's last node");
+}
+
 Test(agent_trigger, forward_window_and_count)
 {
     uint32_t net = gt_intern("Net"), blk = gt_intern("blocks.3");

@@ -1,0 +1,673 @@
+/*
+ * Per-layer backward attribution and time (issue #11) on hand-built record
+ * streams fed to both sinks at once: the Chrome writer, whose files are
+ * read back as `gradtrace report` reads them, and the aggregation sink.
+ * Each test checks the trace's events, the table's rows, and that both
+ * routes give the same table.
+ *
+ * Covered: nodes made by a running backward node (double backward),
+ * a retained graph run twice, AccumulateGrad attributed by
+ * GT_R_BWD_NODE_LAYER, checkpoint recompute, node-time sums for a shared
+ * module, the unattributed remainder and containers' sums.
+ */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/codec.h"
+#include "daemon/cli/cli.h"
+#include "daemon/convert/agg.h"
+#include "daemon/convert/sink.h"
+#include "tests/unit/conv_fixture.h"
+
+/* ------------------------------------------------------------ fixture */
+
+struct lx {
+    struct conv_fx f;     /* its recbuf and directory only */
+    struct gt__csink *k[2];
+    struct gt__agg json, sink;
+    cJSON *doc;           /* the main trace file */
+};
+
+static void lx_open(struct lx *x, uint32_t max_nodes)
+{
+    memset(x, 0, sizeof(*x));
+    strcpy(x->f.dir, "/tmp/gt-lt-XXXXXX");
+    cr_assert_not_null(mkdtemp(x->f.dir));
+    struct gt__conv_opts co = {.out_dir = x->f.dir, .stem = "t",
+                               .max_pending_nodes = max_nodes};
+    gt__agg_init(&x->json);
+    gt__agg_init(&x->sink);
+    x->k[0] = gt__chrome_sink_create(&co);
+    x->k[1] = gt__agg_sink_create(&x->sink);
+    cr_assert(x->k[0] && x->k[1]);
+    struct gt__hello_info *h = calloc(1, sizeof(*h));
+    h->h.pid = 4242;
+    h->h.rank = -1;
+    h->h.start_mono_ns = T0;
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(x->k[i]->ops->hello(x->k[i], h), 0);
+    free(h);
+}
+
+/* Both tables hold the same rows with the same numbers, bit for bit. */
+static void assert_same(struct gt__agg *a, struct gt__agg *b)
+{
+    cr_assert_eq(a->n, b->n);
+    gt__agg_sort(a, GT__AGG_NAME);
+    gt__agg_sort(b, GT__AGG_NAME);
+    for (size_t i = 0; i < a->n; i++) {
+        const struct gt__agg_layer *p = &a->layers[i], *q = &b->layers[i];
+        cr_assert_str_eq(p->path, q->path);
+        cr_assert_str_eq(p->parent ? p->parent : "", q->parent ? q->parent : "");
+        cr_assert_eq(p->fwd_calls, q->fwd_calls, "%s", p->path);
+        cr_assert_eq(p->fwd_us, q->fwd_us, "%s", p->path);
+        cr_assert_eq(p->rc_calls, q->rc_calls, "%s", p->path);
+        cr_assert_eq(p->rc_us, q->rc_us, "%s", p->path);
+        cr_assert_eq(p->bwd_us, q->bwd_us, "%s", p->path);
+        cr_assert_eq(p->bwd_self_us, q->bwd_self_us, "%s", p->path);
+        cr_assert_eq(p->bwd_wall_us, q->bwd_wall_us, "%s", p->path);
+        cr_assert_eq(p->accg_us, q->accg_us, "%s", p->path);
+        cr_assert_eq(p->bwd_nodes, q->bwd_nodes, "%s", p->path);
+        cr_assert_eq(p->bwd_self_nodes, q->bwd_self_nodes, "%s", p->path);
+        cr_assert_eq(p->order2, q->order2, "%s", p->path);
+        cr_assert_eq(p->container, q->container, "%s", p->path);
+    }
+    cr_assert_eq(a->rest.groups, b->rest.groups);
+    cr_assert_eq(a->rest.nodes, b->rest.nodes);
+    cr_assert_eq(a->rest.un_nodes, b->rest.un_nodes);
+    cr_assert_eq(a->rest.un_accg, b->rest.un_accg);
+    cr_assert_eq(a->rest.time_us, b->rest.time_us);
+    cr_assert_eq(a->rest.un_us, b->rest.un_us);
+}
+
+/* Feeds the records, finishes both sinks, reads the files back into
+ * x->json, checks both routes agree, and finishes both tables. */
+static void lx_run(struct lx *x)
+{
+    struct gt_chunk_header h;
+    memset(&h, 0, sizeof(h));
+    h.record_count = x->f.b.count;
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(x->k[i]->ops->chunk(x->k[i], &h, x->f.b.data, x->f.b.len), 0);
+        cr_assert_eq(x->k[i]->ops->finish(x->k[i], NULL, 0), 0);
+    }
+    const char *const *paths;
+    size_t n = gt__conv_files(gt__chrome_sink_conv(x->k[0]), &paths);
+    cr_assert_gt(n, 0);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(gt__report_read_json(&x->json, paths[i]), 0);
+    x->doc = load(paths[0]);
+    gt__agg_finish(&x->json);
+    gt__agg_finish(&x->sink);
+    assert_same(&x->json, &x->sink);
+}
+
+static void lx_close(struct lx *x)
+{
+    const char *const *paths;
+    size_t n = gt__conv_files(gt__chrome_sink_conv(x->k[0]), &paths);
+    for (size_t i = 0; i < n; i++)
+        unlink(paths[i]);
+    cJSON_Delete(x->doc);
+    gt__csink_free(x->k[0]);
+    gt__csink_free(x->k[1]);
+    gt__agg_close(&x->json);
+    gt__agg_close(&x->sink);
+    gt__recbuf_free(&x->f.b);
+    cr_assert_eq(rmdir(x->f.dir), 0);
+}
+
+/* ------------------------------------------------------------ records */
+
+static void scope(struct lx *x, int begin, uint32_t path, uint32_t cls,
+                  uint16_t flags, uint64_t us)
+{
+    if (begin) {
+        struct gt_r_scope_begin r = {{GT_R_SCOPE_BEGIN, sizeof(r)},
+                                     GT_SCOPE_MODULE, flags, path, cls,
+                                     T0 + us * 1000};
+        add(&x->f, &r, sizeof(r));
+    } else {
+        struct gt_r_scope_end r = {{GT_R_SCOPE_END, sizeof(r)},
+                                   GT_SCOPE_MODULE, flags, path,
+                                   T0 + us * 1000};
+        add(&x->f, &r, sizeof(r));
+    }
+}
+
+/* A module scope [b, e] creating node seq at b + 1 (seq UINT64_MAX: none). */
+static void fwd(struct lx *x, uint32_t path, uint32_t cls, uint64_t seq,
+                uint64_t b, uint64_t e)
+{
+    scope(x, 1, path, cls, 0, b);
+    if (seq != UINT64_MAX)
+        created(&x->f, path, seq, b + 1);
+    scope(x, 0, path, cls, 0, e);
+}
+
+static void nbegin(struct lx *x, uint32_t name, uint64_t seq, uint64_t us)
+{
+    struct gt_r_bwd_node_begin r = {{GT_R_BWD_NODE_BEGIN, sizeof(r)}, name,
+                                    T0 + us * 1000, seq, 1};
+    add(&x->f, &r, sizeof(r));
+}
+
+static void nend(struct lx *x, uint64_t seq, uint64_t us)
+{
+    struct gt_r_bwd_node_end r = {{GT_R_BWD_NODE_END, sizeof(r)}, 0,
+                                  T0 + us * 1000, seq, 1};
+    add(&x->f, &r, sizeof(r));
+}
+
+static void node_layer(struct lx *x, uint32_t layer, uint32_t param,
+                       uint64_t us)
+{
+    struct gt_r_bwd_node_layer r = {{GT_R_BWD_NODE_LAYER, sizeof(r)}, layer,
+                                    param, 0, T0 + us * 1000};
+    add(&x->f, &r, sizeof(r));
+}
+
+static void pass(struct lx *x, int begin, uint64_t us, uint64_t v)
+{
+    struct gt_r_mark r = {{begin ? GT_R_BWD_PASS_BEGIN : GT_R_BWD_PASS_END,
+                           sizeof(r)},
+                          0, T0 + us * 1000, v};
+    add(&x->f, &r, sizeof(r));
+}
+
+/* ------------------------------------------------------------ lookups */
+
+/* The nth event of category cat whose args hold key = value (or any). */
+static const cJSON *ev_of(const cJSON *doc, const char *cat, const char *name,
+                          int nth)
+{
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, cJSON_GetObjectItem(doc, "traceEvents")) {
+        if (s_of(ev, "cat") && !strcmp(s_of(ev, "cat"), cat) &&
+            (!name || (s_of(ev, "name") && !strcmp(s_of(ev, "name"), name))) &&
+            nth-- == 0)
+            return ev;
+    }
+    return NULL;
+}
+
+static int n_of(const cJSON *doc, const char *cat, const char *name)
+{
+    int n = 0;
+    while (ev_of(doc, cat, name, n))
+        n++;
+    return n;
+}
+
+static const cJSON *args(const cJSON *ev)
+{
+    cr_assert_not_null(ev);
+    return cJSON_GetObjectItem(ev, "args");
+}
+
+static double num(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItem(o, key);
+    cr_assert(cJSON_IsNumber(v), "missing %s", key);
+    return v->valuedouble;
+}
+
+static const struct gt__agg_layer *row(const struct gt__agg *a, const char *path)
+{
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->layers[i].path, path) == 0)
+            return &a->layers[i];
+    cr_assert_fail("no row %s", path);
+    return NULL;
+}
+
+static int anomaly(const cJSON *doc, const char *name)
+{
+    const cJSON *g = cJSON_GetObjectItem(doc, "gradtrace");
+    return (int)num(cJSON_GetObjectItem(g, "anomalies"), name);
+}
+
+enum { S_NET = 1, S_FC, S_FC2, S_LINEAR, S_MM, S_ACC, S_WEIGHT, S_BLK,
+       S_BLOCK, S_CKPT, S_ACT, S_RELU, S_B0, S_B1, S_B0FC, S_B1FC, S_LAYERS,
+       S_L0, S_L1 };
+
+static void strings(struct lx *x)
+{
+    static const char *const s[] = {
+        NULL, "Net", "fc", "fc2", "Linear", "MmBackward0", "AccumulateGrad",
+        "weight", "blk", "Block", "CheckpointFunctionBackward", "act", "ReLU",
+        "blocks.0", "blocks.1", "blocks.0.fc", "blocks.1.fc", "layers",
+        "layers.0", "layers.1"};
+    for (uint32_t i = 1; i < sizeof(s) / sizeof(s[0]); i++)
+        str(&x->f, i, s[i]);
+    thr(&x->f, 100);
+}
+
+/* ------------------------------------------------------------ tests */
+
+Test(layer_time, nodes_made_by_a_backward_node_get_its_layer_as_second_order,
+     .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    strings(&x);
+    scope(&x, 1, S_NET, S_NET, 0, 1);
+    fwd(&x, S_FC, S_LINEAR, 0, 2, 5);
+    scope(&x, 0, S_NET, S_NET, 0, 6);
+    /* autograd.grad(create_graph=True): MmBackward0 makes node 50. */
+    pass(&x, 1, 100, 0);
+    nbegin(&x, S_MM, 0, 110);
+    created(&x.f, 0, 50, 115);
+    nend(&x, 0, 130);
+    pass(&x, 0, 140, 0);
+    /* The penalty's backward runs node 50 and node 0 again. */
+    pass(&x, 1, 200, 1);
+    node(&x.f, S_MM, 50, 210, 220);
+    node(&x.f, S_MM, 0, 220, 235);
+    pass(&x, 0, 240, 1);
+    lx_run(&x);
+
+    const cJSON *n50 = args(ev_of(x.doc, "backward", "MmBackward0", 1));
+    cr_assert_eq(num(n50, "seq"), 50);
+    cr_assert_str_eq(s_of(n50, "layer"), "fc");
+    cr_assert_eq(num(n50, "order"), 2);
+    const cJSON *again = args(ev_of(x.doc, "backward", "MmBackward0", 2));
+    cr_assert_str_eq(s_of(again, "layer"), "fc", "a first-order node run again");
+    cr_assert_null(cJSON_GetObjectItem(again, "order"));
+    const cJSON *fc2 = args(ev_of(x.doc, "layer_backward", "fc (Linear) backward", 1));
+    cr_assert_eq(num(fc2, "nodes"), 2);
+    cr_assert_eq(num(fc2, "second_order_nodes"), 1);
+    const struct gt__agg_layer *fc = row(&x.sink, "fc");
+    cr_assert_eq(fc->bwd_nodes, 3);
+    cr_assert_eq(fc->order2, 1);
+    cr_assert_eq(fc->bwd_us, 20.0 + 10.0 + 15.0);
+    cr_assert_eq(x.sink.rest.un_nodes, 0);
+    lx_close(&x);
+}
+
+Test(layer_time, a_retained_graph_keeps_its_layers_on_every_pass, .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    strings(&x);
+    scope(&x, 1, S_NET, S_NET, 0, 1);
+    fwd(&x, S_FC, S_LINEAR, 0, 2, 5);
+    fwd(&x, S_FC2, S_LINEAR, 1, 6, 9);
+    scope(&x, 0, S_NET, S_NET, 0, 10);
+    for (uint64_t p = 0; p < 3; p++) {
+        uint64_t t = 100 + 100 * p;
+        pass(&x, 1, t, p);
+        node(&x.f, S_MM, 1, t + 10, t + 20);
+        node(&x.f, S_MM, 0, t + 20, t + 25);
+        pass(&x, 0, t + 30, p);
+    }
+    lx_run(&x);
+
+    for (int i = 0; i < 6; i++) {
+        const cJSON *a = args(ev_of(x.doc, "backward", "MmBackward0", i));
+        cr_assert_str_eq(s_of(a, "layer"), i % 2 ? "fc" : "fc2", "node %d", i);
+    }
+    cr_assert_eq(n_of(x.doc, "layer_backward", "fc (Linear) backward"), 3);
+    cr_assert_eq(anomaly(x.doc, "nodes_without_creation"), 0);
+    cr_assert_eq(row(&x.sink, "fc2")->bwd_us, 30.0);
+    cr_assert_eq(row(&x.sink, "Net")->bwd_nodes, 6);
+    lx_close(&x);
+}
+
+Test(layer_time, evicting_a_used_creation_is_no_anomaly, .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 4);
+    strings(&x);
+    for (uint64_t it = 0; it < 3; it++) {
+        uint64_t t = 1000 * it;
+        scope(&x, 1, S_NET, S_NET, 0, t + 1);
+        for (uint64_t i = 0; i < 4; i++)
+            fwd(&x, S_FC, S_LINEAR, 4 * it + i, t + 2 + 4 * i, t + 5 + 4 * i);
+        scope(&x, 0, S_NET, S_NET, 0, t + 30);
+        pass(&x, 1, t + 100, it);
+        for (uint64_t i = 4; i > 0; i--)
+            node(&x.f, S_MM, 4 * it + i - 1, t + 200 - 10 * i, t + 205 - 10 * i);
+        pass(&x, 0, t + 300, it);
+    }
+    lx_run(&x);
+    cr_assert_eq(anomaly(x.doc, "node_map_evicted"), 0);
+    cr_assert_eq(anomaly(x.doc, "nodes_without_creation"), 0);
+    cr_assert_eq(row(&x.sink, "fc")->bwd_nodes, 12);
+    lx_close(&x);
+}
+
+Test(layer_time, node_layer_attributes_accumulate_grad_with_its_param,
+     .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    strings(&x);
+    scope(&x, 1, S_NET, S_NET, 0, 1);
+    fwd(&x, S_FC, S_LINEAR, 0, 2, 5);
+    scope(&x, 0, S_NET, S_NET, 0, 6);
+    pass(&x, 1, 100, 0);
+    node(&x.f, S_MM, 0, 110, 120);
+    nbegin(&x, S_ACC, UINT64_MAX, 121);     /* fc.weight */
+    node_layer(&x, S_FC, S_WEIGHT, 121);
+    nend(&x, UINT64_MAX, 125);
+    node(&x.f, S_ACC, UINT64_MAX, 126, 128); /* an input leaf */
+    node_layer(&x, S_FC, S_WEIGHT, 129);     /* no node open: counted */
+    pass(&x, 0, 130, 0);
+    lx_run(&x);
+
+    const cJSON *acc = args(ev_of(x.doc, "backward", "AccumulateGrad", 0));
+    cr_assert_str_eq(s_of(acc, "layer"), "fc");
+    cr_assert_str_eq(s_of(acc, "param"), "weight");
+    const cJSON *leaf = args(ev_of(x.doc, "backward", "AccumulateGrad", 1));
+    cr_assert(cJSON_IsNull(cJSON_GetObjectItem(leaf, "layer")));
+    const cJSON *fc = args(ev_of(x.doc, "layer_backward", "fc (Linear) backward", 0));
+    cr_assert_eq(num(fc, "accumulate_grad_us"), 4.0);
+    cr_assert_eq(num(fc, "self_us"), 14.0);
+    const cJSON *tot = args(ev_of(x.doc, "backward_totals", NULL, 0));
+    cr_assert_eq(num(tot, "unattributed_accumulate_grad"), 1);
+    cr_assert_eq(num(tot, "unattributed_nodes"), 1);
+    cr_assert_eq(num(tot, "unattributed_us"), 2.0);
+    cr_assert_eq(anomaly(x.doc, "node_layer_unmatched"), 1);
+    cr_assert_eq(row(&x.sink, "fc")->accg_us, 4.0);
+    cr_assert_eq(x.sink.rest.un_accg, 1);
+    lx_close(&x);
+}
+
+Test(layer_time, recompute_scopes_are_recompute_spans_not_forward_calls,
+     .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    strings(&x);
+    /* checkpoint(self.blk, x) in Net: blk runs under no_grad, the
+     * checkpoint node is created in Net. */
+    scope(&x, 1, S_NET, S_NET, 0, 1);
+    fwd(&x, S_BLK, S_BLOCK, UINT64_MAX, 2, 8);
+    created(&x.f, S_NET, 0, 9);
+    scope(&x, 0, S_NET, S_NET, 0, 10);
+    pass(&x, 1, 100, 0);
+    nbegin(&x, S_CKPT, 0, 110);
+    scope(&x, 1, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 112);
+    created(&x.f, S_BLK, 10, 115);
+    scope(&x, 0, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 120);
+    node(&x.f, S_MM, 10, 125, 135); /* the inner backward, reentrant */
+    nend(&x, 0, 160);
+    pass(&x, 0, 170, 0);
+    lx_run(&x);
+
+    const cJSON *rc = ev_of(x.doc, "layer_recompute", "blk (Block) recompute", 0);
+    cr_assert_not_null(rc);
+    cr_assert_str_eq(s_of(args(ev_of(x.doc, "module", "blk (Block) recompute", 0)),
+                          "phase"),
+                     "recompute");
+    cr_assert_eq(n_of(x.doc, "layer_forward", "blk (Block) forward"), 1);
+    const cJSON *inner = args(ev_of(x.doc, "backward", "MmBackward0", 0));
+    cr_assert_str_eq(s_of(inner, "layer"), "blk", "made in the recompute, first order");
+    cr_assert_null(cJSON_GetObjectItem(inner, "order"));
+    const struct gt__agg_layer *blk = row(&x.sink, "blk"), *net = row(&x.sink, "Net");
+    cr_assert_eq(blk->fwd_calls, 1);
+    cr_assert_eq(blk->rc_calls, 1);
+    cr_assert_eq(blk->rc_us, 8.0);
+    cr_assert_eq(blk->bwd_us, 10.0);
+    cr_assert_eq(net->bwd_self_us, 40.0, "the checkpoint node less its nested node");
+    cr_assert_eq(net->bwd_us, 50.0);
+    cr_assert_eq(net->rc_us, 8.0, "recompute is inclusive like forward");
+    lx_close(&x);
+}
+
+/* Net > blocks.0 { act, blocks.0.fc, act }, blocks.1 { blocks.1.fc, act }:
+ * one ReLU module "act" shared by both blocks. */
+static void shared_module_run(struct lx *x)
+{
+    strings(x);
+    scope(x, 1, S_NET, S_NET, 0, 1);
+    scope(x, 1, S_B0, S_BLOCK, 0, 2);
+    fwd(x, S_ACT, S_RELU, 0, 3, 4);
+    fwd(x, S_B0FC, S_LINEAR, 1, 5, 8);
+    fwd(x, S_ACT, S_RELU, 2, 9, 10);
+    scope(x, 0, S_B0, S_BLOCK, 0, 11);
+    scope(x, 1, S_B1, S_BLOCK, 0, 12);
+    fwd(x, S_B1FC, S_LINEAR, 3, 13, 16);
+    fwd(x, S_ACT, S_RELU, 4, 17, 18);
+    scope(x, 0, S_B1, S_BLOCK, 0, 19);
+    scope(x, 0, S_NET, S_NET, 0, 20);
+    pass(x, 1, 100, 0);
+    node(&x->f, S_MM, 4, 110, 111);
+    node(&x->f, S_MM, 3, 111, 131);
+    node(&x->f, S_MM, 2, 131, 132);
+    node(&x->f, S_MM, 1, 132, 152);
+    node(&x->f, S_MM, 0, 152, 153);
+    pass(x, 0, 160, 0);
+}
+
+Test(layer_time, a_shared_module_claims_only_its_own_nodes_time, .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    shared_module_run(&x);
+    lx_run(&x);
+
+    const cJSON *ev = ev_of(x.doc, "layer_backward", "act (ReLU) backward", 0);
+    cr_assert_eq(num(ev, "dur"), 43.0, "the span is the wall of its nodes");
+    cr_assert_eq(num(args(ev), "time_us"), 3.0, "its time is its nodes'");
+    cr_assert_eq(num(args(ev), "self_us"), 3.0);
+    cr_assert_str_eq(s_of(args(ev), "parent"), "Net", "shared: under the root");
+    cr_assert_eq(num(args(ev_of(x.doc, "layer_backward", "blocks.0 (Block) backward",
+                                0)),
+                     "time_us"),
+                 20.0, "the shared module's nodes are not blocks.0's");
+    const struct gt__agg_layer *act = row(&x.sink, "act");
+    cr_assert_eq(act->bwd_us, 3.0);
+    cr_assert_eq(act->bwd_nodes, 3);
+    cr_assert_eq(act->fwd_calls, 3);
+    lx_close(&x);
+}
+
+Test(layer_time, a_parent_is_at_least_the_sum_of_its_children, .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    shared_module_run(&x);
+    lx_run(&x);
+
+    const struct gt__agg *a = &x.sink;
+    for (size_t p = 0; p < a->n; p++) {
+        double kids = 0, kids_fwd = 0;
+        for (size_t c = 0; c < a->n; c++) {
+            if (a->layers[c].up == (long)p) {
+                kids += a->layers[c].bwd_us;
+                kids_fwd += a->layers[c].fwd_us;
+            }
+        }
+        cr_assert_geq(a->layers[p].bwd_us, kids, "%s", a->layers[p].path);
+        cr_assert_geq(a->layers[p].fwd_us, kids_fwd, "%s", a->layers[p].path);
+    }
+    cr_assert_eq(row(a, "Net")->bwd_us, 43.0);
+    cr_assert_eq(row(a, "blocks.1")->bwd_us, 20.0);
+    lx_close(&x);
+}
+
+Test(layer_time, total_is_the_top_level_rows_plus_the_unattributed,
+     .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    strings(&x);
+    scope(&x, 1, S_NET, S_NET, 0, 1);
+    fwd(&x, S_FC, S_LINEAR, 0, 2, 5);
+    scope(&x, 0, S_NET, S_NET, 0, 6);
+    created(&x.f, 0, 1, 7); /* the loss, outside any module */
+    pass(&x, 1, 100, 0);
+    node(&x.f, S_MM, UINT64_MAX, 101, 102); /* GraphRoot */
+    node(&x.f, S_MM, 1, 110, 115);
+    node(&x.f, S_MM, 0, 115, 125);
+    pass(&x, 0, 130, 0);
+    lx_run(&x);
+
+    const struct gt__agg *a = &x.sink;
+    double top = 0;
+    for (size_t i = 0; i < a->n; i++)
+        if (a->layers[i].up < 0)
+            top += a->layers[i].bwd_us;
+    cr_assert_eq(top, 10.0);
+    cr_assert_eq(a->rest.un_us, 6.0);
+    cr_assert_eq(a->rest.un_nodes, 2);
+    cr_assert_eq(top + a->rest.un_us, a->rest.time_us);
+    cr_assert_eq(a->rest.nodes, 3);
+    lx_close(&x);
+}
+
+Test(layer_time, containers_show_their_childrens_sums_in_model_order,
+     .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    strings(&x);
+    scope(&x, 1, S_NET, S_NET, 0, 1);
+    fwd(&x, S_L0, S_LINEAR, 0, 2, 5);   /* a ModuleList's items */
+    fwd(&x, S_L1, S_LINEAR, 1, 6, 10);
+    fwd(&x, S_FC, S_LINEAR, 2, 11, 12);
+    scope(&x, 0, S_NET, S_NET, 0, 13);
+    pass(&x, 1, 100, 0);
+    node(&x.f, S_MM, 2, 105, 106);
+    node(&x.f, S_MM, 1, 110, 120);
+    node(&x.f, S_MM, 0, 120, 125);
+    pass(&x, 0, 130, 0);
+    lx_run(&x);
+
+    struct gt__agg *a = &x.sink;
+    const struct gt__agg_layer *l = row(a, "layers");
+    cr_assert(l->container);
+    cr_assert_eq(l->fwd_calls, 0);
+    cr_assert_eq(l->fwd_us, 3.0 + 4.0);
+    cr_assert_eq(l->bwd_us, 15.0);
+    cr_assert_not(row(a, "Net")->container, "called itself");
+    gt__agg_sort(a, GT__AGG_MODEL);
+    static const char *const order[] = {"Net", "layers", "layers.0", "layers.1",
+                                        "fc"};
+    cr_assert_eq(a->n, 5);
+    for (size_t i = 0; i < a->n; i++)
+        cr_assert_str_eq(a->layers[i].path, order[i], "row %zu", i);
+    cr_assert_eq(a->layers[2].depth, 2);
+    lx_close(&x);
+}
+
+/* A checkpointed blk with AccumulateGrad nodes, after shared_module_run. */
+static void checkpoint_run(struct lx *x)
+{
+    scope(x, 1, S_NET, S_NET, 0, 1001);
+    fwd(x, S_BLK, S_BLOCK, UINT64_MAX, 1002, 1008);
+    created(&x->f, S_NET, 20, 1009);
+    scope(x, 0, S_NET, S_NET, 0, 1010);
+    pass(x, 1, 1100, 1);
+    nbegin(x, S_CKPT, 20, 1110);
+    scope(x, 1, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 1112);
+    created(&x->f, S_BLK, 21, 1115);
+    scope(x, 0, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 1120);
+    node(&x->f, S_MM, 21, 1125, 1135);
+    nend(x, 20, 1160);
+    nbegin(x, S_ACC, UINT64_MAX, 1161);
+    node_layer(x, S_BLK, S_WEIGHT, 1161);
+    nend(x, UINT64_MAX, 1163);
+    node(&x->f, S_ACC, UINT64_MAX, 1164, 1167);
+    pass(x, 0, 1170, 1);
+}
+
+static int file_write(const char *path, const void *a, size_t an,
+                      const void *b, size_t bn)
+{
+    FILE *fp = fopen(path, "wb");
+    if (!fp)
+        return -1;
+    int ok = fwrite(a, 1, an, fp) == an && fwrite(b, 1, bn, fp) == bn;
+    return fclose(fp) == 0 && ok ? 0 : -1;
+}
+
+Test(layer_time, a_recording_reports_the_same_rows_as_its_trace_files,
+     .timeout = 10)
+{
+    struct lx x;
+    char gtr[96];
+    lx_open(&x, 0);
+    shared_module_run(&x);
+    checkpoint_run(&x);
+    /* The records as a .gtr: hello and one uncompressed chunk. */
+    struct gt_hello h;
+    memset(&h, 0, sizeof(h));
+    h.pid = 4242;
+    h.rank = -1;
+    h.local_rank = -1;
+    h.world_size = -1;
+    h.flags = GT_HELLO_FILE | GT_HELLO_CAPTURE;
+    h.start_mono_ns = T0;
+    uint8_t hb[GT_HELLO_MAX_SIZE];
+    ssize_t hl = gt__hello_encode(&h, "unit", "t", 1, hb, sizeof(hb));
+    cr_assert_gt(hl, 0);
+    size_t cap = gt__chunk_bound(x.f.b.len);
+    uint8_t *chunk = malloc(cap);
+    ssize_t cl = gt__chunk_encode(NULL, 0, x.f.b.data, x.f.b.len, x.f.b.count,
+                                  0, T0, chunk, cap);
+    cr_assert_gt(cl, 0);
+    snprintf(gtr, sizeof(gtr), "%s/run.gtr", x.f.dir);
+    cr_assert_eq(file_write(gtr, hb, (size_t)hl, chunk, (size_t)cl), 0);
+    free(chunk);
+
+    /* Fresh sinks: the ones lx_open made have had their hello. */
+    struct gt__conv_opts co = {.out_dir = x.f.dir, .stem = "t"};
+    gt__csink_free(x.k[0]);
+    gt__csink_free(x.k[1]);
+    x.k[0] = gt__chrome_sink_create(&co);
+    x.k[1] = gt__agg_sink_create(&x.sink);
+    struct gt__convert_info info = {0};
+    cr_assert_eq(gt__convert_file(gtr, x.k, 2, &info), 0);
+    unlink(gtr);
+    const char *const *paths;
+    size_t n = gt__conv_files(gt__chrome_sink_conv(x.k[0]), &paths);
+    cr_assert_gt(n, 0);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(gt__report_read_json(&x.json, paths[i]), 0);
+    x.doc = load(paths[0]);
+    gt__agg_finish(&x.json);
+    gt__agg_finish(&x.sink);
+    assert_same(&x.json, &x.sink);
+
+    cr_assert_eq(x.sink.rest.groups, 2);
+    cr_assert_eq(row(&x.sink, "blk")->rc_calls, 1);
+    cr_assert_eq(row(&x.sink, "blk")->accg_us, 2.0);
+    cr_assert_eq(row(&x.sink, "act")->bwd_us, 3.0);
+    cr_assert_eq(x.sink.rest.un_accg, 1);
+    lx_close(&x);
+}
+
+Test(layer_time, without_pass_marks_a_recompute_does_not_end_the_backward,
+     .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    strings(&x);
+    scope(&x, 1, S_NET, S_NET, 0, 1);
+    fwd(&x, S_BLK, S_BLOCK, UINT64_MAX, 2, 8);
+    created(&x.f, S_NET, 0, 9);
+    fwd(&x, S_FC, S_LINEAR, 1, 10, 12);
+    scope(&x, 0, S_NET, S_NET, 0, 13);
+    node(&x.f, S_MM, 1, 100, 105);
+    nbegin(&x, S_CKPT, 0, 110);
+    scope(&x, 1, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 112);
+    created(&x.f, S_BLK, 10, 115); /* after fc's node ended: no forward */
+    scope(&x, 0, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 120);
+    node(&x.f, S_MM, 10, 125, 135);
+    nend(&x, 0, 160);
+    lx_run(&x);
+
+    cr_assert_eq(n_of(x.doc, "layer_backward", "Net (Net) backward"), 1,
+                 "one backward, one span");
+    cr_assert_eq(n_of(x.doc, "backward_totals", NULL), 1);
+    cr_assert_eq(row(&x.sink, "Net")->bwd_us, 5.0 + 50.0);
+    lx_close(&x);
+}
