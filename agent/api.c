@@ -11,6 +11,7 @@
  */
 #include "agent/cuda.h"
 #include "agent/ring.h"
+#include "agent/torch.h"
 #include "agent/trigger.h"
 
 _Atomic int gt__capture_on;
@@ -46,22 +47,23 @@ GT_API uint32_t gt_intern(const char *s)
     return s ? gt__intern(s, strlen(s)) : 0;
 }
 
-static void scope_begin(uint16_t kind, uint32_t name, uint32_t cls)
+static void scope_begin(uint16_t kind, uint32_t name, uint32_t cls,
+                        uint16_t flags)
 {
     RECORD(gt_r_scope_begin, GT_R_SCOPE_BEGIN, r, {
         r->kind = kind;
-        r->flags = 0;
+        r->flags = flags;
         r->name = name;
         r->cls = cls;
         r->ts = gt__now();
     });
 }
 
-static void scope_end(uint16_t kind, uint32_t name)
+static void scope_end(uint16_t kind, uint32_t name, uint16_t flags)
 {
     RECORD(gt_r_scope_end, GT_R_SCOPE_END, r, {
         r->kind = kind;
-        r->flags = 0;
+        r->flags = flags;
         r->name = name;
         r->ts = gt__now();
     });
@@ -84,7 +86,7 @@ GT_API void gt_scope_begin(uint32_t name_id)
     if (t->scope_depth < GT__SCOPE_STACK_MAX)
         t->scopes[t->scope_depth] = name_id;
     t->scope_depth++;
-    scope_begin(GT_SCOPE_USER, name_id, 0);
+    scope_begin(GT_SCOPE_USER, name_id, 0, 0);
 }
 
 GT_API void gt_scope_end(void)
@@ -100,7 +102,7 @@ GT_API void gt_scope_end(void)
         return;
     t->scope_depth--;
     name = t->scope_depth < GT__SCOPE_STACK_MAX ? t->scopes[t->scope_depth] : 0;
-    scope_end(GT_SCOPE_USER, name);
+    scope_end(GT_SCOPE_USER, name, 0);
 }
 
 /* One load and a branch while no trigger is armed. */
@@ -126,19 +128,22 @@ GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id)
 
     if (!t)
         return;
+    /* Inside a running backward node: a recomputed forward (checkpoint). */
+    uint16_t flags = gt__torch_bwd_depth ? GT_SCOPE_F_RECOMPUTE : 0;
     if (t->layer_depth < GT__SCOPE_STACK_MAX) {
         t->layers[t->layer_depth].id = path_id;
         t->layers[t->layer_depth].epoch = on ? epoch_now() : 0;
+        t->layers[t->layer_depth].flags = flags;
     }
     t->layer_depth++;
     if (on)
-        scope_begin(GT_SCOPE_MODULE, path_id, class_id);
+        scope_begin(GT_SCOPE_MODULE, path_id, class_id, flags);
 }
 
 GT_API void gt_module_end(void)
 {
     struct gt__thread *t = gt__tls;
-    struct gt__layer l = {0, 0};
+    struct gt__layer l = {0, 0, 0};
 
     if (gt__cuda_ext_pop)
         gt__cuda_ext_pop(GT_EXT_LAYER_FWD);
@@ -151,7 +156,7 @@ GT_API void gt_module_end(void)
     /* Only close what this capture opened: a begin recorded in an earlier
      * capture (or not at all) has no place in the current one. */
     if (capturing() && l.epoch && l.epoch == epoch_now())
-        scope_end(GT_SCOPE_MODULE, l.id);
+        scope_end(GT_SCOPE_MODULE, l.id, l.flags);
     if (GT__UNLIKELY(triggers()))
         gt__trig_module_end(l.id);
 }

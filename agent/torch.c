@@ -441,6 +441,9 @@ void _ZN5torch8autograd4impl17set_gradient_edgeERKN2at6TensorENS0_4EdgeE(
     real(tensor, edge);
 }
 
+__thread unsigned gt__torch_bwd_depth
+    __attribute__((tls_model("initial-exec")));
+
 struct node_guard {
     uint64_t seq, tid;
     int recorded;
@@ -448,8 +451,44 @@ struct node_guard {
 
 static void node_guard_end(struct node_guard *g)
 {
+    gt__torch_bwd_depth--;
     if (g->recorded)
         gt_bwd_node_end(g->seq, g->tid);
+}
+
+static void depth_guard_end(unsigned *depth)
+{
+    (void)depth;
+    gt__torch_bwd_depth--;
+}
+
+/*
+ * AccumulateGrad's vtable pointer, learned from the first node named like
+ * it (by Node::name() or, without it, by its C++ type), so that afterwards
+ * recognising one is a compare.
+ */
+static _Atomic uintptr_t acc_vptr;
+
+static int is_accumulate(const void *node, uint32_t name)
+{
+    uintptr_t v = *(const uintptr_t *)node;
+    uintptr_t a = atomic_load_explicit(&acc_vptr, memory_order_relaxed);
+    if (GT__LIKELY(a != 0))
+        return v == a;
+    if (name != GT__INTERN_STATIC("torch::autograd::AccumulateGrad") &&
+        name != GT__INTERN_STATIC("AccumulateGrad"))
+        return 0;
+    atomic_store_explicit(&acc_vptr, v, memory_order_relaxed);
+    return 1;
+}
+
+/* After an AccumulateGrad node's begin: the parameter it accumulates. */
+static void accumulate_layer(const void *node, uint32_t name)
+{
+    uint32_t module, param;
+    if (gt__torch_params_any() && is_accumulate(node, name) &&
+        gt__torch_acc_lookup(node, &module, &param))
+        gt__torch_bwd_node_layer(module, param);
 }
 
 void
@@ -466,17 +505,30 @@ _ZN5torch8autograd6Engine17evaluate_functionERSt10shared_ptrINS0_9GraphTaskEEPNS
     /* With a trigger armed the node goes through gt_bwd_node_begin/end,
      * where a window may open or close. */
     int capturing = atomic_load_explicit(&gt__hooks, memory_order_relaxed);
-    if ((GT__LIKELY(!capturing) && !gt__torch_layout_learning()) ||
-        GT__UNLIKELY(torch_disabled || !node)) {
+    if (GT__UNLIKELY(torch_disabled || !node)) {
+        real(engine, graph_task, node, inputs, ready_queue);
+        return;
+    }
+    /* The depth is kept even while idle: a capture may start inside a
+     * backward node whose recomputed forward is still to come. */
+    if (GT__LIKELY(!capturing) && !gt__torch_layout_learning()) {
+        unsigned d __attribute__((cleanup(depth_guard_end))) =
+            gt__torch_bwd_depth++;
+        (void)d;
         real(engine, graph_task, node, inputs, ready_queue);
         return;
     }
 
     struct node_guard g __attribute__((cleanup(node_guard_end))) = {0, 0, 0};
+    gt__torch_bwd_depth++;
     gt__torch_layout_read(node, &g.seq, &g.tid);
     if (capturing) {
-        gt_bwd_node_begin(node_name(node), g.seq, g.tid);
+        uint32_t name = node_name(node);
+        gt_bwd_node_begin(name, g.seq, g.tid);
         g.recorded = 1;
+        /* Read again: a trigger window may have opened at this begin. */
+        if (atomic_load_explicit(&gt__capture_on, memory_order_relaxed))
+            accumulate_layer(node, name);
     }
     real(engine, graph_task, node, inputs, ready_queue);
 }

@@ -113,6 +113,22 @@ GT_API void gt_capture_stop(void);
 /* @return 1 while capturing, else 0. */
 GT_API int gt_capture_active(void);
 
+/*
+ * Registers a PyTorch parameter so that the AccumulateGrad node of its
+ * gradient is attributed (GT_R_BWD_NODE_LAYER): tensor_impl is the
+ * parameter's c10::TensorImpl* (Python: `param._cdata`), module the string
+ * id of the path of the module that owns it, name the string id of its
+ * name in that module ("weight"). module = 0 forgets tensor_impl (call it
+ * when the parameter dies, so a later tensor at that address is not taken
+ * for it). Registering an address again replaces what it maps to.
+ * Cold path: takes a lock; not from signal handlers. Any thread. The
+ * table holds 8192 parameters; beyond that, registration is ignored and
+ * one warning goes into the trace. Nothing is owned or retained: only the
+ * address is stored, never dereferenced.
+ */
+GT_API void gt_torch_param(uint64_t tensor_impl, uint32_t module,
+                           uint32_t name);
+
 #ifdef __cplusplus
 }
 #endif
