@@ -91,6 +91,8 @@ int gt__torch_params_any(void);
 #define GT__ACC_SETTLE 4     /* agreeing nodes needed to settle */
 #define GT__ACC_GIVE_UP 3    /* contradictions before giving up */
 #define GT__ACC_NO_HIT 256   /* nodes without any registered pointer */
+#define GT__ACC_IMPL_WORDS 16 /* TensorImpl words searched for its meta */
+#define GT__ACC_META_WORDS 24 /* AutogradMeta words searched for the node */
 
 enum { GT__ACC_LEARNING = 0, GT__ACC_SETTLED = 1, GT__ACC_FAILED = 2 };
 
@@ -104,13 +106,14 @@ struct gt__acc_learner {
 
 /*
  * One AccumulateGrad node's first n words (w[0] the vtable pointer);
- * is_param says whether a word is a registered TensorImpl*. Caller
- * serialises calls on one learner.
+ * is_param(word, ctx) says whether a word is the TensorImpl* of a
+ * registered parameter accumulated by this node. Caller serialises calls
+ * on one learner.
  * @return the word that holds this node's variable when it is known to be
  *         right (settled, or agreeing with the candidate), else -1.
  */
 int gt__acc_learn(struct gt__acc_learner *l, const uint64_t *w, int n,
-                  int (*is_param)(uint64_t));
+                  int (*is_param)(uint64_t, const void *), const void *ctx);
 
 /*
  * The module and parameter name an AccumulateGrad node accumulates into.

@@ -18,9 +18,7 @@
  * AccumulateGrad node seen while the offset is unknown is scanned, from
  * word 1 up, for the first word that holds a registered TensorImpl*. The
  * Node base holds no tensor pointer and `variable` is the last member, so
- * in a parameter's node that first word is the variable; in the node of an
- * unregistered leaf (an input that requires grad) a registered pointer can
- * only show up beyond the object, in a neighbour. The candidate is the
+ * in a parameter's node that first word is the variable. The candidate is the
  * lowest first word seen; a node is reported while learning only when its
  * first word is the candidate, and GT__ACC_SETTLE such nodes since the
  * candidate was last set settle the offset. A registered pointer below an agreed candidate
@@ -29,12 +27,16 @@
  * are registered, end learning with one warning (0x7404) and no
  * BWD_NODE_LAYER records afterwards.
  *
- * The scan reads up to GT__ACC_WORDS words, past the end of a small node.
- * It goes through process_vm_readv on our own pid, which returns what is
- * readable instead of faulting; where that syscall is refused (seccomp),
- * the scan reads in place and stops at the first registered pointer, which
- * for a parameter's node is its own variable, inside the object. Either
- * way this happens only for the first few AccumulateGrad nodes.
+ * A word counts only if it holds a registered TensorImpl* whose autograd
+ * metadata points back to this node (its grad_accumulator_), so a
+ * neighbour's parameter read past the end of a leaf's node is no evidence.
+ * The scan reads up to GT__ACC_WORDS words, past the end of a small node,
+ * and follows two pointers; it goes through process_vm_readv on our own
+ * pid, which returns what is readable instead of faulting. Where that
+ * syscall is refused (seccomp), the scan reads the node in place, stops at
+ * the first registered pointer (for a parameter's node its own variable,
+ * inside the object) and skips the back-pointer check. Either way this
+ * happens only for the first few AccumulateGrad nodes.
  *
  * The table: open addressing over GT__PARAM_SLOTS keys (TensorImpl*), each
  * with one 64-bit value (module id << 32 | name id). Registration is cold
@@ -155,14 +157,8 @@ GT_API void gt_torch_param(uint64_t tensor_impl, uint32_t module,
 
 /* ------------------------------------------------------------ learner */
 
-static int registered(uint64_t w)
-{
-    uint32_t m, n;
-    return gt__torch_param_find(w, &m, &n);
-}
-
 int gt__acc_learn(struct gt__acc_learner *l, const uint64_t *w, int n,
-                  int (*is_param)(uint64_t))
+                  int (*is_param)(uint64_t, const void *), const void *ctx)
 {
     int first = -1;
 
@@ -171,7 +167,7 @@ int gt__acc_learn(struct gt__acc_learner *l, const uint64_t *w, int n,
     if (n > GT__ACC_WORDS)
         n = GT__ACC_WORDS;
     for (int i = 1; i < n && first < 0; i++) /* word 0: the vtable */
-        if (is_param(w[i]))
+        if (is_param(w[i], ctx))
             first = i;
     if (first < 0) {
         if (l->agree == 0 && ++l->misses >= GT__ACC_NO_HIT)
@@ -200,28 +196,73 @@ static _Atomic int acc_state = GT__ACC_LEARNING;
 static int acc_word = -1;                /* published by acc_state */
 
 /*
- * Copies up to GT__ACC_WORDS words of node into w without faulting.
- * @return the number of words copied, or -1 when the safe read is refused
- *         (then nothing was copied).
+ * Copies n words at addr into w without faulting (process_vm_readv on our
+ * own pid returns what is readable).
+ * @return the number of words copied, or -1 when the call is refused.
  */
-static int safe_words(const void *node, uint64_t *w)
+static int safe_words(const void *addr, uint64_t *w, int n)
 {
-    struct iovec local = {w, GT__ACC_WORDS * sizeof(uint64_t)};
-    struct iovec remote = {(void *)node, GT__ACC_WORDS * sizeof(uint64_t)};
+    struct iovec local = {w, (size_t)n * sizeof(uint64_t)};
+    struct iovec remote = {(void *)addr, (size_t)n * sizeof(uint64_t)};
     ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
     if (got < 0)
         return errno == EFAULT ? 0 : -1;
     return (int)(got / (ssize_t)sizeof(uint64_t));
 }
 
-/* Refused safe read: in place, up to the first registered pointer. */
+static int user_pointer(uint64_t q)
+{
+    return q >= 0x10000 && q < (1ull << 47) && (q & 7) == 0;
+}
+
+/*
+ * A parameter's TensorImpl points to its AutogradMeta (an early member),
+ * whose grad_accumulator_ points back to this very node (words 4 -> 8 on
+ * 1.13, 3 -> 7 on 2.15). A registered pointer that does not point back
+ * belongs to another node: a neighbour in memory, read past the end of
+ * an input leaf's node.
+ */
+static int points_back(uint64_t impl, const void *node)
+{
+    uint64_t t[GT__ACC_IMPL_WORDS], m[GT__ACC_META_WORDS];
+    int nt = safe_words((const void *)(uintptr_t)impl, t, GT__ACC_IMPL_WORDS);
+    for (int i = 1; i < nt; i++) {
+        if (!user_pointer(t[i]))
+            continue;
+        int nm = safe_words((const void *)(uintptr_t)t[i], m,
+                            GT__ACC_META_WORDS);
+        for (int j = 0; j < nm; j++)
+            if (m[j] == (uint64_t)(uintptr_t)node)
+                return 1;
+    }
+    return 0;
+}
+
+static int is_param_of(uint64_t w, const void *node)
+{
+    uint32_t m, n;
+    return gt__torch_param_find(w, &m, &n) && points_back(w, node);
+}
+
+static int is_registered(uint64_t w, const void *node)
+{
+    uint32_t m, n;
+    (void)node;
+    return gt__torch_param_find(w, &m, &n);
+}
+
+/*
+ * Safe reads refused (seccomp): in place, up to the first registered
+ * pointer, which in a parameter's node is its own variable, inside the
+ * object; no back-pointer check (it would dereference unknown words).
+ */
 static int inplace_words(const void *node, uint64_t *w)
 {
     const uint64_t *p = node;
     int n = 0;
     while (n < GT__ACC_WORDS) {
         memcpy(&w[n], &p[n], sizeof(uint64_t));
-        if (n++ > 0 && registered(w[n - 1]))
+        if (n++ > 0 && is_registered(w[n - 1], node))
             break;
     }
     return n;
@@ -238,10 +279,12 @@ static int learn_node(const void *node)
     if (atomic_load_explicit(&acc_state, memory_order_relaxed) !=
         GT__ACC_LEARNING)
         goto out_unlock;
-    int n = safe_words(node, w);
-    if (n < 0)
-        n = inplace_words(node, w);
-    ret = gt__acc_learn(&learner, w, n, registered);
+    int n = safe_words(node, w, GT__ACC_WORDS);
+    if (n >= 0)
+        ret = gt__acc_learn(&learner, w, n, is_param_of, node);
+    else
+        ret = gt__acc_learn(&learner, w, inplace_words(node, w),
+                            is_registered, node);
     if (learner.state == GT__ACC_SETTLED) {
         acc_word = learner.word;
         atomic_store_explicit(&acc_state, GT__ACC_SETTLED,
