@@ -67,7 +67,9 @@ GT_API void gt_scope_end(void);
  * module's qualified name such as "layers.17.mlp", class_id = its class
  * name) and pushes path_id on this thread's layer stack. The stack is kept
  * even while capture is off, so that nodes created after a capture starts
- * inside an already-running forward still get their layer.
+ * inside an already-running forward still get their layer. Called while a
+ * backward node runs on this thread (a forward recomputed by activation
+ * checkpointing), the scope carries GT_SCOPE_F_RECOMPUTE, on its end too.
  */
 GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id);
 
