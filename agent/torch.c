@@ -41,9 +41,17 @@
  * the slot cannot be found, the name comes from the node's type_info
  * (e.g. "MmBackward0"), which needs no call at all.
  *
+ * The evaluate_function hook also keeps the thread's backward-node depth
+ * (gt__torch_bwd_depth, also while idle): a module forward that starts
+ * while it is non-zero is a recomputed one (checkpointing), flagged by
+ * agent/api.c. After the begin of an AccumulateGrad node (recognised by
+ * its vtable pointer, learned from its name) the parameter it accumulates
+ * is looked up (agent/torch_params.c) and recorded as the node's layer.
+ *
  * C++ exceptions thrown by the real functions unwind through these C
  * frames (this file is built with -fexceptions, see the Makefile), and
- * cleanup handlers record the end of the node or pass on the way out.
+ * cleanup handlers record the end of the node or pass (and restore the
+ * depth) on the way out.
  */
 #include <dlfcn.h>
 #include <link.h>

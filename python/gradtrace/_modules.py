@@ -196,7 +196,10 @@ def _fill(r, module):
         _taken.setdefault(n, r)
     r.names.extend(names)
     r.map = m
-    _register_params(r, module, named)
+    try:
+        _register_params(r, module, named)
+    except Exception:  # names still work without parameter attribution
+        pass
     return m
 
 
