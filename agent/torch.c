@@ -251,7 +251,8 @@ static uint64_t torch_tid(void)
 }
 
 /* The number get_and_increment last handed out on this thread, for the
- * creation-time layout evidence (valid while tl_last_ok). */
+ * creation-time layout evidence (valid while tl_last_ok is 1; 2 means
+ * several creations since the last attached node). */
 static __thread uint64_t tl_last_seq
     __attribute__((tls_model("initial-exec")));
 static __thread int tl_last_ok __attribute__((tls_model("initial-exec")));
@@ -426,7 +427,11 @@ uint64_t _ZN2at15sequence_number17get_and_incrementEv(void)
     uint64_t tid = torch_tid();
     gt__torch_layout_note_created(seq, tid);
     tl_last_seq = seq;
-    tl_last_ok = 1;
+    /* A second creation before the first node is attached (a custom
+     * Function applied inside another one's forward, e.g. nested
+     * checkpoints, builds a PyNode it never attaches): the next attached
+     * node may be either, so it is no evidence. */
+    tl_last_ok = tl_last_ok ? 2 : 1;
     if (capturing)
         gt_node_created(seq, tid);
     return seq;
@@ -441,10 +446,12 @@ void _ZN5torch8autograd4impl17set_gradient_edgeERKN2at6TensorENS0_4EdgeE(
     if (GT__UNLIKELY(!real))
         fatal_unresolved(SYM_EDGE);
     /* Only while the layout is unknown: the fresh node, before it runs. */
-    if (GT__UNLIKELY(tl_last_ok) && gt__torch_layout_learning() && edge) {
+    if (GT__UNLIKELY(tl_last_ok)) {
+        int one = tl_last_ok == 1;
         tl_last_ok = 0; /* one observation per creation (multi-output ops) */
-        gt__torch_layout_note_edge(*(void *const *)edge, tl_last_seq,
-                                   tl_torch_tid);
+        if (one && gt__torch_layout_learning() && edge)
+            gt__torch_layout_note_edge(*(void *const *)edge, tl_last_seq,
+                                       tl_torch_tid);
     }
     real(tensor, edge);
 }
