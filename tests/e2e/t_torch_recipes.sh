@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Large-model training recipes (issue #11), on Debian's torch 1.13 and on
 # the torch 2.x venv of scripts/install-torch2.sh: both checkpoint
-# flavours, a gradient penalty (create_graph), a retained graph run twice,
+# flavours (also nested), a gradient penalty (create_graph), a retained graph run twice,
 # reused modules and tied weights, two same-class roots. Each runs with the
 # agent and the Python package, capturing into a .gtr file, and
 # tests/e2e/torch/check_recipes.py compares every node and module call
@@ -13,7 +13,7 @@ set -u
 . "$(dirname "$0")/torch/lib.sh"
 PY=${PYTHON:-/usr/bin/python3}
 VENV=${GRADTRACE_TORCH2_VENV:-$HOME/.cache/gradtrace/torch2-venv}
-CASES="ckpt_reentrant ckpt_nonreentrant gradpen retain reuse gan"
+CASES="ckpt_reentrant ckpt_nonreentrant ckpt_nested gradpen retain reuse gan"
 
 if [ -n "${CI:-}" ]; then
   "$PY" -c "import torch" || { echo "CI: $PY cannot import torch" >&2; exit 1; }

@@ -7,6 +7,8 @@ Recipes (CASE), each on a model built here for it:
                      blocks of a residual MLP stack
   ckpt_nonreentrant  use_reentrant=False, called from inside a block's
                      forward around a sub-module (attention-like blocks)
+  ckpt_nested        reentrant checkpoints nested in reentrant ones, and
+                     a non-reentrant one around a function of two modules
   gradpen            a gradient penalty: torch.autograd.grad with
                      create_graph=True on a conv net, then backward
                      through the double-backward graph; the input is a
@@ -214,6 +216,37 @@ class Tied(nn.Module):
         return self.out(x)
 
 
+class Outer(nn.Module):
+    """Checkpoints its own sub-module, and is checkpointed itself."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.pre = nn.Linear(d, d)
+        self.inner = nn.Sequential(nn.Linear(d, d), nn.Sigmoid())
+        self.post = nn.Linear(d, d)
+
+    def forward(self, x):
+        x = checkpoint(self.inner, self.pre(x), use_reentrant=True)
+        return self.post(x)
+
+
+class Nest(nn.Module):
+    def __init__(self, d=9):
+        super().__init__()
+        self.stem = nn.Linear(5, d)
+        self.outers = nn.ModuleList([Outer(d) for _ in range(2)])
+        self.pair = nn.ModuleList([nn.Linear(d, d), nn.ELU()])
+
+    def forward(self, x):
+        x = self.stem(x)
+        for o in self.outers:
+            x = checkpoint(o, x, use_reentrant=True)
+        # A function, not a module, recomputes two modules.
+        x = checkpoint(lambda t: self.pair[1](self.pair[0](t)), x,
+                       use_reentrant=False)
+        return x.sum(-1)
+
+
 # ---------------------------------------------------------------- recipes
 
 def sgd(*models):
@@ -240,6 +273,17 @@ def run_ckpt_nonreentrant(extra):
     for _ in range(2):
         opt.zero_grad()
         model(x).pow(2).sum().backward()
+        opt.step()
+
+
+def run_ckpt_nested(extra):
+    model = Nest()
+    instrument(model)
+    opt = sgd(model)
+    x = torch.randn(4, 5)
+    for _ in range(2):
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
         opt.step()
 
 
@@ -306,6 +350,7 @@ def run_gan(extra):
 CASES = {
     "ckpt_reentrant": run_ckpt_reentrant,
     "ckpt_nonreentrant": run_ckpt_nonreentrant,
+    "ckpt_nested": run_ckpt_nested,
     "gradpen": run_gradpen,
     "retain": run_retain,
     "reuse": run_reuse,
