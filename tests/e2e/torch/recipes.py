@@ -27,8 +27,11 @@ Ground truth, all from the same process and run:
     ops carry (thread, sequence_nr): the last op that started with a pair
     created that node; its innermost gtmod range is its layer call, and
     its innermost enclosing "evaluate_function" event is the backward node
-    running while it was created (recompute, double backward). A gtmod
-    range inside an evaluate_function event is a recomputed call;
+    running while it was created (recompute, double backward); an op of a
+    backward pass (a "gtpass" range) outside every such event is the
+    engine summing a node's outputs after it ran, inside the last node
+    that ended. A gtmod range inside an evaluate_function event is a
+    recomputed call;
   - every parameter (named_parameters(): the owner is the module path
     before the last dot) gets a tensor hook that opens and closes a
     gradtrace user scope "<owner>|<name>" inside its AccumulateGrad node;
@@ -185,9 +188,12 @@ class Critic(nn.Module):
                                       nn.Conv2d(4, 4, 3), nn.Tanh())
         self.flat = nn.Flatten()
         self.score = nn.Linear(4 * 2 * 2, 1)
+        self.temp = nn.Parameter(torch.tensor(0.7))  # the root's own
 
     def forward(self, x):
-        return self.score(self.flat(self.features(x)))
+        h = self.flat(self.features(x))
+        # score's weight is used by score and, directly, by the root.
+        return self.score(h) * self.temp + h @ self.score.weight.t()
 
 
 class Tied(nn.Module):
@@ -249,6 +255,14 @@ class Nest(nn.Module):
 
 # ---------------------------------------------------------------- recipes
 
+def backward(loss, **kw):
+    """loss.backward() inside a "gtpass" range: ops in it but outside any
+    backward node are the engine's own (summing gradients for the next
+    node after the previous one ran)."""
+    with profiler.record_function("gtpass"):
+        loss.backward(**kw)
+
+
 def sgd(*models):
     ps = [p for m in models for p in m.parameters()]
     return torch.optim.SGD(ps, lr=0.01)
@@ -261,7 +275,7 @@ def run_ckpt_reentrant(extra):
     x = torch.randn(5, 6)
     for _ in range(2):
         opt.zero_grad()
-        model(x).pow(2).mean().backward()
+        backward(model(x).pow(2).mean())
         opt.step()
 
 
@@ -272,7 +286,7 @@ def run_ckpt_nonreentrant(extra):
     x = torch.randn(2, 5, 8)
     for _ in range(2):
         opt.zero_grad()
-        model(x).pow(2).sum().backward()
+        backward(model(x).pow(2).sum())
         opt.step()
 
 
@@ -283,7 +297,7 @@ def run_ckpt_nested(extra):
     x = torch.randn(4, 5)
     for _ in range(2):
         opt.zero_grad()
-        model(x).pow(2).mean().backward()
+        backward(model(x).pow(2).mean())
         opt.step()
 
 
@@ -296,9 +310,10 @@ def run_gradpen(extra):
         x.register_hook(scope_hook("leaf|"))
         opt.zero_grad()
         out = model(x)
-        g, = torch.autograd.grad(out.sum(), x, create_graph=True)
+        with profiler.record_function("gtpass"):
+            g, = torch.autograd.grad(out.sum(), x, create_graph=True)
         pen = (g.flatten(1).norm(dim=1) - 1).pow(2).mean()
-        (out.mean() + 10 * pen).backward()
+        backward(out.mean() + 10 * pen)
         opt.step()
 
 
@@ -311,8 +326,8 @@ def run_retain(extra):
     for _ in range(2):
         opt.zero_grad()
         loss = model(x).pow(2).mean()
-        loss.backward(retain_graph=True)
-        loss.backward()
+        backward(loss, retain_graph=True)
+        backward(loss)
         opt.step()
 
 
@@ -323,8 +338,8 @@ def run_reuse(extra):
     tok = torch.randint(0, 11, (4, 3))
     for _ in range(2):
         opt.zero_grad()
-        nn.functional.cross_entropy(model(tok).flatten(0, 1),
-                                    tok.flatten()).backward()
+        backward(nn.functional.cross_entropy(model(tok).flatten(0, 1),
+                                             tok.flatten()))
         opt.step()
 
 
@@ -340,10 +355,10 @@ def run_gan(extra):
     for _ in range(2):
         fake = g(torch.randn(5, 4))
         od.zero_grad()
-        (d(real).mean() - d(fake.detach()).mean()).backward()
+        backward(d(real).mean() - d(fake.detach()).mean())
         od.step()
         og.zero_grad()
-        d(fake).mean().backward()
+        backward(d(fake).mean())
         og.step()
 
 
@@ -398,12 +413,22 @@ def truth(events):
         for e in evs:
             if e.sequence_nr is None or e.sequence_nr < 0 or e.fwd_thread:
                 continue
-            if e.name.startswith(("gtmod::", "profiler::", EVAL)):
+            if e.name.startswith(("gtmod::", "gtpass", "profiler::", EVAL)):
                 continue
             creator[(thread, e.sequence_nr)] = e  # last start wins
+        passes = [e for e in evs if e.name == "gtpass"]
         for (tid, seq), op in creator.items():
             r = inner(ranges, op)
             ev = inner(evals, op)
+            p = inner(passes, op) if ev is None else None
+            if p is not None:
+                # The engine's own work after a node ran (its outputs summed
+                # into the next node's inputs, differentiable with
+                # create_graph): still inside that node's evaluate_function.
+                done = [e for e in evals if p.time_range.start <=
+                        e.time_range.start and e.time_range.end <=
+                        op.time_range.start]
+                ev = max(done, key=lambda e: e.time_range.end) if done else None
             out["creators"].append([
                 tid, seq, label[id(r)] if r is not None else "",
                 ev.fwd_thread if ev is not None else -1,
