@@ -25,9 +25,10 @@ and that name does not depend on what runs around it:
     loss module created anew every step keeps one name; while roots are
     alive, names are stable. The bare status goes to the next new root
     when the bare root dies;
-  - a module not registered under the running root (kept in a plain list,
-    built on the fly) is named "<enclosing path>.<Class>"; a module
-    registered twice (shared) has its first named_modules() path.
+  - a module of another root called from inside this root's forward keeps
+    its name in that root; a module not registered under any root (kept
+    in a plain list, built on the fly) is named "<enclosing path>.<Class>";
+    a module registered twice (shared) has its first named_modules() path.
 
 Parameters. Each parameter of each mapped root is registered with the
 agent (gt_torch_param: its TensorImpl address, param._cdata, the owning
@@ -115,8 +116,8 @@ class _Root:
         self.prefix = prefix
         self.bare = bare
         self.map = {}
-        self.names = []
-        self.ids = []
+        self.names = set()
+        self.ids = set()
 
     def _died(self, _ref):
         with _map_lock:
@@ -133,7 +134,7 @@ def _drop_root(r):
         ent = _known.get(i)
         if ent is not None and ent[5] is r:
             del _known[i]
-    r.names, r.ids = [], []
+    r.names, r.ids = set(), set()
 
 
 def _forget_param(key, impl):
@@ -191,10 +192,16 @@ def _fill(r, module):
         if old is None or old[5] is r or old[0]() is not mod or \
                 old[5].ref() is None:
             _known[id(mod)] = ent
-            r.ids.append(id(mod))
+            r.ids.add(id(mod))
+    # Keep what earlier lookups added (modules of other roots, modules
+    # registered under none) while they live, so that two of them never
+    # make each other rebuild the map on every call.
+    for k, ent in r.map.items():
+        if k not in m and ent[0]() is not None:
+            m[k] = ent
     for n in names:
         _taken.setdefault(n, r)
-    r.names.extend(names)
+    r.names.update(names)
     r.map = m
     try:
         _register_params(r, module, named)
@@ -224,7 +231,7 @@ def _new_root(module):
         r = _Root(module, prefix, bare)
         if prefix:
             _taken[prefix] = r
-            r.names.append(prefix)
+            r.names.add(prefix)
         _roots[id(module)] = r
         return _fill(r, module)[id(module)]
 
@@ -240,6 +247,12 @@ def _lookup(t, module, parent_path):
             t.root_map = _fill(r, root)
     ent = t.root_map.get(id(module))
     if ent is not None and ent[0]() is module:
+        return ent
+    ent = _known.get(id(module))
+    if ent is not None and ent[0]() is module:
+        # Another root's module, called from this one: cached here so the
+        # next call does not rebuild the map.
+        t.root_map[id(module)] = ent
         return ent
     name = parent_path + "." + type(module).__name__
     ent = (weakref.ref(module), name, _intern(name),
