@@ -13,7 +13,7 @@ set -u
 . "$(dirname "$0")/torch/lib.sh"
 PY=${PYTHON:-/usr/bin/python3}
 VENV=${GRADTRACE_TORCH2_VENV:-$HOME/.cache/gradtrace/torch2-venv}
-CASES="ckpt_reentrant ckpt_nonreentrant ckpt_nested gradpen retain reuse gan"
+CASES="ckpt_reentrant ckpt_nonreentrant ckpt_nested ckpt_seq gradpen retain reuse gan"
 
 if [ -n "${CI:-}" ]; then
   "$PY" -c "import torch" || { echo "CI: $PY cannot import torch" >&2; exit 1; }

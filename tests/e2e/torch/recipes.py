@@ -9,6 +9,8 @@ Recipes (CASE), each on a model built here for it:
                      forward around a sub-module (attention-like blocks)
   ckpt_nested        reentrant checkpoints nested in reentrant ones, and
                      a non-reentrant one around a function of two modules
+  ckpt_seq           checkpoint_sequential over transformer layers, and a
+                     non-reentrant checkpoint of one
   gradpen            a gradient penalty: torch.autograd.grad with
                      create_graph=True on a conv net, then backward
                      through the double-backward graph; the input is a
@@ -301,6 +303,36 @@ def run_ckpt_nested(extra):
         opt.step()
 
 
+class SeqNet(nn.Module):
+    """checkpoint_sequential over transformer layers and norms (reentrant,
+    the default both versions accept), then a non-reentrant checkpoint
+    of a whole TransformerEncoderLayer."""
+
+    def __init__(self, d=8):
+        super().__init__()
+        layer = lambda ff: nn.TransformerEncoderLayer(
+            d, 2, dim_feedforward=ff, dropout=0.0, batch_first=True)
+        self.body = nn.Sequential(layer(16), nn.LayerNorm(d), layer(12),
+                                  nn.Linear(d, d))
+        self.tail = layer(8)
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint_sequential
+        h = checkpoint_sequential(self.body, 2, x)
+        return checkpoint(self.tail, h, use_reentrant=False)
+
+
+def run_ckpt_seq(extra):
+    model = SeqNet()
+    instrument(model)
+    opt = sgd(model)
+    x = torch.randn(2, 3, 8, requires_grad=True)
+    for _ in range(2):
+        opt.zero_grad()
+        backward(model(x).pow(2).mean())
+        opt.step()
+
+
 def run_gradpen(extra):
     model = Critic()
     instrument(model)
@@ -366,6 +398,7 @@ CASES = {
     "ckpt_reentrant": run_ckpt_reentrant,
     "ckpt_nonreentrant": run_ckpt_nonreentrant,
     "ckpt_nested": run_ckpt_nested,
+    "ckpt_seq": run_ckpt_seq,
     "gradpen": run_gradpen,
     "retain": run_retain,
     "reuse": run_reuse,
