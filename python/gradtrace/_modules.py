@@ -101,7 +101,7 @@ _param = _agent.torch_param
 _known = {}
 _roots = {}      # id(root module) -> _Root of every live root
 _taken = {}      # name in use -> _Root using it (root names and paths)
-_params = {}     # id(parameter) -> weakref to it, once registered
+_params = {}     # id(parameter) -> (weakref to it, _Root that registered it)
 _map_lock = threading.RLock()
 
 
@@ -137,6 +137,12 @@ def _drop_root(r):
     r.names, r.ids = set(), set()
 
 
+def _live(r):
+    """Whether r is still a root (not collected, not taken over)."""
+    m = r.ref()
+    return m is not None and _roots.get(id(m)) is r
+
+
 def _forget_param(key, impl):
     _params.pop(key, None)
     if _param is not None:
@@ -155,11 +161,12 @@ def _register_params(r, module, named):
                 continue
             seen.add(id(p))
             old = _params.get(id(p))
-            if old is not None and old() is p:
-                continue  # first registration wins (another root's)
+            if old is not None and old[0]() is p and \
+                    (old[1] is r or _live(old[1])):
+                continue  # first registration wins (another live root's)
             impl = p._cdata
-            _params[id(p)] = weakref.ref(
-                p, lambda _r, k=id(p), a=impl: _forget_param(k, a))
+            _params[id(p)] = (weakref.ref(
+                p, lambda _r, k=id(p), a=impl: _forget_param(k, a)), r)
             _param(impl, ent[2], _intern(pname))
 
 
