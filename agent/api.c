@@ -12,6 +12,7 @@
 #include "agent/capture.h"
 #include "agent/cuda.h"
 #include "agent/ring.h"
+#include "agent/torch.h"
 #include "agent/trigger.h"
 
 /* Writes a record of type rtype and struct T through variable r. */
@@ -31,22 +32,23 @@ GT_API uint32_t gt_intern(const char *s)
     return s ? gt__intern(s, strlen(s)) : 0;
 }
 
-static void scope_begin(uint16_t kind, uint32_t name, uint32_t cls)
+static void scope_begin(uint16_t kind, uint32_t name, uint32_t cls,
+                        uint16_t flags)
 {
     RECORD(gt_r_scope_begin, GT_R_SCOPE_BEGIN, r, {
         r->kind = kind;
-        r->flags = 0;
+        r->flags = flags;
         r->name = name;
         r->cls = cls;
         r->ts = gt__now();
     });
 }
 
-static void scope_end(uint16_t kind, uint32_t name)
+static void scope_end(uint16_t kind, uint32_t name, uint16_t flags)
 {
     RECORD(gt_r_scope_end, GT_R_SCOPE_END, r, {
         r->kind = kind;
-        r->flags = 0;
+        r->flags = flags;
         r->name = name;
         r->ts = gt__now();
     });
@@ -71,7 +73,7 @@ GT_API void gt_scope_begin(uint32_t name_id)
     if (t->scope_depth < GT__SCOPE_STACK_MAX)
         t->scopes[t->scope_depth] = name_id;
     t->scope_depth++;
-    scope_begin(GT_SCOPE_USER, name_id, 0);
+    scope_begin(GT_SCOPE_USER, name_id, 0, 0);
 }
 
 GT_API void gt_scope_end(void)
@@ -87,7 +89,7 @@ GT_API void gt_scope_end(void)
         return;
     t->scope_depth--;
     name = t->scope_depth < GT__SCOPE_STACK_MAX ? t->scopes[t->scope_depth] : 0;
-    scope_end(GT_SCOPE_USER, name);
+    scope_end(GT_SCOPE_USER, name, 0);
 }
 
 GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id)
@@ -109,19 +111,22 @@ GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id)
 
     if (!t)
         return;
+    /* Inside a running backward node: a recomputed forward (checkpoint). */
+    uint16_t flags = gt__torch_bwd_depth ? GT_SCOPE_F_RECOMPUTE : 0;
     if (t->layer_depth < GT__SCOPE_STACK_MAX) {
         t->layers[t->layer_depth].id = path_id;
         t->layers[t->layer_depth].epoch = on ? gt__capture_epoch_of(cap) : 0;
+        t->layers[t->layer_depth].flags = flags;
     }
     t->layer_depth++;
     if (on)
-        scope_begin(GT_SCOPE_MODULE, path_id, class_id);
+        scope_begin(GT_SCOPE_MODULE, path_id, class_id, flags);
 }
 
 GT_API void gt_module_end(void)
 {
     struct gt__thread *t = gt__tls;
-    struct gt__layer l = {0, 0};
+    struct gt__layer l = {0, 0, 0};
     uint32_t cap;
 
     if (gt__cuda_ext_pop)
@@ -136,7 +141,7 @@ GT_API void gt_module_end(void)
      * capture (or not at all) has no place in the current one. */
     cap = gt__capture_state();
     if ((cap & GT__CAP_ON) && l.epoch && l.epoch == gt__capture_epoch_of(cap))
-        scope_end(GT_SCOPE_MODULE, l.id);
+        scope_end(GT_SCOPE_MODULE, l.id, l.flags);
     if (GT__UNLIKELY(gt__capture_triggers()))
         gt__trig_module_end(l.id);
 }
@@ -153,7 +158,10 @@ static void trig_node_created(uint64_t seq, uint64_t fwd_tid)
     d = t->layer_depth < GT__SCOPE_STACK_MAX ? t->layer_depth : GT__SCOPE_STACK_MAX;
     for (uint32_t i = 0; i < d; i++)
         mask |= gt__trig_layer_mask(t->layers[i].id);
-    gt__trig_node_created(seq, fwd_tid, mask, gt__current_layer());
+    if (d > 0 && (t->layers[d - 1].flags & GT_SCOPE_F_RECOMPUTE))
+        gt__trig_node_recomputed(seq, fwd_tid, mask, gt__current_layer());
+    else
+        gt__trig_node_created(seq, fwd_tid, mask, gt__current_layer());
 }
 
 uint32_t gt__current_layer(void)

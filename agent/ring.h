@@ -50,6 +50,7 @@ struct gt__block {
 struct gt__layer {
     uint32_t id;    /* module path id */
     uint32_t epoch; /* capture epoch its begin was recorded in, 0 = not */
+    uint16_t flags; /* GT_SCOPE_F_* of its begin, repeated on its end */
 };
 
 struct gt__thread {

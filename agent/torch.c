@@ -41,9 +41,17 @@
  * the slot cannot be found, the name comes from the node's type_info
  * (e.g. "MmBackward0"), which needs no call at all.
  *
+ * The evaluate_function hook also keeps the thread's backward-node depth
+ * (gt__torch_bwd_depth, also while idle): a module forward that starts
+ * while it is non-zero is a recomputed one (checkpointing), flagged by
+ * agent/api.c. After the begin of an AccumulateGrad node (recognised by
+ * its vtable pointer, learned from its name) the parameter it accumulates
+ * is looked up (agent/torch_params.c) and recorded as the node's layer.
+ *
  * C++ exceptions thrown by the real functions unwind through these C
  * frames (this file is built with -fexceptions, see the Makefile), and
- * cleanup handlers record the end of the node or pass on the way out.
+ * cleanup handlers record the end of the node or pass (and restore the
+ * depth) on the way out.
  */
 #include <dlfcn.h>
 #include <link.h>
@@ -214,7 +222,8 @@ static uint64_t torch_tid(void)
 }
 
 /* The number get_and_increment last handed out on this thread, for the
- * creation-time layout evidence (valid while tl_last_ok). */
+ * creation-time layout evidence (valid while tl_last_ok is 1; 2 means
+ * several creations since the last attached node). */
 static __thread uint64_t tl_last_seq
     __attribute__((tls_model("initial-exec")));
 static __thread int tl_last_ok __attribute__((tls_model("initial-exec")));
@@ -389,7 +398,11 @@ uint64_t _ZN2at15sequence_number17get_and_incrementEv(void)
     uint64_t tid = torch_tid();
     gt__torch_layout_note_created(seq, tid);
     tl_last_seq = seq;
-    tl_last_ok = 1;
+    /* A second creation before the first node is attached (a custom
+     * Function applied inside another one's forward, e.g. nested
+     * checkpoints, builds a PyNode it never attaches): the next attached
+     * node may be either, so it is no evidence. */
+    tl_last_ok = tl_last_ok ? 2 : 1;
     if (capturing)
         gt_node_created(seq, tid);
     return seq;
@@ -404,13 +417,18 @@ void _ZN5torch8autograd4impl17set_gradient_edgeERKN2at6TensorENS0_4EdgeE(
     if (GT__UNLIKELY(!real))
         fatal_unresolved(SYM_EDGE);
     /* Only while the layout is unknown: the fresh node, before it runs. */
-    if (GT__UNLIKELY(tl_last_ok) && gt__torch_layout_learning() && edge) {
+    if (GT__UNLIKELY(tl_last_ok)) {
+        int one = tl_last_ok == 1;
         tl_last_ok = 0; /* one observation per creation (multi-output ops) */
-        gt__torch_layout_note_edge(*(void *const *)edge, tl_last_seq,
-                                   tl_torch_tid);
+        if (one && gt__torch_layout_learning() && edge)
+            gt__torch_layout_note_edge(*(void *const *)edge, tl_last_seq,
+                                       tl_torch_tid);
     }
     real(tensor, edge);
 }
+
+__thread unsigned gt__torch_bwd_depth
+    __attribute__((tls_model("initial-exec")));
 
 struct node_guard {
     uint64_t seq, tid;
@@ -419,8 +437,44 @@ struct node_guard {
 
 static void node_guard_end(struct node_guard *g)
 {
+    gt__torch_bwd_depth--;
     if (g->recorded)
         gt_bwd_node_end(g->seq, g->tid);
+}
+
+static void depth_guard_end(unsigned *depth)
+{
+    (void)depth;
+    gt__torch_bwd_depth--;
+}
+
+/*
+ * AccumulateGrad's vtable pointer, learned from the first node named like
+ * it (by Node::name() or, without it, by its C++ type), so that afterwards
+ * recognising one is a compare.
+ */
+static _Atomic uintptr_t acc_vptr;
+
+static int is_accumulate(const void *node, uint32_t name)
+{
+    uintptr_t v = *(const uintptr_t *)node;
+    uintptr_t a = atomic_load_explicit(&acc_vptr, memory_order_relaxed);
+    if (GT__LIKELY(a != 0))
+        return v == a;
+    if (name != GT__INTERN_STATIC("torch::autograd::AccumulateGrad") &&
+        name != GT__INTERN_STATIC("AccumulateGrad"))
+        return 0;
+    atomic_store_explicit(&acc_vptr, v, memory_order_relaxed);
+    return 1;
+}
+
+/* After an AccumulateGrad node's begin: the parameter it accumulates. */
+static void accumulate_layer(const void *node, uint32_t name)
+{
+    uint32_t module, param;
+    if (gt__torch_params_any() && is_accumulate(node, name) &&
+        gt__torch_acc_lookup(node, &module, &param))
+        gt__torch_bwd_node_layer(module, param);
 }
 
 void
@@ -437,17 +491,30 @@ _ZN5torch8autograd6Engine17evaluate_functionERSt10shared_ptrINS0_9GraphTaskEEPNS
     /* With a trigger armed the node goes through gt_bwd_node_begin/end,
      * where a window may open or close. */
     int capturing = gt__capture_hooks();
-    if ((GT__LIKELY(!capturing) && !gt__torch_layout_learning()) ||
-        GT__UNLIKELY(torch_disabled || !node)) {
+    if (GT__UNLIKELY(torch_disabled || !node)) {
+        real(engine, graph_task, node, inputs, ready_queue);
+        return;
+    }
+    /* The depth is kept even while idle: a capture may start inside a
+     * backward node whose recomputed forward is still to come. */
+    if (GT__LIKELY(!capturing) && !gt__torch_layout_learning()) {
+        unsigned d __attribute__((cleanup(depth_guard_end))) =
+            gt__torch_bwd_depth++;
+        (void)d;
         real(engine, graph_task, node, inputs, ready_queue);
         return;
     }
 
     struct node_guard g __attribute__((cleanup(node_guard_end))) = {0, 0, 0};
+    gt__torch_bwd_depth++;
     gt__torch_layout_read(node, &g.seq, &g.tid);
     if (capturing) {
-        gt_bwd_node_begin(node_name(node), g.seq, g.tid);
+        uint32_t name = node_name(node);
+        gt_bwd_node_begin(name, g.seq, g.tid);
         g.recorded = 1;
+        /* Read again: a trigger window may have opened at this begin. */
+        if (gt__capture_on())
+            accumulate_layer(node, name);
     }
     real(engine, graph_task, node, inputs, ready_queue);
 }

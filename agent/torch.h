@@ -1,8 +1,11 @@
 /*
- * Shared between agent/torch.c (the interposed libtorch functions) and
+ * Shared between agent/torch.c (the interposed libtorch functions),
  * agent/torch_layout.c (run-time discovery of where a torch::autograd::Node
- * keeps its sequence number and forward thread id). Private to those two
- * files; the rest of the agent knows torch only through gt__torch_init.
+ * keeps its sequence number and forward thread id) and agent/torch_params.c
+ * (parameters registered by the Python package, and where AccumulateGrad
+ * keeps its variable). Private to those files, except the backward-node
+ * depth, which agent/api.c reads to flag recomputed module scopes; the
+ * rest of the agent knows torch only through gt__torch_init.
  */
 #ifndef GRADTRACE_AGENT_TORCH_H
 #define GRADTRACE_AGENT_TORCH_H
@@ -16,6 +19,8 @@ enum gt__torch_warn {
     GT__TORCH_WARN_LAYOUT = 0x7401,  /* node offsets not found: seq unknown */
     GT__TORCH_WARN_NAME = 0x7402,    /* Node::name() unusable: typeid names */
     GT__TORCH_WARN_RESOLVE = 0x7403, /* a libtorch function not found */
+    GT__TORCH_WARN_ACC = 0x7404,     /* AccumulateGrad variable not found */
+    GT__TORCH_WARN_PARAMS = 0x7405,  /* parameter table full */
 };
 
 /*
@@ -89,5 +94,75 @@ GT_API struct gt__cxx_vector
 _ZN5torch8autograd6Engine7executeERKSt6vectorINS0_4EdgeESaIS3_EERKS2_IN2at6TensorESaIS9_EEbbbS7_(
     void *engine, const void *roots, const void *inputs, _Bool keep_graph,
     _Bool create_graph, _Bool accumulate_grad, const void *outputs);
+/*
+ * Backward nodes running on this OS thread (Engine::evaluate_function
+ * calls, nested when backward is reentrant). Written only by agent/torch.c
+ * (kept even while capture is off); agent/api.c reads it to flag module
+ * scopes opened inside backward (GT_SCOPE_F_RECOMPUTE).
+ */
+extern __thread unsigned gt__torch_bwd_depth
+    __attribute__((tls_model("initial-exec")));
+
+/* ------------------------------------------------ parameters (torch_params.c) */
+
+/*
+ * Registers (module != 0) or forgets (module == 0) the parameter whose
+ * TensorImpl* is impl. Re-registering a key replaces its value. Cold:
+ * takes a mutex. Any thread, not from signal handlers.
+ * @return 0, -EINVAL (impl 0) or -ENOSPC (table full).
+ */
+int gt__torch_param_set(uint64_t impl, uint32_t module, uint32_t name)
+    __attribute__((warn_unused_result));
+
+/*
+ * Lock-free lookup, no allocation. Any thread.
+ * @return 1 with *module/ *name set when impl is a registered parameter.
+ */
+int gt__torch_param_find(uint64_t impl, uint32_t *module, uint32_t *name);
+
+/* 1 once at least one parameter is registered (and not forgotten). */
+int gt__torch_params_any(void);
+
+/* AccumulateGrad offset learner: pure, driven by gt__torch_acc_lookup. */
+#define GT__ACC_WORDS 96     /* words scanned: offsets 8 .. 760 */
+#define GT__ACC_SETTLE 4     /* agreeing nodes needed to settle */
+#define GT__ACC_GIVE_UP 3    /* contradictions before giving up */
+#define GT__ACC_NO_HIT 256   /* nodes without any registered pointer */
+#define GT__ACC_IMPL_WORDS 16 /* TensorImpl words searched for its meta */
+#define GT__ACC_META_WORDS 24 /* AutogradMeta words searched for the node */
+
+enum { GT__ACC_LEARNING = 0, GT__ACC_SETTLED = 1, GT__ACC_FAILED = 2 };
+
+struct gt__acc_learner {
+    int state;               /* GT__ACC_* */
+    int word;                /* candidate (settled) word index */
+    unsigned agree;          /* nodes whose first hit is `word` */
+    unsigned misses;         /* nodes without a hit before any agreed */
+    unsigned contradictions;
+};
+
+/*
+ * One AccumulateGrad node's first n words (w[0] the vtable pointer);
+ * is_param(word, ctx) says whether a word is the TensorImpl* of a
+ * registered parameter accumulated by this node. Caller serialises calls
+ * on one learner.
+ * @return the word that holds this node's variable when it is known to be
+ *         right (settled, or agreeing with the candidate), else -1.
+ */
+int gt__acc_learn(struct gt__acc_learner *l, const uint64_t *w, int n,
+                  int (*is_param)(uint64_t, const void *), const void *ctx);
+
+/*
+ * The module and parameter name an AccumulateGrad node accumulates into.
+ * Settled: one load and a table probe. Learning: a trylock and a scan.
+ * @return 1 with *module/ *name set, 0 when unknown or not a parameter.
+ */
+int gt__torch_acc_lookup(const void *node, uint32_t *module, uint32_t *name);
+
+/* Test and diagnostics: the settled word index, -1 while unknown. */
+int gt__torch_acc_word(void);
+
+/* Records GT_R_BWD_NODE_LAYER (caller checked that capture is on). */
+void gt__torch_bwd_node_layer(uint32_t layer, uint32_t param);
 
 #endif

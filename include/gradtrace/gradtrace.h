@@ -79,7 +79,9 @@ GT_API void gt_scope_end(void);
  * module's qualified name such as "layers.17.mlp", class_id = its class
  * name) and pushes path_id on this thread's layer stack. The stack is kept
  * even while capture is off, so that nodes created after a capture starts
- * inside an already-running forward still get their layer.
+ * inside an already-running forward still get their layer. Called while a
+ * backward node runs on this thread (a forward recomputed by activation
+ * checkpointing), the scope carries GT_SCOPE_F_RECOMPUTE, on its end too.
  */
 GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id);
 
@@ -134,6 +136,22 @@ GT_API int gt_capture_active(void);
  *         minor). Through the shim: 0 when no agent is loaded.
  */
 GT_API unsigned gt_api_version(void);
+
+/*
+ * Registers a PyTorch parameter so that the AccumulateGrad node of its
+ * gradient is attributed (GT_R_BWD_NODE_LAYER): tensor_impl is the
+ * parameter's c10::TensorImpl* (Python: `param._cdata`), module the string
+ * id of the path of the module that owns it, name the string id of its
+ * name in that module ("weight"). module = 0 forgets tensor_impl (call it
+ * when the parameter dies, so a later tensor at that address is not taken
+ * for it). Registering an address again replaces what it maps to.
+ * Cold path: takes a lock; not from signal handlers. Any thread. The
+ * table holds 8192 parameters; beyond that, registration is ignored and
+ * one warning goes into the trace. Nothing is owned or retained: only the
+ * address is stored, never dereferenced.
+ */
+GT_API void gt_torch_param(uint64_t tensor_impl, uint32_t module,
+                           uint32_t name);
 
 #ifdef __cplusplus
 }

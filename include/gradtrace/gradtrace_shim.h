@@ -49,7 +49,9 @@ extern "C" {
     V(step, (uint64_t step), (step))                                          \
     V(instant, (uint32_t name_id), (name_id))                                 \
     V(capture_start, (void), ())                                              \
-    V(capture_stop, (void), ())
+    V(capture_stop, (void), ())                                               \
+    V(torch_param, (uint64_t tensor_impl, uint32_t module, uint32_t name),    \
+      (tensor_impl, module, name))
 
 struct gt_shim_table {
     int loaded;

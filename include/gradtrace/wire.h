@@ -147,7 +147,7 @@ enum gt_rec_type {
     GT_R_WINDOW_END = 22,
     GT_R_WARNING = 23,      /* a diagnostic for the trace's metadata */
     GT_R_WINDOW_DONE = 24,  /* a window's last segment has ended */
-    GT_R_BWD_NODE_LAYER = 25,
+    GT_R_BWD_NODE_LAYER = 25, /* the open backward node's layer/parameter */
     GT_R_TYPE_COUNT
 };
 
@@ -194,14 +194,18 @@ enum gt_scope_kind {
     GT_SCOPE_KIND_COUNT
 };
 
-/* scope_begin/scope_end.flags: a module scope opened while a backward node
- * runs on the thread (activation checkpointing's recompute). */
-#define GT_SCOPE_F_RECOMPUTE 1u
+/*
+ * scope_begin.flags / scope_end.flags. RECOMPUTE: a module scope opened
+ * while a backward node runs on this OS thread (the forward recomputed by
+ * activation checkpointing, either flavour); its end carries the same
+ * flags as its begin.
+ */
+#define GT_SCOPE_F_RECOMPUTE 0x1u
 
 struct gt_r_scope_begin {
     struct gt_rec h;
     uint16_t kind;        /* enum gt_scope_kind */
-    uint16_t flags;       /* zero */
+    uint16_t flags;       /* GT_SCOPE_F_*, else zero */
     uint32_t name;        /* string id: module path, range or scope name */
     uint32_t cls;         /* string id: module class or NVTX domain, or 0 */
     uint64_t ts;
@@ -380,8 +384,12 @@ struct gt_r_warning {
 } GT_PACKED;
 _Static_assert(sizeof(struct gt_r_warning) == 20, "warning");
 
-/* The backward node begun last and still open on this thread belongs to
- * layer (and accumulates parameter param of it): AccumulateGrad. */
+/*
+ * The backward node that began last and is still open on this thread
+ * belongs to `layer` (and accumulates parameter `param` of it). Written
+ * right after the BWD_NODE_BEGIN of an AccumulateGrad node whose variable
+ * is a registered parameter; nodes accumulating into other leaves get none.
+ */
 struct gt_r_bwd_node_layer {
     struct gt_rec h;
     uint32_t layer;       /* string id: module path */

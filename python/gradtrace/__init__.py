@@ -8,12 +8,16 @@ is then False and the functions do nothing.
 
 What the agent gets, through its C API (include/gradtrace/gradtrace.h):
   - gt_module_begin/end around every nn.Module forward (torch's global
-    forward pre/post hooks), named by the module's qualified path in the
-    outermost module being run (named_modules() paths such as
-    "layers.17.mlp.up_proj"; the outermost module itself is named by its
-    class) and its class name. The agent keeps a per-thread layer stack from
+    forward pre/post hooks), named by the module's named_modules() path
+    in its root ("layers.17.mlp.up_proj"; the first root is named by its
+    class, later roots get a unique class-name prefix, and a module
+    recomputed inside the backward keeps its full path: see _modules.py)
+    and its class name. The agent keeps a per-thread layer stack from
     these, which is how autograd nodes created in the forward get their
     layer;
+  - gt_torch_param for every parameter of a mapped root (its TensorImpl
+    address, owning module path, name), so AccumulateGrad nodes get the
+    layer of the parameter's module;
   - gt_step after every optimizer step (torch's global optimizer step hook
     on 2.x, the profiler's per-step entry point on 1.13).
 """

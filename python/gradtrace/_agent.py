@@ -45,6 +45,26 @@ def _load():
 lib = _load()
 
 
+def _load_optional(name, restype, argtypes):
+    # Functions newer than the first agent API: absent from an older agent,
+    # which then simply does without them.
+    if lib is None:
+        return None
+    try:
+        fn = getattr(ctypes.CDLL(None), name)
+    except AttributeError:
+        return None
+    fn.restype = restype
+    fn.argtypes = argtypes
+    return fn
+
+
+# gt_torch_param(tensor_impl, module path id, parameter name id).
+torch_param = _load_optional("gt_torch_param", None,
+                             [ctypes.c_uint64, ctypes.c_uint32,
+                              ctypes.c_uint32])
+
+
 def intern(s):
     """Agent string id of s (0 when the agent is absent or out of memory)."""
     if lib is None:

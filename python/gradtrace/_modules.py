@@ -1,16 +1,50 @@
-"""nn.Module forward scopes and optimizer step marks, reported to the agent.
+"""nn.Module forward scopes, parameter registration and optimizer step marks,
+reported to the agent.
 
-Naming: a module is named by its qualified path in the outermost module
-running on this thread (the "root"), exactly as root.named_modules() names
-it ("layers.17.mlp.up_proj"); the root itself is named by its class name.
-Paths are computed once per root (and again when a module shows up that
-the cached map does not know, in case the model changed) and the agent's
-string ids are cached with them, so a forward call costs a dict lookup, a
-weakref call and one ctypes call on entry, one ctypes call on exit: about
-1.3 us per module call on torch 1.13 and 2.6 us on 2.15 (including torch's
-own slower hook path), measured by calling nn.Identity in a loop. A module that is
-not registered under the root (kept in a plain list, built on the fly) is
-named "<enclosing path>.<Class>".
+Naming. Every module a root maps is named by its named_modules() path,
+and that name does not depend on what runs around it:
+
+  - a root is a module whose forward starts with no module open on the
+    thread and that no known root contains (as named_modules() sees it);
+  - the first root seen (the model, normally) keeps bare named_modules()
+    paths ("blocks.3.up") and is itself named by its class ("Net"), so
+    triggers name layers as users see them in their model;
+  - every later distinct root gets a unique prefix: its class name, or
+    "<Class>#2", "#3"... when that name is taken (by another root, or as a
+    path of one), and its modules are "<prefix>.<path>": a GAN's generator
+    and discriminator, both nn.Sequential, are "Sequential", "0", "1"...
+    and "Sequential#2", "Sequential#2.0"...;
+  - a module that runs with no module open on the thread but is known from
+    a root's map (a block recomputed inside the backward by reentrant or
+    non-reentrant checkpointing, a block called on its own) keeps that
+    full path ("blocks.3.up"), and its children theirs;
+  - a new root that contains an earlier root takes it over (the earlier
+    root's modules get the new root's paths; a bare root passes its bare
+    status on);
+  - a root's name is released when the root is garbage-collected, so a
+    loss module created anew every step keeps one name; while roots are
+    alive, names are stable. The bare status goes to the next new root
+    when the bare root dies;
+  - a module of another root called from inside this root's forward keeps
+    its name in that root; a module not registered under any root (kept
+    in a plain list, built on the fly) is named "<enclosing path>.<Class>";
+    a module registered twice (shared) has its first named_modules() path.
+
+Parameters. Each parameter of each mapped root is registered with the
+agent (gt_torch_param: its TensorImpl address, param._cdata, the owning
+module's path id and the parameter's name id), so the AccumulateGrad node
+of its gradient is attributed. A parameter shared by several modules
+belongs to the module that owns it in named_parameters() (the first
+named_modules() path holding it; across roots, the first root that
+registered it). A parameter is forgotten when it is garbage-collected.
+
+Cost. Paths and the agent's string ids are computed once per root (and
+again when a module shows up that the cached map does not know, in case
+the model changed), so a forward call costs a dict lookup, a weakref call
+and one ctypes call on entry, one ctypes call on exit: about 1.3 us per
+module call on torch 1.13 and 2.6 us on 2.15 (including torch's own
+slower hook path), measured by calling nn.Identity in a loop (a root call
+each time) and a Sequential of 50 nn.Identity (nested calls).
 
 Each thread keeps its own stack of open calls, so models run from several
 Python threads get their own layers (the agent's layer stack is per thread
@@ -51,46 +85,187 @@ class _Thread(threading.local):
     def __init__(self):
         self.stack = []       # modules with an open forward, outermost first
         self.paths = []       # their paths
-        self.root_map = None  # the map of stack[0]
+        self.root_map = None  # the map of the root stack[0] belongs to
 
 
 _tls = _Thread()
 
-# id(root) -> (weakref to root, {id(module): (weakref, path, path_id,
-# class_id)}). Keyed by id with a weakref check rather than a
-# WeakKeyDictionary: a lookup is then one dict probe and one call.
-_maps = {}
+_param = _agent.torch_param
+
+# Process-wide registry. An entry of a mapped module is the tuple
+# (weakref to module, path, path_id, class_id, map of its root, _Root).
+# _known: id(module) -> entry of the root that first mapped it; each
+# root's map: id(module) -> entry, for lookups inside that root's forward.
+# Keyed by id with a weakref check rather than a WeakKeyDictionary: a
+# lookup is then one dict probe and one call.
+_known = {}
+_roots = {}      # id(root module) -> _Root of every live root
+_taken = {}      # name in use -> _Root using it (root names and paths)
+_params = {}     # id(parameter) -> (weakref to it, _Root that registered it)
+_map_lock = threading.RLock()
 
 
-def _build_map(root):
+class _Root:
+    """One root module: its name prefix ("" for the bare root), map and
+    the names it holds."""
+
+    __slots__ = ("ref", "prefix", "bare", "map", "names", "ids")
+
+    def __init__(self, module, prefix, bare):
+        self.ref = weakref.ref(module, self._died)
+        self.prefix = prefix
+        self.bare = bare
+        self.map = {}
+        self.names = set()
+        self.ids = set()
+
+    def _died(self, _ref):
+        with _map_lock:
+            _drop_root(self)
+
+
+def _drop_root(r):
+    for k in [k for k, v in _roots.items() if v is r]:
+        del _roots[k]
+    for n in r.names:
+        if _taken.get(n) is r:
+            del _taken[n]
+    for i in r.ids:
+        ent = _known.get(i)
+        if ent is not None and ent[5] is r:
+            del _known[i]
+    r.names, r.ids = set(), set()
+
+
+def _live(r):
+    """Whether r is still a root (not collected, not taken over)."""
+    m = r.ref()
+    return m is not None and _roots.get(id(m)) is r
+
+
+def _forget_param(key, impl):
+    _params.pop(key, None)
+    if _param is not None:
+        _param(impl, 0, 0)
+
+
+def _register_params(r, module, named):
+    # named_parameters() order: modules in named_modules() order, each
+    # one's own parameters, a shared parameter once (its first holder).
+    if _param is None:
+        return
+    seen = set()
+    for mod, ent in named:
+        for pname, p in mod._parameters.items():
+            if p is None or id(p) in seen:
+                continue
+            seen.add(id(p))
+            old = _params.get(id(p))
+            if old is not None and old[0]() is p and \
+                    (old[1] is r or _live(old[1])):
+                continue  # first registration wins (another live root's)
+            impl = p._cdata
+            _params[id(p)] = (weakref.ref(
+                p, lambda _r, k=id(p), a=impl: _forget_param(k, a)), r)
+            _param(impl, ent[2], _intern(pname))
+
+
+def _unique(name):
+    if name not in _taken:
+        return name
+    k = 2
+    while "%s#%d" % (name, k) in _taken:
+        k += 1
+    return "%s#%d" % (name, k)
+
+
+def _fill(r, module):
+    """(Re)builds r's map and registry entries from module.named_modules()."""
+    cls = type(module).__name__
     m = {}
-    root_name = type(root).__name__
-    for path, mod in root.named_modules():
-        name = path or root_name
-        m[id(mod)] = (weakref.ref(mod), name, _intern(name),
-                      _intern(type(mod).__name__))
-    _maps[id(root)] = (weakref.ref(root), m)
+    named = []
+    names = []
+    for path, mod in module.named_modules():
+        if r.bare:
+            name = path or cls
+        else:
+            name = r.prefix + "." + path if path else r.prefix
+        ent = (weakref.ref(mod), name, _intern(name),
+               _intern(type(mod).__name__), m, r)
+        m[id(mod)] = ent
+        named.append((mod, ent))
+        names.append(name)
+        old = _known.get(id(mod))
+        if old is None or old[5] is r or old[0]() is not mod or \
+                old[5].ref() is None:
+            _known[id(mod)] = ent
+            r.ids.add(id(mod))
+    # Keep what earlier lookups added (modules of other roots, modules
+    # registered under none) while they live, so that two of them never
+    # make each other rebuild the map on every call.
+    for k, ent in r.map.items():
+        if k not in m and ent[0]() is not None:
+            m[k] = ent
+    for n in names:
+        _taken.setdefault(n, r)
+    r.names.update(names)
+    r.map = m
+    try:
+        _register_params(r, module, named)
+    except Exception:  # names still work without parameter attribution
+        pass
     return m
 
 
-def _root_map(root):
-    hit = _maps.get(id(root))
-    if hit is not None and hit[0]() is root:
-        return hit[1]
-    return _build_map(root)
+def _new_root(module):
+    """Maps a module that starts a forward with nothing open and that no
+    known root contains. @return its registry entry."""
+    with _map_lock:
+        ent = _known.get(id(module))
+        if ent is not None and ent[0]() is module:
+            return ent  # another thread mapped it meanwhile
+        bare = not any(r.bare for r in _roots.values())
+        # Earlier roots inside this one are taken over by it.
+        for sub in module.modules():
+            old = _roots.get(id(sub))
+            if old is not None and old.ref() is sub:
+                bare = bare or old.bare
+                _drop_root(old)
+        cls = type(module).__name__
+        if bare and any(p and p in _taken for p, _m in module.named_modules()):
+            bare = False  # a bare path would collide with another root
+        prefix = "" if bare else _unique(cls)
+        r = _Root(module, prefix, bare)
+        if prefix:
+            _taken[prefix] = r
+            r.names.add(prefix)
+        _roots[id(module)] = r
+        return _fill(r, module)[id(module)]
 
 
-def _lookup(root_map, root, module, parent_path):
-    # Unknown here: the model may have changed since the map was built.
-    root_map = _build_map(root)
-    ent = root_map.get(id(module))
+def _lookup(t, module, parent_path):
+    # Unknown in the running root's map: the model may have changed since
+    # the map was built.
+    root_ent = t.root_map.get(id(t.stack[0]))
+    r = root_ent[5] if root_ent is not None else None
+    root = r.ref() if r is not None else None
+    with _map_lock:
+        if root is not None:
+            t.root_map = _fill(r, root)
+    ent = t.root_map.get(id(module))
     if ent is not None and ent[0]() is module:
-        return ent, root_map
+        return ent
+    ent = _known.get(id(module))
+    if ent is not None and ent[0]() is module:
+        # Another root's module, called from this one: cached here so the
+        # next call does not rebuild the map.
+        t.root_map[id(module)] = ent
+        return ent
     name = parent_path + "." + type(module).__name__
     ent = (weakref.ref(module), name, _intern(name),
-           _intern(type(module).__name__))
-    root_map[id(module)] = ent
-    return ent, root_map
+           _intern(type(module).__name__), t.root_map, r)
+    t.root_map[id(module)] = ent
+    return ent
 
 
 def _close_stale(t, module):
@@ -115,11 +290,12 @@ def _pre_hook(module, args):
         if stack:
             ent = t.root_map.get(id(module))
             if ent is None or ent[0]() is not module:
-                ent, t.root_map = _lookup(t.root_map, stack[0], module,
-                                          t.paths[-1])
+                ent = _lookup(t, module, t.paths[-1])
         else:
-            t.root_map = _root_map(module)
-            ent = t.root_map[id(module)]
+            ent = _known.get(id(module))
+            if ent is None or ent[0]() is not module:
+                ent = _new_root(module)
+            t.root_map = ent[4]
         stack.append(module)
         t.paths.append(ent[1])
         _begin(ent[2], ent[3])

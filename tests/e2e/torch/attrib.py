@@ -45,11 +45,16 @@ def root_name(module):
     return type(module).__name__
 
 
-def add_range_hooks(model):
-    """record_function ranges around every module forward of model."""
+def add_range_hooks(model, prefix=""):
+    """record_function ranges around every module forward of model. A
+    root other than the first one gradtrace sees has its paths under
+    `prefix` (python/gradtrace/_modules.py, naming)."""
     names = {}
     for path, m in model.named_modules():
-        names[m] = path or root_name(model)
+        if prefix:
+            names[m] = prefix + "." + path if path else prefix
+        else:
+            names[m] = path or root_name(model)
     tls = threading.local()
 
     def pre(m, args):
@@ -239,13 +244,18 @@ def run_case(case, out):
     elif case == "threads":
         results = {}
         barrier = threading.Barrier(2)
+        # Distinct paths per thread, so a node attributed to the other
+        # thread's model could not hide behind an equal name. Model 0 runs
+        # once first, so it is the first root gradtrace sees (bare paths)
+        # and model 1 is the second (paths under its class name).
+        models = [build_model(seed=0), nn.Sequential(Nested())]
+        with torch.no_grad():
+            models[0](torch.randn(1, 32))
 
         def worker(i):
             torch.manual_seed(i)
-            # Distinct paths per thread, so a node attributed to the other
-            # thread's model could not hide behind an equal name.
-            model = build_model(seed=i) if i == 0 else nn.Sequential(Nested())
-            add_range_hooks(model)
+            model = models[i]
+            add_range_hooks(model, "" if i == 0 else "Sequential")
             x = torch.randn(8, 32 if i == 0 else 16)
 
             def work():

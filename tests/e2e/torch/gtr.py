@@ -25,7 +25,10 @@ T_SCOPE_BEGIN, T_SCOPE_END = 5, 6
 T_NODE_CREATED, T_BWD_BEGIN, T_BWD_END = 7, 8, 9
 T_PASS_BEGIN, T_PASS_END, T_STEP = 10, 11, 12
 T_LOST, T_WARNING = 20, 23
-SCOPE_MODULE = 1
+T_WINDOW_BEGIN, T_WINDOW_END = 21, 22
+T_BWD_NODE_LAYER = 25
+SCOPE_USER, SCOPE_MODULE = 0, 1
+SCOPE_F_RECOMPUTE = 1
 
 _zstd = None
 
@@ -104,12 +107,17 @@ class Trace:
             elif typ == T_THREAD:
                 (tid,) = struct.unpack_from("<I", body)
             elif typ == T_SCOPE_BEGIN:
-                kind, _fl, name, cls, ts = struct.unpack("<HHIIQ", body)
+                kind, fl, name, cls, ts = struct.unpack("<HHIIQ", body)
                 ev.append(dict(type=typ, tid=tid, kind=kind, name=name,
-                               cls=cls, ts=ts))
+                               cls=cls, ts=ts, flags=fl))
             elif typ == T_SCOPE_END:
-                kind, _fl, name, ts = struct.unpack("<HHIQ", body)
-                ev.append(dict(type=typ, tid=tid, kind=kind, name=name, ts=ts))
+                kind, fl, name, ts = struct.unpack("<HHIQ", body)
+                ev.append(dict(type=typ, tid=tid, kind=kind, name=name, ts=ts,
+                               flags=fl))
+            elif typ == T_BWD_NODE_LAYER:
+                layer, param, fl, ts = struct.unpack("<IIIQ", body)
+                ev.append(dict(type=typ, tid=tid, layer=layer, param=param,
+                               flags=fl, ts=ts))
             elif typ == T_NODE_CREATED:
                 layer, ts, seq, ftid = struct.unpack("<IQQQ", body)
                 ev.append(dict(type=typ, tid=tid, layer=layer, ts=ts,
@@ -125,6 +133,10 @@ class Trace:
             elif typ in (T_PASS_BEGIN, T_PASS_END, T_STEP):
                 _fl, ts, value = struct.unpack("<IQQ", body)
                 ev.append(dict(type=typ, tid=tid, ts=ts, value=value))
+            elif typ in (T_WINDOW_BEGIN, T_WINDOW_END):
+                wid, spec, layer, ts, it = struct.unpack("<IIIQQ", body)
+                ev.append(dict(type=typ, tid=tid, id=wid, spec=spec,
+                               layer=layer, ts=ts, iteration=it))
             elif typ == T_WARNING:
                 code, text, ts = struct.unpack("<IIQ", body)
                 self.warnings.append((code, text))

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Large-model training recipes (issue #11), on Debian's torch 1.13 and on
+# the torch 2.x venv of scripts/install-torch2.sh: both checkpoint
+# flavours (also nested), a gradient penalty (create_graph), a retained graph run twice,
+# reused modules and tied weights, two same-class roots. Each runs with the
+# agent and the Python package, capturing into a .gtr file, and
+# tests/e2e/torch/check_recipes.py compares every node and module call
+# with torch's profiler and the model's own parameters. Then a trigger
+# layer=blocks.3,phase=backward on the reentrant-checkpoint stack must
+# open a window holding exactly that block's recomputed nodes.
+# Skips (77) without torch, unless CI is set: then a missing torch fails.
+set -u
+. "$(dirname "$0")/torch/lib.sh"
+PY=${PYTHON:-/usr/bin/python3}
+VENV=${GRADTRACE_TORCH2_VENV:-$HOME/.cache/gradtrace/torch2-venv}
+CASES="ckpt_reentrant ckpt_nonreentrant ckpt_nested ckpt_seq gradpen retain reuse gan"
+
+if [ -n "${CI:-}" ]; then
+  "$PY" -c "import torch" || { echo "CI: $PY cannot import torch" >&2; exit 1; }
+fi
+torch_require "$PY"
+
+# recipe PY CASE [TRIGGER]: one recipe; stdout must stay empty.
+recipe() {
+  local py=$1 case=$2 trig=${3:-} out=$E2E_TMP/$2$4 capture=1
+  [ -n "$trig" ] && capture=0
+  rm -f "$out.gtr" "$out.json"
+  env LD_PRELOAD="$AGENT" GRADTRACE_FILE="$out.gtr" GRADTRACE_CAPTURE=$capture \
+      GRADTRACE_TRIGGER="$trig" PYTHONPATH="$ROOT/python" \
+      "$py" "$TORCH_DIR/recipes.py" "$case" "$out.json" \
+      >"$out.stdout" 2>"$out.stderr" || {
+    echo "recipes.py $case failed:"; cat "$out.stderr"; return 1; }
+  if [ -s "$out.stdout" ]; then
+    echo "unexpected stdout:"; cat "$out.stdout"; return 1
+  fi
+}
+
+run_all() {
+  local py=$1 tag=$2 rc=0 c
+  for c in $CASES; do
+    recipe "$py" "$c" "" "-$tag" || { rc=1; continue; }
+    "$py" "$TORCH_DIR/check_recipes.py" "$E2E_TMP/$c-$tag.json" \
+        "$E2E_TMP/$c-$tag.gtr" || rc=1
+  done
+  recipe "$py" ckpt_reentrant "layer=blocks.3,phase=backward" "-trig-$tag" || return 1
+  "$py" "$TORCH_DIR/check_recipes.py" "$E2E_TMP/ckpt_reentrant-trig-$tag.json" \
+      "$E2E_TMP/ckpt_reentrant-trig-$tag.gtr" --window blocks.3 2 || rc=1
+  return $rc
+}
+
+rc=0
+run_all "$PY" 1 || rc=1
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import torch, sys; sys.exit(not torch.__version__.startswith("2."))' 2>/dev/null; then
+  run_all "$VENV/bin/python" 2 || rc=1
+elif [ -n "${CI:-}" ]; then
+  echo "CI: no torch 2.x venv at $VENV (scripts/install-torch2.sh)" >&2
+  rc=1
+else
+  echo "note: no torch 2.x venv at $VENV; 2.x recipes not run"
+fi
+exit $rc
