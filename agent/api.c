@@ -158,10 +158,7 @@ static void trig_node_created(uint64_t seq, uint64_t fwd_tid)
     d = t->layer_depth < GT__SCOPE_STACK_MAX ? t->layer_depth : GT__SCOPE_STACK_MAX;
     for (uint32_t i = 0; i < d; i++)
         mask |= gt__trig_layer_mask(t->layers[i].id);
-    if (d > 0 && (t->layers[d - 1].flags & GT_SCOPE_F_RECOMPUTE))
-        gt__trig_node_recomputed(seq, fwd_tid, mask, gt__current_layer());
-    else
-        gt__trig_node_created(seq, fwd_tid, mask, gt__current_layer());
+    gt__trig_node_created(seq, fwd_tid, mask, gt__current_layer());
 }
 
 uint32_t gt__current_layer(void)

@@ -77,7 +77,6 @@ struct trig {
     uint32_t win_id;                  /* window of target, 0 until opened */
     _Atomic uint64_t expected;        /* matching nodes created in forward */
     _Atomic uint64_t seen;            /* matching nodes ended in backward */
-    _Atomic uint64_t recounted;       /* of expected: made by a recompute */
     _Atomic int fwd_depth;            /* open calls of matching modules */
     _Atomic int rc_depth;             /* open recomputes of them (backward) */
     _Atomic int rc_count;             /* the open recompute's nodes count */
@@ -315,7 +314,6 @@ static void retarget(struct trig *t, uint64_t it, int count_valid)
     t->win_id = 0;
     t->bwd_closed = 0;
     atomic_store(&t->expected, 0);
-    atomic_store(&t->recounted, 0);
     atomic_store(&t->seen, 0);
     atomic_store(&t->fwd_depth, 0);
     atomic_store(&t->rc_depth, 0);
@@ -565,27 +563,6 @@ void gt__trig_node_created(uint64_t seq, uint64_t fwd_tid, uint32_t mask,
             atomic_fetch_add_explicit(&g_trig[i].expected, 1, memory_order_relaxed);
     /* Capture on now means the caller records this creation itself. */
     node_put(seq, fwd_tid, mask | (gt__capture_on() ? NODE_RECORDED : 0), layer);
-}
-
-void gt__trig_node_recomputed(uint64_t seq, uint64_t fwd_tid, uint32_t mask,
-                              uint32_t layer)
-{
-    if (!mask)
-        return;
-    mask &= live_mask(GT__TRIG_BACKWARD);
-    if (!mask)
-        return;
-    for (int i = 0; i < GT__TRIG_MAX; i++) {
-        struct trig *t = &g_trig[i];
-        if (!(mask & (1u << i)))
-            continue;
-        /* Only while the forward counted none of its own (see trigger.h). */
-        if (atomic_load(&t->expected) == atomic_load(&t->recounted)) {
-            atomic_fetch_add(&t->expected, 1);
-            atomic_fetch_add(&t->recounted, 1);
-        }
-    }
-    node_put(seq, fwd_tid, mask | (gt_capture_active() ? NODE_RECORDED : 0), layer);
 }
 
 void gt__trig_bwd_node_begin(uint64_t seq, uint64_t fwd_tid)

@@ -46,18 +46,6 @@ void gt__trig_module_end(uint32_t path_id);
  * the innermost module (the node's layer). */
 void gt__trig_node_created(uint64_t seq, uint64_t fwd_tid, uint32_t mask,
                            uint32_t layer);
-/*
- * The same for a node created inside a module scope flagged
- * GT_SCOPE_F_RECOMPUTE (a forward recomputed during the backward pass,
- * when gt__trig_node_created ignores creations). With reentrant
- * checkpointing the layer's forward ran without grad and these are the
- * nodes its backward runs, so they are counted for the window's close
- * while the forward counted none of its own; otherwise (non-reentrant
- * checkpointing: the forward's nodes run, the recomputed ones never do)
- * they are only remembered.
- */
-void gt__trig_node_recomputed(uint64_t seq, uint64_t fwd_tid, uint32_t mask,
-                              uint32_t layer);
 void gt__trig_bwd_node_begin(uint64_t seq, uint64_t fwd_tid);
 void gt__trig_bwd_node_end(uint64_t seq, uint64_t fwd_tid);
 
