@@ -193,6 +193,32 @@ void gt__agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define GT__PATH_MAX 4096
 
+/*
+ * GRADTRACE_LAYERS: which sources open and close layers (the per-thread
+ * layer stack and its module scopes). Comma-separated:
+ *   capi (alias python)   gt_module_begin/end (the Python package, C API)
+ *   nvtx[:DOMAIN[:GLOB]]  NVTX ranges of DOMAIN (empty or "*": any domain,
+ *                         "-": the default domain only) whose name
+ *                         matches GLOB (fnmatch; empty: any name)
+ * Default: capi. Ranges in PyTorch's "seq = N" form are never layers.
+ */
+#define GT__LAYERS_CAPI 1u
+#define GT__LAYERS_NVTX 2u
+
+struct gt__layer_config {
+    unsigned sources;          /* GT__LAYERS_* */
+    char nvtx_domain[64];      /* "" any domain, "-" the default domain */
+    char nvtx_glob[128];       /* "" any name */
+};
+
+/*
+ * Parses a GRADTRACE_LAYERS value into *l (set to the default first).
+ * @return 0, or -EINVAL with *why set to a one-line reason (then *l holds
+ * the default). Any thread; no allocation.
+ */
+GT__WUR int gt__config_layers(struct gt__layer_config *l, const char *v,
+                              const char **why);
+
 struct gt__config {
     char socket_path[108];     /* sun_path of the daemon's agent socket */
     char file_path[GT__PATH_MAX]; /* GRADTRACE_FILE template ("" = socket) */
