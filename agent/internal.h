@@ -162,6 +162,16 @@ int gt__emit(const void *rec, size_t size);
 uint32_t gt__current_layer(void);
 
 /*
+ * Opens / closes a layer on the calling thread (agent/api.c): the layer
+ * stack node creations read, the module scope record, forward triggers
+ * and the kernels' GT_EXT_LAYER_FWD tag. gt_module_begin/end call them
+ * when GRADTRACE_LAYERS has capi, agent/nvtx.c for ranges taken as
+ * layers. Pairs must nest on one thread. Not async-signal-safe.
+ */
+void gt__layer_begin(uint32_t path_id, uint32_t class_id);
+void gt__layer_end(void);
+
+/*
  * Records one GT_R_WARNING (code, msg) per distinct msg for the process's
  * life, from any thread (cold path: interns msg). Also written to stderr
  * when GRADTRACE_LOG is set.
@@ -227,6 +237,7 @@ struct gt__config {
     uint32_t blocks;           /* blocks per thread */
     int log;                   /* GRADTRACE_LOG */
     int tsc;                   /* GRADTRACE_CLOCK: 1 tsc (default), 0 mono */
+    struct gt__layer_config layers; /* GRADTRACE_LAYERS */
 };
 
 #define GT__CONFIG_BLOCK_KB_DEFAULT 256u
