@@ -118,6 +118,25 @@ static int layers_nvtx(struct gt__layer_config *l, const char *s, size_t n,
     return 0;
 }
 
+/* One "recordfunction[:GLOB]" item. @return 0 or -EINVAL. */
+static int layers_rf(struct gt__layer_config *l, const char *s, size_t n,
+                     const char **why)
+{
+    if (l->sources & GT__LAYERS_RECORDFN) {
+        *why = "recordfunction given twice";
+        return -EINVAL;
+    }
+    l->sources |= GT__LAYERS_RECORDFN;
+    if (n <= 15)
+        return 0;
+    if (n - 15 >= sizeof(l->rf_glob)) {
+        *why = "recordfunction name pattern too long";
+        return -EINVAL;
+    }
+    memcpy(l->rf_glob, s + 15, n - 15);
+    return 0;
+}
+
 int gt__config_layers(struct gt__layer_config *l, const char *v,
                       const char **why)
 {
@@ -138,12 +157,12 @@ int gt__config_layers(struct gt__layer_config *l, const char *v,
             l->sources |= GT__LAYERS_CAPI;
         else if ((n == 4 || (n > 4 && s[4] == ':')) && !strncmp(s, "nvtx", 4))
             rc = layers_nvtx(l, s, n, why);
-        else if (n >= 14 && !strncmp(s, "recordfunction", 14)) {
-            *why = "RecordFunction scopes are not a layer source yet "
-                   "(schema/torch.md says why)";
-            rc = -EINVAL;
-        } else {
-            *why = "expected a comma list of capi, python, nvtx[:DOMAIN[:GLOB]]";
+        else if ((n == 14 || (n > 14 && s[14] == ':')) &&
+                 !strncmp(s, "recordfunction", 14))
+            rc = layers_rf(l, s, n, why);
+        else {
+            *why = "expected a comma list of capi, python, nvtx[:DOMAIN[:GLOB]], "
+                   "recordfunction[:GLOB]";
             rc = -EINVAL;
         }
         s = e ? e + 1 : NULL;

@@ -210,15 +210,19 @@ void gt__agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  *   nvtx[:DOMAIN[:GLOB]]  NVTX ranges of DOMAIN (empty or "*": any domain,
  *                         "-": the default domain only) whose name
  *                         matches GLOB (fnmatch; empty: any name)
+ *   recordfunction[:GLOB] libtorch's RecordFunction user scopes
+ *                         (RECORD_USER_SCOPE) whose name matches GLOB
  * Default: capi. Ranges in PyTorch's "seq = N" form are never layers.
  */
 #define GT__LAYERS_CAPI 1u
 #define GT__LAYERS_NVTX 2u
+#define GT__LAYERS_RECORDFN 4u
 
 struct gt__layer_config {
     unsigned sources;          /* GT__LAYERS_* */
     char nvtx_domain[64];      /* "" any domain, "-" the default domain */
     char nvtx_glob[128];       /* "" any name */
+    char rf_glob[128];         /* RecordFunction: "" any name */
 };
 
 /*
@@ -284,6 +288,9 @@ GT__WUR int gt__config_file_path(const char *tmpl, int pid, int child,
  * registers its flush with gt__capture_set_flush (agent/capture.h).
  */
 extern void gt__torch_init(void) __attribute__((weak));
+/* RecordFunction layers (agent/recordfn.c): registers libtorch callbacks
+ * when GRADTRACE_LAYERS asks for them. Constructor only. */
+extern void gt__recordfn_init(void) __attribute__((weak));
 extern void gt__cuda_init(void) __attribute__((weak));
 
 #endif /* GRADTRACE_AGENT_INTERNAL_H */

@@ -214,12 +214,20 @@ Test(agent_config, layers_sources)
 
     cr_assert_eq(gt__config_layers(&l, "nvtx:-", &why), 0);
     cr_assert_str_eq(l.nvtx_domain, "-");
+
+    cr_assert_eq(gt__config_layers(&l, "recordfunction", &why), 0);
+    cr_assert_eq(l.sources, GT__LAYERS_RECORDFN);
+    cr_assert_str_empty(l.rf_glob);
+    cr_assert_eq(gt__config_layers(&l, "capi,recordfunction:blocks.?", &why), 0);
+    cr_assert_eq(l.sources, GT__LAYERS_CAPI | GT__LAYERS_RECORDFN);
+    cr_assert_str_eq(l.rf_glob, "blocks.?");
 }
 
 Test(agent_config, layers_bad_values_keep_capi)
 {
     static const char *const bad_values[] = {
-        "nvtxx", "cuda", "nvtx,nvtx", ",", "recordfunction", "capi,",
+        "nvtxx", "cuda", "nvtx,nvtx", ",", "recordfunctions", "capi,",
+        "recordfunction,recordfunction",
     };
     struct gt__layer_config l;
     const char *why;
@@ -237,13 +245,13 @@ Test(agent_config, layers_bad_value_is_explained, .init = cr_redirect_stderr)
 {
     struct gt__config c;
     static const char *const env[] = {
-        "GRADTRACE_LOG", "1", "GRADTRACE_LAYERS", "recordfunction", NULL,
+        "GRADTRACE_LOG", "1", "GRADTRACE_LAYERS", "nvtx,python,cuda", NULL,
     };
     char err[1024];
 
     cr_assert_eq(parse(&c, env), 1);
     cr_assert_eq(c.layers.sources, GT__LAYERS_CAPI);
     read_stderr(err, sizeof(err));
-    cr_assert(strstr(err, "GRADTRACE_LAYERS") && strstr(err, "RecordFunction"),
+    cr_assert(strstr(err, "GRADTRACE_LAYERS") && strstr(err, "recordfunction[:GLOB]"),
               "stderr: %s", err);
 }
