@@ -315,6 +315,13 @@ int gt__nvtx_layer_path(const char *glob, const char *text, int phase,
 
 static const struct gt__layer_config *layers_cfg;
 
+/*
+ * RecordFunction user scopes (agent/recordfn.c) share the push/pop stack
+ * and its layer rules as ranges of a domain no string id can be (ids are
+ * small), and record no NVTX scope.
+ */
+#define RF_DOMAIN UINT32_MAX
+
 void gt__nvtx_set_layers(const struct gt__layer_config *l)
 {
     layers_cfg = l;
@@ -354,13 +361,14 @@ static int layer_classify(struct nvtx_thread *t, uint32_t domain,
 {
     const struct gt__layer_config *l = layers();
     size_t plen = t->depth ? t->e[t->depth - 1].path_len : 0;
-    int kind;
+    int rf = domain == RF_DOMAIN, kind;
 
     *id = 0;
-    if (!(l->sources & GT__LAYERS_NVTX) || !text || !layer_domain(l, domain))
+    if (!(l->sources & (rf ? GT__LAYERS_RECORDFN : GT__LAYERS_NVTX)) || !text ||
+        (!rf && !layer_domain(l, domain)))
         return GT__NVTX_NONE;
-    kind = gt__nvtx_layer_path(l->nvtx_glob, text, *phase, t->path, plen,
-                               out, NVTX_PATH_MAX, len);
+    kind = gt__nvtx_layer_path(rf ? l->rf_glob : l->nvtx_glob, text, *phase,
+                               t->path, plen, out, NVTX_PATH_MAX, len);
     if (kind >= GT__NVTX_PHASE_FORWARD) {
         *phase = kind;
         return GT__NVTX_NONE;
@@ -615,6 +623,16 @@ static void mark(uint32_t name)
         .ts = gt__cuda_sink->now(),
     };
     (void)gt__cuda_sink->emit(&r, sizeof(r));
+}
+
+void gt__nvtx_scope_push(const char *text)
+{
+    (void)push_range(RF_DOMAIN, 0, text);
+}
+
+void gt__nvtx_scope_pop(void)
+{
+    (void)pop_range(RF_DOMAIN);
 }
 
 /* ------------------------------------------------------------ core module */

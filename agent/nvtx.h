@@ -86,6 +86,16 @@ int gt__nvtx_layer_path(const char *glob, const char *text, int phase,
 void gt__nvtx_set_layers(const struct gt__layer_config *l);
 
 /*
+ * A libtorch RecordFunction user scope opens / closes on this thread
+ * (agent/recordfn.c): it follows the NVTX layer rules above, with
+ * GRADTRACE_LAYERS's recordfunction glob, on the same per-thread stack
+ * (so scopes and NVTX ranges nest into one path); no NVTX scope is
+ * recorded for it. Pairs must nest on one thread. Not async-signal-safe.
+ */
+void gt__nvtx_scope_push(const char *text);
+void gt__nvtx_scope_pop(void);
+
+/*
  * Installs the agent's NVTX handlers through NVTX's export-table getter
  * (what InitializeInjectionNvtx2 receives). @return 1 on success, 0 when
  * the table is unusable (NVTX then stays a no-op).

@@ -49,7 +49,7 @@ AGENT_ROLES = {
     "core": "stream",
     "api": "hooks", "torch": "hooks", "torch_layout": "hooks", "cupti": "hooks",
     "cupti_internal": "hooks", "cupti_abi": "hooks", "cupti_records": "hooks",
-    "cupti_sync": "hooks", "nvtx": "hooks",
+    "cupti_sync": "hooks", "nvtx": "hooks", "recordfn": "hooks",
     "ctor": "entry",
 }
 

@@ -6,8 +6,9 @@
 # layer whose range created it, as the program itself declares from
 # libtorch's sequence numbers; the report has one row per block; a
 # trigger on blocks.2's backward captures exactly that block's nodes of
-# the iteration asked for. The same with the C API (the default source),
-# and without a layer source the report says so. Skips without
+# the iteration asked for. The same with the C API (the default source)
+# and with RecordFunction user scopes (GRADTRACE_LAYERS=recordfunction);
+# without a layer source the report says so. Skips without
 # libtorch-dev, except in CI.
 set -u
 . "$(dirname "$0")/layers/lib.sh"
@@ -37,6 +38,18 @@ files=$(ls "$T"/trig-w*.json 2>/dev/null)
 [ "$(basename "$files")" = "trig-w1-blocks.2-backward-it1.json" ] || die "window files: $files"
 $CHECK window "$T/trig.txt" blocks.2 1 $files || die "trigger window"
 $VALIDATE $files || die "window trace invalid"
+
+# RecordFunction user scopes (x86-64 only: schema/torch.md).
+if [ "$(uname -m)" = x86_64 ]; then
+  layers_run "$PROG" rf rf GRADTRACE_LAYERS=recordfunction
+  $CHECK attrib "$T/rf.txt" "$T/rf.json" || die "recordfunction: attribution"
+  layers_report rf 3
+  layers_run "$PROG" rf rftrig GRADTRACE_LAYERS='recordfunction:blocks.*' GRADTRACE_CAPTURE=0 \
+    GRADTRACE_TRIGGER=layer=blocks.2,phase=backward,iteration=2
+  files=$(ls "$T"/rftrig-w*.json 2>/dev/null)
+  [ "$(basename "$files")" = "rftrig-w1-blocks.2-backward-it2.json" ] || die "rf window files: $files"
+  $CHECK window "$T/rftrig.txt" blocks.2 2 $files || die "recordfunction trigger window"
+fi
 
 # NVTX ranges but no layer source: nodes without layers, and report says why.
 layers_run "$PROG" nvtx none

@@ -11,7 +11,11 @@
  *        backward pass is an NVTX range "backward";
  *   MODE capi: the same structure through the gradtrace C API (the
  *        header-only shim), with full paths;
- *   MODE rf: RECORD_USER_SCOPE("blocks.<i>") and nested "fc1"/"fc2".
+ *   MODE rf: RecordFunction user scopes "blocks.<i>" with nested "fc1"
+ *        and "fc2" (what RECORD_USER_SCOPE(name) expands to: a
+ *        RecordFunction of USER_SCOPE whose before(name) runs when a
+ *        callback is active, held in an object here so that it closes
+ *        where the layer call ends).
  * The program declares its own structure: for every layer call it writes
  * "<path> <first seq> <end seq>" to STRUCTURE_FILE, the autograd sequence
  * numbers handed out on this thread while the layer ran (first inclusive,

@@ -479,4 +479,31 @@ Test(nvtx, backward_ranges_tag_kernels, .init = setup_nvtx_layers,
     cr_assert_eq(g_npk, 3);
 }
 
+static void setup_rf(void)
+{
+    setup_layers("recordfunction:blocks.*");
+}
+
+Test(nvtx, recordfunction_scopes_use_the_layer_rules, .init = setup_rf,
+     .fini = teardown)
+{
+    gt__nvtx_scope_push("iteration");
+    cr_assert_eq(gt__current_layer(), 0, "the glob rejects it");
+    gt__nvtx_scope_push("blocks.1");
+    cr_assert_eq(gt__current_layer(), id_of("blocks.1"));
+    nvtxRangePushA("blocks.9");
+    cr_assert_eq(gt__current_layer(), id_of("blocks.1"), "NVTX is no source here");
+    gt__nvtx_scope_push("fc1");
+    cr_assert_eq(gt__current_layer(), id_of("blocks.1.fc1"));
+    nvtxRangePop();   /* pops the NVTX range, not the scope */
+    cr_assert_eq(gt__current_layer(), id_of("blocks.1.fc1"));
+    gt__nvtx_scope_pop();
+    gt__nvtx_scope_pop();
+    gt__nvtx_scope_pop();
+    cr_assert_eq(gt__current_layer(), 0);
+    struct rec r[4];
+    cr_assert_eq(records(r, 4), 2, "only the NVTX range's own scope is recorded");
+    cr_assert_str_eq(str_of(r[0].name), "blocks.9");
+}
+
 #endif
