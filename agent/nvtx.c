@@ -282,7 +282,10 @@ int gt__nvtx_layer_path(const char *glob, const char *text, int phase,
     int word;
 
     *len = 0;
-    if (!text || !*text || gt__nvtx_parse_seq(text, &seq))
+    /* PyTorch's own ranges: ops with a sequence number ("aten::mm, seq =
+     * 12"), and ops and nodes without one ("aten::empty",
+     * "torch::autograd::AccumulateGrad"): a module path has no "::". */
+    if (!text || !*text || gt__nvtx_parse_seq(text, &seq) || strstr(text, "::"))
         return GT__NVTX_NONE;
     word = phase_word(text);
     if (word)

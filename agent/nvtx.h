@@ -56,8 +56,9 @@ int gt__nvtx_parse_seq(const char *s, uint64_t *seq);
  *                     inside "forward"
  *   GT__NVTX_BWD      a layer's backward: "<name> backward", or any layer
  *                     range inside "backward"
- *   GT__NVTX_NONE     anything else: PyTorch's "seq = N" ranges, names
- *                     the glob rejects, layer ranges inside "optimizer"
+ *   GT__NVTX_NONE     anything else: PyTorch's ranges ("seq = N" in the
+ *                     name, or "::" as in "aten::empty"), names the glob
+ *                     rejects, layer ranges inside "optimizer"
  * For a layer, out receives its path: the name when nothing is open or
  * when it already starts with the open path and "."; otherwise the open
  * path, ".", and the name ("fc1" inside "blocks.3" is "blocks.3.fc1").

@@ -175,6 +175,9 @@ Test(nvtx, layer_paths_phases_and_torch_ranges)
     cr_assert_eq(lpath(NULL, "aten::addmm, seq = 12", F, NULL, o), GT__NVTX_NONE);
     cr_assert_eq(lpath(NULL, "AddmmBackward0, stashed seq = 12", F, NULL, o),
                  GT__NVTX_NONE);
+    cr_assert_eq(lpath(NULL, "aten::empty", F, NULL, o), GT__NVTX_NONE);
+    cr_assert_eq(lpath(NULL, "torch::autograd::AccumulateGrad", F, NULL, o),
+                 GT__NVTX_NONE);
     cr_assert_eq(lpath(NULL, "forward", F, NULL, o), GT__NVTX_PHASE_FORWARD);
     cr_assert_eq(lpath(NULL, "backward", F, NULL, o), GT__NVTX_PHASE_BACKWARD);
     cr_assert_eq(lpath(NULL, "optimizer", F, NULL, o), GT__NVTX_PHASE_OPTIMIZER);
