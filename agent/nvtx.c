@@ -17,6 +17,13 @@
  *   seq = 12, ..." in the forward, "..., stashed seq = 12" in backward)
  *       -> external correlation GT_EXT_NVTX_SEQ = N pushed to CUPTI for
  *          the range's duration, so its kernels carry the sequence number.
+ *   with GRADTRACE_LAYERS=nvtx, a range that is a layer (gt__nvtx_layer_path
+ *   in agent/nvtx.h says which, and its path)
+ *       -> a layer call through gt__layer_begin/end (agent/api.c): the
+ *          layer stack nodes read, a module scope, forward triggers and
+ *          GT_EXT_LAYER_FWD; a layer's backward range pushes
+ *          GT_EXT_LAYER_BWD instead. RecordFunction user scopes
+ *          (agent/recordfn.c) come through the same stack.
  * Domains and registered strings are handles that encode the interned
  * string id, so nothing is looked up per call. A start/end range keeps
  * its name id in the returned range id (low 32 bits), so ending it needs
