@@ -79,7 +79,9 @@ GT_API void gt_scope_end(void);
  * module's qualified name such as "layers.17.mlp", class_id = its class
  * name) and pushes path_id on this thread's layer stack. The stack is kept
  * even while capture is off, so that nodes created after a capture starts
- * inside an already-running forward still get their layer.
+ * inside an already-running forward still get their layer. Does nothing
+ * when GRADTRACE_LAYERS leaves the C API out (e.g. GRADTRACE_LAYERS=nvtx);
+ * gt_module_end likewise.
  */
 GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id);
 
