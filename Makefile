@@ -85,6 +85,7 @@ BENCH_BIN := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_REPLAY := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz-replay/%)
 CUDA_BIN := $(if $(NVCC),$(CUDA_SRC:kernels/%.cu=$(BUILD)/kernels/%))
+TORCH_PROG_BIN := $(if $(wildcard /usr/include/ATen/ATen.h),$(patsubst tests/progs/%.cpp,$(BUILD)/progs/%,$(wildcard tests/progs/*.cpp)))
 
 LIBCOMMON := $(BUILD)/libgtcommon.a
 LIBAGENT_TEST := $(BUILD)/libgtagent.a
@@ -106,7 +107,7 @@ UNIT_BIN := $(BUILD)/unit-tests
 .PHONY: check-layers all test unit e2e fuzz fuzz-regress bench demo deps install uninstall clean kernels
 .DEFAULT_GOAL := all
 
-all: $(AGENT_SO) $(PROGRAMS) $(PROG_BIN) $(CUDA_BIN)
+all: $(AGENT_SO) $(PROGRAMS) $(PROG_BIN) $(CUDA_BIN) $(TORCH_PROG_BIN)
 
 deps:
 	@scripts/install-deps.sh --quiet
@@ -170,6 +171,7 @@ $(BUILD)/progs/%: tests/progs/%.c $(LIBCOMMON)
 CUDA_INC := $(if $(wildcard $(CUDA_HOME)/include/cupti.h),-I$(CUDA_HOME)/include)
 CUDA_RT_LIBS := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart.so),-L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA_HOME)/lib64 -lcudart)
 $(BUILD)/obj/tests/unit/test_cupti.o $(BUILD)/obj/tests/unit/test_nvtx.o: CPPFLAGS += $(CUDA_INC)
+$(BUILD)/progs/capi_layers: CPPFLAGS += $(CUDA_INC)
 
 $(BUILD)/progs/cuda_%: tests/progs/cuda_%.c $(LIBCOMMON)
 	@mkdir -p $(dir $@)
@@ -180,6 +182,15 @@ $(BUILD)/progs/nvtx_%: tests/progs/nvtx_%.c $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CUDA_INC) $(PKG_CFLAGS) $(CFLAGS) -Wno-missing-prototypes -o $@ $< \
 	  $(LIBCOMMON) $(PKG_LIBS) -ldl -lpthread -lm
+
+# libtorch C++ test programs (tests/progs/*.cpp, Debian's libtorch-dev),
+# built once when its headers are there; NVTX from the toolkit's nvtx3
+# headers when present (tests/progs/nvtx_client.h). Without libtorch-dev the tests using them skip
+# (TORCH_PROG_BIN, above, is empty).
+$(BUILD)/progs/%: tests/progs/%.cpp tests/progs/nvtx_client.h include/gradtrace/gradtrace_shim.h include/gradtrace/gradtrace.h
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O1 -Wall -Wextra -D_GLIBCXX_USE_CXX11_ABI=1 $(if $(wildcard $(CUDA_HOME)/include/nvtx3),-I$(CUDA_HOME)/include) \
+	  -Iinclude -I. -o $@ $< -ltorch_cpu -lc10 -ldl
 
 $(BUILD)/bench/%: tests/bench/%.c $(LIBS_ALL)
 	@mkdir -p $(dir $@)

@@ -10,6 +10,7 @@
  * node attribution needs it the moment a capture starts).
  */
 #include "agent/capture.h"
+#include "agent/core.h"
 #include "agent/cuda.h"
 #include "agent/ring.h"
 #include "agent/torch.h"
@@ -92,7 +93,7 @@ GT_API void gt_scope_end(void)
     scope_end(GT_SCOPE_USER, name, 0);
 }
 
-GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id)
+void gt__layer_begin(uint32_t path_id, uint32_t class_id)
 {
     struct gt__thread *t = gt__thread_self();
     uint32_t cap;
@@ -123,7 +124,7 @@ GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id)
         scope_begin(GT_SCOPE_MODULE, path_id, class_id, flags);
 }
 
-GT_API void gt_module_end(void)
+void gt__layer_end(void)
 {
     struct gt__thread *t = gt__tls;
     struct gt__layer l = {0, 0, 0};
@@ -144,6 +145,26 @@ GT_API void gt_module_end(void)
         scope_end(GT_SCOPE_MODULE, l.id, l.flags);
     if (GT__UNLIKELY(gt__capture_triggers()))
         gt__trig_module_end(l.id);
+}
+
+/* GRADTRACE_LAYERS: the C API is a layer source unless the list leaves
+ * it out (0: no configuration, as in tests that start no agent). */
+static int capi_layers(void)
+{
+    unsigned s = gt__agent_config()->layers.sources;
+    return s == 0 || (s & GT__LAYERS_CAPI);
+}
+
+GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id)
+{
+    if (capi_layers())
+        gt__layer_begin(path_id, class_id);
+}
+
+GT_API void gt_module_end(void)
+{
+    if (capi_layers())
+        gt__layer_end();
 }
 
 /* Trigger path of node creation: the node belongs to every module on the

@@ -88,8 +88,99 @@ static void default_socket(struct gt__config *c)
         snprintf(c->socket_path, sizeof(c->socket_path), "%s/agent.sock", dir);
 }
 
+/* One "nvtx[:DOMAIN[:GLOB]]" item of len n at s. @return 0 or -EINVAL. */
+static int layers_nvtx(struct gt__layer_config *l, const char *s, size_t n,
+                       const char **why)
+{
+    const char *dom, *glob = NULL, *end = s + n;
+    size_t dn, gn = 0;
+
+    if (l->sources & GT__LAYERS_NVTX) {
+        *why = "nvtx given twice";
+        return -EINVAL;
+    }
+    l->sources |= GT__LAYERS_NVTX;
+    if (n == 4)
+        return 0;
+    dom = s + 5;
+    glob = memchr(dom, ':', (size_t)(end - dom));
+    dn = glob ? (size_t)(glob - dom) : (size_t)(end - dom);
+    if (glob)
+        gn = (size_t)(end - ++glob);
+    if (dn >= sizeof(l->nvtx_domain) || gn >= sizeof(l->nvtx_glob)) {
+        *why = "nvtx domain or name pattern too long";
+        return -EINVAL;
+    }
+    if (!(dn == 1 && dom[0] == '*'))
+        memcpy(l->nvtx_domain, dom, dn);
+    if (gn)
+        memcpy(l->nvtx_glob, glob, gn);
+    return 0;
+}
+
+/* One "recordfunction[:GLOB]" item. @return 0 or -EINVAL. */
+static int layers_rf(struct gt__layer_config *l, const char *s, size_t n,
+                     const char **why)
+{
+    if (l->sources & GT__LAYERS_RECORDFN) {
+        *why = "recordfunction given twice";
+        return -EINVAL;
+    }
+    l->sources |= GT__LAYERS_RECORDFN;
+    if (n <= 15)
+        return 0;
+    if (n - 15 >= sizeof(l->rf_glob)) {
+        *why = "recordfunction name pattern too long";
+        return -EINVAL;
+    }
+    memcpy(l->rf_glob, s + 15, n - 15);
+    return 0;
+}
+
+int gt__config_layers(struct gt__layer_config *l, const char *v,
+                      const char **why)
+{
+    const char *s = v, *e;
+    int rc = 0;
+
+    memset(l, 0, sizeof(*l));
+    *why = NULL;
+    while (rc == 0 && s) {
+        size_t n;
+        e = strchr(s, ',');
+        n = e ? (size_t)(e - s) : strlen(s);
+        if (n == 0) {
+            *why = "an empty item";
+            rc = -EINVAL;
+        } else if ((n == 4 && !strncmp(s, "capi", 4)) ||
+            (n == 6 && !strncmp(s, "python", 6)))
+            l->sources |= GT__LAYERS_CAPI;
+        else if ((n == 4 || (n > 4 && s[4] == ':')) && !strncmp(s, "nvtx", 4))
+            rc = layers_nvtx(l, s, n, why);
+        else if ((n == 14 || (n > 14 && s[14] == ':')) &&
+                 !strncmp(s, "recordfunction", 14))
+            rc = layers_rf(l, s, n, why);
+        else {
+            *why = "expected a comma list of capi, python, nvtx[:DOMAIN[:GLOB]], "
+                   "recordfunction[:GLOB]";
+            rc = -EINVAL;
+        }
+        s = e ? e + 1 : NULL;
+    }
+    if (rc == 0 && !l->sources) {
+        *why = "no layer source named";
+        rc = -EINVAL;
+    }
+    if (rc < 0) {
+        memset(l, 0, sizeof(*l));
+        l->sources = GT__LAYERS_CAPI;
+    }
+    return rc;
+}
+
 int gt__config_parse(struct gt__config *c, gt__getenv_fn get)
 {
+    const char *why;
     const char *v;
     int nbad = 0, b;
 
@@ -98,6 +189,7 @@ int gt__config_parse(struct gt__config *c, gt__getenv_fn get)
     c->block_kb = GT__CONFIG_BLOCK_KB_DEFAULT;
     c->blocks = GT__CONFIG_BLOCKS_DEFAULT;
     c->tsc = 1;
+    c->layers.sources = GT__LAYERS_CAPI;
 
     /* First, so that the other settings can explain themselves. Any value
      * but empty or a false word turns diagnostics on. */
@@ -147,6 +239,10 @@ int gt__config_parse(struct gt__config *c, gt__getenv_fn get)
     if (v && *v && parse_u32(v, GT__CONFIG_BLOCKS_MIN, GT__CONFIG_BLOCKS_MAX,
                              &c->blocks) < 0)
         nbad += bad(c, "GRADTRACE_BUFFER_BLOCKS", v, "expected an integer in 2..4096");
+
+    v = get("GRADTRACE_LAYERS");
+    if (v && *v && gt__config_layers(&c->layers, v, &why) < 0)
+        nbad += bad(c, "GRADTRACE_LAYERS", v, why);
     return nbad;
 }
 

@@ -59,6 +59,8 @@ __attribute__((constructor)) static void gt__agent_ctor(void)
     arm_env_triggers();
     if (gt__torch_init)
         gt__torch_init();
+    if (gt__recordfn_init)
+        gt__recordfn_init();
     if (gt__cuda_init)
         gt__cuda_init();
 }

@@ -162,6 +162,16 @@ int gt__emit(const void *rec, size_t size);
 uint32_t gt__current_layer(void);
 
 /*
+ * Opens / closes a layer on the calling thread (agent/api.c): the layer
+ * stack node creations read, the module scope record, forward triggers
+ * and the kernels' GT_EXT_LAYER_FWD tag. gt_module_begin/end call them
+ * when GRADTRACE_LAYERS has capi, agent/nvtx.c for ranges taken as
+ * layers. Pairs must nest on one thread. Not async-signal-safe.
+ */
+void gt__layer_begin(uint32_t path_id, uint32_t class_id);
+void gt__layer_end(void);
+
+/*
  * Records one GT_R_WARNING (code, msg) per distinct msg for the process's
  * life, from any thread (cold path: interns msg). Also written to stderr
  * when GRADTRACE_LOG is set.
@@ -193,6 +203,36 @@ void gt__agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define GT__PATH_MAX 4096
 
+/*
+ * GRADTRACE_LAYERS: which sources open and close layers (the per-thread
+ * layer stack and its module scopes). Comma-separated:
+ *   capi (alias python)   gt_module_begin/end (the Python package, C API)
+ *   nvtx[:DOMAIN[:GLOB]]  NVTX ranges of DOMAIN (empty or "*": any domain,
+ *                         "-": the default domain only) whose name
+ *                         matches GLOB (fnmatch; empty: any name)
+ *   recordfunction[:GLOB] libtorch's RecordFunction user scopes
+ *                         (RECORD_USER_SCOPE) whose name matches GLOB
+ * Default: capi. Ranges in PyTorch's "seq = N" form are never layers.
+ */
+#define GT__LAYERS_CAPI 1u
+#define GT__LAYERS_NVTX 2u
+#define GT__LAYERS_RECORDFN 4u
+
+struct gt__layer_config {
+    unsigned sources;          /* GT__LAYERS_* */
+    char nvtx_domain[64];      /* "" any domain, "-" the default domain */
+    char nvtx_glob[128];       /* "" any name */
+    char rf_glob[128];         /* RecordFunction: "" any name */
+};
+
+/*
+ * Parses a GRADTRACE_LAYERS value into *l (set to the default first).
+ * @return 0, or -EINVAL with *why set to a one-line reason (then *l holds
+ * the default). Any thread; no allocation.
+ */
+GT__WUR int gt__config_layers(struct gt__layer_config *l, const char *v,
+                              const char **why);
+
 struct gt__config {
     char socket_path[108];     /* sun_path of the daemon's agent socket */
     char file_path[GT__PATH_MAX]; /* GRADTRACE_FILE template ("" = socket) */
@@ -201,6 +241,7 @@ struct gt__config {
     uint32_t blocks;           /* blocks per thread */
     int log;                   /* GRADTRACE_LOG */
     int tsc;                   /* GRADTRACE_CLOCK: 1 tsc (default), 0 mono */
+    struct gt__layer_config layers; /* GRADTRACE_LAYERS */
 };
 
 #define GT__CONFIG_BLOCK_KB_DEFAULT 256u
@@ -247,6 +288,9 @@ GT__WUR int gt__config_file_path(const char *tmpl, int pid, int child,
  * registers its flush with gt__capture_set_flush (agent/capture.h).
  */
 extern void gt__torch_init(void) __attribute__((weak));
+/* RecordFunction layers (agent/recordfn.c): registers libtorch callbacks
+ * when GRADTRACE_LAYERS asks for them. Constructor only. */
+extern void gt__recordfn_init(void) __attribute__((weak));
 extern void gt__cuda_init(void) __attribute__((weak));
 
 #endif /* GRADTRACE_AGENT_INTERNAL_H */

@@ -17,6 +17,13 @@
  *   seq = 12, ..." in the forward, "..., stashed seq = 12" in backward)
  *       -> external correlation GT_EXT_NVTX_SEQ = N pushed to CUPTI for
  *          the range's duration, so its kernels carry the sequence number.
+ *   with GRADTRACE_LAYERS=nvtx, a range that is a layer (gt__nvtx_layer_path
+ *   in agent/nvtx.h says which, and its path)
+ *       -> a layer call through gt__layer_begin/end (agent/api.c): the
+ *          layer stack nodes read, a module scope, forward triggers and
+ *          GT_EXT_LAYER_FWD; a layer's backward range pushes
+ *          GT_EXT_LAYER_BWD instead. RecordFunction user scopes
+ *          (agent/recordfn.c) come through the same stack.
  * Domains and registered strings are handles that encode the interned
  * string id, so nothing is looked up per call. A start/end range keeps
  * its name id in the returned range id (low 32 bits), so ending it needs
@@ -30,6 +37,7 @@
  * The NVTX ABI pieces are written out here (no nvtx3 headers in the
  * agent build); tests/unit/test_cupti.c checks the layouts against them.
  */
+#include <fnmatch.h>
 #include <stdatomic.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -37,6 +45,7 @@
 #include <wchar.h>
 
 #include "agent/capture.h"
+#include "agent/core.h"
 #include "agent/cuda.h"
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
@@ -138,10 +147,18 @@ struct name_slot {
 
 #define NVTX_DEPTH 128
 
+/* Longest layer path an NVTX range can give (longer: not a layer). */
+#define NVTX_PATH_MAX 512
+
+enum { LAYER_NONE, LAYER_OPENED, LAYER_BWD_PUSHED };
+
 struct nvtx_entry {
     uint32_t name;    /* 0: not recorded */
     uint32_t domain;
     uint8_t ext;      /* a GT_EXT_NVTX_SEQ id was pushed */
+    uint8_t layer;    /* LAYER_*: what the pop undoes */
+    uint8_t phase;    /* GT__NVTX_PHASE_* in force inside this range */
+    uint16_t path_len; /* layer path open inside it: path[0, path_len) */
 };
 
 /*
@@ -156,6 +173,9 @@ struct nvtx_thread {
     struct nvtx_entry e[NVTX_DEPTH];
     int depth;        /* entries in e */
     int overflow;     /* pushes beyond NVTX_DEPTH, not recorded */
+    /* The innermost NVTX layer's path; each entry's path is a prefix of
+     * it, since a nested path always extends the one around it. */
+    char path[NVTX_PATH_MAX];
 };
 
 static __thread struct nvtx_thread *t_nvtx;
@@ -245,6 +265,172 @@ int gt__nvtx_parse_seq(const char *s, uint64_t *seq)
     return 0;
 }
 
+/* ------------------------------------------------------------ layers */
+
+static int phase_word(const char *text)
+{
+    static const char *const words[] = {"forward", "backward", "optimizer"};
+
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(text, words[i]))
+            return GT__NVTX_PHASE_FORWARD + i;
+    return 0;
+}
+
+int gt__nvtx_layer_path(const char *glob, const char *text, int phase,
+                        const char *parent, size_t plen, char *out,
+                        size_t cap, size_t *len)
+{
+    static const char bwd[] = " backward";
+    const size_t bl = sizeof(bwd) - 1;
+    int kind = phase == GT__NVTX_PHASE_BACKWARD ? GT__NVTX_BWD : GT__NVTX_FWD;
+    size_t n, k = 0;
+    uint64_t seq;
+    int word;
+
+    *len = 0;
+    /* PyTorch's own ranges: ops with a sequence number ("aten::mm, seq =
+     * 12"), and ops and nodes without one ("aten::empty",
+     * "torch::autograd::AccumulateGrad"): a module path has no "::". */
+    if (!text || !*text || gt__nvtx_parse_seq(text, &seq) || strstr(text, "::"))
+        return GT__NVTX_NONE;
+    word = phase_word(text);
+    if (word)
+        return word;
+    if (phase == GT__NVTX_PHASE_OPTIMIZER)
+        return GT__NVTX_NONE;
+    n = strlen(text);
+    if (n > bl && !memcmp(text + n - bl, bwd, bl)) {
+        n -= bl;
+        kind = GT__NVTX_BWD;
+    }
+    /* Join unless the name is already a full path below the open one. */
+    if (plen && !(n > plen && text[plen] == '.' && !memcmp(text, parent, plen))) {
+        if (plen + 1 >= cap)
+            return GT__NVTX_NONE;
+        memcpy(out, parent, plen);
+        out[plen] = '.';
+        k = plen + 1;
+    }
+    if (k + n >= cap)
+        return GT__NVTX_NONE;
+    memcpy(out + k, text, n);
+    k += n;
+    out[k] = '\0';
+    if (glob && *glob && fnmatch(glob, out, 0) != 0)
+        return GT__NVTX_NONE;
+    *len = k;
+    return kind;
+}
+
+static const struct gt__layer_config *layers_cfg;
+
+/*
+ * RecordFunction user scopes (agent/recordfn.c) share the push/pop stack
+ * and its layer rules as ranges of a domain no string id can be (ids are
+ * small), and record no NVTX scope.
+ */
+#define RF_DOMAIN UINT32_MAX
+
+void gt__nvtx_set_layers(const struct gt__layer_config *l)
+{
+    layers_cfg = l;
+}
+
+static const struct gt__layer_config *layers(void)
+{
+    return layers_cfg ? layers_cfg : &gt__agent_config()->layers;
+}
+
+/* Whether ranges of domain may be layers (GRADTRACE_LAYERS's DOMAIN). */
+static int layer_domain(const struct gt__layer_config *l, uint32_t domain)
+{
+    static _Atomic uint32_t want;
+    uint32_t w;
+
+    if (!l->nvtx_domain[0])
+        return 1;
+    if (!strcmp(l->nvtx_domain, "-"))
+        return domain == 0;
+    w = atomic_load_explicit(&want, memory_order_relaxed);
+    if (!w) {
+        w = gt__cuda_sink->intern(l->nvtx_domain, strlen(l->nvtx_domain));
+        atomic_store_explicit(&want, w, memory_order_relaxed);
+    }
+    return w && domain == w;
+}
+
+/*
+ * What a range opened now on thread t is: its kind (enum gt__nvtx_kind)
+ * and, for a layer, its path id in *id with its path in out (*len bytes).
+ * The phase in force is *phase, updated for a phase range.
+ */
+static int layer_classify(struct nvtx_thread *t, uint32_t domain,
+                          const char *text, int *phase, uint32_t *id,
+                          char *out, size_t *len)
+{
+    const struct gt__layer_config *l = layers();
+    size_t plen = t->depth ? t->e[t->depth - 1].path_len : 0;
+    int rf = domain == RF_DOMAIN, kind;
+
+    *id = 0;
+    if (!(l->sources & (rf ? GT__LAYERS_RECORDFN : GT__LAYERS_NVTX)) || !text ||
+        (!rf && !layer_domain(l, domain)))
+        return GT__NVTX_NONE;
+    kind = gt__nvtx_layer_path(rf ? l->rf_glob : l->nvtx_glob, text, *phase,
+                               t->path, plen, out, NVTX_PATH_MAX, len);
+    if (kind >= GT__NVTX_PHASE_FORWARD) {
+        *phase = kind;
+        return GT__NVTX_NONE;
+    }
+    if (kind != GT__NVTX_NONE)
+        *id = intern_c(out);
+    return *id ? kind : GT__NVTX_NONE;
+}
+
+/* Opens what a layer range of kind opens. @return its LAYER_* value. */
+static uint8_t layer_open(int kind, uint32_t id)
+{
+    if (kind == GT__NVTX_FWD) {
+        gt__layer_begin(id, 0);
+        return LAYER_OPENED;
+    }
+    if (kind == GT__NVTX_BWD && gt__cuda_ext_push) {
+        /* Kernels launched inside are this layer's backward. */
+        gt__cuda_ext_push(GT_EXT_LAYER_BWD, id);
+        return LAYER_BWD_PUSHED;
+    }
+    return LAYER_NONE;
+}
+
+static void layer_close(uint8_t layer)
+{
+    if (layer == LAYER_OPENED)
+        gt__layer_end();
+    else if (layer == LAYER_BWD_PUSHED && gt__cuda_ext_pop)
+        gt__cuda_ext_pop(GT_EXT_LAYER_BWD);
+}
+
+/* A pushed range taken as a layer: entry e (pushed now on t) records it. */
+static void layer_push(struct nvtx_thread *t, struct nvtx_entry *e,
+                       uint32_t domain, const char *text)
+{
+    const struct nvtx_entry *up = t->depth ? &t->e[t->depth - 1] : NULL;
+    int phase = up ? up->phase : GT__NVTX_PHASE_FORWARD;
+    char out[NVTX_PATH_MAX];
+    size_t len = 0;
+    uint32_t id;
+    int kind = layer_classify(t, domain, text, &phase, &id, out, &len);
+
+    e->phase = (uint8_t)phase;
+    e->path_len = up ? up->path_len : 0;
+    if (kind == GT__NVTX_NONE)
+        return;
+    memcpy(t->path, out, len);
+    e->path_len = (uint16_t)len;
+    e->layer = layer_open(kind, id);
+}
+
 /* ------------------------------------------------------------ recording */
 
 
@@ -310,12 +496,14 @@ static int push_range(uint32_t domain, uint32_t name, const char *text)
     struct nvtx_entry *e = &t_st->e[t_st->depth];
     *e = (struct nvtx_entry){.name = name, .domain = domain};
     uint64_t seq;
-    if (text && gt__cuda_ext_push && gt__nvtx_parse_seq(text, &seq)) {
+    if (name && text && gt__cuda_ext_push && gt__nvtx_parse_seq(text, &seq)) {
         gt__cuda_ext_push(GT_EXT_NVTX_SEQ, seq);
         e->ext = 1;
     }
     if (name)
         emit_begin(name, domain);
+    /* After the range's own begin, so its layer scope nests inside it. */
+    layer_push(t_st, e, domain, text);
     return t_st->depth++;
 }
 
@@ -337,6 +525,7 @@ static int pop_range(uint32_t domain)
         t_st->depth--;
         if (e.ext && gt__cuda_ext_pop)
             gt__cuda_ext_pop(GT_EXT_NVTX_SEQ);
+        layer_close(e.layer);
         /* A begin recorded in an earlier capture still gets its end. */
         if (e.name && capturing())
             emit_end(e.name);
@@ -345,27 +534,91 @@ static int pop_range(uint32_t domain)
     return -1;
 }
 
+static int layers_nvtx(void)
+{
+    return (layers()->sources & GT__LAYERS_NVTX) != 0;
+}
+
+/* A range's text for the layer rules (buf: room for a wide one's UTF-8),
+ * NULL when NVTX layers are off or the message has no text here
+ * (registered strings are not layer candidates). */
+static const char *layer_text(const struct gt__nvtx_attr *a, char *buf,
+                              size_t cap)
+{
+    size_t n;
+
+    if (!layers_nvtx() || !a ||
+        a->size < offsetof(struct gt__nvtx_attr, message) + sizeof(void *))
+        return NULL;
+    if (a->message_type == GT__NVTX_MESSAGE_ASCII)
+        return a->message.ascii;
+    if (a->message_type != GT__NVTX_MESSAGE_UNICODE)
+        return NULL;
+    n = wide_to_utf8(a->message.unicode, buf, cap - 1);
+    buf[n] = '\0';
+    return buf;
+}
+
+static const char *layer_text_w(const wchar_t *m, char *buf, size_t cap)
+{
+    struct gt__nvtx_attr a = {
+        .size = sizeof(a), .message_type = GT__NVTX_MESSAGE_UNICODE,
+        .message.unicode = m,
+    };
+    return layer_text(&a, buf, cap);
+}
+
 static int push_attr(uint32_t domain, const struct gt__nvtx_attr *a)
 {
     const char *text;
+    char buf[NVTX_PATH_MAX];
     uint32_t name = capturing() ? attr_name(a, &text) : 0;
     if (!name)
         text = NULL;
+    if (layers_nvtx())
+        text = layer_text(a, buf, sizeof(buf));
     return push_range(domain, name, text);
 }
 
-static uint64_t start_range(uint32_t domain, uint32_t name)
+/*
+ * A start/end range's id: a 30-bit counter, the LAYER_* its start opened
+ * (bits 62-63) and its name id (low 32 bits). As a layer it opens on the
+ * starting thread's layer stack and closes on the ending thread's, so it
+ * is right when both are one thread and it nests with the other layers
+ * there; it is never the parent of a pushed range's path.
+ */
+#define START_COUNT_MASK 0x3fffffffu
+
+static uint8_t start_layer(uint32_t domain, const char *text)
+{
+    struct nvtx_thread *t = text ? nvtx_self() : NULL;
+    char out[NVTX_PATH_MAX];
+    size_t len;
+    uint32_t id;
+    int phase, kind;
+
+    if (!t)
+        return LAYER_NONE;
+    phase = t->depth ? t->e[t->depth - 1].phase : GT__NVTX_PHASE_FORWARD;
+    kind = layer_classify(t, domain, text, &phase, &id, out, &len);
+    return kind == GT__NVTX_NONE ? LAYER_NONE : layer_open(kind, id);
+}
+
+static uint64_t start_range(uint32_t domain, uint32_t name, const char *text)
 {
     static _Atomic uint32_t counter;
     if (name)
         emit_begin(name, domain);
-    uint64_t n = atomic_fetch_add_explicit(&counter, 1, memory_order_relaxed) + 1;
-    return (n << 32) | name;
+    uint64_t layer = start_layer(domain, text);
+    uint64_t n = (atomic_fetch_add_explicit(&counter, 1, memory_order_relaxed) + 1) &
+                 START_COUNT_MASK;
+    return (layer << 62) | (n << 32) | name;
 }
 
 static void end_range(uint64_t id)
 {
     uint32_t name = (uint32_t)id;
+    layer_close((uint8_t)(id >> 62));
     if (name && capturing())
         emit_end(name);
 }
@@ -380,6 +633,16 @@ static void mark(uint32_t name)
         .ts = gt__cuda_sink->now(),
     };
     (void)gt__cuda_sink->emit(&r, sizeof(r));
+}
+
+void gt__nvtx_scope_push(const char *text)
+{
+    (void)push_range(RF_DOMAIN, 0, text);
+}
+
+void gt__nvtx_scope_pop(void)
+{
+    (void)pop_range(RF_DOMAIN);
 }
 
 /* ------------------------------------------------------------ core module */
@@ -406,17 +669,22 @@ static void nvtx_mark_w(const wchar_t *m)
 static uint64_t nvtx_range_start_ex(const struct gt__nvtx_attr *a)
 {
     const char *text;
-    return start_range(0, capturing() ? attr_name(a, &text) : 0);
+    char buf[NVTX_PATH_MAX];
+    uint32_t name = capturing() ? attr_name(a, &text) : 0;
+    return start_range(0, name, layer_text(a, buf, sizeof(buf)));
 }
 
 static uint64_t nvtx_range_start_a(const char *m)
 {
-    return start_range(0, capturing() ? intern_c(m) : 0);
+    return start_range(0, capturing() ? intern_c(m) : 0,
+                       layers_nvtx() ? m : NULL);
 }
 
 static uint64_t nvtx_range_start_w(const wchar_t *m)
 {
-    return start_range(0, capturing() ? intern_wide(m) : 0);
+    char buf[NVTX_PATH_MAX];
+    return start_range(0, capturing() ? intern_wide(m) : 0,
+                       layer_text_w(m, buf, sizeof(buf)));
 }
 
 static void nvtx_range_end(uint64_t id)
@@ -432,12 +700,14 @@ static int nvtx_range_push_ex(const struct gt__nvtx_attr *a)
 static int nvtx_range_push_a(const char *m)
 {
     int on = capturing();
-    return push_range(0, on ? intern_c(m) : 0, on ? m : NULL);
+    return push_range(0, on ? intern_c(m) : 0, on || layers_nvtx() ? m : NULL);
 }
 
 static int nvtx_range_push_w(const wchar_t *m)
 {
-    return push_range(0, capturing() ? intern_wide(m) : 0, NULL);
+    char buf[NVTX_PATH_MAX];
+    return push_range(0, capturing() ? intern_wide(m) : 0,
+                      layer_text_w(m, buf, sizeof(buf)));
 }
 
 static int nvtx_range_pop(void)
@@ -457,8 +727,10 @@ static uint64_t nvtx_domain_range_start_ex(void *domain,
                                            const struct gt__nvtx_attr *a)
 {
     const char *text;
+    char buf[NVTX_PATH_MAX];
     return start_range(handle_id(domain),
-                       capturing() ? attr_name(a, &text) : 0);
+                       capturing() ? attr_name(a, &text) : 0,
+                       layer_text(a, buf, sizeof(buf)));
 }
 
 static void nvtx_domain_range_end(void *domain, uint64_t id)

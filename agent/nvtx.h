@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <wchar.h>
 
+#include "agent/internal.h"
 #include "gradtrace/gradtrace.h"
 
 enum {
@@ -42,6 +43,58 @@ struct gt__nvtx_attr {
  * N"). @return 1 with *seq set, or 0.
  */
 int gt__nvtx_parse_seq(const char *s, uint64_t *seq);
+
+/*
+ * NVTX ranges as layers (GRADTRACE_LAYERS=nvtx[:DOMAIN[:GLOB]]).
+ *
+ * What a range is, from its text, the layer path open around it (parent,
+ * plen bytes, not terminated; plen 0: none) and the phase in force:
+ *   GT__NVTX_PHASE_*  the words "forward", "backward", "optimizer": a
+ *                     phase range, never a layer; the ranges inside it
+ *                     are of that phase
+ *   GT__NVTX_FWD      a layer's forward: outside any phase range or
+ *                     inside "forward"
+ *   GT__NVTX_BWD      a layer's backward: "<name> backward", or any layer
+ *                     range inside "backward"
+ *   GT__NVTX_NONE     anything else: PyTorch's ranges ("seq = N" in the
+ *                     name, or "::" as in "aten::empty"), names the glob
+ *                     rejects, layer ranges inside "optimizer"
+ * For a layer, out receives its path: the name when nothing is open or
+ * when it already starts with the open path and "."; otherwise the open
+ * path, ".", and the name ("fc1" inside "blocks.3" is "blocks.3.fc1").
+ * The glob (fnmatch, NULL or "": any) is matched against that path.
+ * @return the kind; *len the path's length (out is NUL-terminated), 0 when
+ * the path does not fit in cap (then GT__NVTX_NONE).
+ */
+enum gt__nvtx_kind {
+    GT__NVTX_NONE = 0,
+    GT__NVTX_FWD = 1,
+    GT__NVTX_BWD = 2,
+    GT__NVTX_PHASE_FORWARD = 3,
+    GT__NVTX_PHASE_BACKWARD = 4,
+    GT__NVTX_PHASE_OPTIMIZER = 5,
+};
+
+int gt__nvtx_layer_path(const char *glob, const char *text, int phase,
+                        const char *parent, size_t plen, char *out,
+                        size_t cap, size_t *len);
+
+/*
+ * The layer configuration the handlers use: l (kept, not copied), or NULL
+ * for the agent's own (gt__agent_config). For tests; call before any NVTX
+ * event.
+ */
+void gt__nvtx_set_layers(const struct gt__layer_config *l);
+
+/*
+ * A libtorch RecordFunction user scope opens / closes on this thread
+ * (agent/recordfn.c): it follows the NVTX layer rules above, with
+ * GRADTRACE_LAYERS's recordfunction glob, on the same per-thread stack
+ * (so scopes and NVTX ranges nest into one path); no NVTX scope is
+ * recorded for it. Pairs must nest on one thread. Not async-signal-safe.
+ */
+void gt__nvtx_scope_push(const char *text);
+void gt__nvtx_scope_pop(void);
 
 /*
  * Installs the agent's NVTX handlers through NVTX's export-table getter

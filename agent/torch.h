@@ -21,6 +21,7 @@ enum gt__torch_warn {
     GT__TORCH_WARN_RESOLVE = 0x7403, /* a libtorch function not found */
     GT__TORCH_WARN_ACC = 0x7404,     /* AccumulateGrad variable not found */
     GT__TORCH_WARN_PARAMS = 0x7405,  /* parameter table full */
+    GT__TORCH_WARN_RECORDFN = 0x7406, /* RecordFunction layers unavailable */
 };
 
 /*

@@ -17,7 +17,9 @@
 #   1. kernels/mlp_train --check with and without the agent: same results,
 #      both match the host reference;
 #   2. mlp_train (4 blocks, all visible devices up to 2: pipeline stages)
-#      under `gradtrace record --raw`;
+#      under `gradtrace record --raw`, then again with its NVTX ranges as
+#      the only layer source (GRADTRACE_LAYERS=nvtx::block.*: kernels per
+#      NVTX block and phase, optimizer kernels untagged, per-layer spans);
 #   3. a small torch 2.x model on the GPU (module scopes, autograd hooks,
 #      one iteration under emit_nvtx) under `gradtrace record --raw`;
 #   then reads the raw streams (build-gpu/progs/cuda_gtr_dump) and the
@@ -204,13 +206,10 @@ def check_traces(tag, pattern):
 MLP_ITERS = int(os.environ.get("GT_MLP_ITERS", "30"))
 FWD = {"gemm_nn", "gelu_fwd"}
 BWD = {"gemm_tn", "gemm_nt", "gelu_bwd", "bias_grad"}
-if mlp_ok and os.path.exists(os.path.join(out, "mlp.dump")):
-    d = Dump(os.path.join(out, "mlp.dump"))
-    names = {k["name"] for k in d.kernels}
-    want = FWD | BWD | {"loss_grad", "sgd_update"}
-    row("mlp: kernels captured with names", want <= names,
-        "%d kernels; names %s%s" % (len(d.kernels), ",".join(sorted(names)[:12]),
-                                   "; missing %s" % sorted(want - names) if want - names else ""))
+
+def mlp_attribution(tag, d, layer_fmt):
+    """Each block kernel's ext layer/phase is the NVTX block and phase its
+    launch was in; layer_fmt names the layer of block k."""
     good = bad = unattr = 0
     examples = []
     for k in d.kernels:
@@ -228,15 +227,23 @@ if mlp_ok and os.path.exists(os.path.join(out, "mlp.dump")):
         exp_phase = "forward" if k["name"] in FWD else "backward"
         if phase is None:
             unattr += 1
-        elif (phase == exp_phase == nv_phase and layer == "blocks.%s" % nv_block):
+        elif (phase == exp_phase == nv_phase and layer == layer_fmt % nv_block):
             good += 1
         else:
             bad += 1
             if len(examples) < 3:
                 examples.append("%s: ext %s/%s nvtx %s/block.%s" % (k["name"], phase, layer, nv_phase, nv_block))
     exp_n = MLP_ITERS * 4 * (3 + 7)  # per block: 3 forward, 7 backward kernels
-    row("mlp: kernels -> block and phase", good == exp_n and bad == 0 and unattr == 0,
+    row("%s: kernels -> block and phase" % tag, good == exp_n and bad == 0 and unattr == 0,
         "%d/%d right, %d wrong, %d unattributed %s" % (good, exp_n, bad, unattr, "; ".join(examples)))
+if mlp_ok and os.path.exists(os.path.join(out, "mlp.dump")):
+    d = Dump(os.path.join(out, "mlp.dump"))
+    names = {k["name"] for k in d.kernels}
+    want = FWD | BWD | {"loss_grad", "sgd_update"}
+    row("mlp: kernels captured with names", want <= names,
+        "%d kernels; names %s%s" % (len(d.kernels), ",".join(sorted(names)[:12]),
+                                   "; missing %s" % sorted(want - names) if want - names else ""))
+    mlp_attribution("mlp", d, "blocks.%s")
     common_checks("mlp", d)
     if use_dev >= 2:
         # Stage 1's first forward kernel of each iteration after stage 0's last.
@@ -257,6 +264,29 @@ if mlp_ok and os.path.exists(os.path.join(out, "mlp.dump")):
     check_traces("mlp", os.path.join(out, "mlp", "*.json"))
 elif mlp_ok is False:
     row("mlp: recorded run", False, "mlp_train under gradtrace record failed (see mlp.err)")
+
+# NVTX ranges as the only layer source (GRADTRACE_LAYERS=nvtx::block.*):
+# layers are the NVTX blocks "block.<k>", kernels tagged by the ranges'
+# phase ("forward" / "backward"), the optimizer's kernels by no layer, and
+# the trace's per-layer spans one forward call per block and iteration.
+nv_dump = os.path.join(out, "mlp_nvtx.dump")
+if os.path.exists(nv_dump) and os.path.getsize(nv_dump) > 0:
+    d = Dump(nv_dump)
+    mlp_attribution("mlp nvtx layers", d, "block.%s")
+    sgd_tagged = sum(1 for k in d.kernels if k["name"] == "sgd_update" and d.phase_layer(k["corr"])[1])
+    row("mlp nvtx layers: optimizer kernels untagged", sgd_tagged == 0,
+        "%d sgd_update kernels with a layer" % sgd_tagged)
+    spans = defaultdict(lambda: [0, 0])
+    for fn in glob.glob(os.path.join(out, "mlp_nvtx", "*.json")):
+        for e in json.load(open(fn)).get("traceEvents", []):
+            if e.get("cat") in ("layer_forward", "layer_backward"):
+                lay = (e.get("args") or {}).get("layer") or e.get("name", "").split(" ")[0]
+                spans[lay][0 if e["cat"] == "layer_forward" else 1] += 1
+    okb = all(spans["block.%d" % i][0] == MLP_ITERS and spans["block.%d" % i][1] > 0 for i in range(4))
+    row("mlp nvtx layers: per-layer spans", okb,
+        ", ".join("%s fwd %d bwd %d" % (k, v[0], v[1]) for k, v in sorted(spans.items())) or "none")
+elif os.path.exists(os.path.join(out, "mlp_nvtx.err")):
+    row("mlp nvtx layers: recorded run", False, "mlp_train with GRADTRACE_LAYERS=nvtx failed (see mlp_nvtx.err)")
 
 if torch_ok and os.path.exists(os.path.join(out, "torch.dump")):
     d = Dump(os.path.join(out, "torch.dump"))
@@ -391,6 +421,10 @@ if [ -x "$MLP" ]; then
   run_recorded mlp 180 "$MLP" --blocks 4 --iters "$GT_MLP_ITERS" --dim 1024 \
     --hidden 4096 --batch 1024 --devices "$USE_DEV" && MLP_OK=1
   [ $MLP_OK -eq 1 ] || say "mlp_train under record failed: $(tail -n 3 "$OUT/mlp.err")"
+  # The same workload with its NVTX ranges as the only layer source.
+  GRADTRACE_LAYERS='nvtx::block.*' run_recorded mlp_nvtx 180 "$MLP" --blocks 4 \
+    --iters "$GT_MLP_ITERS" --dim 1024 --hidden 4096 --batch 1024 --devices "$USE_DEV" \
+    || say "mlp_train with NVTX layers failed: $(tail -n 3 "$OUT/mlp_nvtx.err")"
 fi
 
 # --------------------------------------------------------------- 3. torch

@@ -433,11 +433,37 @@ static cJSON *collect(const struct record *r, pid_t pid, uint64_t since)
     return files;
 }
 
+/*
+ * Starts record's summary on a line of its own: the command's last
+ * message on the shared stderr may lack its newline. A regular file shows
+ * its last byte (read through /proc, as a redirection opens it write-only);
+ * a terminal or pipe does not, so a newline goes first.
+ */
+static void fresh_line(void)
+{
+    struct stat st;
+    char last = 0;
+    int fd;
+
+    fflush(stderr);
+    if (fstat(STDERR_FILENO, &st) == 0 && S_ISREG(st.st_mode)) {
+        last = '\n';
+        fd = st.st_size > 0 ? open("/proc/self/fd/2", O_RDONLY | O_CLOEXEC) : -1;
+        if (st.st_size > 0 && (fd < 0 || pread(fd, &last, 1, st.st_size - 1) != 1))
+            last = 0;
+        if (fd >= 0)
+            close(fd);
+    }
+    if (last != '\n')
+        fputc('\n', stderr);
+}
+
 static void print_files(const cJSON *files)
 {
     const cJSON *f;
     int n = cJSON_GetArraySize(files);
 
+    fresh_line();
     if (n == 0) {
         fprintf(stderr, "gradtrace: no trace written (did the command load "
                 "the agent? statically linked programs cannot)\n");

@@ -413,8 +413,18 @@ int gt__cmd_report(int argc, char **argv)
         }
     }
     if (r.n == 0) {
-        fprintf(stderr, "gradtrace report: no per-layer spans in the input (was the "
-                        "program a PyTorch run under gradtrace record?)\n");
+        if (r.steps)
+            fprintf(stderr, "gradtrace report: no per-layer spans in the "
+                    "input: %llu iterations were captured, but no backward "
+                    "node has a layer, so no layer source was active. Python "
+                    "runs get layers from gradtrace record; a C++ or CUDA C "
+                    "program from NVTX ranges with GRADTRACE_LAYERS=nvtx (see "
+                    "README, Agent configuration) or from gt_module_begin/end\n",
+                    (unsigned long long)r.steps);
+        else
+            fprintf(stderr, "gradtrace report: no per-layer spans and no "
+                    "backward passes in the input (was the program a PyTorch "
+                    "run under gradtrace record?)\n");
         status = 1;
         goto out_free;
     }

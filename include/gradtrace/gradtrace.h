@@ -82,6 +82,8 @@ GT_API void gt_scope_end(void);
  * inside an already-running forward still get their layer. Called while a
  * backward node runs on this thread (a forward recomputed by activation
  * checkpointing), the scope carries GT_SCOPE_F_RECOMPUTE, on its end too.
+ * Does nothing when GRADTRACE_LAYERS leaves the C API out (e.g.
+ * GRADTRACE_LAYERS=nvtx); gt_module_end likewise.
  */
 GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id);
 

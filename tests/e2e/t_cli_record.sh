@@ -33,6 +33,14 @@ validate $listed
 [ "$(count_fake_spans $listed)" -eq 160 ] || die "traces incomplete: $(count_fake_spans $listed) of 160 spans"
 case $listed in *"$E2E_TMP/traces/"*) ;; *) die "traces not under -o: $listed" ;; esac
 
+# The list starts on its own line even when the command's last message
+# has no newline (stderr a file here: exactly one newline between them).
+"$GT" record -o glued -- sh -c "\"$FAKE\" --chunks 1 --records 5; printf 'no newline' >&2" \
+  2>"$E2E_TMP/glued.err" || die "record failed: $(cat "$E2E_TMP/glued.err")"
+grep -qx "no newline" "$E2E_TMP/glued.err" || die "list glued to the message: $(cat "$E2E_TMP/glued.err")"
+grep -qx "gradtrace: 1 trace file:" "$E2E_TMP/glued.err" || die "no list: $(cat "$E2E_TMP/glued.err")"
+grep -q "^$" "$E2E_TMP/glued.err" && die "blank line before the list: $(cat "$E2E_TMP/glued.err")"
+
 # Rotation: a 1 MB limit splits one agent's trace; every part is listed,
 # valid, and together complete.
 "$GT" record -o rot --max-file-mb 1 -- "$FAKE" --chunks 50 --records 4000 2>"$E2E_TMP/rot.err" \

@@ -178,3 +178,80 @@ Test(agent_config, identity_numbers_read_like_strtol)
     cr_assert_eq(gt__config_id("2147483648"), -1);
     cr_assert_eq(gt__config_id("99999999999999999999999"), -1);
 }
+
+Test(agent_config, layers_default_is_capi)
+{
+    struct gt__config c;
+    static const char *const none[] = {NULL};
+
+    cr_assert_eq(parse(&c, none), 0);
+    cr_assert_eq(c.layers.sources, GT__LAYERS_CAPI);
+}
+
+Test(agent_config, layers_sources)
+{
+    struct gt__layer_config l;
+    const char *why;
+
+    cr_assert_eq(gt__config_layers(&l, "nvtx", &why), 0);
+    cr_assert_eq(l.sources, GT__LAYERS_NVTX);
+    cr_assert_str_empty(l.nvtx_domain);
+    cr_assert_str_empty(l.nvtx_glob);
+
+    cr_assert_eq(gt__config_layers(&l, "python,nvtx:train", &why), 0);
+    cr_assert_eq(l.sources, GT__LAYERS_CAPI | GT__LAYERS_NVTX);
+    cr_assert_str_eq(l.nvtx_domain, "train");
+    cr_assert_str_empty(l.nvtx_glob);
+
+    cr_assert_eq(gt__config_layers(&l, "nvtx::blocks.*", &why), 0);
+    cr_assert_str_empty(l.nvtx_domain);
+    cr_assert_str_eq(l.nvtx_glob, "blocks.*");
+
+    cr_assert_eq(gt__config_layers(&l, "nvtx:*:block.[0-3],capi", &why), 0);
+    cr_assert_eq(l.sources, GT__LAYERS_CAPI | GT__LAYERS_NVTX);
+    cr_assert_str_empty(l.nvtx_domain);
+    cr_assert_str_eq(l.nvtx_glob, "block.[0-3]");
+
+    cr_assert_eq(gt__config_layers(&l, "nvtx:-", &why), 0);
+    cr_assert_str_eq(l.nvtx_domain, "-");
+
+    cr_assert_eq(gt__config_layers(&l, "recordfunction", &why), 0);
+    cr_assert_eq(l.sources, GT__LAYERS_RECORDFN);
+    cr_assert_str_empty(l.rf_glob);
+    cr_assert_eq(gt__config_layers(&l, "capi,recordfunction:blocks.?", &why), 0);
+    cr_assert_eq(l.sources, GT__LAYERS_CAPI | GT__LAYERS_RECORDFN);
+    cr_assert_str_eq(l.rf_glob, "blocks.?");
+}
+
+Test(agent_config, layers_bad_values_keep_capi)
+{
+    static const char *const bad_values[] = {
+        "nvtxx", "cuda", "nvtx,nvtx", ",", "recordfunctions", "capi,",
+        "recordfunction,recordfunction",
+    };
+    struct gt__layer_config l;
+    const char *why;
+
+    for (size_t i = 0; i < sizeof(bad_values) / sizeof(bad_values[0]); i++) {
+        why = NULL;
+        cr_assert_eq(gt__config_layers(&l, bad_values[i], &why), -EINVAL,
+                     "%s accepted", bad_values[i]);
+        cr_assert_not_null(why, "%s: no reason", bad_values[i]);
+        cr_assert_eq(l.sources, GT__LAYERS_CAPI, "%s", bad_values[i]);
+    }
+}
+
+Test(agent_config, layers_bad_value_is_explained, .init = cr_redirect_stderr)
+{
+    struct gt__config c;
+    static const char *const env[] = {
+        "GRADTRACE_LOG", "1", "GRADTRACE_LAYERS", "nvtx,python,cuda", NULL,
+    };
+    char err[1024];
+
+    cr_assert_eq(parse(&c, env), 1);
+    cr_assert_eq(c.layers.sources, GT__LAYERS_CAPI);
+    read_stderr(err, sizeof(err));
+    cr_assert(strstr(err, "GRADTRACE_LAYERS") && strstr(err, "recordfunction[:GLOB]"),
+              "stderr: %s", err);
+}

@@ -135,6 +135,67 @@ Test(nvtx, refuses_unusable_export_table)
     cr_assert_eq(gt__nvtx_install(NULL), 0);
 }
 
+/* gt__nvtx_layer_path with an open path (or none) and a phase. */
+static int lpath(const char *glob, const char *text, int phase,
+                 const char *parent, char *out)
+{
+    size_t len;
+    int k = gt__nvtx_layer_path(glob, text, phase, parent,
+                                parent ? strlen(parent) : 0, out, 64, &len);
+    cr_assert_eq(len, k == GT__NVTX_FWD || k == GT__NVTX_BWD ? strlen(out) : 0);
+    return k;
+}
+
+Test(nvtx, layer_paths_join_nested_names)
+{
+    char o[64];
+    const int F = GT__NVTX_PHASE_FORWARD;
+
+    cr_assert_eq(lpath(NULL, "blocks.3", F, NULL, o), GT__NVTX_FWD);
+    cr_assert_str_eq(o, "blocks.3");
+    cr_assert_eq(lpath(NULL, "fc1", F, "blocks.3", o), GT__NVTX_FWD);
+    cr_assert_str_eq(o, "blocks.3.fc1");
+    cr_assert_eq(lpath(NULL, "blocks.3.fc1", F, "blocks.3", o), GT__NVTX_FWD,
+                 "already a full path below the open one");
+    cr_assert_str_eq(o, "blocks.3.fc1");
+    cr_assert_eq(lpath(NULL, "blocks.30", F, "blocks.3", o), GT__NVTX_FWD);
+    cr_assert_str_eq(o, "blocks.3.blocks.30", "a prefix without the dot is a segment");
+    cr_assert_eq(lpath("blocks.*", "iter 0", F, NULL, o), GT__NVTX_NONE);
+    cr_assert_eq(lpath("blocks.*", "blocks.1", F, NULL, o), GT__NVTX_FWD);
+    cr_assert_eq(lpath("blocks.*", "fc1", F, "blocks.1", o), GT__NVTX_FWD,
+                 "the glob sees the joined path");
+    cr_assert_str_eq(o, "blocks.1.fc1");
+}
+
+Test(nvtx, layer_paths_phases_and_torch_ranges)
+{
+    char o[64];
+    const int F = GT__NVTX_PHASE_FORWARD;
+
+    cr_assert_eq(lpath(NULL, "aten::addmm, seq = 12", F, NULL, o), GT__NVTX_NONE);
+    cr_assert_eq(lpath(NULL, "AddmmBackward0, stashed seq = 12", F, NULL, o),
+                 GT__NVTX_NONE);
+    cr_assert_eq(lpath(NULL, "aten::empty", F, NULL, o), GT__NVTX_NONE);
+    cr_assert_eq(lpath(NULL, "torch::autograd::AccumulateGrad", F, NULL, o),
+                 GT__NVTX_NONE);
+    cr_assert_eq(lpath(NULL, "forward", F, NULL, o), GT__NVTX_PHASE_FORWARD);
+    cr_assert_eq(lpath(NULL, "backward", F, NULL, o), GT__NVTX_PHASE_BACKWARD);
+    cr_assert_eq(lpath(NULL, "optimizer", F, NULL, o), GT__NVTX_PHASE_OPTIMIZER);
+    cr_assert_eq(lpath(NULL, "blocks.2 backward", F, NULL, o), GT__NVTX_BWD);
+    cr_assert_str_eq(o, "blocks.2");
+    cr_assert_eq(lpath(NULL, "block.2", GT__NVTX_PHASE_BACKWARD, NULL, o),
+                 GT__NVTX_BWD, "a layer range inside \"backward\"");
+    cr_assert_str_eq(o, "block.2");
+    cr_assert_eq(lpath(NULL, "block.2", GT__NVTX_PHASE_OPTIMIZER, NULL, o),
+                 GT__NVTX_NONE);
+    cr_assert_eq(lpath(NULL, "", F, NULL, o), GT__NVTX_NONE);
+    cr_assert_eq(lpath(NULL, NULL, F, NULL, o), GT__NVTX_NONE);
+    char longname[80];
+    memset(longname, 'x', sizeof(longname) - 1);
+    longname[79] = '\0';
+    cr_assert_eq(lpath(NULL, longname, F, NULL, o), GT__NVTX_NONE, "too long");
+}
+
 #if HAVE_NVTX
 
 Test(nvtx, attribute_layout_matches_header)
@@ -271,6 +332,181 @@ Test(nvtx, pytorch_seq_becomes_correlation_id, .init = setup, .fini = teardown)
     cr_assert_eq(g_pushed[0], 41);
     cr_assert_eq(g_pushed[1], 42);
     cr_assert_eq(g_npop, 2, "every push popped with its range");
+}
+
+/* ------------------------------------------------------------ layers */
+
+static struct gt__layer_config g_layers;
+
+static void setup_layers(const char *value)
+{
+    const char *why;
+    setup();
+    cr_assert_eq(gt__config_layers(&g_layers, value, &why), 0);
+    gt__nvtx_set_layers(&g_layers);
+}
+
+static void setup_nvtx_layers(void)
+{
+    setup_layers("nvtx");
+}
+
+static void setup_blocks_glob(void)
+{
+    setup_layers("nvtx::block*");
+}
+
+static void setup_train_domain(void)
+{
+    setup_layers("nvtx:train");
+}
+
+static uint32_t id_of(const char *s)
+{
+    return test_intern(s, strlen(s));
+}
+
+Test(nvtx, ranges_open_the_layer_stack, .init = setup_nvtx_layers,
+     .fini = teardown)
+{
+    cr_assert_eq(gt__current_layer(), 0);
+    nvtxRangePushA("blocks.1");
+    cr_assert_eq(gt__current_layer(), id_of("blocks.1"));
+    nvtxRangePushA("fc1");
+    cr_assert_eq(gt__current_layer(), id_of("blocks.1.fc1"));
+    nvtxRangePushA("aten::addmm, seq = 7");
+    cr_assert_eq(gt__current_layer(), id_of("blocks.1.fc1"), "torch's op range");
+    nvtxRangePop();
+    nvtxRangePop();
+    nvtxRangePushW(L"blocks.1.fc2");
+    cr_assert_eq(gt__current_layer(), id_of("blocks.1.fc2"), "full path, wide");
+    nvtxRangePop();
+    cr_assert_eq(gt__current_layer(), id_of("blocks.1"));
+    nvtxRangePop();
+    cr_assert_eq(gt__current_layer(), 0);
+}
+
+Test(nvtx, layer_stack_kept_while_capture_off, .init = setup_nvtx_layers,
+     .fini = teardown)
+{
+    gt__capture_set(0, 0);
+    nvtxRangePushA("blocks.0");
+    gt__capture_set(1, 0);
+    nvtxRangePushA("fc1");
+    cr_assert_eq(gt__current_layer(), id_of("blocks.0.fc1"));
+    nvtxRangePop();
+    nvtxRangePop();
+    cr_assert_eq(gt__current_layer(), 0);
+}
+
+Test(nvtx, glob_selects_layers, .init = setup_blocks_glob, .fini = teardown)
+{
+    nvtxRangePushA("iter 0");
+    nvtxRangePushA("forward");
+    cr_assert_eq(gt__current_layer(), 0);
+    nvtxRangePushA("block.0");
+    cr_assert_eq(gt__current_layer(), id_of("block.0"), "not joined to non-layers");
+    nvtxRangePop();
+    nvtxRangePop();
+    nvtxRangePushA("optimizer");
+    nvtxRangePushA("block.0");
+    cr_assert_eq(gt__current_layer(), 0, "optimizer ranges are no layer calls");
+    nvtxRangePop();
+    nvtxRangePop();
+    nvtxRangeId_t r = nvtxRangeStartA("block.1");
+    cr_assert_eq(gt__current_layer(), id_of("block.1"), "start/end range");
+    nvtxRangeEnd(r);
+    cr_assert_eq(gt__current_layer(), 0);
+    nvtxRangePop();
+}
+
+Test(nvtx, domain_selects_layers, .init = setup_train_domain, .fini = teardown)
+{
+    nvtxDomainHandle_t d = nvtxDomainCreateA("train");
+    nvtxEventAttributes_t a;
+    memset(&a, 0, sizeof(a));
+    a.version = NVTX_VERSION;
+    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    a.message.ascii = "blocks.2";
+    nvtxRangePushA("blocks.9");
+    cr_assert_eq(gt__current_layer(), 0, "default domain is not train");
+    nvtxDomainRangePushEx(d, &a);
+    cr_assert_eq(gt__current_layer(), id_of("blocks.2"));
+    nvtxDomainRangePop(d);
+    nvtxRangePop();
+    cr_assert_eq(gt__current_layer(), 0);
+}
+
+static uint32_t g_kind[8];
+static uint64_t g_ext[8];
+static int g_nk, g_npk;
+
+static int kind_push(uint32_t kind, uint64_t id)
+{
+    g_kind[g_nk & 7] = kind;
+    g_ext[g_nk++ & 7] = id;
+    return 0;
+}
+
+static int kind_pop(uint32_t kind, uint64_t *id)
+{
+    (void)kind;
+    *id = 0;
+    g_npk++;
+    return 0;
+}
+
+Test(nvtx, backward_ranges_tag_kernels, .init = setup_nvtx_layers,
+     .fini = teardown)
+{
+    gt__cupti.ActivityPushExternalCorrelationId = kind_push;
+    gt__cupti.ActivityPopExternalCorrelationId = kind_pop;
+    gt__cupti_test_set_running(1);
+    nvtxRangePushA("blocks.3 backward");
+    cr_assert_eq(gt__current_layer(), 0, "a backward opens no forward layer");
+    nvtxRangePop();
+    nvtxRangePushA("backward");
+    nvtxRangePushA("blocks.2");
+    nvtxRangePop();
+    nvtxRangePop();
+    nvtxRangePushA("blocks.1");
+    nvtxRangePop();
+    cr_assert_eq(g_nk, 3);
+    cr_assert_eq(g_kind[0], GT__CU_EXT_CUSTOM1);
+    cr_assert_eq(g_ext[0], id_of("blocks.3"));
+    cr_assert_eq(g_kind[1], GT__CU_EXT_CUSTOM1);
+    cr_assert_eq(g_ext[1], id_of("blocks.2"));
+    cr_assert_eq(g_kind[2], GT__CU_EXT_CUSTOM0, "forward layer");
+    cr_assert_eq(g_ext[2], id_of("blocks.1"));
+    cr_assert_eq(g_npk, 3);
+}
+
+static void setup_rf(void)
+{
+    setup_layers("recordfunction:blocks.*");
+}
+
+Test(nvtx, recordfunction_scopes_use_the_layer_rules, .init = setup_rf,
+     .fini = teardown)
+{
+    gt__nvtx_scope_push("iteration");
+    cr_assert_eq(gt__current_layer(), 0, "the glob rejects it");
+    gt__nvtx_scope_push("blocks.1");
+    cr_assert_eq(gt__current_layer(), id_of("blocks.1"));
+    nvtxRangePushA("blocks.9");
+    cr_assert_eq(gt__current_layer(), id_of("blocks.1"), "NVTX is no source here");
+    gt__nvtx_scope_push("fc1");
+    cr_assert_eq(gt__current_layer(), id_of("blocks.1.fc1"));
+    nvtxRangePop();   /* pops the NVTX range, not the scope */
+    cr_assert_eq(gt__current_layer(), id_of("blocks.1.fc1"));
+    gt__nvtx_scope_pop();
+    gt__nvtx_scope_pop();
+    gt__nvtx_scope_pop();
+    cr_assert_eq(gt__current_layer(), 0);
+    struct rec r[4];
+    cr_assert_eq(records(r, 4), 2, "only the NVTX range's own scope is recorded");
+    cr_assert_str_eq(str_of(r[0].name), "blocks.9");
 }
 
 #endif
