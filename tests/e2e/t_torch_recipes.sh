@@ -7,7 +7,8 @@
 # tests/e2e/torch/check_recipes.py compares every node and module call
 # with torch's profiler and the model's own parameters. Then a trigger
 # layer=blocks.3,phase=backward on the reentrant-checkpoint stack must
-# open a window holding exactly that block's recomputed nodes.
+# open a window holding exactly that block's recomputed nodes, and its
+# converted window file the block's recompute and backward spans.
 # Each recording then goes through the real `gradtrace convert` (the trace
 # must pass tests/tools/validate_trace.py) and `gradtrace report` on the
 # .gtr and on the trace (the same rows), and tests/e2e/torch/check_trace.py
@@ -68,6 +69,15 @@ run_all() {
   recipe "$py" ckpt_reentrant "layer=blocks.3,phase=backward" "-trig-$tag" || return 1
   "$py" "$TORCH_DIR/check_recipes.py" "$E2E_TMP/ckpt_reentrant-trig-$tag.json" \
       "$E2E_TMP/ckpt_reentrant-trig-$tag.gtr" --window blocks.3 2 || rc=1
+  # Its window file: the block's recompute and its backward span, inside.
+  local win=$E2E_TMP/ckpt_reentrant-trig-$tag.trace.json w
+  "$ROOT/$BUILD/gradtrace" convert --quiet -o "$win" \
+      "$E2E_TMP/ckpt_reentrant-trig-$tag.gtr" || return 1
+  w=$(ls "${win%.json}"-w*-blocks.3-backward-it*.json 2>/dev/null)
+  [ "$(printf '%s\n' "$w" | grep -c .)" = 1 ] || {
+    echo "window files: ${w:-none}"; return 1; }
+  "$PY" "$ROOT/tests/tools/validate_trace.py" --quiet "$w" || return 1
+  "$py" "$TORCH_DIR/check_trace.py" --window blocks.3 "$w" || rc=1
   return $rc
 }
 

@@ -3,6 +3,8 @@ report (gradtrace report --csv) against torch's truth (recipes.py) and the
 model's structure.
 
 Usage: check_trace.py TRUTH.json TRACE.json REPORT.csv
+       check_trace.py --window LAYER WINDOW.json
+
 
 Checks, printing each difference and exiting 1 on any:
   - nodes: EVERY backward node event has the layer torch's sequence
@@ -29,6 +31,10 @@ Checks, printing each difference and exiting 1 on any:
     are the sums of their children; parent >= sum of children; the
     top-level rows are the recipe's roots (distinct names for roots of
     one class); total = top-level rows + (unattributed) = every node.
+With --window, the file of a trigger layer=LAYER,phase=backward on a
+recipe recomputing LAYER once per iteration: inside the window span,
+exactly one recompute span of LAYER (and only LAYER and modules under it
+recomputed) and exactly one backward span of LAYER, after it.
 Times: trace in us with 3 decimals (compared in whole ns), report in ms
 with 3 decimals (compared within rounding).
 """
@@ -436,7 +442,41 @@ def check_report(c, truth, evs, nodes, rows, fwd, rc, roots):
     return len(layers)
 
 
+def check_window(layer, path):
+    evs = load_trace(path)
+    errors = []
+    X = [e for e in evs if e.get("ph") == "X"]
+    win = [e for e in X if e.get("cat") == "window"]
+    rcs = [e for e in X if e.get("cat") == "layer_recompute"]
+    under = lambda p: p == layer or p.startswith(layer + ".")
+    own_rc = [e for e in rcs if span_path(e) == layer]
+    bwd = [e for e in X if e.get("cat") == "layer_backward"
+           and e["args"]["layer"] == layer]
+    if len(win) != 1:
+        errors.append("%d window spans" % len(win))
+    if len(own_rc) != 1 or len(bwd) != 1:
+        errors.append("%d recompute and %d backward spans of %s"
+                      % (len(own_rc), len(bwd), layer))
+    others = [e["name"] for e in rcs if not under(span_path(e))]
+    if others:
+        errors.append("recompute spans of other modules: %s" % others)
+    if win:
+        w0, w1 = ns(win[0]["ts"]), ns(win[0]["ts"]) + ns(win[0]["dur"])
+        for e in rcs + bwd:
+            if not (w0 <= ns(e["ts"]) and ns(e["ts"]) + ns(e["dur"]) <= w1):
+                errors.append("%s outside the window" % e["name"])
+    if own_rc and bwd and ns(bwd[0]["ts"]) < ns(own_rc[0]["ts"]):
+        errors.append("backward span of %s before its recompute" % layer)
+    print("window file %s: %d recompute spans (%d of %s), %d backward span"
+          % (path.rsplit("/", 1)[-1], len(rcs), len(own_rc), layer, len(bwd)))
+    for e in errors:
+        print("  MISMATCH", e)
+    return 1 if errors else 0
+
+
 def main():
+    if sys.argv[1] == "--window":
+        sys.exit(check_window(sys.argv[2], sys.argv[3]))
     truth = json.load(open(sys.argv[1]))
     evs = load_trace(sys.argv[2])
     rows = list(csv.DictReader(open(sys.argv[3])))
