@@ -7,7 +7,14 @@
 # tests/e2e/torch/check_recipes.py compares every node and module call
 # with torch's profiler and the model's own parameters. Then a trigger
 # layer=blocks.3,phase=backward on the reentrant-checkpoint stack must
-# open a window holding exactly that block's recomputed nodes.
+# open a window holding exactly that block's recomputed nodes, and its
+# converted window file the block's recompute and backward spans.
+# Each recording then goes through the real `gradtrace convert` (the trace
+# must pass tests/tools/validate_trace.py) and `gradtrace report` on the
+# .gtr and on the trace (the same rows), and tests/e2e/torch/check_trace.py
+# compares every backward node event, the recompute spans, the layer
+# spans' time args and the report's rows with the same truth and the
+# model's structure.
 # Skips (77) without torch, unless CI is set: then a missing torch fails.
 set -u
 . "$(dirname "$0")/torch/lib.sh"
@@ -35,16 +42,42 @@ recipe() {
   fi
 }
 
+# trace_check PY OUT: convert, validate, report twice, check_trace.py.
+trace_check() {
+  local py=$1 out=$2
+  "$ROOT/$BUILD/gradtrace" convert --quiet -o "$out.trace.json" "$out.gtr" ||
+    { echo "convert $out.gtr failed"; return 1; }
+  "$PY" "$ROOT/tests/tools/validate_trace.py" --quiet "$out.trace.json" || return 1
+  "$ROOT/$BUILD/gradtrace" report --csv "$out.gtr" >"$out.gtr.csv" ||
+    { echo "report $out.gtr failed"; return 1; }
+  "$ROOT/$BUILD/gradtrace" report --csv "$out.trace.json" >"$out.json.csv" ||
+    { echo "report $out.trace.json failed"; return 1; }
+  cmp -s "$out.gtr.csv" "$out.json.csv" || {
+    echo "report of $out.gtr and of its trace differ:"
+    diff "$out.gtr.csv" "$out.json.csv"; return 1; }
+  "$py" "$TORCH_DIR/check_trace.py" "$out.json" "$out.trace.json" "$out.gtr.csv"
+}
+
 run_all() {
   local py=$1 tag=$2 rc=0 c
   for c in $CASES; do
     recipe "$py" "$c" "" "-$tag" || { rc=1; continue; }
     "$py" "$TORCH_DIR/check_recipes.py" "$E2E_TMP/$c-$tag.json" \
         "$E2E_TMP/$c-$tag.gtr" || rc=1
+    trace_check "$py" "$E2E_TMP/$c-$tag" || rc=1
   done
   recipe "$py" ckpt_reentrant "layer=blocks.3,phase=backward" "-trig-$tag" || return 1
   "$py" "$TORCH_DIR/check_recipes.py" "$E2E_TMP/ckpt_reentrant-trig-$tag.json" \
       "$E2E_TMP/ckpt_reentrant-trig-$tag.gtr" --window blocks.3 2 || rc=1
+  # Its window file: the block's recompute and its backward span, inside.
+  local win=$E2E_TMP/ckpt_reentrant-trig-$tag.trace.json w
+  "$ROOT/$BUILD/gradtrace" convert --quiet -o "$win" \
+      "$E2E_TMP/ckpt_reentrant-trig-$tag.gtr" || return 1
+  w=$(ls "${win%.json}"-w*-blocks.3-backward-it*.json 2>/dev/null)
+  [ "$(printf '%s\n' "$w" | grep -c .)" = 1 ] || {
+    echo "window files: ${w:-none}"; return 1; }
+  "$PY" "$ROOT/tests/tools/validate_trace.py" --quiet "$w" || return 1
+  "$py" "$TORCH_DIR/check_trace.py" --window blocks.3 "$w" || rc=1
   return $rc
 }
 

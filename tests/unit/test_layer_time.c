@@ -234,7 +234,7 @@ static int anomaly(const cJSON *doc, const char *name)
 
 enum { S_NET = 1, S_FC, S_FC2, S_LINEAR, S_MM, S_ACC, S_WEIGHT, S_BLK,
        S_BLOCK, S_CKPT, S_ACT, S_RELU, S_B0, S_B1, S_B0FC, S_B1FC, S_LAYERS,
-       S_L0, S_L1 };
+       S_L0, S_L1, S_TORCH_ACC, S_NOT_ACC };
 
 static void strings(struct lx *x)
 {
@@ -242,7 +242,8 @@ static void strings(struct lx *x)
         NULL, "Net", "fc", "fc2", "Linear", "MmBackward0", "AccumulateGrad",
         "weight", "blk", "Block", "CheckpointFunctionBackward", "act", "ReLU",
         "blocks.0", "blocks.1", "blocks.0.fc", "blocks.1.fc", "layers",
-        "layers.0", "layers.1"};
+        "layers.0", "layers.1", "torch::autograd::AccumulateGrad",
+        "NotAccumulateGrad"};
     for (uint32_t i = 1; i < sizeof(s) / sizeof(s[0]); i++)
         str(&x->f, i, s[i]);
     thr(&x->f, 100);
@@ -374,6 +375,35 @@ Test(layer_time, node_layer_attributes_accumulate_grad_with_its_param,
     cr_assert_eq(num(tot, "unattributed_nodes"), 1);
     cr_assert_eq(num(tot, "unattributed_us"), 2.0);
     cr_assert_eq(anomaly(x.doc, "node_layer_unmatched"), 1);
+    cr_assert_eq(row(&x.sink, "fc")->accg_us, 4.0);
+    cr_assert_eq(x.sink.rest.un_accg, 1);
+    lx_close(&x);
+}
+
+/* torch names the node "torch::autograd::AccumulateGrad" (1.13 and 2.x). */
+Test(layer_time, accumulate_grad_is_recognised_by_torchs_qualified_name,
+     .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    strings(&x);
+    scope(&x, 1, S_NET, S_NET, 0, 1);
+    fwd(&x, S_FC, S_LINEAR, 0, 2, 5);
+    scope(&x, 0, S_NET, S_NET, 0, 6);
+    node(&x.f, S_MM, 0, 110, 120);
+    nbegin(&x, S_TORCH_ACC, UINT64_MAX, 121); /* fc.weight */
+    node_layer(&x, S_FC, S_WEIGHT, 121);
+    nend(&x, UINT64_MAX, 125);
+    node(&x.f, S_TORCH_ACC, UINT64_MAX, 126, 129); /* an input leaf */
+    node(&x.f, S_NOT_ACC, UINT64_MAX, 130, 131);   /* a look-alike */
+    pass(&x, 0, 140, 0);
+    lx_run(&x);
+
+    const cJSON *fc = args(ev_of(x.doc, "layer_backward", "fc (Linear) backward", 0));
+    cr_assert_eq(num(fc, "accumulate_grad_us"), 4.0);
+    const cJSON *tot = args(ev_of(x.doc, "backward_totals", NULL, 0));
+    cr_assert_eq(num(tot, "unattributed_accumulate_grad"), 1);
+    cr_assert_eq(num(tot, "unattributed_nodes"), 2);
     cr_assert_eq(row(&x.sink, "fc")->accg_us, 4.0);
     cr_assert_eq(x.sink.rest.un_accg, 1);
     lx_close(&x);

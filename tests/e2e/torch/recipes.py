@@ -109,9 +109,16 @@ def add_param_hooks(model, prefix=""):
     return owners
 
 
-def instrument(model, prefix=""):
+def instrument(model, prefix="", extra=None):
+    """Range and parameter hooks; with extra, also records the root's
+    name ("roots", in order) and every "<owner>|<name>" of its
+    named_parameters() ("params") for check_trace.py."""
     add_range_hooks(model, prefix)
-    return add_param_hooks(model, prefix)
+    owners = add_param_hooks(model, prefix)
+    if extra is not None:
+        extra.setdefault("roots", []).append(prefix or type(model).__name__)
+        extra.setdefault("params", []).extend(owners.values())
+    return owners
 
 
 # ---------------------------------------------------------------- models
@@ -265,6 +272,11 @@ def backward(loss, **kw):
         loss.backward(**kw)
 
 
+# extra["ckpt"] (check_trace.py): {module path: recomputes per forward call}
+# for each checkpointed module; a module under one is recomputed as often
+# as its nearest listed ancestor. Recipes without it recompute nothing.
+
+
 def sgd(*models):
     ps = [p for m in models for p in m.parameters()]
     return torch.optim.SGD(ps, lr=0.01)
@@ -272,7 +284,8 @@ def sgd(*models):
 
 def run_ckpt_reentrant(extra):
     model = Stack()
-    instrument(model)
+    instrument(model, extra=extra)
+    extra["ckpt"] = {"blocks.%d" % i: 1 for i in model.ckpt}
     opt = sgd(model)
     x = torch.randn(5, 6)
     for _ in range(2):
@@ -283,7 +296,9 @@ def run_ckpt_reentrant(extra):
 
 def run_ckpt_nonreentrant(extra):
     model = Encoder()
-    instrument(model)
+    instrument(model, extra=extra)
+    extra["ckpt"] = {"layers.%d.%s" % (i, m): 1
+                     for i in range(len(model.layers)) for m in ("mix", "mlp")}
     opt = sgd(model)
     x = torch.randn(2, 5, 8)
     for _ in range(2):
@@ -294,7 +309,14 @@ def run_ckpt_nonreentrant(extra):
 
 def run_ckpt_nested(extra):
     model = Nest()
-    instrument(model)
+    instrument(model, extra=extra)
+    # Each outer is recomputed once; its inner once inside that recompute
+    # (reentrant recomputes run the inner checkpoint's forward too) and
+    # once more by its own checkpoint node.
+    extra["ckpt"] = {"pair.0": 1, "pair.1": 1}
+    for i in range(len(model.outers)):
+        extra["ckpt"]["outers.%d" % i] = 1
+        extra["ckpt"]["outers.%d.inner" % i] = 2
     opt = sgd(model)
     x = torch.randn(4, 5)
     for _ in range(2):
@@ -324,7 +346,10 @@ class SeqNet(nn.Module):
 
 def run_ckpt_seq(extra):
     model = SeqNet()
-    instrument(model)
+    instrument(model, extra=extra)
+    # checkpoint_sequential(body, 2): the first segment is checkpointed,
+    # the last one runs plainly; body itself is never called.
+    extra["ckpt"] = {"body.0": 1, "body.1": 1, "tail": 1}
     opt = sgd(model)
     x = torch.randn(2, 3, 8, requires_grad=True)
     for _ in range(2):
@@ -335,7 +360,7 @@ def run_ckpt_seq(extra):
 
 def run_gradpen(extra):
     model = Critic()
-    instrument(model)
+    instrument(model, extra=extra)
     opt = sgd(model)
     for _ in range(2):
         x = torch.randn(3, 2, 6, 6, requires_grad=True)
@@ -352,7 +377,7 @@ def run_gradpen(extra):
 def run_retain(extra):
     model = nn.Sequential(nn.Linear(7, 9), nn.Tanh(), nn.Linear(9, 4),
                           nn.Softplus(), nn.Linear(4, 1))
-    instrument(model)
+    instrument(model, extra=extra)
     opt = sgd(model)
     x = torch.randn(6, 7)
     for _ in range(2):
@@ -365,7 +390,10 @@ def run_retain(extra):
 
 def run_reuse(extra):
     model = Tied()
-    instrument(model)
+    instrument(model, extra=extra)
+    # Called more than once per pass, between other layers' nodes: their
+    # backward time must be their nodes' time, below their wall span.
+    extra["reused"] = ["shared_act", "twice"]
     opt = sgd(model)
     tok = torch.randint(0, 11, (4, 3))
     for _ in range(2):
@@ -380,8 +408,8 @@ def run_gan(extra):
     d = nn.Sequential(nn.Linear(6, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
     # The generator runs first: it is the bare root, the discriminator the
     # second root of the same class.
-    instrument(g)
-    instrument(d, "Sequential#2")
+    instrument(g, extra=extra)
+    instrument(d, "Sequential#2", extra)
     og, od = sgd(g), sgd(d)
     real = torch.randn(5, 6)
     for _ in range(2):
