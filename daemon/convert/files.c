@@ -317,6 +317,7 @@ int gt__file_close(struct gt__writer *c, int last)
     put_kv_u64(w, ",\"chunks_missing\":", st ? st->chunks_lost : 0);
     put_kv_u64(w, ",\"corrupt_chunks\":", st ? st->corrupt_chunks : 0);
     put_kv_u64(w, ",\"skipped_bytes\":", st ? st->skipped_bytes : 0);
+    put_kv_u64(w, ",\"seq_jumps\":", st ? st->seq_jumps : 0);
     gt__jw_puts(w, last && c->truncated ? ",\"truncated\":true"
                                         : ",\"truncated\":false");
     gt__jw_puts(w, last && c->finished ? ",\"complete\":true}"
