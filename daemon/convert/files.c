@@ -26,6 +26,7 @@
 #include "daemon/convert/internal.h"
 
 #define COUNT_WIDTH 12 /* bytes reserved for the patched file_count value */
+#define GT__ALT_NAMES_MAX 1000 /* "-<k>" names tried when a name is taken */
 
 /* ------------------------------------------------------------ files */
 
@@ -58,6 +59,60 @@ static char *file_path(const struct gt__writer *c, uint32_t i)
     return q;
 }
 
+/* path with "-<k>" before its ".json" (or at its end). Caller frees. */
+static char *alt_path(const char *path, unsigned k)
+{
+    size_t len = strlen(path);
+    int json = len > 5 && strcmp(path + len - 5, ".json") == 0;
+    char *p = NULL, *q;
+
+    if (asprintf(&p, "%.*s-%u%s", (int)(json ? len - 5 : len), path, k,
+                 json ? ".json" : "") < 0)
+        return NULL;
+    q = gt__strdup(p);
+    free(p);
+    return q;
+}
+
+/*
+ * Creates the file at *path, 0600 (traces hold command lines).
+ * Names the converter chose (a stem in an output directory) are created
+ * with O_EXCL | O_NOFOLLOW: an existing file (another stream with the
+ * same pid and program, an earlier run) or a symlink planted there is
+ * never written through; the next free "-<k>" name is used instead and
+ * *path replaced. A path the user named (convert -o) is truncated as
+ * asked.
+ * @return the fd, or -errno.
+ */
+static int create_file(const struct gt__writer *c, char **path)
+{
+    char *orig = *path, *alt;
+    int fd;
+
+    if (c->out_path || c->s->out_path) {
+        fd = open(*path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        return fd < 0 ? -errno : fd;
+    }
+    for (unsigned k = 2;; k++) {
+        fd = open(*path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  0600);
+        if (fd >= 0 || errno != EEXIST || k > GT__ALT_NAMES_MAX)
+            break;
+        if (!(alt = alt_path(orig, k))) {
+            errno = ENOMEM;
+            break;
+        }
+        if (*path != orig)
+            gt__free(*path);
+        *path = alt;
+    }
+    if (fd < 0)
+        fd = -errno;
+    if (*path != orig)
+        gt__free(orig);
+    return fd;
+}
+
 int gt__file_open(struct gt__writer *c)
 {
     int rc = 0;
@@ -71,9 +126,9 @@ int gt__file_open(struct gt__writer *c)
     }
     c->files = nf;
     c->fd = -1;
-    if (!c->s->no_files &&
-        (c->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
-        rc = -errno;
+    if (!c->s->no_files && (c->fd = create_file(c, &path)) < 0) {
+        rc = c->fd;
+        c->fd = -1;
         goto out_free_path;
     }
     c->files[c->nfiles].path = path;
@@ -348,7 +403,7 @@ void gt__files_patch_count(struct gt__writer *c)
     for (size_t i = 0; i < c->nfiles; i++) {
         if (c->files[i].count_off == 0 || c->s->no_files)
             continue;
-        int fd = open(c->files[i].path, O_WRONLY | O_CLOEXEC);
+        int fd = open(c->files[i].path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
             continue;
         /* Best effort: a failed patch leaves the valid "null". */

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -58,13 +59,15 @@ static int stem_taken(const struct gt__agent *self, const char *stem)
     static const char *const exts[] = {".json", ".gtr", ".1.json"};
     const struct gt__server *s = self->srv;
     char path[4096 + 160];
+    struct stat st;
 
     for (const struct gt__agent *a = s->agents; a; a = a->next)
         if (a != self && strcmp(a->stem, stem) == 0)
             return 1;
     for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
         snprintf(path, sizeof(path), "%s/%s%s", s->out_dir, stem, exts[i]);
-        if (access(path, F_OK) == 0)
+        /* lstat: a dangling symlink planted there takes the name too. */
+        if (lstat(path, &st) == 0)
             return 1;
     }
     return 0;
@@ -95,7 +98,7 @@ static int open_raw(struct gt__agent *a)
 
     snprintf(path, sizeof(path), "%s/%s.gtr", a->srv->out_dir, a->stem);
     a->raw_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                     0644);
+                     0600);
     if (a->raw_fd < 0) {
         gt__log("agent pid %u: cannot create %s: %s", (unsigned)a->hello->h.pid,
                 path, strerror(errno));

@@ -193,7 +193,8 @@ static int take_lock(struct gt__server *s)
     return 0;
 }
 
-/* mkdir -p: the output directory may be several levels deep. */
+/* mkdir -p: the output directory may be several levels deep. Created
+ * 0700: traces hold command lines (share them with chmod afterwards). */
 static int mkdirs(const char *dir)
 {
     char buf[4096];
@@ -206,12 +207,40 @@ static int mkdirs(const char *dir)
         if (*p != '/')
             continue;
         *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
             return -errno;
         *p = '/';
     }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
         return -errno;
+    return 0;
+}
+
+/*
+ * Whoever else may write in the output directory could plant a symlink
+ * or a file where a trace will go. Files are created O_EXCL|O_NOFOLLOW
+ * anyway; on top, the directory must be ours (or root's, like /), and
+ * writable by nobody else unless it is sticky and ours (a private /tmp).
+ */
+static int check_out_dir(const char *dir)
+{
+    struct stat st;
+
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        gt__log("output directory %s is not a directory", dir);
+        return -ENOTDIR;
+    }
+    if (st.st_uid != geteuid() && st.st_uid != 0) {
+        gt__log("refusing output directory %s: owned by uid %u, not %u", dir,
+                (unsigned)st.st_uid, (unsigned)geteuid());
+        return -EPERM;
+    }
+    if ((st.st_mode & 022) && !((st.st_mode & S_ISVTX) && st.st_uid == geteuid())) {
+        gt__log("refusing output directory %s: mode %04o is writable by others "
+                "(allowed only when sticky and owned by uid %u)", dir,
+                (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+        return -EPERM;
+    }
     return 0;
 }
 
@@ -232,7 +261,7 @@ static int make_out_dir(struct gt__server *s, const char *dir)
     }
     snprintf(s->out_dir, sizeof(s->out_dir), "%s", abs);
     free(abs);
-    return 0;
+    return check_out_dir(s->out_dir);
 }
 
 int gt__server_init(struct gt__server *s, uv_loop_t *loop,

@@ -1,0 +1,142 @@
+/*
+ * How the converter creates files (issue #13, items 8, 11, 12): never over
+ * an existing file or through a symlink planted in the output directory,
+ * and readable by the user only, since traces hold command lines.
+ */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/codec.h"
+#include "daemon/convert/convert.h"
+#include "tests/unit/conv_fixture.h"
+
+static void open_in(struct conv_fx *f, const char *dir)
+{
+    memset(f, 0, sizeof(*f));
+    snprintf(f->dir, sizeof(f->dir), "%s", dir);
+    struct gt__conv_opts o = {.out_dir = dir, .stem = "t"};
+    f->c = gt__conv_create(&o);
+    cr_assert_not_null(f->c);
+    fx_hello(f, 4242, 1, 0, 2, "python3 train.py");
+}
+
+static void win(struct conv_fx *f, uint16_t type, uint32_t id, uint64_t us)
+{
+    struct gt_r_window r = {{type, sizeof(r)}, id, 1, 0, T0 + us * 1000, 0};
+    add(f, &r, sizeof(r));
+}
+
+static void scope(struct conv_fx *f, uint32_t name, uint64_t b_us, uint64_t e_us)
+{
+    struct gt_r_scope_begin b = {{GT_R_SCOPE_BEGIN, sizeof(b)}, GT_SCOPE_USER,
+                                 0, name, 0, T0 + b_us * 1000};
+    struct gt_r_scope_end e = {{GT_R_SCOPE_END, sizeof(e)}, GT_SCOPE_USER, 0,
+                               name, T0 + e_us * 1000};
+    add(f, &b, sizeof(b));
+    add(f, &e, sizeof(e));
+}
+
+/* One trigger-only stream: window 1 holding one scope named what. */
+static const char *window_stream(struct conv_fx *f, const char *dir,
+                                 const char *what)
+{
+    const char *const *paths;
+
+    open_in(f, dir);
+    str(f, 1, "layer=blocks.1,phase=forward");
+    str(f, 2, what);
+    thr(f, 100);
+    win(f, GT_R_WINDOW_BEGIN, 1, 100);
+    scope(f, 2, 110, 120);
+    win(f, GT_R_WINDOW_END, 1, 130);
+    win(f, GT_R_WINDOW_DONE, 1, 140);
+    feed(f);
+    cr_assert_eq(gt__conv_finish(f->c, NULL, 0), 0);
+    cr_assert_eq(gt__conv_files(f->c, &paths), 1);
+    return paths[0];
+}
+
+static int has_span(const char *path, const char *name)
+{
+    cJSON *d = load(path), *ev;
+    int n = 0;
+    cJSON_ArrayForEach(ev, cJSON_GetObjectItem(d, "traceEvents"))
+        n += s_of(ev, "name") && strcmp(s_of(ev, "name"), name) == 0;
+    cJSON_Delete(d);
+    return n;
+}
+
+static void rm_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[512];
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* Two streams with the same pid and program (a recycled pid, two
+ * containers) get the same stem; the second window file must not replace
+ * the first. */
+Test(convert_files, same_stem_windows_never_overwrite, .timeout = 10)
+{
+    char dir[] = "/tmp/gt-convf-XXXXXX";
+    struct conv_fx a, b;
+    struct stat st;
+
+    cr_assert_not_null(mkdtemp(dir));
+    char *pa = strdup(window_stream(&a, dir, "first stream"));
+    char *pb = strdup(window_stream(&b, dir, "second stream"));
+    cr_assert_str_neq(pa, pb, "both streams wrote %s", pa);
+    cr_assert_eq(has_span(pa, "first stream"), 1, "%s lost its window", pa);
+    cr_assert_eq(has_span(pb, "second stream"), 1);
+    cr_assert_eq(stat(pa, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0600, "trace mode %o", st.st_mode & 0777);
+    gt__conv_free(a.c);
+    gt__conv_free(b.c);
+    gt__recbuf_free(&a.b);
+    gt__recbuf_free(&b.b);
+    free(pa);
+    free(pb);
+    rm_dir(dir);
+}
+
+/* A dangling symlink planted where the trace will go: the converter
+ * writes a trace of its own in the directory, never the link's target. */
+Test(convert_files, planted_symlink_not_followed, .timeout = 10)
+{
+    char dir[] = "/tmp/gt-convf-XXXXXX", victim[128], link[128];
+    const char *const *paths;
+    struct conv_fx f;
+
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(victim, sizeof(victim), "%s-victim", dir);
+    snprintf(link, sizeof(link), "%s/t.json", dir);
+    cr_assert_eq(symlink(victim, link), 0);
+    open_in(&f, dir);
+    str(&f, 2, "work");
+    thr(&f, 100);
+    scope(&f, 2, 10, 20);
+    feed(&f);
+    cr_assert_eq(gt__conv_finish(f.c, NULL, 0), 0);
+    cr_assert_eq(access(victim, F_OK), -1, "wrote through the planted link");
+    cr_assert_eq(gt__conv_files(f.c, &paths), 1);
+    cr_assert_str_neq(paths[0], link);
+    cr_assert_eq(has_span(paths[0], "work"), 1);
+    gt__conv_free(f.c);
+    gt__recbuf_free(&f.b);
+    rm_dir(dir);
+}
