@@ -145,6 +145,8 @@ int gt__cli_request(const char *path, const cJSON *req, int timeout_ms,
         goto out_close_fd;
     }
     *reply = cJSON_Parse(line);
+    /* Whatever the daemon relays, the terminal gets clean text. */
+    gt__json_clean_strings(*reply);
     if (!cJSON_IsObject(*reply)) {
         cJSON_Delete(*reply);
         *reply = NULL;
@@ -223,8 +225,6 @@ const char *gt__cli_str(const cJSON *o, const char *k)
 
     if (!cJSON_IsString(v))
         return "";
-    for (char *p = v->valuestring; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = '?';
+    gt__text_clean(v->valuestring);
     return v->valuestring;
 }

@@ -293,6 +293,17 @@ out_free_obj:
     return rc;
 }
 
+void gt__json_clean_strings(cJSON *o)
+{
+    for (; o; o = o->next) {
+        if (o->string)
+            gt__text_clean(o->string);
+        if (cJSON_IsString(o) && o->valuestring)
+            gt__text_clean(o->valuestring);
+        gt__json_clean_strings(o->child);
+    }
+}
+
 /* ----------------------------------------------------------- CLI specs */
 
 struct cJSON *gt__trigger_to_json(const struct gt__trigger *t)

@@ -114,6 +114,7 @@ static void reply(struct gt__ctlconn *c, cJSON *obj, cJSON *id)
     }
     if (id)
         cJSON_AddItemToObject(obj, "id", id);
+    gt__json_clean_strings(obj);
     text = cJSON_PrintUnformatted(obj);
     send_line(c, text ? text : "{\"ok\":false,\"error\":\"out of memory\"}");
     cJSON_free(text);

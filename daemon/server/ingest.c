@@ -118,6 +118,11 @@ static int on_hello(void *ud, const struct gt__hello_info *hello)
     if (!a->hello)
         return -ENOMEM;
     memcpy(a->hello, hello, sizeof(*hello));
+    /* From here on the agent's text is valid UTF-8 without control
+     * characters, wherever it goes: log, status replies, trace metadata. */
+    gt__text_clean(a->hello->hostname);
+    gt__text_clean(a->hello->cmdline);
+    hello = a->hello;
     if ((rc = choose_stem(a)) < 0)
         return rc;
     o.out_dir = s->out_dir;
