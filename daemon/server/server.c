@@ -172,6 +172,7 @@ static void on_sweep(uv_timer_t *t)
         if (!a->hello_seen && now - a->connected_ns > GT__HELLO_TIMEOUT_S * 1000000000ull)
             gt__agent_close(a, "closing: no hello within the time limit");
     }
+    gt__ctl_sweep(s);
 }
 
 static int take_lock(struct gt__server *s)
@@ -274,6 +275,7 @@ int gt__server_init(struct gt__server *s, uv_loop_t *loop,
     s->lock_fd = -1;
     s->raw = o->raw;
     s->max_file_bytes = o->max_file_bytes;
+    s->ctl_idle_ns = (o->ctl_idle_s ? o->ctl_idle_s : GT__CTL_IDLE_S) * 1000000000ull;
     s->start_ns = gt__mono_ns();
     if (gt__agent_socket_path(s->agent_path, sizeof(s->agent_path)) < 0 ||
         gt__control_socket_path(s->control_path, sizeof(s->control_path)) < 0) {

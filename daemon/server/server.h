@@ -41,6 +41,10 @@ void gt__log_set_fd(int fd);
 #define GT__LOST_SLOTS 64       /* (thread, kind) lost counters per agent */
 #define GT__CTLS_MAX 64         /* open control connections */
 #define GT__HELLO_TIMEOUT_S 10  /* a connection must say hello by then */
+#define GT__CTL_IDLE_S 30       /* default: a control connection with no
+                                 * traffic this long is closed */
+#define GT__CTL_QUEUE_MAX (1u << 20) /* reply bytes queued to a client that
+                                      * does not read them: cut past this */
 
 struct gt__server;
 
@@ -138,6 +142,8 @@ struct gt__server {
     uint64_t next_trigger_id;
     struct gt__ctlconn *ctls;
     int nctls;
+    uint64_t ctl_idle_ns;       /* --control-idle-s */
+    uint64_t ctl_cut;           /* control clients cut (idle, not reading) */
     struct gt__timer *timers;
     /* totals over every connection since start */
     uint64_t connections, refused, bytes, records, events, chunks;
@@ -148,6 +154,7 @@ struct gt__daemon_opts {
     const char *out_dir;
     int raw;
     uint64_t max_file_bytes;
+    uint64_t ctl_idle_s;        /* 0: GT__CTL_IDLE_S */
 };
 
 /* server.c */
@@ -198,5 +205,8 @@ void gt__done_free(struct gt__done *d);
 void gt__ctl_on_connection(uv_stream_t *server, int status);
 /* Closes every control connection and timer (shutdown). */
 void gt__ctl_close_all(struct gt__server *s);
+/* Closes control connections without traffic for s->ctl_idle_ns (called
+ * by the server's once-a-second sweep). */
+void gt__ctl_sweep(struct gt__server *s);
 
 #endif /* GRADTRACE_DAEMON_SERVER_H */
