@@ -364,6 +364,14 @@ char *gt__x_open(struct gt__writer *c, uint32_t t, const char *cat, uint64_t s,
 {
     size_t cl = strlen(cat);
     char *p = gt__ev_begin(c, t, cl + extra);
+    /* A start before the base is clamped to it (ts 0); the end stays,
+     * so the span never covers its siblings' time. */
+    if (s < c->s->base_ns) {
+        c->an.before_base++;
+        s = c->s->base_ns;
+        if (e < s)
+            e = s;
+    }
     if (e < s) {
         c->an.negative_durations++;
         e = s;
@@ -423,8 +431,9 @@ void gt__obs_layer(struct gt__writer *c, int fwd, const char *path,
     *p = 0;
     /* As the JSON has them: start clamped at the base, no negative
      * duration (gt__x_open). */
-    obs->layer(obs->ud, fwd, name, s < c->s->base_ns ? 0 : s - c->s->base_ns,
-               e < s ? 0 : e - s, nodes);
+    if (s < c->s->base_ns)
+        s = c->s->base_ns;
+    obs->layer(obs->ud, fwd, name, s - c->s->base_ns, e < s ? 0 : e - s, nodes);
 }
 
 static char *flow_one(struct gt__writer *c, char *p, char ph, const char *cat,

@@ -314,6 +314,28 @@ static void write_window_meta(struct gt__writer *c)
     gt__jw_puts(w, "\"}");
 }
 
+/*
+ * The realtime of the trace's base: real - (mono - base) for the hello's
+ * (mono, real) pair, or the first host pair without one. Unsigned and
+ * exact, clamped to [0, UINT64_MAX]: the agent's times are untrusted, and
+ * base + (real - mono) in int64 overflowed on extreme hellos.
+ */
+static uint64_t base_real_ns(const struct gt__cstream *s)
+{
+    uint64_t mono = s->start_mono, real = s->start_real, d;
+
+    if (!real && s->host_pairs) {
+        mono = s->host_first_mono;
+        real = s->host_first_real;
+    }
+    if (mono >= s->base_ns) {
+        d = mono - s->base_ns;
+        return real > d ? real - d : 0;
+    }
+    d = s->base_ns - mono;
+    return real > UINT64_MAX - d ? UINT64_MAX : real + d;
+}
+
 int gt__file_close(struct gt__writer *c, int last)
 {
     struct gt__jw *w = &c->w;
@@ -327,11 +349,7 @@ int gt__file_close(struct gt__writer *c, int last)
             return -ENOMEM;
     }
     gt__jw_puts(w, "\n],\n\"displayTimeUnit\":\"ns\"");
-    int64_t real_off = (int64_t)(c->s->start_real - c->s->start_mono);
-    if (!c->s->start_real && c->s->host_pairs)
-        real_off = (int64_t)(c->s->host_first_real - c->s->host_first_mono);
-    uint64_t base_real = (uint64_t)((int64_t)c->s->base_ns + real_off);
-    put_kv_u64(w, ",\n\"baseTimeNanoseconds\":", base_real);
+    put_kv_u64(w, ",\n\"baseTimeNanoseconds\":", base_real_ns(c->s));
     gt__jw_puts(w, ",\n\"deviceProperties\":[]");
     if (c->s->rank >= 0) {
         put_kv_i64(w, ",\n\"distributedInfo\":{\"rank\":", c->s->rank);

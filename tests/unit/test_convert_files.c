@@ -140,3 +140,104 @@ Test(convert_files, planted_symlink_not_followed, .timeout = 10)
     gt__recbuf_free(&f.b);
     rm_dir(dir);
 }
+
+/* ------------------------------------------------------------ times */
+
+/* The JSON file's text (caller frees). */
+static char *slurp(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    cr_assert_not_null(fp);
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    cr_assert_eq(fread(b, 1, (size_t)n, fp), (size_t)n);
+    b[n] = 0;
+    fclose(fp);
+    return b;
+}
+
+/* A span that begins before the stream's base starts at 0 and ends where
+ * it ended: clamping its start must not stretch it over its siblings. */
+Test(convert_files, span_before_base_keeps_its_end, .timeout = 10)
+{
+    char dir[] = "/tmp/gt-convf-XXXXXX";
+    const char *const *paths;
+    struct conv_fx f;
+
+    cr_assert_not_null(mkdtemp(dir));
+    open_in(&f, dir);
+    str(&f, 2, "early");
+    str(&f, 3, "sibling");
+    thr(&f, 100);
+    struct gt_r_scope_begin b = {{GT_R_SCOPE_BEGIN, sizeof(b)}, GT_SCOPE_USER,
+                                 0, 2, 0, T0 - 5000000};
+    add(&f, &b, sizeof(b));
+    struct gt_r_scope_end e = {{GT_R_SCOPE_END, sizeof(e)}, GT_SCOPE_USER, 0,
+                               2, T0 + 2000000};
+    add(&f, &e, sizeof(e));
+    scope(&f, 3, 3000, 9000);
+    feed(&f);
+    cr_assert_eq(gt__conv_finish(f.c, NULL, 0), 0);
+    cr_assert_eq(gt__conv_files(f.c, &paths), 1);
+    cJSON *d = load(paths[0]), *ev;
+    int seen = 0;
+    cJSON_ArrayForEach(ev, cJSON_GetObjectItem(d, "traceEvents")) {
+        if (!s_of(ev, "name") || strcmp(s_of(ev, "name"), "early"))
+            continue;
+        seen++;
+        cr_assert_float_eq(cJSON_GetObjectItem(ev, "ts")->valuedouble, 0, 1e-9);
+        cr_assert_float_eq(cJSON_GetObjectItem(ev, "dur")->valuedouble, 2000, 1e-6,
+                           "dur %f: the part before the base was kept",
+                           cJSON_GetObjectItem(ev, "dur")->valuedouble);
+    }
+    cr_assert_eq(seen, 1);
+    cJSON_Delete(d);
+    gt__conv_free(f.c);
+    gt__recbuf_free(&f.b);
+    rm_dir(dir);
+}
+
+/* Extreme hello times: base + (real - mono) must be computed without
+ * signed overflow (UBSan aborted here) and still give real at the base. */
+Test(convert_files, extreme_hello_times_do_not_overflow, .timeout = 10)
+{
+    char dir[] = "/tmp/gt-convf-XXXXXX";
+    const char *const *paths;
+    struct conv_fx f;
+    const uint64_t mono = 0x6000000000000000ull, real = 2 * mono;
+
+    cr_assert_not_null(mkdtemp(dir));
+    memset(&f, 0, sizeof(f));
+    struct gt__conv_opts o = {.out_dir = dir, .stem = "t"};
+    f.c = gt__conv_create(&o);
+    struct gt__hello_info *h = calloc(1, sizeof(*h));
+    h->h.pid = 1;
+    h->h.rank = -1;
+    h->h.start_mono_ns = mono;
+    h->h.start_real_ns = real;
+    cr_assert_eq(gt__conv_hello(f.c, h), 0);
+    free(h);
+    str(&f, 2, "x");
+    thr(&f, 100);
+    struct gt_r_scope_begin b = {{GT_R_SCOPE_BEGIN, sizeof(b)}, GT_SCOPE_USER,
+                                 0, 2, 0, mono + 1000};
+    struct gt_r_scope_end e = {{GT_R_SCOPE_END, sizeof(e)}, GT_SCOPE_USER, 0,
+                               2, UINT64_MAX};
+    add(&f, &b, sizeof(b));
+    add(&f, &e, sizeof(e));
+    feed(&f);
+    cr_assert_eq(gt__conv_finish(f.c, NULL, 0), 0);
+    cr_assert_eq(gt__conv_files(f.c, &paths), 1);
+    char *text = slurp(paths[0]);
+    const char *k = strstr(text, "\"baseTimeNanoseconds\":");
+    cr_assert_not_null(k);
+    unsigned long long got = strtoull(k + 22, NULL, 10);
+    cr_assert_eq(got, real - mono % 1000000u, "baseTimeNanoseconds %llu", got);
+    free(text);
+    cJSON_Delete(load(paths[0]));
+    gt__conv_free(f.c);
+    gt__recbuf_free(&f.b);
+    rm_dir(dir);
+}
