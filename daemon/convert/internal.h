@@ -301,6 +301,10 @@ struct gt__conv {
     uint32_t route;         /* 1 + wout index taking records, 0 main */
     struct gt__bmap win_corr; /* CUDA corr -> window id */
     uint64_t win_events, win_bytes, win_files, win_anomalies; /* finished */
+    uint64_t win_begun;     /* windows given a writer, for the caps */
+    uint64_t win_sec, win_in_sec; /* second of stream time, begun in it */
+    uint32_t win_refused_id; /* last window refused: its END/DONE too */
+    int have_refused;
 };
 
 /* ------------------------------------------------ route and record table */

@@ -241,3 +241,63 @@ Test(convert_files, extreme_hello_times_do_not_overflow, .timeout = 10)
     gt__recbuf_free(&f.b);
     rm_dir(dir);
 }
+
+/* ------------------------------------------------------------ caps */
+
+/* One stream opening 20,000 windows (issue #13, item 9) made 20,004 files
+ * and kept the daemon's loop busy for 18 s. Windows are capped per second
+ * of stream time and per stream; the refused ones are counted and their
+ * records stay in the main file. */
+Test(convert_files, windows_capped_per_second_and_per_stream, .timeout = 60)
+{
+    char dir[] = "/tmp/gt-convf-XXXXXX";
+    const char *const *paths;
+    struct conv_fx f;
+
+    cr_assert_not_null(mkdtemp(dir));
+    open_in(&f, dir);
+    str(&f, 1, "layer=blocks.1,phase=forward");
+    str(&f, 2, "in window");
+    thr(&f, 100);
+    /* 20,000 windows, one per ms of stream time. */
+    for (uint32_t i = 0; i < 20000; i++) {
+        uint64_t us = 1000 + (uint64_t)i * 1000; /* one per ms */
+        win(&f, GT_R_WINDOW_BEGIN, i + 1, us);
+        scope(&f, 2, us + 1, us + 2);
+        win(&f, GT_R_WINDOW_END, i + 1, us + 3);
+        win(&f, GT_R_WINDOW_DONE, i + 1, us + 4);
+        if (f.b.len > (1u << 20) - 4096) {
+            feed(&f);
+            thr(&f, 100); /* each chunk names its thread again */
+        }
+    }
+    feed(&f);
+    cr_assert_eq(gt__conv_finish(f.c, NULL, 0), 0);
+    size_t n = gt__conv_files(f.c, &paths);
+    /* 1,000 a second were asked for: 100 a second given, until the
+     * stream's 1,000; then none. Plus the main file. */
+    cr_assert_eq(n, (size_t)GT__CONV_WIN_PER_STREAM + 1, "%zu files", n);
+    const char *main_path = NULL;
+    size_t first_second = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *w = strstr(paths[i], "/t-w");
+        if (strcmp(strrchr(paths[i], '/'), "/t.json") == 0)
+            main_path = paths[i];
+        else if (w && strtoul(w + 4, NULL, 10) < 1000)
+            first_second++;
+    }
+    cr_assert_eq(first_second, GT__CONV_WIN_PER_SEC);
+    cr_assert_not_null(main_path, "the refused windows' records go to main");
+    cJSON *d = load(main_path);
+    const cJSON *an = cJSON_GetObjectItem(cJSON_GetObjectItem(d, "gradtrace"), "anomalies");
+    double refused = cJSON_GetObjectItem(an, "windows_refused")->valuedouble;
+    cr_assert_eq((size_t)refused, 20000 - (n - 1), "refused %f, files %zu", refused, n);
+    cr_assert_eq(cJSON_GetObjectItem(an, "windows_unmatched")->valuedouble, 0,
+                 "a refused window is not also unmatched");
+    int in_main = has_span(main_path, "in window");
+    cr_assert_eq((size_t)in_main, (size_t)refused, "main has %d, refused %f", in_main, refused);
+    cJSON_Delete(d);
+    gt__conv_free(f.c);
+    gt__recbuf_free(&f.b);
+    rm_dir(dir);
+}
