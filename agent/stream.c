@@ -62,6 +62,7 @@ static size_t enc_cap;
 static uint64_t last_meta_ns;
 static uint64_t orphan_sent, chunks_sent; /* process-level LOST, per stream */
 static uint64_t orphan_base;              /* gt__lost_orphan at stream start */
+static int goodbye_due;                   /* final pass: end with GT_R_GOODBYE */
 
 /* The chunk being built in raw. */
 static uint32_t b_len, b_count;
@@ -429,6 +430,13 @@ static void cycle(void)
             lost_append(0, GT_LOST_CHUNKS, v);
             chunks_sent = v;
         }
+        if (goodbye_due) {
+            struct gt_r_goodbye g = {.h = {GT_R_GOODBYE, sizeof(g)},
+                                     .ts = gt__mono_ns()};
+            if (b_len + 64 + sizeof(g) > CHUNK_TARGET)
+                chunk_flush();
+            b_append(&g, sizeof(g));
+        }
     }
     chunk_flush();
 }
@@ -477,7 +485,11 @@ static void final_flush(void)
         return;
     if (!gt__st.ready && gt__sink_wanted() && gt__sink_open() == -EINPROGRESS)
         wait_connect(200);
+    /* The stream ends here by our choice: say so, so that a stream that
+     * ends without it reads as cut short. */
+    goodbye_due = 1;
     cycle();
+    goodbye_due = 0;
     if (gt__st.fd >= 0)
         gt__sink_close("agent finished");
     gt__stream_unlock();

@@ -69,6 +69,11 @@ size_t gt__conv_files(const struct gt__conv *c, const char *const **paths)
     return c->s.nall;
 }
 
+int gt__conv_goodbye(const struct gt__conv *c)
+{
+    return c->s.goodbye;
+}
+
 uint64_t gt__conv_events(const struct gt__conv *c)
 {
     uint64_t n = c->main->total_events + c->win_events;

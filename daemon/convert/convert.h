@@ -106,6 +106,10 @@ size_t gt__conv_windows(const struct gt__conv *c,
 /* Events written so far, across files. */
 uint64_t gt__conv_events(const struct gt__conv *c);
 
+/* Whether the stream's GT_R_GOODBYE arrived: the agent ended it itself.
+ * A stream finished without one is to be finished as truncated. */
+int gt__conv_goodbye(const struct gt__conv *c);
+
 /* Totals for a one-line summary (gradtrace convert, daemon logs). */
 struct gt__conv_summary {
     uint64_t events;          /* trace events written, all files */

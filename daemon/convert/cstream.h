@@ -212,6 +212,7 @@ struct gt__cstream {
 
     /* from gt__conv_finish */
     int truncated;
+    int goodbye;            /* GT_R_GOODBYE seen: the agent ended the stream */
     struct gt__framer_stats stats;
     int have_stats;
 
@@ -264,6 +265,8 @@ void gt__cs_on_thread_info(struct gt__cstream *s, const uint8_t *rec,
 void gt__cs_on_thread(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
 void gt__cs_on_clock(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
 void gt__cs_on_lost(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
+void gt__cs_on_goodbye(struct gt__cstream *s, const uint8_t *rec,
+                       uint16_t size);
 void gt__cs_on_warning(struct gt__cstream *s, const uint8_t *rec,
                        uint16_t size);
 

@@ -393,6 +393,8 @@ int gt__file_close(struct gt__writer *c, int last)
     put_kv_u64(w, ",\"seq_jumps\":", st ? st->seq_jumps : 0);
     gt__jw_puts(w, last && c->truncated ? ",\"truncated\":true"
                                         : ",\"truncated\":false");
+    gt__jw_puts(w, c->s->goodbye ? ",\"goodbye\":true" : ",\"goodbye\":false");
+    put_kv_u64(w, ",\"last_ts_ns\":", c->max_ts);
     gt__jw_puts(w, last && c->finished ? ",\"complete\":true}"
                                        : ",\"complete\":false}");
     write_clock(c);

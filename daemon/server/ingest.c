@@ -277,7 +277,10 @@ static void finish(struct gt__agent *a, const char *reason, int failed)
     if (a->conv) {
         const struct gt__framer_stats *st = gt__framer_stats(a->framer);
 
-        rc = gt__conv_finish(a->conv, st, failed || frc != 0);
+        /* No goodbye: the process (or the connection) died before its
+         * last records; the trace says so, with its last time. */
+        rc = gt__conv_finish(a->conv, st,
+                             failed || frc != 0 || !gt__conv_goodbye(a->conv));
         if (rc < 0)
             gt__log("agent pid %u: finishing %s failed: %s",
                     (unsigned)a->hello->h.pid, a->stem, gt__strerror(rc));
@@ -294,7 +297,9 @@ static void finish(struct gt__agent *a, const char *reason, int failed)
                 (unsigned)a->hello->h.pid, a->stem, reason,
                 (unsigned long long)a->bytes, (unsigned long long)a->records,
                 (unsigned long long)(d ? d->lost_chunks : 0),
-                frc == GT__ETRUNC ? "partial trace (stream ended mid-chunk), " : "",
+                frc == GT__ETRUNC ? "partial trace (stream ended mid-chunk), "
+                : a->conv && !gt__conv_goodbye(a->conv)
+                    ? "truncated (no goodbye from the agent), " : "",
                 d && d->nfiles ? d->files[0] : "no file");
     } else {
         gt__log("connection from pid %u closed before a valid hello: %s",

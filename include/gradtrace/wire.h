@@ -147,6 +147,7 @@ enum gt_rec_type {
     GT_R_WINDOW_END = 22,
     GT_R_WARNING = 23,      /* a diagnostic for the trace's metadata */
     GT_R_WINDOW_DONE = 24,  /* a window's last segment has ended */
+    GT_R_GOODBYE = 25,      /* the agent's last record: the stream is whole */
     GT_R_TYPE_COUNT
 };
 
@@ -376,6 +377,18 @@ struct gt_r_warning {
 _Static_assert(sizeof(struct gt_r_warning) == 20, "warning");
 
 /*
+ * The last record of a stream the agent ended itself (exit, final flush):
+ * nothing it recorded is missing beyond what LOST says. A stream that ends
+ * without one (process or daemon killed, connection cut) is truncated.
+ */
+struct gt_r_goodbye {
+    struct gt_rec h;
+    uint32_t flags;       /* zero */
+    uint64_t ts;          /* when the agent said goodbye */
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_goodbye) == 16, "goodbye");
+
+/*
  * Fixed-size record types: X(type, struct). GT_R_STRING and
  * GT_R_PROCESS_INFO's sizes are minimums (STRING grows by its text).
  */
@@ -403,7 +416,8 @@ _Static_assert(sizeof(struct gt_r_warning) == 20, "warning");
     X(GT_R_WINDOW_BEGIN, gt_r_window)               \
     X(GT_R_WINDOW_END, gt_r_window)                 \
     X(GT_R_WARNING, gt_r_warning)                   \
-    X(GT_R_WINDOW_DONE, gt_r_window)
+    X(GT_R_WINDOW_DONE, gt_r_window)               \
+    X(GT_R_GOODBYE, gt_r_goodbye)
 
 /* ------------------------------------------------ daemon -> agent messages */
 
