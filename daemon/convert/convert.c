@@ -69,6 +69,25 @@ size_t gt__conv_files(const struct gt__conv *c, const char *const **paths)
     return c->s.nall;
 }
 
+static int writer_flush(struct gt__writer *w)
+{
+    if (w->file_open && !w->err && gt__jw_flush(&w->w) != 0)
+        w->err = w->w.err;
+    return w->err;
+}
+
+int gt__conv_flush(struct gt__conv *c)
+{
+    int rc = writer_flush(c->main);
+
+    for (uint32_t i = 0; i < c->nwout; i++) {
+        int wrc = writer_flush(c->wout[i].sub);
+        if (wrc && !rc)
+            rc = wrc;
+    }
+    return rc;
+}
+
 int gt__conv_goodbye(const struct gt__conv *c)
 {
     return c->s.goodbye;

@@ -106,6 +106,13 @@ size_t gt__conv_windows(const struct gt__conv *c,
 /* Events written so far, across files. */
 uint64_t gt__conv_events(const struct gt__conv *c);
 
+/*
+ * Writes what the converter holds in its buffers to the open files, so a
+ * daemon killed now loses only what arrived since (the daemon calls it
+ * once a second). @return 0 or the sticky write error.
+ */
+GT__WUR int gt__conv_flush(struct gt__conv *c);
+
 /* Whether the stream's GT_R_GOODBYE arrived: the agent ended it itself.
  * A stream finished without one is to be finished as truncated. */
 int gt__conv_goodbye(const struct gt__conv *c);

@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -91,6 +92,8 @@ static int create_file(const struct gt__writer *c, char **path)
 
     if (c->out_path || c->s->out_path) {
         fd = open(*path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            (void)flock(fd, LOCK_SH | LOCK_NB);
         return fd < 0 ? -errno : fd;
     }
     for (unsigned k = 2;; k++) {
@@ -108,6 +111,10 @@ static int create_file(const struct gt__writer *c, char **path)
     }
     if (fd < 0)
         fd = -errno;
+    /* Held while the file is written: repair (repair.c) leaves a file
+     * alone while a live writer holds it. */
+    if (fd >= 0)
+        (void)flock(fd, LOCK_SH | LOCK_NB);
     if (*path != orig)
         gt__free(orig);
     return fd;

@@ -23,6 +23,7 @@
 #include "daemon/server/server.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -38,6 +39,7 @@
 #include "common/paths.h"
 #include "common/util.h"
 #include "daemon/convert/convert.h"
+#include "daemon/convert/repair.h"
 
 int gt__peer_check(uv_pipe_t *p, uint32_t *pid, char *why, size_t cap)
 {
@@ -171,6 +173,10 @@ static void on_sweep(uv_timer_t *t)
         next = a->next;
         if (!a->hello_seen && now - a->connected_ns > GT__HELLO_TIMEOUT_S * 1000000000ull)
             gt__agent_close(a, "closing: no hello within the time limit");
+        else if (a->conv && gt__conv_flush(a->conv) < 0)
+            /* A daemon killed now loses at most the last second. A write
+             * error is the converter's to report when the stream ends. */
+            continue;
     }
     gt__ctl_sweep(s);
 }
@@ -265,6 +271,40 @@ static int make_out_dir(struct gt__server *s, const char *dir)
     return check_out_dir(s->out_dir);
 }
 
+/*
+ * Traces a killed daemon left unfinished are finished now, valid and
+ * marked truncated (repair.h); files a live writer holds are skipped.
+ */
+static void repair_out_dir(struct gt__server *s)
+{
+    DIR *d = opendir(s->out_dir);
+    struct dirent *e;
+    char path[sizeof(s->out_dir) + 260];
+
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        struct gt__repair_info info;
+        int rc;
+
+        if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0 ||
+            e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", s->out_dir, e->d_name);
+        rc = gt__trace_repair(path, &info);
+        if (rc > 0) {
+            s->repaired++;
+            gt__log("repaired %s: left unfinished; %llu events kept, %llu bytes "
+                    "cut, marked truncated", path, (unsigned long long)info.events,
+                    (unsigned long long)info.cut_bytes);
+        } else if (rc < 0 && rc != -EINVAL && rc != -EBUSY) {
+            gt__log("cannot repair %s: %s", path, strerror(-rc));
+        }
+    }
+    closedir(d);
+}
+
 int gt__server_init(struct gt__server *s, uv_loop_t *loop,
                     const struct gt__daemon_opts *o)
 {
@@ -289,6 +329,7 @@ int gt__server_init(struct gt__server *s, uv_loop_t *loop,
         return rc;
     if ((rc = take_lock(s)) < 0)
         return rc;
+    repair_out_dir(s);
     if ((rc = clear_stale_socket(s->agent_path)) < 0 ||
         (rc = clear_stale_socket(s->control_path)) < 0)
         goto out_unlock;

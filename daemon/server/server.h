@@ -144,6 +144,7 @@ struct gt__server {
     int nctls;
     uint64_t ctl_idle_ns;       /* --control-idle-s */
     uint64_t ctl_cut;           /* control clients cut (idle, not reading) */
+    uint64_t repaired;          /* unfinished files repaired at start */
     struct gt__timer *timers;
     /* totals over every connection since start */
     uint64_t connections, refused, bytes, records, events, chunks;
