@@ -113,6 +113,16 @@ uint64_t gt__conv_events(const struct gt__conv *c);
  */
 GT__WUR int gt__conv_flush(struct gt__conv *c);
 
+/*
+ * Disk full: whether a writer of c stopped on ENOSPC/EDQUOT; and, once
+ * space is back, each such writer's cut file finished (repair.h, marked
+ * truncated) and writing resumed in a new file. lost counts the records
+ * not converted meanwhile, written in the trace as lost.disk_full_records.
+ * @return gt__conv_disk_full: 1 or 0. gt__conv_resume: 0, or -errno.
+ */
+int gt__conv_disk_full(const struct gt__conv *c);
+GT__WUR int gt__conv_resume(struct gt__conv *c, uint64_t lost);
+
 /* Whether the stream's GT_R_GOODBYE arrived: the agent ended it itself.
  * A stream finished without one is to be finished as truncated. */
 int gt__conv_goodbye(const struct gt__conv *c);

@@ -213,6 +213,7 @@ struct gt__cstream {
     /* from gt__conv_finish */
     int truncated;
     int goodbye;            /* GT_R_GOODBYE seen: the agent ended the stream */
+    uint64_t lost_disk_full; /* records not converted while the disk was full */
     struct gt__framer_stats stats;
     int have_stats;
 

@@ -388,6 +388,7 @@ int gt__file_close(struct gt__writer *c, int last)
     put_kv_u64(w, ",\n\"lost\":{\"events\":", c->s->lost_sum[GT_LOST_EVENTS]);
     put_kv_u64(w, ",\"cupti\":", c->s->lost_sum[GT_LOST_CUPTI]);
     put_kv_u64(w, ",\"chunks\":", c->s->lost_sum[GT_LOST_CHUNKS]);
+    put_kv_u64(w, ",\"disk_full_records\":", c->s->lost_disk_full);
     gt__jw_puts(w, "}");
     put_kv_u64(w, ",\n\"stream\":{\"chunks\":", c->chunks);
     put_kv_u64(w, ",\"records\":", c->records);
@@ -439,6 +440,27 @@ void gt__files_patch_count(struct gt__writer *c)
             c->err = c->err ? c->err : -EIO;
         close(fd);
     }
+}
+
+int gt__writer_resume(struct gt__writer *c, char **abandoned)
+{
+    *abandoned = NULL;
+    if (c->err != -ENOSPC && c->err != -EDQUOT)
+        return c->err;
+    /* What the full disk refused is gone; the file it cut is finished by
+     * the caller (repair.h), and writing goes on in the next file. */
+    if (c->file_open && c->nfiles)
+        *abandoned = gt__strdup(c->files[c->nfiles - 1].path);
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->w.fd = -1;
+    c->w.err = 0;
+    c->w.len = 0;
+    c->err = 0;
+    c->file_open = 0;
+    c->file_index++;
+    return 0;
 }
 
 int gt__maybe_rotate(struct gt__writer *c)

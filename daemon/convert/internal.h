@@ -307,6 +307,14 @@ struct gt__conv {
     int have_refused;
 };
 
+/*
+ * After a write failed with ENOSPC or EDQUOT: the writer leaves its cut
+ * file (its path in *abandoned, caller frees, NULL when none) and goes on
+ * in its next file, created with its next event. Other errors stay.
+ * @return 0, or the writer's other sticky error.
+ */
+int gt__writer_resume(struct gt__writer *c, char **abandoned);
+
 /* ------------------------------------------------ route and record table */
 
 /* How window.c routes a record type (records.c's table). */

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -192,6 +193,13 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
      * still holds. */
     if (!a->hello_seen || !a->conv)
         return -EPIPE;
+    if (a->disk_full) {
+        /* Paused: counted, and written as lost when space is back. */
+        a->disk_full_records += h->record_count;
+        a->records += h->record_count;
+        a->srv->records += h->record_count;
+        return 0;
+    }
     a->records += h->record_count;
     a->srv->records += h->record_count;
     a->srv->chunks++;
@@ -206,7 +214,36 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
                 note_lost(a, &l);
         }
     }
-    return gt__conv_chunk(a->conv, h, records, raw_size);
+    int rc = gt__conv_chunk(a->conv, h, records, raw_size);
+    if (rc < 0 && gt__conv_disk_full(a->conv)) {
+        /* A full disk is not the agent's fault: the stream stays open,
+         * its output pauses until the sweep finds space again. */
+        gt__log("agent pid %u: disk full writing %s: output paused, records "
+                "counted as lost until space returns",
+                (unsigned)a->hello->h.pid, a->stem);
+        a->disk_full = 1;
+        a->srv->disk_full++;
+        return 0;
+    }
+    return rc;
+}
+
+void gt__agent_disk_retry(struct gt__agent *a)
+{
+    struct statvfs st;
+    int rc;
+
+    if (!a->disk_full || statvfs(a->srv->out_dir, &st) != 0 ||
+        (uint64_t)st.f_bavail * st.f_frsize < GT__DISK_RESUME_BYTES)
+        return;
+    rc = gt__conv_resume(a->conv, a->disk_full_records);
+    gt__log("agent pid %u: disk space is back: %s resumes in a new file "
+            "(%llu records lost while full)%s%s", (unsigned)a->hello->h.pid,
+            a->stem, (unsigned long long)a->disk_full_records,
+            rc ? "; the cut file could not be finished: " : "",
+            rc ? strerror(-rc) : "");
+    a->disk_full = 0;
+    a->disk_full_records = 0;
 }
 
 static void on_closed(uv_handle_t *h)
@@ -277,6 +314,16 @@ static void finish(struct gt__agent *a, const char *reason, int failed)
     if (a->conv) {
         const struct gt__framer_stats *st = gt__framer_stats(a->framer);
 
+        if (a->disk_full) {
+            /* Ends while paused: finish the cut files if space allows
+             * (else the next start does), then close what is left. */
+            rc = gt__conv_resume(a->conv, a->disk_full_records);
+            if (rc < 0)
+                gt__log("agent pid %u: disk still full: %s left unfinished "
+                        "(finished at the next start or by gradtrace convert "
+                        "--repair)", (unsigned)a->hello->h.pid, a->stem);
+            a->disk_full = 0;
+        }
         /* No goodbye: the process (or the connection) died before its
          * last records; the trace says so, with its last time. */
         rc = gt__conv_finish(a->conv, st,
@@ -637,6 +684,7 @@ cJSON *gt__agent_json(const struct gt__agent *a)
     cJSON_AddStringToObject(o, "command", h->cmdline);
     cJSON_AddStringToObject(o, "stem", a->stem);
     cJSON_AddBoolToObject(o, "capture", a->capture);
+    cJSON_AddBoolToObject(o, "disk_full", a->disk_full);
     cJSON_AddNumberToObject(o, "connected_s",
                             (double)(gt__mono_ns() - a->connected_ns) / 1e9);
     cJSON_AddNumberToObject(o, "bytes", (double)a->bytes);

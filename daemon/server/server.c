@@ -173,6 +173,8 @@ static void on_sweep(uv_timer_t *t)
         next = a->next;
         if (!a->hello_seen && now - a->connected_ns > GT__HELLO_TIMEOUT_S * 1000000000ull)
             gt__agent_close(a, "closing: no hello within the time limit");
+        else if (a->disk_full)
+            gt__agent_disk_retry(a);
         else if (a->conv && gt__conv_flush(a->conv) < 0)
             /* A daemon killed now loses at most the last second. A write
              * error is the converter's to report when the stream ends. */

@@ -41,6 +41,7 @@ void gt__log_set_fd(int fd);
 #define GT__LOST_SLOTS 64       /* (thread, kind) lost counters per agent */
 #define GT__CTLS_MAX 64         /* open control connections */
 #define GT__HELLO_TIMEOUT_S 10  /* a connection must say hello by then */
+#define GT__DISK_RESUME_BYTES (1u << 20) /* free space that ends a pause */
 #define GT__CTL_IDLE_S 30       /* default: a control connection with no
                                  * traffic this long is closed */
 #define GT__CTL_QUEUE_MAX (1u << 20) /* reply bytes queued to a client that
@@ -83,6 +84,8 @@ struct gt__agent {
     size_t pre_len;
     uint64_t bytes;
     uint64_t records;
+    int disk_full;              /* output paused on ENOSPC/EDQUOT */
+    uint64_t disk_full_records; /* records not converted meanwhile */
     struct gt__lost_slot lost[GT__LOST_SLOTS];
     size_t nlost;
     struct gt__agent_trig trigs[GT__ARMED_MAX];
@@ -145,6 +148,7 @@ struct gt__server {
     uint64_t ctl_idle_ns;       /* --control-idle-s */
     uint64_t ctl_cut;           /* control clients cut (idle, not reading) */
     uint64_t repaired;          /* unfinished files repaired at start */
+    uint64_t disk_full;         /* times an agent's output hit a full disk */
     struct gt__timer *timers;
     /* totals over every connection since start */
     uint64_t connections, refused, bytes, records, events, chunks;
@@ -183,6 +187,10 @@ int gt__agent_send(struct gt__agent *a, uint16_t type, const char *text) GT__WUR
 /* Reads what the socket already holds without blocking; finishes and
  * closes the agent on EOF or error. @return 1 finished, 0 still live. */
 int gt__agent_drain(struct gt__agent *a);
+/* Disk full: when the output directory has GT__DISK_RESUME_BYTES free
+ * again, the agent's cut files are finished and its output resumes
+ * (called by the once-a-second sweep). */
+void gt__agent_disk_retry(struct gt__agent *a);
 /* Finishes the conversion and closes the connection with a logged reason. */
 void gt__agent_close(struct gt__agent *a, const char *reason);
 struct cJSON *gt__agent_json(const struct gt__agent *a);
