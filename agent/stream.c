@@ -519,7 +519,10 @@ static void *streamer_main(void *arg)
         struct pollfd pf[2] = {{.fd = efd, .events = POLLIN}, {.fd = -1}};
         int nf = 1;
 
-        if (gt__st.fd >= 0 && gt__st.kind == GT__SINK_SOCKET) {
+        /* kind is fixed before this thread starts; in socket mode only
+         * this thread changes fd, so it may read it without the lock
+         * (in file mode the first record's thread opens the file). */
+        if (gt__st.kind == GT__SINK_SOCKET && gt__st.fd >= 0) {
             pf[1].fd = gt__st.fd;
             pf[1].events = POLLIN | (gt__st.connecting ? POLLOUT : 0);
             nf = 2;
