@@ -239,11 +239,25 @@ uint32_t gt__place(struct gt__writer *c, uint32_t t, uint64_t s, uint64_t e)
 
 /* ------------------------------------------------------------ events */
 
+/* The latest time a trace shows: 2^52 ns (52 days) after its base, so
+ * that every ts and ts + dur, written in microseconds with nanosecond
+ * fractions, is exact in a JSON reader's double. Later (hostile) times
+ * are clamped to it, which keeps nesting: clamping is monotonic. */
+static uint64_t horizon(const struct gt__writer *c)
+{
+    uint64_t b = c->s->base_ns;
+    return b > UINT64_MAX - GT__REL_MAX ? UINT64_MAX : b + GT__REL_MAX;
+}
+
 uint64_t gt__rel(struct gt__writer *c, uint64_t ts)
 {
     if (ts < c->s->base_ns) {
         c->an.before_base++;
         return 0;
+    }
+    if (ts > horizon(c)) {
+        c->an.beyond_horizon++;
+        ts = horizon(c);
     }
     return ts - c->s->base_ns;
 }
@@ -375,6 +389,12 @@ char *gt__x_open(struct gt__writer *c, uint32_t t, const char *cat, uint64_t s,
     if (e < s) {
         c->an.negative_durations++;
         e = s;
+    }
+    if (e > horizon(c)) {
+        c->an.beyond_horizon++;
+        e = horizon(c);
+        if (s > e)
+            s = e;
     }
     p = GT__LIT(p, "{\"ph\":\"X\",\"cat\":\"");
     memcpy(p, cat, cl);

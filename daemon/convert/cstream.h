@@ -37,6 +37,7 @@
 #define GT__MAX_STREAMS 4096u         /* table has twice the slots */
 #define GT__MAX_LOST 4096u
 #define GT__MAX_WINDOWS 256u
+#define GT__REL_MAX (1ull << 52)      /* latest ts after the base (chrome.c) */
 #define GT__MAX_OPEN_WINDOWS 16u
 #define GT__MAX_WARNINGS 64u
 #define GT__WAIT_CAP 4096u            /* nodes waiting for their creation */
@@ -60,6 +61,8 @@
     X(threads_dropped)      /* thread table full */                       \
     X(time_backwards)       /* a thread's time went back: clamped */      \
     X(before_base)          /* timestamp before the trace base: at 0 */   \
+    X(beyond_horizon)       /* timestamp over 2^52 ns after the base:     \
+                             * clamped there (JSON doubles stay exact) */ \
     X(negative_durations)   /* end before start: zero duration */         \
     X(end_without_begin)    /* end matching nothing open: ignored */      \
     X(closed_implicitly)    /* closed because an outer span ended */      \
