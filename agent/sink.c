@@ -60,6 +60,15 @@ void gt__sink_close(const char *why)
         GT__LOG("stream %u closed: %s", gt__st.stream_id, why);
         close(gt__st.fd);
     }
+    /* Chunks the daemon never said it wrote (it died, or the connection
+     * broke) may be nowhere: counted as lost, reported in the next
+     * stream's GT_LOST_CHUNKS. */
+    if (gt__st.sent > gt__st.acked) {
+        GT__LOG("%llu chunks sent but not acknowledged: counted as lost",
+                (unsigned long long)(gt__st.sent - gt__st.acked));
+        atomic_fetch_add(&gt__st.lost_chunks, gt__st.sent - gt__st.acked);
+    }
+    gt__st.sent = gt__st.acked = 0;
     gt__st.fd = -1;
     gt__st.ready = 0;
     gt__st.connecting = 0;

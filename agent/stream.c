@@ -170,6 +170,8 @@ static void chunk_write(const uint8_t *buf, uint32_t len, uint32_t count,
         return;
     }
     rc = gt__sink_write(enc, (size_t)n, 2000);
+    if (rc == 0)
+        gt__st.sent++;
     if (rc < 0) {
         atomic_fetch_add(&gt__st.lost_chunks, 1);
         gt__sink_close(rc == -ETIMEDOUT ? "daemon not reading" : "write failed");
@@ -490,6 +492,9 @@ static void final_flush(void)
     goodbye_due = 1;
     cycle();
     goodbye_due = 0;
+    /* Our own end: the daemon reads to EOF and finishes the stream with
+     * everything sent, so nothing is owed an acknowledgement. */
+    gt__st.acked = gt__st.sent;
     if (gt__st.fd >= 0)
         gt__sink_close("agent finished");
     gt__stream_unlock();
@@ -692,6 +697,7 @@ void gt__streamer_after_fork_child(void)
     gt__st.child = 1;
     atomic_store(&gt__st.seq, 0);
     atomic_store(&gt__st.lost_chunks, 0);
+    gt__st.sent = gt__st.acked = 0;
     last_meta_ns = 0;
     atomic_store(&lazy_start, 1);
 }

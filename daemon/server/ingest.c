@@ -203,6 +203,7 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
     a->records += h->record_count;
     a->srv->records += h->record_count;
     a->srv->chunks++;
+    a->last_seq = h->seq;
     /* Only the few records status reports on are looked at here; the
      * converter validates everything else. */
     gt__rec_iter_init(&it, records, raw_size);
@@ -303,6 +304,48 @@ static struct gt__done *remember(struct gt__agent *a, const char *reason)
     return d;
 }
 
+/* "chunks=N seq=S" of what a's converter has written out. */
+static int ack_text(const struct gt__agent *a, char *buf, size_t cap)
+{
+    const struct gt__framer_stats *st = gt__framer_stats(a->framer);
+
+    snprintf(buf, cap, "chunks=%llu seq=%llu", (unsigned long long)st->chunks,
+             (unsigned long long)a->last_seq);
+    return st->chunks != a->acked;
+}
+
+void gt__agent_ack(struct gt__agent *a)
+{
+    char text[64];
+
+    if (a->hello_seen && !a->disk_full && ack_text(a, text, sizeof(text)) &&
+        gt__agent_send(a, GT_CTL_ACK, text) == 0)
+        a->acked = gt__framer_stats(a->framer)->chunks;
+}
+
+/* The stream is finished and written: the last ACK goes out now, before
+ * the close (a write queued on libuv would be cancelled by it). */
+static void final_ack(struct gt__agent *a)
+{
+    uint8_t msg[sizeof(struct gt_ctl) + 64];
+    struct gt_ctl hdr = {.magic = GT_CTL_MAGIC, .type = GT_CTL_ACK};
+    char text[64];
+    uv_os_fd_t fd;
+    size_t n;
+
+    if (!a->hello_seen || !ack_text(a, text, sizeof(text)) ||
+        uv_stream_get_write_queue_size((uv_stream_t *)&a->pipe) != 0 ||
+        uv_fileno((uv_handle_t *)&a->pipe, &fd) != 0)
+        return;
+    n = strlen(text);
+    hdr.size = (uint16_t)(sizeof(hdr) + n);
+    memcpy(msg, &hdr, sizeof(hdr));
+    memcpy(msg + sizeof(hdr), text, n);
+    if (send(fd, msg, sizeof(hdr) + n, MSG_DONTWAIT | MSG_NOSIGNAL) ==
+        (ssize_t)(sizeof(hdr) + n))
+        a->acked = gt__framer_stats(a->framer)->chunks;
+}
+
 static void finish(struct gt__agent *a, const char *reason, int failed)
 {
     struct gt__server *s = a->srv;
@@ -328,6 +371,8 @@ static void finish(struct gt__agent *a, const char *reason, int failed)
          * last records; the trace says so, with its last time. */
         rc = gt__conv_finish(a->conv, st,
                              failed || frc != 0 || !gt__conv_goodbye(a->conv));
+        if (rc == 0)
+            final_ack(a);
         if (rc < 0)
             gt__log("agent pid %u: finishing %s failed: %s",
                     (unsigned)a->hello->h.pid, a->stem, gt__strerror(rc));

@@ -175,10 +175,11 @@ static void on_sweep(uv_timer_t *t)
             gt__agent_close(a, "closing: no hello within the time limit");
         else if (a->disk_full)
             gt__agent_disk_retry(a);
-        else if (a->conv && gt__conv_flush(a->conv) < 0)
-            /* A daemon killed now loses at most the last second. A write
+        else if (a->conv && gt__conv_flush(a->conv) == 0)
+            /* A daemon killed now loses at most the last second, and the
+             * agent counts exactly what was not acknowledged. A write
              * error is the converter's to report when the stream ends. */
-            continue;
+            gt__agent_ack(a);
     }
     gt__ctl_sweep(s);
 }

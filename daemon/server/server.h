@@ -85,6 +85,8 @@ struct gt__agent {
     uint64_t bytes;
     uint64_t records;
     int disk_full;              /* output paused on ENOSPC/EDQUOT */
+    uint64_t acked;             /* chunks acknowledged (GT_CTL_ACK) */
+    uint64_t last_seq;          /* seq of the last chunk converted */
     uint64_t disk_full_records; /* records not converted meanwhile */
     struct gt__lost_slot lost[GT__LOST_SLOTS];
     size_t nlost;
@@ -191,6 +193,9 @@ int gt__agent_drain(struct gt__agent *a);
  * again, the agent's cut files are finished and its output resumes
  * (called by the once-a-second sweep). */
 void gt__agent_disk_retry(struct gt__agent *a);
+/* Sends GT_CTL_ACK when chunks were written out since the last one
+ * (called right after the sweep's flush). */
+void gt__agent_ack(struct gt__agent *a);
 /* Finishes the conversion and closes the connection with a logged reason. */
 void gt__agent_close(struct gt__agent *a, const char *reason);
 struct cJSON *gt__agent_json(const struct gt__agent *a);

@@ -435,6 +435,9 @@ enum gt_ctl_type {
     GT_CTL_CAPTURE_OFF = 3,   /* text: empty */
     GT_CTL_TRIGGER = 4,       /* text: a canonical trigger spec */
     GT_CTL_TRIGGER_CLEAR = 5, /* text: empty, disarms every trigger */
+    GT_CTL_ACK = 6,           /* text: "chunks=N seq=S": N chunks of this
+                               * connection are in the daemon's files, S the
+                               * highest seq among them */
 };
 
 struct gt_ctl {

@@ -18,7 +18,8 @@
  *                         killed process would); other modes than normal
  *                         never send one
  *     --print-ctl         print daemon control messages on stdout:
- *                         "ctl <type> <text>", one per line
+ *                         "ctl <type> <text>", one per line (ACKs only
+ *                         with --print-acks)
  *     --dump FILE         write every byte sent to FILE as well
  *     --nonblock          send like the real agent: a chunk that does not
  *                         fit the socket now is dropped and counted
@@ -100,6 +101,8 @@ static int send_chunk(const void *buf, size_t len)
     return (size_t)n < len ? send_bytes((const char *)buf + n, len - (size_t)n) : 0;
 }
 
+static int print_acks;
+
 static void print_ctl(int hold_ms)
 {
     uint64_t end = now_ns() + (uint64_t)hold_ms * 1000000ull;
@@ -130,8 +133,9 @@ static void print_ctl(int hold_ms)
             }
             if (have < c.size)
                 break;
-            printf("ctl %u %.*s\n", (unsigned)c.type, (int)(c.size - sizeof(c)),
-                   (const char *)buf + sizeof(c));
+            if (c.type != GT_CTL_ACK || print_acks)
+                printf("ctl %u %.*s\n", (unsigned)c.type,
+                       (int)(c.size - sizeof(c)), (const char *)buf + sizeof(c));
             fflush(stdout);
             memmove(buf, buf + c.size, have - c.size);
             have -= c.size;
@@ -195,7 +199,8 @@ int main(int argc, char **argv)
         {"records", required_argument, NULL, 'r'}, {"rank", required_argument, NULL, 'R'},
         {"cmd", required_argument, NULL, 'C'}, {"mode", required_argument, NULL, 'm'},
         {"gap", required_argument, NULL, 'g'}, {"lost", required_argument, NULL, 'l'},
-        {"hold-ms", required_argument, NULL, 'H'}, {"no-goodbye", no_argument, NULL, 'G'}, {"print-ctl", no_argument, NULL, 'P'},
+        {"hold-ms", required_argument, NULL, 'H'}, {"no-goodbye", no_argument, NULL, 'G'},
+        {"print-acks", no_argument, NULL, 'A'}, {"print-ctl", no_argument, NULL, 'P'},
         {"dump", required_argument, NULL, 'D'}, {"nonblock", no_argument, NULL, 'N'},
         {"level", required_argument, NULL, 'L'}, {NULL, 0, NULL, 0},
     };
@@ -227,6 +232,7 @@ int main(int argc, char **argv)
         case 'l': lost = strtoul(optarg, NULL, 10); break;
         case 'H': hold_ms = atoi(optarg); break;
         case 'G': goodbye = 0; break;
+        case 'A': print_acks = 1; break;
         case 'P': print = 1; break;
         case 'D': dump = optarg; break;
         case 'N': nonblock = 1; break;
