@@ -6,6 +6,9 @@
 #   make demo         profiles the bundled example and prints where the output is
 #   make bench        builds and runs tests/bench/, printing figures
 #   make fuzz         builds libFuzzer targets (clang)
+#   make tsan         the agent's rings and streamer under ThreadSanitizer
+#   make analyze      cppcheck over the project's code (must be clean)
+#   make soak         the long reliability loops (1000 daemon kills, ...)
 #   make install      PREFIX=/usr/local; DESTDIR honoured
 #   make SANITIZER=address|undefined|thread|address,undefined ...
 #
@@ -104,7 +107,8 @@ AGENT_SO := $(BUILD)/libgradtrace.so
 PROGRAMS := $(BUILD)/gradtraced $(BUILD)/gradtrace
 UNIT_BIN := $(BUILD)/unit-tests
 
-.PHONY: check-layers all test unit e2e fuzz fuzz-regress bench demo deps install uninstall clean kernels
+.PHONY: check-layers all test unit e2e fuzz fuzz-regress bench demo deps install uninstall clean kernels \
+        tsan analyze soak
 .DEFAULT_GOAL := all
 
 all: $(AGENT_SO) $(PROGRAMS) $(PROG_BIN) $(CUDA_BIN) $(TORCH_PROG_BIN)
@@ -250,6 +254,27 @@ test: deps
 	$(MAKE) unit
 	$(MAKE) fuzz-regress
 	$(MAKE) e2e
+
+# ThreadSanitizer over the agent with real threads (tests/tsan/run.sh says
+# why not Criterion): a TSan agent and workload, the normal daemon.
+tsan: all
+	$(MAKE) SANITIZER=thread build-thread/libgradtrace.so build-thread/progs/agent_threads \
+	  build-thread/progs/agent_check
+	TSAN_BUILD=build-thread BUILD=$(BUILD) tests/tsan/run.sh
+
+# Static analysis of the project's code; tests/cppcheck.supp lists the
+# false positives, each checked by hand.
+CPPCHECK ?= cppcheck
+analyze:
+	$(CPPCHECK) -q --enable=warning,portability --error-exitcode=1 --inline-suppr \
+	  --std=c11 -D_GNU_SOURCE -Iinclude -I. --suppress=missingIncludeSystem \
+	  --suppressions-list=tests/cppcheck.supp --include=/usr/include/cjson/cJSON.h \
+	  common agent daemon
+
+# The long loops behind schema/reliability.md's figures.
+soak: all
+	GT_KILLS=1000 BUILD=$(BUILD) PYTHON=$(PYTHON) E2E_TIMEOUT=1800 tests/e2e/run.sh t_daemon_kill
+	GT_MUTATIONS=3000 BUILD=$(BUILD) PYTHON=$(PYTHON) E2E_TIMEOUT=1800 tests/e2e/run.sh t_mutate
 
 bench: deps all $(BENCH_BIN)
 	BUILD=$(BUILD) PYTHON=$(PYTHON) tests/bench/run.sh

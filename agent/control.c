@@ -16,6 +16,7 @@
 #include "agent/capture.h"
 #include "agent/stream.h"
 #include "agent/trigger.h"
+#include "common/util.h"
 
 static char triggers[GT__TRIGGERS_MAX][GT_CTL_MAX_SIZE];
 static unsigned ntriggers;
@@ -52,6 +53,18 @@ static void ctl_handle(uint16_t type, const char *text, size_t len)
             ntriggers++;
         }
         break;
+    case GT_CTL_ACK: {
+        /* "chunks=N ...": N chunks of this connection are written. */
+        uint64_t n;
+        size_t k = 0;
+        while (k < len && text[k] != ' ')
+            k++;
+        if (k > 7 && memcmp(text, "chunks=", 7) == 0 &&
+            gt__parse_u64n(text + 7, k - 7, 0, gt__st.sent, &n) == 0 &&
+            n > gt__st.acked)
+            gt__st.acked = n;
+        break;
+    }
     case GT_CTL_TRIGGER_CLEAR:
         GT__LOG("triggers cleared");
         gt__trig_clear();

@@ -9,8 +9,12 @@
  * training job. The daemon's control messages arrive on the same socket;
  * agent/control.c reads and applies them (capture on/off, triggers).
  *
- * File: opened (truncated) on the first attempt; the hello is written once
- * at its start.
+ * Socket: nothing is sent before the socket's directory (ours, 0700, not
+ * a symlink) and the listener's uid (SO_PEERCRED: ours) are checked, so
+ * another user who made the directory first never gets the stream.
+ *
+ * File: opened (truncated, 0600: it holds the command line) on the first
+ * attempt; the hello is written once at its start.
  *
  * Everything on the write path is plain syscalls so the crash handler can
  * use it.
@@ -25,6 +29,7 @@
 
 #include "agent/core.h"
 #include "agent/stream.h"
+#include "common/paths.h"
 #include "common/util.h"
 
 #define BACKOFF_MIN_NS 50000000ull
@@ -55,6 +60,15 @@ void gt__sink_close(const char *why)
         GT__LOG("stream %u closed: %s", gt__st.stream_id, why);
         close(gt__st.fd);
     }
+    /* Chunks the daemon never said it wrote (it died, or the connection
+     * broke) may be nowhere: counted as lost, reported in the next
+     * stream's GT_LOST_CHUNKS. */
+    if (gt__st.sent > gt__st.acked) {
+        GT__LOG("%llu chunks sent but not acknowledged: counted as lost",
+                (unsigned long long)(gt__st.sent - gt__st.acked));
+        atomic_fetch_add(&gt__st.lost_chunks, gt__st.sent - gt__st.acked);
+    }
+    gt__st.sent = gt__st.acked = 0;
     gt__st.fd = -1;
     gt__st.ready = 0;
     gt__st.connecting = 0;
@@ -62,10 +76,35 @@ void gt__sink_close(const char *why)
     schedule_retry();
 }
 
+/*
+ * A socket is connected: before the hello (which carries the command
+ * line) goes out, the peer must run as this user. The directory was
+ * checked before connecting; this catches a listener that another user
+ * set up in it anyway, or reached through a path we do not control.
+ */
+static int sink_peer_ok(void)
+{
+    char why[256];
+    int rc;
+
+    if (gt__st.kind != GT__SINK_SOCKET)
+        return 0;
+    rc = gt__peer_uid_check(gt__st.fd, why, sizeof(why));
+    if (rc < 0) {
+        if (!gt__st.warned_open++)
+            GT__LOG("not streaming to %s: %s", gt__st.path, why);
+        gt__sink_close("peer is not this user");
+    }
+    return rc;
+}
+
 /* The stream exists: hello first, then the streamer re-sends the rest. */
 static int sink_start_stream(void)
 {
     int rc;
+
+    if ((rc = sink_peer_ok()) < 0)
+        return rc;
 
     /* Rebuilt per stream: GT_HELLO_CAPTURE says what holds now. */
     gt__stream_hello_build();
@@ -86,7 +125,7 @@ static int sink_start_stream(void)
 
 static int open_file(void)
 {
-    int fd = open(gt__st.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(gt__st.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 
     if (fd < 0) {
         int err = -errno;
@@ -102,10 +141,19 @@ static int open_file(void)
 static int open_socket(void)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char why[256];
     int fd, err;
 
     if (!gt__st.path[0])
         return -ENOENT;
+    /* Another user may have made the directory (the default one is in
+     * /tmp) and listen in it: never connect there. */
+    if ((err = gt__socket_dir_check(gt__st.path, why, sizeof(why))) < 0) {
+        if (!gt__st.warned_open++)
+            GT__LOG("not streaming to %s: %s", gt__st.path, why);
+        schedule_retry();
+        return err;
+    }
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;

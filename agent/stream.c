@@ -62,6 +62,7 @@ static size_t enc_cap;
 static uint64_t last_meta_ns;
 static uint64_t orphan_sent, chunks_sent; /* process-level LOST, per stream */
 static uint64_t orphan_base;              /* gt__lost_orphan at stream start */
+static int goodbye_due;                   /* final pass: end with GT_R_GOODBYE */
 
 /* The chunk being built in raw. */
 static uint32_t b_len, b_count;
@@ -169,6 +170,8 @@ static void chunk_write(const uint8_t *buf, uint32_t len, uint32_t count,
         return;
     }
     rc = gt__sink_write(enc, (size_t)n, 2000);
+    if (rc == 0)
+        gt__st.sent++;
     if (rc < 0) {
         atomic_fetch_add(&gt__st.lost_chunks, 1);
         gt__sink_close(rc == -ETIMEDOUT ? "daemon not reading" : "write failed");
@@ -427,6 +430,13 @@ static void cycle(void)
             lost_append(0, GT_LOST_CHUNKS, v);
             chunks_sent = v;
         }
+        if (goodbye_due) {
+            struct gt_r_goodbye g = {.h = {GT_R_GOODBYE, sizeof(g)},
+                                     .ts = gt__mono_ns()};
+            if (b_len + 64 + sizeof(g) > CHUNK_TARGET)
+                chunk_flush();
+            b_append(&g, sizeof(g));
+        }
     }
     chunk_flush();
 }
@@ -475,7 +485,14 @@ static void final_flush(void)
         return;
     if (!gt__st.ready && gt__sink_wanted() && gt__sink_open() == -EINPROGRESS)
         wait_connect(200);
+    /* The stream ends here by our choice: say so, so that a stream that
+     * ends without it reads as cut short. */
+    goodbye_due = 1;
     cycle();
+    goodbye_due = 0;
+    /* Our own end: the daemon reads to EOF and finishes the stream with
+     * everything sent, so nothing is owed an acknowledgement. */
+    gt__st.acked = gt__st.sent;
     if (gt__st.fd >= 0)
         gt__sink_close("agent finished");
     gt__stream_unlock();
@@ -505,7 +522,10 @@ static void *streamer_main(void *arg)
         struct pollfd pf[2] = {{.fd = efd, .events = POLLIN}, {.fd = -1}};
         int nf = 1;
 
-        if (gt__st.fd >= 0 && gt__st.kind == GT__SINK_SOCKET) {
+        /* kind is fixed before this thread starts; in socket mode only
+         * this thread changes fd, so it may read it without the lock
+         * (in file mode the first record's thread opens the file). */
+        if (gt__st.kind == GT__SINK_SOCKET && gt__st.fd >= 0) {
             pf[1].fd = gt__st.fd;
             pf[1].events = POLLIN | (gt__st.connecting ? POLLOUT : 0);
             nf = 2;
@@ -675,6 +695,7 @@ void gt__streamer_after_fork_child(void)
     gt__st.child = 1;
     atomic_store(&gt__st.seq, 0);
     atomic_store(&gt__st.lost_chunks, 0);
+    gt__st.sent = gt__st.acked = 0;
     last_meta_ns = 0;
     atomic_store(&lazy_start, 1);
 }

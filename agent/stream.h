@@ -43,6 +43,8 @@ struct gt__stream {
     int meta_due;              /* process info + clock pair owed */
     _Atomic uint64_t seq;      /* next chunk number */
     _Atomic uint64_t lost_chunks; /* chunks dropped, process lifetime */
+    uint64_t sent;             /* chunks written to this connection */
+    uint64_t acked;            /* of them, acknowledged (GT_CTL_ACK) */
     uint64_t backoff_ns;       /* socket reconnect delay */
     uint64_t next_try_ns;      /* no sink: when to try again */
     int warned_open;           /* open failures since the last success */

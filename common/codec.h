@@ -170,6 +170,10 @@ void gt__recbuf_free(struct gt__recbuf *b);
 
 /* ------------------------------------------------------------ framer */
 
+/* The largest sequence gap counted as lost chunks: 2^24 chunks of up to
+ * 1 MiB is 16 TiB of records, more than any stream sends. */
+#define GT__SEQ_JUMP_MAX (1ull << 24)
+
 enum gt__framer_mode {
     GT__FRAMER_STRICT = 0, /* socket: first error is final */
     GT__FRAMER_RESYNC = 1, /* file: skip corrupt bytes to the next chunk */
@@ -183,6 +187,8 @@ struct gt__framer_stats {
     uint64_t chunks_lost;     /* sum of sequence gaps */
     uint64_t corrupt_chunks;  /* chunks rejected (CRC, size, zstd) */
     uint64_t skipped_bytes;   /* bytes skipped while resynchronising */
+    uint64_t seq_jumps;       /* sequence jumps too large (or backwards)
+                               * to be lost chunks: not counted as lost */
     int last_error;           /* most recent error seen (0 if none) */
 };
 

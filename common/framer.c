@@ -214,8 +214,14 @@ static int process(struct gt__framer *f, int eof)
         }
 
         f->off += sizeof(h) + h.payload_size;
-        if (f->have_seq && h.seq > f->next_seq)
+        /* A gap no agent could produce (more chunks than GT__SEQ_JUMP_MAX,
+         * or backwards) is one hostile or corrupt jump, not that many
+         * lost chunks: counted apart so lost counts stay believable. */
+        if (f->have_seq && h.seq > f->next_seq &&
+            h.seq - f->next_seq <= GT__SEQ_JUMP_MAX)
             f->stats.chunks_lost += h.seq - f->next_seq;
+        else if (f->have_seq && h.seq != f->next_seq)
+            f->stats.seq_jumps++;
         f->have_seq = 1;
         f->next_seq = h.seq + 1;
         f->stats.chunks++;

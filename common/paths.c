@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,4 +47,68 @@ int gt__agent_socket_path(char *buf, size_t cap)
 int gt__control_socket_path(char *buf, size_t cap)
 {
     return socket_path("GRADTRACE_CONTROL", "control.sock", buf, cap);
+}
+
+int gt__socket_dir_check(const char *socket_path, char *why, size_t cap)
+{
+    char dir[4096];
+    const char *slash = strrchr(socket_path, '/');
+    size_t n = slash ? (size_t)(slash - socket_path) : 0;
+    struct stat st;
+
+    if (n >= sizeof(dir))
+        return -ENAMETOOLONG;
+    if (!slash)
+        memcpy(dir, ".", 2);
+    else if (n == 0)
+        memcpy(dir, "/", 2);
+    else {
+        memcpy(dir, socket_path, n);
+        dir[n] = '\0';
+    }
+    if (lstat(dir, &st) != 0) {
+        int e = errno;
+        if (cap)
+            snprintf(why, cap, "socket directory %s: %s", dir, strerror(e));
+        return -e;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        if (cap)
+            snprintf(why, cap, "socket directory %s is not a directory "
+                     "(or is a symlink)", dir);
+        return -ENOTDIR;
+    }
+    if (st.st_uid != geteuid()) {
+        if (cap)
+            snprintf(why, cap, "socket directory %s is owned by uid %u, not %u",
+                     dir, (unsigned)st.st_uid, (unsigned)geteuid());
+        return -EPERM;
+    }
+    if (st.st_mode & 077) {
+        if (cap)
+            snprintf(why, cap, "socket directory %s: mode %03o is open to "
+                     "others (must be 0700)", dir, (unsigned)(st.st_mode & 0777));
+        return -EPERM;
+    }
+    return 0;
+}
+
+int gt__peer_uid_check(int fd, char *why, size_t cap)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        int e = errno;
+        if (cap)
+            snprintf(why, cap, "cannot read peer credentials: %s", strerror(e));
+        return -e;
+    }
+    if (cred.uid != geteuid()) {
+        if (cap)
+            snprintf(why, cap, "peer uid %u pid %d is not this user (uid %u)",
+                     (unsigned)cred.uid, (int)cred.pid, (unsigned)geteuid());
+        return -EPERM;
+    }
+    return 0;
 }

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -109,4 +110,57 @@ int gt__fail(char *err, size_t cap, int rc, const char *fmt, ...)
         va_end(ap);
     }
     return rc;
+}
+
+size_t gt__utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned c;
+
+    if (n == 0)
+        return 0;
+    c = s[0];
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        return n >= 2 && (s[1] & 0xc0) == 0x80 ? 2 : 0;
+    if (c >= 0xe0 && c <= 0xef) {
+        if (n < 3 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
+            return 0;
+        if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0))
+            return 0; /* overlong, or a UTF-16 surrogate */
+        return 3;
+    }
+    if (c >= 0xf0 && c <= 0xf4) {
+        if (n < 4 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 ||
+            (s[3] & 0xc0) != 0x80)
+            return 0;
+        if ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))
+            return 0; /* overlong, or above U+10FFFF */
+        return 4;
+    }
+    return 0; /* 0x80..0xc1 (continuation, overlong lead), 0xf5.. */
+}
+
+size_t gt__text_clean(char *s)
+{
+    unsigned char *u = (unsigned char *)s;
+    size_t n = strlen(s), i = 0, o = 0;
+
+    while (i < n) {
+        size_t k = gt__utf8_len(u + i, n - i);
+        /* C1 controls are U+0080..U+009F: 0xc2 0x80..0x9f in UTF-8. */
+        int ctl = k == 1 ? (u[i] < 0x20 || u[i] == 0x7f)
+                         : (k == 2 && u[i] == 0xc2 && u[i + 1] < 0xa0);
+
+        if (k == 0 || ctl) {
+            u[o++] = '?';
+            i += k ? k : 1;
+            continue;
+        }
+        memmove(u + o, u + i, k);
+        o += k;
+        i += k;
+    }
+    u[o] = '\0';
+    return o;
 }

@@ -86,6 +86,25 @@ int gt__parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
     __attribute__((warn_unused_result));
 
 /*
+ * Length of the valid UTF-8 sequence (RFC 3629: no overlong forms, no
+ * UTF-16 surrogates, nothing above U+10FFFF) starting at s, with n bytes
+ * left; 1 for ASCII.
+ * @return 1 to 4, or 0 when the bytes at s are not valid UTF-8 (or n is 0).
+ */
+size_t gt__utf8_len(const unsigned char *s, size_t n);
+
+/*
+ * Makes the NUL-terminated string s, in place, valid UTF-8 without
+ * control characters: every byte that is not part of a valid sequence,
+ * and every C0 control, DEL and C1 control (U+0080..U+009F, which some
+ * terminals take as CSI and friends), becomes one '?'. The string can
+ * only shrink. Agent text goes through it before the daemon logs it,
+ * replies with it or a CLI prints it.
+ * @return the new length.
+ */
+size_t gt__text_clean(char *s);
+
+/*
  * Formats a one-line message into err (cap bytes, always NUL-terminated
  * when cap > 0) and returns rc, so that a check reads
  * `return gt__fail(err, cap, -EINVAL, "layer: empty");`.

@@ -13,6 +13,7 @@ pkgs=(
   python3-torch python3-torchvision python3-numpy
   libtorch-dev               # the C++ training program of the NVTX layer tests
   util-linux                 # setpriv: the cross-user refusal test
+  cppcheck                   # make analyze
 )
 
 missing=()

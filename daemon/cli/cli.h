@@ -26,8 +26,14 @@
 
 struct cJSON;
 
-/* Connects to a unix socket. @return the fd or -errno. */
-int gt__cli_connect(const char *path) GT__WUR;
+/*
+ * Connects to the daemon's unix socket at path, only once its directory
+ * is this user's and closed to others and the listener runs as this
+ * user (gt__socket_dir_check, gt__peer_uid_check): another user's
+ * "daemon" must get neither our requests nor a chance to forge replies.
+ * @return the fd, or -errno with the reason in why (cap bytes).
+ */
+int gt__cli_connect(const char *path, char *why, size_t cap) GT__WUR;
 
 /*
  * Sends req as one line to the control socket at path and waits at most

@@ -78,24 +78,43 @@ out_free_buf:
     return rc;
 }
 
-int gt__cli_connect(const char *path)
+int gt__cli_connect(const char *path, char *why, size_t cap)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int fd;
+    int fd, rc;
 
-    if (strlen(path) >= sizeof(sa.sun_path))
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        snprintf(why, cap, "socket path too long: %s", path);
         return -ENAMETOOLONG;
+    }
+    if ((rc = gt__socket_dir_check(path, why, cap)) < 0) {
+        if (rc == -ENOENT)
+            snprintf(why, cap, "no daemon on %s (no such directory)", path);
+        return rc;
+    }
     memcpy(sa.sun_path, path, strlen(path) + 1);
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
+    if (fd < 0) {
+        rc = -errno;
+        snprintf(why, cap, "socket: %s", strerror(-rc));
+        return rc;
+    }
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-        int e = errno;
+        rc = -errno;
+        snprintf(why, cap, "no daemon on %s (%s)", path, strerror(-rc));
+        goto out_close_fd;
+    }
+    if ((rc = gt__peer_uid_check(fd, why, cap)) < 0) {
+        char peer[256];
 
-        close(fd);
-        return -e;
+        snprintf(peer, sizeof(peer), "%s", why);
+        snprintf(why, cap, "not talking to %s: %s", path, peer);
+        goto out_close_fd;
     }
     return fd;
+out_close_fd:
+    close(fd);
+    return rc;
 }
 
 int gt__cli_request(const char *path, const cJSON *req, int timeout_ms,
@@ -110,10 +129,9 @@ int gt__cli_request(const char *path, const cJSON *req, int timeout_ms,
         snprintf(err, errcap, "out of memory");
         return -ENOMEM;
     }
-    fd = gt__cli_connect(path);
+    fd = gt__cli_connect(path, err, errcap);
     if (fd < 0) {
         rc = fd;
-        snprintf(err, errcap, "no daemon on %s (%s)", path, strerror(-rc));
         goto out_free_text;
     }
     rc = gt__write_all(fd, text, strlen(text), GT__WRITE_SOCKET, timeout_ms);
@@ -127,6 +145,8 @@ int gt__cli_request(const char *path, const cJSON *req, int timeout_ms,
         goto out_close_fd;
     }
     *reply = cJSON_Parse(line);
+    /* Whatever the daemon relays, the terminal gets clean text. */
+    gt__json_clean_strings(*reply);
     if (!cJSON_IsObject(*reply)) {
         cJSON_Delete(*reply);
         *reply = NULL;
@@ -205,8 +225,6 @@ const char *gt__cli_str(const cJSON *o, const char *k)
 
     if (!cJSON_IsString(v))
         return "";
-    for (char *p = v->valuestring; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = '?';
+    gt__text_clean(v->valuestring);
     return v->valuestring;
 }

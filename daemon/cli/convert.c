@@ -21,11 +21,13 @@
 #include "common/codec.h"
 #include "common/util.h"
 #include "daemon/cli/cli.h"
+#include "daemon/convert/repair.h"
 #include "daemon/convert/sink.h"
 
 static const char usage[] =
     "usage: gradtrace convert IN.gtr [-o OUT.json] [--max-file-mb N]\n"
     "                         [--max-file-events N] [--quiet]\n"
+    "       gradtrace convert --repair TRACE.json...\n"
     "\n"
     "Converts a recorded gradtrace stream to Chrome Trace Event JSON that\n"
     "Perfetto and chrome://tracing load. Output rotates to OUT.1.json,\n"
@@ -36,6 +38,11 @@ static const char usage[] =
     "Truncated or partly corrupt input converts what is whole; the trace's\n"
     "metadata says what was lost.\n"
     "\n"
+    "--repair finishes trace files a killed daemon left unfinished, in\n"
+    "place: cut back to their last whole event, valid, marked repaired and\n"
+    "truncated (finished files are left alone; gradtraced does this itself\n"
+    "at start).\n"
+    "\n"
     "exit status: 0 converted, 1 nothing readable or output failed,\n"
     "2 usage error\n";
 
@@ -43,7 +50,9 @@ static const char usage[] =
 struct convert_args {
     const char *in, *out;
     uint64_t mb, events;
-    int quiet;
+    int quiet, repair;
+    char **files;          /* --repair: the files */
+    int nfiles;
 };
 
 /* Progress bar state: drawn on a terminal only, at most every 0.1 s. */
@@ -90,13 +99,14 @@ static char *default_out(const char *in)
     return out;
 }
 
-enum { OPT_MAX_MB = 256, OPT_MAX_EVENTS };
+enum { OPT_MAX_MB = 256, OPT_MAX_EVENTS, OPT_REPAIR };
 
 static const struct option convert_opts[] = {
     {"help", no_argument, NULL, 'h'},
     {"output", required_argument, NULL, 'o'},
     {"max-file-mb", required_argument, NULL, OPT_MAX_MB},
     {"max-file-events", required_argument, NULL, OPT_MAX_EVENTS},
+    {"repair", no_argument, NULL, OPT_REPAIR},
     {"quiet", no_argument, NULL, 'q'},
     {NULL, 0, NULL, 0},
 };
@@ -139,6 +149,9 @@ static int parse_args(int argc, char **argv, struct convert_args *a)
         case 'q':
             a->quiet = 1;
             break;
+        case OPT_REPAIR:
+            a->repair = 1;
+            break;
         case ':':
             fprintf(stderr, "gradtrace convert: %s needs a value\n",
                     argv[optind - 1]);
@@ -152,6 +165,11 @@ static int parse_args(int argc, char **argv, struct convert_args *a)
     if (optind >= argc) {
         fprintf(stderr, "gradtrace convert: no input file\n%s", usage);
         return 2;
+    }
+    if (a->repair) {
+        a->files = argv + optind;
+        a->nfiles = argc - optind;
+        return -1;
     }
     if (argc - optind > 1) {
         fprintf(stderr, "gradtrace convert: one input file only "
@@ -227,6 +245,32 @@ static int print_summary(const struct convert_args *a, struct gt__conv *conv,
     return nothing ? 1 : 0;
 }
 
+/* --repair: each file finished in place. @return the exit status. */
+static int repair_files(const struct convert_args *a)
+{
+    int status = 0;
+
+    for (int i = 0; i < a->nfiles; i++) {
+        struct gt__repair_info info;
+        int rc = gt__trace_repair(a->files[i], &info);
+
+        if (rc > 0 && !a->quiet)
+            fprintf(stderr, "gradtrace convert: repaired %s: %" PRIu64
+                    " events kept, %" PRIu64 " bytes cut\n", a->files[i],
+                    info.events, info.cut_bytes);
+        else if (rc == 0 && !a->quiet)
+            fprintf(stderr, "gradtrace convert: %s is whole\n", a->files[i]);
+        if (rc < 0) {
+            fprintf(stderr, "gradtrace convert: cannot repair %s: %s\n",
+                    a->files[i], rc == -EINVAL ? "not a gradtrace trace"
+                                 : rc == -EBUSY ? "a live writer holds it"
+                                                : strerror(-rc));
+            status = 1;
+        }
+    }
+    return status;
+}
+
 int gt__cmd_convert(int argc, char **argv)
 {
     struct convert_args a = {0};
@@ -238,6 +282,8 @@ int gt__cmd_convert(int argc, char **argv)
 
     if ((status = parse_args(argc, argv, &a)) >= 0)
         return status;
+    if (a.repair)
+        return repair_files(&a);
     status = 1;
     if (!a.out && !(a.out = out_alloc = default_out(a.in)))
         goto out_nomem;

@@ -232,6 +232,21 @@ static int parse_fields(const cJSON *obj, const char *cmd, struct gt__req *req,
     return gt__fail(err, cap, -EINVAL, "unknown command \"%.64s\"", cmd);
 }
 
+/* Whether the JSON text holds the escape \u0000 (outside an escaped
+ * backslash): cJSON would end the string there, so "status\u0000x" would
+ * read as "status". Backslashes occur only inside strings. */
+static int has_escaped_nul(const char *s, size_t len)
+{
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (s[i] != '\\')
+            continue;
+        if (s[i + 1] == 'u' && len - i >= 6 && memcmp(s + i + 2, "0000", 4) == 0)
+            return 1;
+        i++; /* the escaped character, a backslash included */
+    }
+    return 0;
+}
+
 int gt__req_parse(const char *line, size_t len, struct gt__req *req, char *err,
                   size_t errcap)
 {
@@ -248,6 +263,9 @@ int gt__req_parse(const char *line, size_t len, struct gt__req *req, char *err,
     }
     if (memchr(line, '\0', len))
         return gt__fail(err, errcap, -EINVAL, "request contains a NUL byte");
+    if (has_escaped_nul(line, len))
+        return gt__fail(err, errcap, -EINVAL, "request contains an escaped NUL "
+                        "(\\u0000)");
     obj = cJSON_ParseWithLengthOpts(line, len, &end, 0);
     if (!obj)
         return gt__fail(err, errcap, -EINVAL, "request is not valid JSON");
@@ -273,6 +291,17 @@ int gt__req_parse(const char *line, size_t len, struct gt__req *req, char *err,
 out_free_obj:
     cJSON_Delete(obj);
     return rc;
+}
+
+void gt__json_clean_strings(cJSON *o)
+{
+    for (; o; o = o->next) {
+        if (o->string)
+            gt__text_clean(o->string);
+        if (cJSON_IsString(o) && o->valuestring)
+            gt__text_clean(o->valuestring);
+        gt__json_clean_strings(o->child);
+    }
 }
 
 /* ----------------------------------------------------------- CLI specs */

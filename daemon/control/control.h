@@ -56,6 +56,13 @@ int gt__req_parse(const char *line, size_t len, struct gt__req *req, char *err,
 int gt__trigger_from_json(const struct cJSON *obj, struct gt__trigger *t,
                           char *err, size_t errcap) GT__WUR;
 
+/*
+ * Every string in the tree (values and member names) made valid UTF-8
+ * without control characters, in place (gt__text_clean): the daemon's
+ * replies and what the CLI prints never carry raw agent bytes.
+ */
+void gt__json_clean_strings(struct cJSON *o);
+
 /* The trigger as request members (caller frees); NULL on ENOMEM. */
 struct cJSON *gt__trigger_to_json(const struct gt__trigger *t);
 

@@ -239,11 +239,25 @@ uint32_t gt__place(struct gt__writer *c, uint32_t t, uint64_t s, uint64_t e)
 
 /* ------------------------------------------------------------ events */
 
+/* The latest time a trace shows: 2^52 ns (52 days) after its base, so
+ * that every ts and ts + dur, written in microseconds with nanosecond
+ * fractions, is exact in a JSON reader's double. Later (hostile) times
+ * are clamped to it, which keeps nesting: clamping is monotonic. */
+static uint64_t horizon(const struct gt__writer *c)
+{
+    uint64_t b = c->s->base_ns;
+    return b > UINT64_MAX - GT__REL_MAX ? UINT64_MAX : b + GT__REL_MAX;
+}
+
 uint64_t gt__rel(struct gt__writer *c, uint64_t ts)
 {
     if (ts < c->s->base_ns) {
         c->an.before_base++;
         return 0;
+    }
+    if (ts > horizon(c)) {
+        c->an.beyond_horizon++;
+        ts = horizon(c);
     }
     return ts - c->s->base_ns;
 }
@@ -364,9 +378,23 @@ char *gt__x_open(struct gt__writer *c, uint32_t t, const char *cat, uint64_t s,
 {
     size_t cl = strlen(cat);
     char *p = gt__ev_begin(c, t, cl + extra);
+    /* A start before the base is clamped to it (ts 0); the end stays,
+     * so the span never covers its siblings' time. */
+    if (s < c->s->base_ns) {
+        c->an.before_base++;
+        s = c->s->base_ns;
+        if (e < s)
+            e = s;
+    }
     if (e < s) {
         c->an.negative_durations++;
         e = s;
+    }
+    if (e > horizon(c)) {
+        c->an.beyond_horizon++;
+        e = horizon(c);
+        if (s > e)
+            s = e;
     }
     p = GT__LIT(p, "{\"ph\":\"X\",\"cat\":\"");
     memcpy(p, cat, cl);
@@ -436,8 +464,9 @@ void gt__obs_layer(struct gt__writer *c, const struct gt__layer_ev *ev,
         x.parent_len = (uint32_t)k;
     }
     uint64_t s = ev->s, e = ev->e;
-    obs->layer(obs->ud, name, s < c->s->base_ns ? 0 : s - c->s->base_ns,
-               e < s ? 0 : e - s, &x);
+    if (s < c->s->base_ns)
+        s = c->s->base_ns; /* clamped at the base, keeping its end */
+    obs->layer(obs->ud, name, s - c->s->base_ns, e < s ? 0 : e - s, &x);
 }
 
 static char *flow_one(struct gt__writer *c, char *p, char ph, const char *cat,

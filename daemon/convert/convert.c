@@ -25,6 +25,7 @@
 
 #include "common/alloc.h"
 #include "daemon/convert/internal.h"
+#include "daemon/convert/repair.h"
 
 /* ------------------------------------------------------------ lifecycle */
 
@@ -67,6 +68,75 @@ size_t gt__conv_files(const struct gt__conv *c, const char *const **paths)
     static const char *const none[1] = {NULL};
     *paths = c->s.all_paths ? (const char *const *)c->s.all_paths : none;
     return c->s.nall;
+}
+
+static int writer_flush(struct gt__writer *w)
+{
+    if (w->file_open && !w->err && gt__jw_flush(&w->w) != 0)
+        w->err = w->w.err;
+    return w->err;
+}
+
+int gt__conv_flush(struct gt__conv *c)
+{
+    int rc = writer_flush(c->main);
+
+    for (uint32_t i = 0; i < c->nwout; i++) {
+        int wrc = writer_flush(c->wout[i].sub);
+        if (wrc && !rc)
+            rc = wrc;
+    }
+    return rc;
+}
+
+static int full(const struct gt__writer *w)
+{
+    return w->err == -ENOSPC || w->err == -EDQUOT;
+}
+
+int gt__conv_disk_full(const struct gt__conv *c)
+{
+    int f = full(c->main);
+
+    for (uint32_t i = 0; i < c->nwout; i++)
+        f |= full(c->wout[i].sub);
+    return f;
+}
+
+static int writer_resume(struct gt__writer *w)
+{
+    char *cut = NULL;
+    struct gt__repair_info info;
+    int rc = gt__writer_resume(w, &cut);
+
+    if (rc == 0 && cut) {
+        rc = gt__trace_repair(cut, &info);
+        rc = rc < 0 ? rc : 0;
+    }
+    gt__free(cut);
+    return rc;
+}
+
+int gt__conv_resume(struct gt__conv *c, uint64_t lost)
+{
+    int rc = writer_resume(c->main);
+
+    for (uint32_t i = 0; i < c->nwout; i++) {
+        int wrc = writer_resume(c->wout[i].sub);
+        if (wrc && !rc)
+            rc = wrc;
+    }
+    c->s.lost_disk_full += lost;
+    /* The next main file exists at once, so the trace says what the full
+     * disk cost even if nothing else comes. */
+    if (rc == 0 && !c->s.no_files && gt__writer_open_now(c->main) < 0)
+        rc = c->main->err;
+    return rc;
+}
+
+int gt__conv_goodbye(const struct gt__conv *c)
+{
+    return c->s.goodbye;
 }
 
 uint64_t gt__conv_events(const struct gt__conv *c)

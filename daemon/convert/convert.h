@@ -69,7 +69,13 @@ size_t gt__conv_files(const struct gt__conv *c, const char *const **paths);
 /*
  * A capture window of the stream (GT_R_WINDOW_* records): each one is
  * written to its own file(s) named <stem>-w<id>-<layer>-<phase>-it<N>.json.
+ * A stream gets at most GT__CONV_WIN_PER_STREAM windows, and at most
+ * GT__CONV_WIN_PER_SEC begun in one second of its time: a window beyond
+ * either is refused (anomaly windows_refused) and its records stay in the
+ * main file, so no agent makes files or work without bound.
  */
+#define GT__CONV_WIN_PER_STREAM 1000u
+#define GT__CONV_WIN_PER_SEC 100u
 struct gt__conv_window {
     uint32_t id;          /* the agent's window id */
     uint32_t segments;    /* WINDOW_BEGIN records seen */
@@ -99,6 +105,27 @@ size_t gt__conv_windows(const struct gt__conv *c,
 
 /* Events written so far, across files. */
 uint64_t gt__conv_events(const struct gt__conv *c);
+
+/*
+ * Writes what the converter holds in its buffers to the open files, so a
+ * daemon killed now loses only what arrived since (the daemon calls it
+ * once a second). @return 0 or the sticky write error.
+ */
+GT__WUR int gt__conv_flush(struct gt__conv *c);
+
+/*
+ * Disk full: whether a writer of c stopped on ENOSPC/EDQUOT; and, once
+ * space is back, each such writer's cut file finished (repair.h, marked
+ * truncated) and writing resumed in a new file. lost counts the records
+ * not converted meanwhile, written in the trace as lost.disk_full_records.
+ * @return gt__conv_disk_full: 1 or 0. gt__conv_resume: 0, or -errno.
+ */
+int gt__conv_disk_full(const struct gt__conv *c);
+GT__WUR int gt__conv_resume(struct gt__conv *c, uint64_t lost);
+
+/* Whether the stream's GT_R_GOODBYE arrived: the agent ended it itself.
+ * A stream finished without one is to be finished as truncated. */
+int gt__conv_goodbye(const struct gt__conv *c);
 
 /* Totals for a one-line summary (gradtrace convert, daemon logs). */
 struct gt__conv_summary {

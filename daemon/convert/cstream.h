@@ -37,6 +37,7 @@
 #define GT__MAX_STREAMS 4096u         /* table has twice the slots */
 #define GT__MAX_LOST 4096u
 #define GT__MAX_WINDOWS 256u
+#define GT__REL_MAX (1ull << 52)      /* latest ts after the base (chrome.c) */
 #define GT__MAX_OPEN_WINDOWS 16u
 #define GT__MAX_WARNINGS 64u
 #define GT__WAIT_CAP 4096u            /* nodes waiting for their creation */
@@ -60,6 +61,8 @@
     X(threads_dropped)      /* thread table full */                       \
     X(time_backwards)       /* a thread's time went back: clamped */      \
     X(before_base)          /* timestamp before the trace base: at 0 */   \
+    X(beyond_horizon)       /* timestamp over 2^52 ns after the base:     \
+                             * clamped there (JSON doubles stay exact) */ \
     X(negative_durations)   /* end before start: zero duration */         \
     X(end_without_begin)    /* end matching nothing open: ignored */      \
     X(closed_implicitly)    /* closed because an outer span ended */      \
@@ -75,6 +78,8 @@
     X(steps_out_of_order)   /* iteration boundary earlier than the last */\
     X(layers_dropped)       /* layer table full */                        \
     X(windows_unmatched)    /* window end without begin, or never ended */\
+    X(windows_refused)      /* windows beyond the per-stream or per-second\
+                             * cap (convert.h): records kept in main */  \
     X(pid_mismatch)         /* process info for another pid */            \
     X(warnings_dropped)     /* warnings beyond GT__MAX_WARNINGS */
 
@@ -247,6 +252,8 @@ struct gt__cstream {
 
     /* from gt__conv_finish */
     int truncated;
+    int goodbye;            /* GT_R_GOODBYE seen: the agent ended the stream */
+    uint64_t lost_disk_full; /* records not converted while the disk was full */
     struct gt__framer_stats stats;
     int have_stats;
 
@@ -299,6 +306,8 @@ void gt__cs_on_thread_info(struct gt__cstream *s, const uint8_t *rec,
 void gt__cs_on_thread(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
 void gt__cs_on_clock(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
 void gt__cs_on_lost(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
+void gt__cs_on_goodbye(struct gt__cstream *s, const uint8_t *rec,
+                       uint16_t size);
 void gt__cs_on_warning(struct gt__cstream *s, const uint8_t *rec,
                        uint16_t size);
 

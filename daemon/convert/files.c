@@ -20,12 +20,14 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
 #include "daemon/convert/internal.h"
 
 #define COUNT_WIDTH 12 /* bytes reserved for the patched file_count value */
+#define GT__ALT_NAMES_MAX 1000 /* "-<k>" names tried when a name is taken */
 
 /* ------------------------------------------------------------ files */
 
@@ -58,6 +60,66 @@ static char *file_path(const struct gt__writer *c, uint32_t i)
     return q;
 }
 
+/* path with "-<k>" before its ".json" (or at its end). Caller frees. */
+static char *alt_path(const char *path, unsigned k)
+{
+    size_t len = strlen(path);
+    int json = len > 5 && strcmp(path + len - 5, ".json") == 0;
+    char *p = NULL, *q;
+
+    if (asprintf(&p, "%.*s-%u%s", (int)(json ? len - 5 : len), path, k,
+                 json ? ".json" : "") < 0)
+        return NULL;
+    q = gt__strdup(p);
+    free(p);
+    return q;
+}
+
+/*
+ * Creates the file at *path, 0600 (traces hold command lines).
+ * Names the converter chose (a stem in an output directory) are created
+ * with O_EXCL | O_NOFOLLOW: an existing file (another stream with the
+ * same pid and program, an earlier run) or a symlink planted there is
+ * never written through; the next free "-<k>" name is used instead and
+ * *path replaced. A path the user named (convert -o) is truncated as
+ * asked.
+ * @return the fd, or -errno.
+ */
+static int create_file(const struct gt__writer *c, char **path)
+{
+    char *orig = *path, *alt;
+    int fd;
+
+    if (c->out_path || c->s->out_path) {
+        fd = open(*path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            (void)flock(fd, LOCK_SH | LOCK_NB);
+        return fd < 0 ? -errno : fd;
+    }
+    for (unsigned k = 2;; k++) {
+        fd = open(*path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  0600);
+        if (fd >= 0 || errno != EEXIST || k > GT__ALT_NAMES_MAX)
+            break;
+        if (!(alt = alt_path(orig, k))) {
+            errno = ENOMEM;
+            break;
+        }
+        if (*path != orig)
+            gt__free(*path);
+        *path = alt;
+    }
+    if (fd < 0)
+        fd = -errno;
+    /* Held while the file is written: repair (repair.c) leaves a file
+     * alone while a live writer holds it. */
+    if (fd >= 0)
+        (void)flock(fd, LOCK_SH | LOCK_NB);
+    if (*path != orig)
+        gt__free(orig);
+    return fd;
+}
+
 int gt__file_open(struct gt__writer *c)
 {
     int rc = 0;
@@ -71,9 +133,9 @@ int gt__file_open(struct gt__writer *c)
     }
     c->files = nf;
     c->fd = -1;
-    if (!c->s->no_files &&
-        (c->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
-        rc = -errno;
+    if (!c->s->no_files && (c->fd = create_file(c, &path)) < 0) {
+        rc = c->fd;
+        c->fd = -1;
         goto out_free_path;
     }
     c->files[c->nfiles].path = path;
@@ -259,6 +321,28 @@ static void write_window_meta(struct gt__writer *c)
     gt__jw_puts(w, "\"}");
 }
 
+/*
+ * The realtime of the trace's base: real - (mono - base) for the hello's
+ * (mono, real) pair, or the first host pair without one. Unsigned and
+ * exact, clamped to [0, UINT64_MAX]: the agent's times are untrusted, and
+ * base + (real - mono) in int64 overflowed on extreme hellos.
+ */
+static uint64_t base_real_ns(const struct gt__cstream *s)
+{
+    uint64_t mono = s->start_mono, real = s->start_real, d;
+
+    if (!real && s->host_pairs) {
+        mono = s->host_first_mono;
+        real = s->host_first_real;
+    }
+    if (mono >= s->base_ns) {
+        d = mono - s->base_ns;
+        return real > d ? real - d : 0;
+    }
+    d = s->base_ns - mono;
+    return real > UINT64_MAX - d ? UINT64_MAX : real + d;
+}
+
 int gt__file_close(struct gt__writer *c, int last)
 {
     struct gt__jw *w = &c->w;
@@ -272,11 +356,7 @@ int gt__file_close(struct gt__writer *c, int last)
             return -ENOMEM;
     }
     gt__jw_puts(w, "\n],\n\"displayTimeUnit\":\"ns\"");
-    int64_t real_off = (int64_t)(c->s->start_real - c->s->start_mono);
-    if (!c->s->start_real && c->s->host_pairs)
-        real_off = (int64_t)(c->s->host_first_real - c->s->host_first_mono);
-    uint64_t base_real = (uint64_t)((int64_t)c->s->base_ns + real_off);
-    put_kv_u64(w, ",\n\"baseTimeNanoseconds\":", base_real);
+    put_kv_u64(w, ",\n\"baseTimeNanoseconds\":", base_real_ns(c->s));
     gt__jw_puts(w, ",\n\"deviceProperties\":[]");
     if (c->s->rank >= 0) {
         put_kv_i64(w, ",\n\"distributedInfo\":{\"rank\":", c->s->rank);
@@ -308,6 +388,7 @@ int gt__file_close(struct gt__writer *c, int last)
     put_kv_u64(w, ",\n\"lost\":{\"events\":", c->s->lost_sum[GT_LOST_EVENTS]);
     put_kv_u64(w, ",\"cupti\":", c->s->lost_sum[GT_LOST_CUPTI]);
     put_kv_u64(w, ",\"chunks\":", c->s->lost_sum[GT_LOST_CHUNKS]);
+    put_kv_u64(w, ",\"disk_full_records\":", c->s->lost_disk_full);
     gt__jw_puts(w, "}");
     put_kv_u64(w, ",\n\"stream\":{\"chunks\":", c->chunks);
     put_kv_u64(w, ",\"records\":", c->records);
@@ -317,8 +398,11 @@ int gt__file_close(struct gt__writer *c, int last)
     put_kv_u64(w, ",\"chunks_missing\":", st ? st->chunks_lost : 0);
     put_kv_u64(w, ",\"corrupt_chunks\":", st ? st->corrupt_chunks : 0);
     put_kv_u64(w, ",\"skipped_bytes\":", st ? st->skipped_bytes : 0);
+    put_kv_u64(w, ",\"seq_jumps\":", st ? st->seq_jumps : 0);
     gt__jw_puts(w, last && c->truncated ? ",\"truncated\":true"
                                         : ",\"truncated\":false");
+    gt__jw_puts(w, c->s->goodbye ? ",\"goodbye\":true" : ",\"goodbye\":false");
+    put_kv_u64(w, ",\"last_ts_ns\":", c->max_ts);
     gt__jw_puts(w, last && c->finished ? ",\"complete\":true}"
                                        : ",\"complete\":false}");
     write_clock(c);
@@ -347,7 +431,7 @@ void gt__files_patch_count(struct gt__writer *c)
     for (size_t i = 0; i < c->nfiles; i++) {
         if (c->files[i].count_off == 0 || c->s->no_files)
             continue;
-        int fd = open(c->files[i].path, O_WRONLY | O_CLOEXEC);
+        int fd = open(c->files[i].path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
             continue;
         /* Best effort: a failed patch leaves the valid "null". */
@@ -356,6 +440,27 @@ void gt__files_patch_count(struct gt__writer *c)
             c->err = c->err ? c->err : -EIO;
         close(fd);
     }
+}
+
+int gt__writer_resume(struct gt__writer *c, char **abandoned)
+{
+    *abandoned = NULL;
+    if (c->err != -ENOSPC && c->err != -EDQUOT)
+        return c->err;
+    /* What the full disk refused is gone; the file it cut is finished by
+     * the caller (repair.h), and writing goes on in the next file. */
+    if (c->file_open && c->nfiles)
+        *abandoned = gt__strdup(c->files[c->nfiles - 1].path);
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->w.fd = -1;
+    c->w.err = 0;
+    c->w.len = 0;
+    c->err = 0;
+    c->file_open = 0;
+    c->file_index++;
+    return 0;
 }
 
 int gt__maybe_rotate(struct gt__writer *c)

@@ -345,7 +345,19 @@ struct gt__conv {
     uint32_t route;         /* 1 + wout index taking records, 0 main */
     struct gt__bmap win_corr; /* CUDA corr -> window id */
     uint64_t win_events, win_bytes, win_files, win_anomalies; /* finished */
+    uint64_t win_begun;     /* windows given a writer, for the caps */
+    uint64_t win_sec, win_in_sec; /* second of stream time, begun in it */
+    uint32_t win_refused_id; /* last window refused: its END/DONE too */
+    int have_refused;
 };
+
+/*
+ * After a write failed with ENOSPC or EDQUOT: the writer leaves its cut
+ * file (its path in *abandoned, caller frees, NULL when none) and goes on
+ * in its next file, created with its next event. Other errors stay.
+ * @return 0, or the writer's other sticky error.
+ */
+int gt__writer_resume(struct gt__writer *c, char **abandoned);
 
 /* ------------------------------------------------ route and record table */
 

@@ -119,37 +119,6 @@ void gt__jw_i64(struct gt__jw *w, int64_t v)
     gt__jw_commit(w, gt__fmt_i64(p, v));
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid. */
-static size_t utf8_valid_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    if (c >= 0xc2 && c <= 0xdf) {
-        if (n >= 2 && (s[1] & 0xc0) == 0x80)
-            return 2;
-        return 0;
-    }
-    if (c >= 0xe0 && c <= 0xef) {
-        if (n < 3 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
-            return 0;
-        if (c == 0xe0 && s[1] < 0xa0)
-            return 0; /* overlong */
-        if (c == 0xed && s[1] >= 0xa0)
-            return 0; /* UTF-16 surrogate */
-        return 3;
-    }
-    if (c >= 0xf0 && c <= 0xf4) {
-        if (n < 4 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 ||
-            (s[3] & 0xc0) != 0x80)
-            return 0;
-        if (c == 0xf0 && s[1] < 0x90)
-            return 0; /* overlong */
-        if (c == 0xf4 && s[1] >= 0x90)
-            return 0; /* above U+10FFFF */
-        return 4;
-    }
-    return 0; /* 0x80..0xc1 (continuation, overlong lead), 0xf5.. */
-}
-
 /* 1: the byte needs more than a copy (escape or UTF-8 check). */
 static const unsigned char special[256] = {
     [0x00 ... 0x1f] = 1, ['"'] = 1, ['\\'] = 1, [0x7f] = 0,
@@ -173,7 +142,7 @@ size_t gt__json_escape(char *out, const char *in, size_t n)
             break;
         unsigned c = s[i];
         if (c >= 0x80) {
-            size_t k = utf8_valid_len(s + i, n - i);
+            size_t k = gt__utf8_len(s + i, n - i);
             if (k) {
                 memcpy(p, s + i, k);
                 p += k;
@@ -210,7 +179,7 @@ size_t gt__json_text(char *out, const char *in, size_t n)
     char *p = out;
     size_t i = 0;
     while (i < n) {
-        size_t k = s[i] < 0x80 ? 1 : utf8_valid_len(s + i, n - i);
+        size_t k = gt__utf8_len(s + i, n - i);
         if (k) {
             memcpy(p, s + i, k);
             p += k;

@@ -5,7 +5,7 @@
  * the stem from the agent's hello. Instead of trying to recognise
  * dangerous input ("../", "/", NUL, control bytes, over-long names), every
  * part goes through a whitelist: only [A-Za-z0-9._-] survive, a leading
- * '.' and any run of dots are neutralised, and the length is capped. A part
+ * '.' or '-' and any run of dots are neutralised, and the length is capped. A part
  * built this way can never name a directory other than the output one,
  * never be hidden, and never be empty.
  */
@@ -34,6 +34,10 @@ size_t gt__sanitize_part(const char *in, size_t len, char *out, size_t cap)
         /* A dot may neither start the name (hidden file, "..") nor follow
          * another dot, so ".." cannot appear anywhere. */
         if (c == '.' && (n == 0 || out[n - 1] == '.'))
+            c = '_';
+        /* Nor may a dash start it: "-rf" would read as options to the
+         * tools users run on the file. */
+        if (c == '-' && n == 0)
             c = '_';
         out[n++] = (char)c;
     }

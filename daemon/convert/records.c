@@ -533,6 +533,8 @@ static const struct gt__rec_kind kinds[] = {
      .stream = gt__cs_on_warning, .writer = gt__on_warning},
     {EXACT(GT_R_WINDOW_DONE, gt_r_window), .route = GT__ROUTE_WINDOW},
     {EXACT(GT_R_BWD_NODE_LAYER, gt_r_bwd_node_layer), .writer = on_node_layer},
+    {EXACT(GT_R_GOODBYE, gt_r_goodbye), .route = GT__ROUTE_META,
+     .stream = gt__cs_on_goodbye},
 };
 
 #undef EXACT

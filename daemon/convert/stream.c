@@ -403,6 +403,14 @@ void gt__cs_on_lost(struct gt__cstream *s, const uint8_t *rec, uint16_t size)
     s->note |= GT__NOTE_CHANGED;
 }
 
+void gt__cs_on_goodbye(struct gt__cstream *s, const uint8_t *rec,
+                       uint16_t size)
+{
+    (void)rec;
+    (void)size;
+    s->goodbye = 1;
+}
+
 void gt__cs_on_warning(struct gt__cstream *s, const uint8_t *rec,
                        uint16_t size)
 {

@@ -252,6 +252,20 @@ void gt__win_free(struct gt__conv *c)
 static int win_open(struct gt__conv *c, const struct gt_r_window *r)
 {
     struct gt__writer *m = c->main;
+    uint64_t sec = r->ts / 1000000000u;
+    if (sec != c->win_sec || !c->win_begun) {
+        c->win_sec = sec;
+        c->win_in_sec = 0;
+    }
+    if (c->win_begun >= GT__CONV_WIN_PER_STREAM ||
+        c->win_in_sec >= GT__CONV_WIN_PER_SEC) {
+        m->an.windows_refused++;
+        c->win_refused_id = r->id;
+        c->have_refused = 1;
+        return -1;
+    }
+    c->win_begun++;
+    c->win_in_sec++;
     if (c->nwout == GT__MAX_WIN_OPEN) {
         /* The agent never has this many open: bound memory anyway. */
         m->an.windows_unmatched++;
@@ -292,6 +306,8 @@ static void on_window(struct gt__conv *c, uint16_t type, uint16_t size,
     i = wout_index(c, r.id);
     if (type == GT_R_WINDOW_BEGIN && i < 0 && (i = win_open(c, &r)) < 0)
         return;
+    if (i < 0 && c->have_refused && r.id == c->win_refused_id)
+        return; /* the refused window's end: counted as refused already */
     if (i < 0) {
         /* END or DONE of a window never begun (or cut at the cap). */
         c->main->an.windows_unmatched++;

@@ -9,6 +9,12 @@
  * error reply and the connection stays usable. Control clients pass the
  * same SO_PEERCRED check as agents.
  *
+ * No client may hold the daemon's memory or its connection slots: one
+ * whose unread replies pass GT__CTL_QUEUE_MAX is cut, one without traffic
+ * for the idle limit (--control-idle-s) is closed by the sweep, and when
+ * all GT__CTLS_MAX slots are taken a new client takes the slot of the one
+ * idle longest, so idle connections never lock `status` out.
+ *
  * Requests act on the daemon's own state only through ingest.c's
  * functions: capture and trigger messages to agents, draining agents for
  * collect and shutdown.
@@ -32,6 +38,7 @@ struct gt__ctlconn {
     struct gt__ctlconn *next;
     int closing;
     int last_reply;             /* close once the pending reply is written */
+    uint64_t last_ns;           /* last bytes read or reply written */
     size_t len;
     char buf[GT__CTL_REQ_MAX + 1];
 };
@@ -77,6 +84,7 @@ static void on_reply_written(uv_write_t *req, int status)
     struct gt__ctlconn *c = w->c;
 
     (void)status;
+    c->last_ns = gt__mono_ns();
     if (c->last_reply && uv_stream_get_write_queue_size(req->handle) == 0)
         close_conn(c);
     gt__free(w);
@@ -89,6 +97,14 @@ static void send_line(struct gt__ctlconn *c, const char *text)
     uv_buf_t b;
 
     if (!w) {
+        close_conn(c);
+        return;
+    }
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > GT__CTL_QUEUE_MAX) {
+        gt__log("control client not reading its replies (%zu bytes queued): "
+                "closing", uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe));
+        c->srv->ctl_cut++;
+        gt__free(w);
         close_conn(c);
         return;
     }
@@ -114,6 +130,7 @@ static void reply(struct gt__ctlconn *c, cJSON *obj, cJSON *id)
     }
     if (id)
         cJSON_AddItemToObject(obj, "id", id);
+    gt__json_clean_strings(obj);
     text = cJSON_PrintUnformatted(obj);
     send_line(c, text ? text : "{\"ok\":false,\"error\":\"out of memory\"}");
     cJSON_free(text);
@@ -176,6 +193,9 @@ static cJSON *status_json(struct gt__server *s)
     if (tot) {
         cJSON_AddNumberToObject(tot, "connections", (double)s->connections);
         cJSON_AddNumberToObject(tot, "refused", (double)s->refused);
+        cJSON_AddNumberToObject(tot, "control_cut", (double)s->ctl_cut);
+        cJSON_AddNumberToObject(tot, "files_repaired", (double)s->repaired);
+        cJSON_AddNumberToObject(tot, "disk_full", (double)s->disk_full);
         cJSON_AddNumberToObject(tot, "bad_streams", (double)s->bad_streams);
         cJSON_AddNumberToObject(tot, "bytes", (double)s->bytes);
         cJSON_AddNumberToObject(tot, "chunks", (double)s->chunks);
@@ -478,6 +498,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         close_conn(c);
         return;
     }
+    c->last_ns = gt__mono_ns();
     c->len += (size_t)nread;
     while (!c->last_reply && !c->closing &&
            (nl = memchr(c->buf + start, '\n', c->len - start)) != NULL) {
@@ -503,6 +524,42 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     }
 }
 
+/* Closes the connection other than keep with the oldest traffic.
+ * @return 1 when one was closed. */
+static int evict_idlest(struct gt__server *s, const struct gt__ctlconn *keep)
+{
+    struct gt__ctlconn *old = NULL;
+
+    for (struct gt__ctlconn *c = s->ctls; c; c = c->next)
+        if (c != keep && !c->closing && !c->last_reply &&
+            (!old || c->last_ns < old->last_ns))
+            old = c;
+    if (!old)
+        return 0;
+    gt__log("control connections at the limit (%d): closing the one idle "
+            "for %llu ms", GT__CTLS_MAX,
+            (unsigned long long)((gt__mono_ns() - old->last_ns) / 1000000));
+    s->ctl_cut++;
+    close_conn(old);
+    return 1;
+}
+
+void gt__ctl_sweep(struct gt__server *s)
+{
+    uint64_t now = gt__mono_ns();
+    struct gt__ctlconn *c, *next;
+
+    for (c = s->ctls; c; c = next) {
+        next = c->next;
+        if (!c->closing && now - c->last_ns > s->ctl_idle_ns) {
+            gt__log("control connection idle for %llu s: closing",
+                    (unsigned long long)(s->ctl_idle_ns / 1000000000u));
+            s->ctl_cut++;
+            close_conn(c);
+        }
+    }
+}
+
 void gt__ctl_on_connection(uv_stream_t *server, int status)
 {
     struct gt__server *s = server->data;
@@ -524,9 +581,11 @@ void gt__ctl_on_connection(uv_stream_t *server, int status)
         close_conn(c);
         return;
     }
+    c->last_ns = gt__mono_ns();
     /* Each connection holds a request buffer: bound their number so a
-     * client opening connections in a loop cannot exhaust memory or fds. */
-    if (s->nctls > GT__CTLS_MAX) {
+     * client opening connections in a loop cannot exhaust memory or fds.
+     * The one idle longest gives its slot up, so the newcomer is served. */
+    if (s->nctls > GT__CTLS_MAX && !evict_idlest(s, c)) {
         gt__log("refused control connection: %d already open", GT__CTLS_MAX);
         close_conn(c);
         return;

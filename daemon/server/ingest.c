@@ -31,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -58,13 +60,15 @@ static int stem_taken(const struct gt__agent *self, const char *stem)
     static const char *const exts[] = {".json", ".gtr", ".1.json"};
     const struct gt__server *s = self->srv;
     char path[4096 + 160];
+    struct stat st;
 
     for (const struct gt__agent *a = s->agents; a; a = a->next)
         if (a != self && strcmp(a->stem, stem) == 0)
             return 1;
     for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
         snprintf(path, sizeof(path), "%s/%s%s", s->out_dir, stem, exts[i]);
-        if (access(path, F_OK) == 0)
+        /* lstat: a dangling symlink planted there takes the name too. */
+        if (lstat(path, &st) == 0)
             return 1;
     }
     return 0;
@@ -95,7 +99,7 @@ static int open_raw(struct gt__agent *a)
 
     snprintf(path, sizeof(path), "%s/%s.gtr", a->srv->out_dir, a->stem);
     a->raw_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                     0644);
+                     0600);
     if (a->raw_fd < 0) {
         gt__log("agent pid %u: cannot create %s: %s", (unsigned)a->hello->h.pid,
                 path, strerror(errno));
@@ -115,6 +119,11 @@ static int on_hello(void *ud, const struct gt__hello_info *hello)
     if (!a->hello)
         return -ENOMEM;
     memcpy(a->hello, hello, sizeof(*hello));
+    /* From here on the agent's text is valid UTF-8 without control
+     * characters, wherever it goes: log, status replies, trace metadata. */
+    gt__text_clean(a->hello->hostname);
+    gt__text_clean(a->hello->cmdline);
+    hello = a->hello;
     if ((rc = choose_stem(a)) < 0)
         return rc;
     o.out_dir = s->out_dir;
@@ -184,9 +193,17 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
      * still holds. */
     if (!a->hello_seen || !a->conv)
         return -EPIPE;
+    if (a->disk_full) {
+        /* Paused: counted, and written as lost when space is back. */
+        a->disk_full_records += h->record_count;
+        a->records += h->record_count;
+        a->srv->records += h->record_count;
+        return 0;
+    }
     a->records += h->record_count;
     a->srv->records += h->record_count;
     a->srv->chunks++;
+    a->last_seq = h->seq;
     /* Only the few records status reports on are looked at here; the
      * converter validates everything else. */
     gt__rec_iter_init(&it, records, raw_size);
@@ -198,7 +215,36 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
                 note_lost(a, &l);
         }
     }
-    return gt__conv_chunk(a->conv, h, records, raw_size);
+    int rc = gt__conv_chunk(a->conv, h, records, raw_size);
+    if (rc < 0 && gt__conv_disk_full(a->conv)) {
+        /* A full disk is not the agent's fault: the stream stays open,
+         * its output pauses until the sweep finds space again. */
+        gt__log("agent pid %u: disk full writing %s: output paused, records "
+                "counted as lost until space returns",
+                (unsigned)a->hello->h.pid, a->stem);
+        a->disk_full = 1;
+        a->srv->disk_full++;
+        return 0;
+    }
+    return rc;
+}
+
+void gt__agent_disk_retry(struct gt__agent *a)
+{
+    struct statvfs st;
+    int rc;
+
+    if (!a->disk_full || statvfs(a->srv->out_dir, &st) != 0 ||
+        (uint64_t)st.f_bavail * st.f_frsize < GT__DISK_RESUME_BYTES)
+        return;
+    rc = gt__conv_resume(a->conv, a->disk_full_records);
+    gt__log("agent pid %u: disk space is back: %s resumes in a new file "
+            "(%llu records lost while full)%s%s", (unsigned)a->hello->h.pid,
+            a->stem, (unsigned long long)a->disk_full_records,
+            rc ? "; the cut file could not be finished: " : "",
+            rc ? strerror(-rc) : "");
+    a->disk_full = 0;
+    a->disk_full_records = 0;
 }
 
 static void on_closed(uv_handle_t *h)
@@ -258,6 +304,48 @@ static struct gt__done *remember(struct gt__agent *a, const char *reason)
     return d;
 }
 
+/* "chunks=N seq=S" of what a's converter has written out. */
+static int ack_text(const struct gt__agent *a, char *buf, size_t cap)
+{
+    const struct gt__framer_stats *st = gt__framer_stats(a->framer);
+
+    snprintf(buf, cap, "chunks=%llu seq=%llu", (unsigned long long)st->chunks,
+             (unsigned long long)a->last_seq);
+    return st->chunks != a->acked;
+}
+
+void gt__agent_ack(struct gt__agent *a)
+{
+    char text[64];
+
+    if (a->hello_seen && !a->disk_full && ack_text(a, text, sizeof(text)) &&
+        gt__agent_send(a, GT_CTL_ACK, text) == 0)
+        a->acked = gt__framer_stats(a->framer)->chunks;
+}
+
+/* The stream is finished and written: the last ACK goes out now, before
+ * the close (a write queued on libuv would be cancelled by it). */
+static void final_ack(struct gt__agent *a)
+{
+    uint8_t msg[sizeof(struct gt_ctl) + 64];
+    struct gt_ctl hdr = {.magic = GT_CTL_MAGIC, .type = GT_CTL_ACK};
+    char text[64];
+    uv_os_fd_t fd;
+    size_t n;
+
+    if (!a->hello_seen || !ack_text(a, text, sizeof(text)) ||
+        uv_stream_get_write_queue_size((uv_stream_t *)&a->pipe) != 0 ||
+        uv_fileno((uv_handle_t *)&a->pipe, &fd) != 0)
+        return;
+    n = strlen(text);
+    hdr.size = (uint16_t)(sizeof(hdr) + n);
+    memcpy(msg, &hdr, sizeof(hdr));
+    memcpy(msg + sizeof(hdr), text, n);
+    if (send(fd, msg, sizeof(hdr) + n, MSG_DONTWAIT | MSG_NOSIGNAL) ==
+        (ssize_t)(sizeof(hdr) + n))
+        a->acked = gt__framer_stats(a->framer)->chunks;
+}
+
 static void finish(struct gt__agent *a, const char *reason, int failed)
 {
     struct gt__server *s = a->srv;
@@ -269,7 +357,22 @@ static void finish(struct gt__agent *a, const char *reason, int failed)
     if (a->conv) {
         const struct gt__framer_stats *st = gt__framer_stats(a->framer);
 
-        rc = gt__conv_finish(a->conv, st, failed || frc != 0);
+        if (a->disk_full) {
+            /* Ends while paused: finish the cut files if space allows
+             * (else the next start does), then close what is left. */
+            rc = gt__conv_resume(a->conv, a->disk_full_records);
+            if (rc < 0)
+                gt__log("agent pid %u: disk still full: %s left unfinished "
+                        "(finished at the next start or by gradtrace convert "
+                        "--repair)", (unsigned)a->hello->h.pid, a->stem);
+            a->disk_full = 0;
+        }
+        /* No goodbye: the process (or the connection) died before its
+         * last records; the trace says so, with its last time. */
+        rc = gt__conv_finish(a->conv, st,
+                             failed || frc != 0 || !gt__conv_goodbye(a->conv));
+        if (rc == 0)
+            final_ack(a);
         if (rc < 0)
             gt__log("agent pid %u: finishing %s failed: %s",
                     (unsigned)a->hello->h.pid, a->stem, gt__strerror(rc));
@@ -286,7 +389,9 @@ static void finish(struct gt__agent *a, const char *reason, int failed)
                 (unsigned)a->hello->h.pid, a->stem, reason,
                 (unsigned long long)a->bytes, (unsigned long long)a->records,
                 (unsigned long long)(d ? d->lost_chunks : 0),
-                frc == GT__ETRUNC ? "partial trace (stream ended mid-chunk), " : "",
+                frc == GT__ETRUNC ? "partial trace (stream ended mid-chunk), "
+                : a->conv && !gt__conv_goodbye(a->conv)
+                    ? "truncated (no goodbye from the agent), " : "",
                 d && d->nfiles ? d->files[0] : "no file");
     } else {
         gt__log("connection from pid %u closed before a valid hello: %s",
@@ -624,6 +729,7 @@ cJSON *gt__agent_json(const struct gt__agent *a)
     cJSON_AddStringToObject(o, "command", h->cmdline);
     cJSON_AddStringToObject(o, "stem", a->stem);
     cJSON_AddBoolToObject(o, "capture", a->capture);
+    cJSON_AddBoolToObject(o, "disk_full", a->disk_full);
     cJSON_AddNumberToObject(o, "connected_s",
                             (double)(gt__mono_ns() - a->connected_ns) / 1e9);
     cJSON_AddNumberToObject(o, "bytes", (double)a->bytes);

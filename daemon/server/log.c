@@ -39,12 +39,10 @@ void gt__log(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
     va_end(ap);
-    n = strlen(line);
     /* Agent text (command lines, host names) appears in log lines: a
-     * control byte must not forge a line or drive a terminal. */
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
-            line[i] = '?';
+     * control byte (C0, DEL or C1) must not forge a line or drive a
+     * terminal, and the log stays valid UTF-8. */
+    n = gt__text_clean(line);
     line[n++] = '\n';
     /* gt__write_all leaves errno alone, so it can be restored first. A
      * log line that cannot be written is dropped: there is nowhere else

@@ -24,7 +24,7 @@
 
 static const char usage[] =
     "usage: gradtraced [--output-dir DIR] [--foreground] [--raw]\n"
-    "                  [--max-file-mb N] [--log FILE]\n"
+    "                  [--max-file-mb N] [--control-idle-s N] [--log FILE]\n"
     "\n"
     "Collects what gradtrace agents stream and writes Chrome-trace JSON.\n"
     "\n"
@@ -33,6 +33,8 @@ static const char usage[] =
     "      --raw             also keep each agent's stream as <stem>.gtr\n"
     "      --max-file-mb N   start a new JSON file past N MB (default: the\n"
     "                        converter's, sized for trace viewers)\n"
+    "      --control-idle-s N  close control connections idle for N s\n"
+    "                        (default 30)\n"
     "      --log FILE        log file when detached (default: gradtraced.log\n"
     "                        beside the agent socket)\n"
     "\n"
@@ -92,6 +94,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         {"raw", no_argument, NULL, 'r'},
         {"max-file-mb", required_argument, NULL, 'm'},
         {"log", required_argument, NULL, 'l'},
+        {"control-idle-s", required_argument, NULL, 'i'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -113,6 +116,12 @@ static int parse_args(int argc, char **argv, struct args *a)
             a->o.max_file_bytes = mb << 20;
             break;
         case 'l': a->log_path = optarg; break;
+        case 'i':
+            if (gt__parse_u64(optarg, 1, 86400, &a->o.ctl_idle_s) < 0) {
+                fprintf(stderr, "gradtraced: --control-idle-s: bad value '%s'\n", optarg);
+                return 2;
+            }
+            break;
         case 'h': fputs(usage, stdout); return 0;
         case 'V': printf("gradtraced %s\n", GT__VERSION); return 0;
         default: return 2;

@@ -23,6 +23,7 @@
 #include "daemon/server/server.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -38,6 +39,7 @@
 #include "common/paths.h"
 #include "common/util.h"
 #include "daemon/convert/convert.h"
+#include "daemon/convert/repair.h"
 
 int gt__peer_check(uv_pipe_t *p, uint32_t *pid, char *why, size_t cap)
 {
@@ -171,7 +173,15 @@ static void on_sweep(uv_timer_t *t)
         next = a->next;
         if (!a->hello_seen && now - a->connected_ns > GT__HELLO_TIMEOUT_S * 1000000000ull)
             gt__agent_close(a, "closing: no hello within the time limit");
+        else if (a->disk_full)
+            gt__agent_disk_retry(a);
+        else if (a->conv && gt__conv_flush(a->conv) == 0)
+            /* A daemon killed now loses at most the last second, and the
+             * agent counts exactly what was not acknowledged. A write
+             * error is the converter's to report when the stream ends. */
+            gt__agent_ack(a);
     }
+    gt__ctl_sweep(s);
 }
 
 static int take_lock(struct gt__server *s)
@@ -193,7 +203,8 @@ static int take_lock(struct gt__server *s)
     return 0;
 }
 
-/* mkdir -p: the output directory may be several levels deep. */
+/* mkdir -p: the output directory may be several levels deep. Created
+ * 0700: traces hold command lines (share them with chmod afterwards). */
 static int mkdirs(const char *dir)
 {
     char buf[4096];
@@ -206,12 +217,40 @@ static int mkdirs(const char *dir)
         if (*p != '/')
             continue;
         *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
             return -errno;
         *p = '/';
     }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
         return -errno;
+    return 0;
+}
+
+/*
+ * Whoever else may write in the output directory could plant a symlink
+ * or a file where a trace will go. Files are created O_EXCL|O_NOFOLLOW
+ * anyway; on top, the directory must be ours (or root's, like /), and
+ * writable by nobody else unless it is sticky and ours (a private /tmp).
+ */
+static int check_out_dir(const char *dir)
+{
+    struct stat st;
+
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        gt__log("output directory %s is not a directory", dir);
+        return -ENOTDIR;
+    }
+    if (st.st_uid != geteuid() && st.st_uid != 0) {
+        gt__log("refusing output directory %s: owned by uid %u, not %u", dir,
+                (unsigned)st.st_uid, (unsigned)geteuid());
+        return -EPERM;
+    }
+    if ((st.st_mode & 022) && !((st.st_mode & S_ISVTX) && st.st_uid == geteuid())) {
+        gt__log("refusing output directory %s: mode %04o is writable by others "
+                "(allowed only when sticky and owned by uid %u)", dir,
+                (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+        return -EPERM;
+    }
     return 0;
 }
 
@@ -232,7 +271,41 @@ static int make_out_dir(struct gt__server *s, const char *dir)
     }
     snprintf(s->out_dir, sizeof(s->out_dir), "%s", abs);
     free(abs);
-    return 0;
+    return check_out_dir(s->out_dir);
+}
+
+/*
+ * Traces a killed daemon left unfinished are finished now, valid and
+ * marked truncated (repair.h); files a live writer holds are skipped.
+ */
+static void repair_out_dir(struct gt__server *s)
+{
+    DIR *d = opendir(s->out_dir);
+    struct dirent *e;
+    char path[sizeof(s->out_dir) + 260];
+
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        struct gt__repair_info info;
+        int rc;
+
+        if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0 ||
+            e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", s->out_dir, e->d_name);
+        rc = gt__trace_repair(path, &info);
+        if (rc > 0) {
+            s->repaired++;
+            gt__log("repaired %s: left unfinished; %llu events kept, %llu bytes "
+                    "cut, marked truncated", path, (unsigned long long)info.events,
+                    (unsigned long long)info.cut_bytes);
+        } else if (rc < 0 && rc != -EINVAL && rc != -EBUSY) {
+            gt__log("cannot repair %s: %s", path, strerror(-rc));
+        }
+    }
+    closedir(d);
 }
 
 int gt__server_init(struct gt__server *s, uv_loop_t *loop,
@@ -245,6 +318,7 @@ int gt__server_init(struct gt__server *s, uv_loop_t *loop,
     s->lock_fd = -1;
     s->raw = o->raw;
     s->max_file_bytes = o->max_file_bytes;
+    s->ctl_idle_ns = (o->ctl_idle_s ? o->ctl_idle_s : GT__CTL_IDLE_S) * 1000000000ull;
     s->start_ns = gt__mono_ns();
     if (gt__agent_socket_path(s->agent_path, sizeof(s->agent_path)) < 0 ||
         gt__control_socket_path(s->control_path, sizeof(s->control_path)) < 0) {
@@ -258,6 +332,7 @@ int gt__server_init(struct gt__server *s, uv_loop_t *loop,
         return rc;
     if ((rc = take_lock(s)) < 0)
         return rc;
+    repair_out_dir(s);
     if ((rc = clear_stale_socket(s->agent_path)) < 0 ||
         (rc = clear_stale_socket(s->control_path)) < 0)
         goto out_unlock;

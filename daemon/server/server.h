@@ -41,6 +41,11 @@ void gt__log_set_fd(int fd);
 #define GT__LOST_SLOTS 64       /* (thread, kind) lost counters per agent */
 #define GT__CTLS_MAX 64         /* open control connections */
 #define GT__HELLO_TIMEOUT_S 10  /* a connection must say hello by then */
+#define GT__DISK_RESUME_BYTES (1u << 20) /* free space that ends a pause */
+#define GT__CTL_IDLE_S 30       /* default: a control connection with no
+                                 * traffic this long is closed */
+#define GT__CTL_QUEUE_MAX (1u << 20) /* reply bytes queued to a client that
+                                      * does not read them: cut past this */
 
 struct gt__server;
 
@@ -79,6 +84,10 @@ struct gt__agent {
     size_t pre_len;
     uint64_t bytes;
     uint64_t records;
+    int disk_full;              /* output paused on ENOSPC/EDQUOT */
+    uint64_t acked;             /* chunks acknowledged (GT_CTL_ACK) */
+    uint64_t last_seq;          /* seq of the last chunk converted */
+    uint64_t disk_full_records; /* records not converted meanwhile */
     struct gt__lost_slot lost[GT__LOST_SLOTS];
     size_t nlost;
     struct gt__agent_trig trigs[GT__ARMED_MAX];
@@ -138,6 +147,10 @@ struct gt__server {
     uint64_t next_trigger_id;
     struct gt__ctlconn *ctls;
     int nctls;
+    uint64_t ctl_idle_ns;       /* --control-idle-s */
+    uint64_t ctl_cut;           /* control clients cut (idle, not reading) */
+    uint64_t repaired;          /* unfinished files repaired at start */
+    uint64_t disk_full;         /* times an agent's output hit a full disk */
     struct gt__timer *timers;
     /* totals over every connection since start */
     uint64_t connections, refused, bytes, records, events, chunks;
@@ -148,6 +161,7 @@ struct gt__daemon_opts {
     const char *out_dir;
     int raw;
     uint64_t max_file_bytes;
+    uint64_t ctl_idle_s;        /* 0: GT__CTL_IDLE_S */
 };
 
 /* server.c */
@@ -175,6 +189,13 @@ int gt__agent_send(struct gt__agent *a, uint16_t type, const char *text) GT__WUR
 /* Reads what the socket already holds without blocking; finishes and
  * closes the agent on EOF or error. @return 1 finished, 0 still live. */
 int gt__agent_drain(struct gt__agent *a);
+/* Disk full: when the output directory has GT__DISK_RESUME_BYTES free
+ * again, the agent's cut files are finished and its output resumes
+ * (called by the once-a-second sweep). */
+void gt__agent_disk_retry(struct gt__agent *a);
+/* Sends GT_CTL_ACK when chunks were written out since the last one
+ * (called right after the sweep's flush). */
+void gt__agent_ack(struct gt__agent *a);
 /* Finishes the conversion and closes the connection with a logged reason. */
 void gt__agent_close(struct gt__agent *a, const char *reason);
 struct cJSON *gt__agent_json(const struct gt__agent *a);
@@ -198,5 +219,8 @@ void gt__done_free(struct gt__done *d);
 void gt__ctl_on_connection(uv_stream_t *server, int status);
 /* Closes every control connection and timer (shutdown). */
 void gt__ctl_close_all(struct gt__server *s);
+/* Closes control connections without traffic for s->ctl_idle_ns (called
+ * by the server's once-a-second sweep). */
+void gt__ctl_sweep(struct gt__server *s);
 
 #endif /* GRADTRACE_DAEMON_SERVER_H */

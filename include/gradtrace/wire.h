@@ -148,6 +148,7 @@ enum gt_rec_type {
     GT_R_WARNING = 23,      /* a diagnostic for the trace's metadata */
     GT_R_WINDOW_DONE = 24,  /* a window's last segment has ended */
     GT_R_BWD_NODE_LAYER = 25, /* the open backward node's layer/parameter */
+    GT_R_GOODBYE = 26,      /* the agent's last record: the stream is whole */
     GT_R_TYPE_COUNT
 };
 
@@ -400,6 +401,18 @@ struct gt_r_bwd_node_layer {
 _Static_assert(sizeof(struct gt_r_bwd_node_layer) == 24, "bwd_node_layer");
 
 /*
+ * The last record of a stream the agent ended itself (exit, final flush):
+ * nothing it recorded is missing beyond what LOST says. A stream that ends
+ * without one (process or daemon killed, connection cut) is truncated.
+ */
+struct gt_r_goodbye {
+    struct gt_rec h;
+    uint32_t flags;       /* zero */
+    uint64_t ts;          /* when the agent said goodbye */
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_goodbye) == 16, "goodbye");
+
+/*
  * Fixed-size record types: X(type, struct). GT_R_STRING and
  * GT_R_PROCESS_INFO's sizes are minimums (STRING grows by its text).
  */
@@ -428,7 +441,8 @@ _Static_assert(sizeof(struct gt_r_bwd_node_layer) == 24, "bwd_node_layer");
     X(GT_R_WINDOW_END, gt_r_window)                 \
     X(GT_R_WARNING, gt_r_warning)                   \
     X(GT_R_WINDOW_DONE, gt_r_window)                \
-    X(GT_R_BWD_NODE_LAYER, gt_r_bwd_node_layer)
+    X(GT_R_BWD_NODE_LAYER, gt_r_bwd_node_layer)     \
+    X(GT_R_GOODBYE, gt_r_goodbye)
 
 /* ------------------------------------------------ daemon -> agent messages */
 
@@ -446,6 +460,9 @@ enum gt_ctl_type {
     GT_CTL_CAPTURE_OFF = 3,   /* text: empty */
     GT_CTL_TRIGGER = 4,       /* text: a canonical trigger spec */
     GT_CTL_TRIGGER_CLEAR = 5, /* text: empty, disarms every trigger */
+    GT_CTL_ACK = 6,           /* text: "chunks=N seq=S": N chunks of this
+                               * connection are in the daemon's files, S the
+                               * highest seq among them */
 };
 
 struct gt_ctl {

@@ -14,8 +14,12 @@
  *     --gap N             skip N sequence numbers before the last chunk
  *     --lost N            report N lost events in a GT_R_LOST record
  *     --hold-ms MS        stay connected MS ms after sending (default 0)
+ *     --no-goodbye        end the last chunk without GT_R_GOODBYE (as a
+ *                         killed process would); other modes than normal
+ *                         never send one
  *     --print-ctl         print daemon control messages on stdout:
- *                         "ctl <type> <text>", one per line
+ *                         "ctl <type> <text>", one per line (ACKs only
+ *                         with --print-acks)
  *     --dump FILE         write every byte sent to FILE as well
  *     --nonblock          send like the real agent: a chunk that does not
  *                         fit the socket now is dropped and counted
@@ -97,6 +101,8 @@ static int send_chunk(const void *buf, size_t len)
     return (size_t)n < len ? send_bytes((const char *)buf + n, len - (size_t)n) : 0;
 }
 
+static int print_acks;
+
 static void print_ctl(int hold_ms)
 {
     uint64_t end = now_ns() + (uint64_t)hold_ms * 1000000ull;
@@ -127,8 +133,9 @@ static void print_ctl(int hold_ms)
             }
             if (have < c.size)
                 break;
-            printf("ctl %u %.*s\n", (unsigned)c.type, (int)(c.size - sizeof(c)),
-                   (const char *)buf + sizeof(c));
+            if (c.type != GT_CTL_ACK || print_acks)
+                printf("ctl %u %.*s\n", (unsigned)c.type,
+                       (int)(c.size - sizeof(c)), (const char *)buf + sizeof(c));
             fflush(stdout);
             memmove(buf, buf + c.size, have - c.size);
             have -= c.size;
@@ -192,14 +199,15 @@ int main(int argc, char **argv)
         {"records", required_argument, NULL, 'r'}, {"rank", required_argument, NULL, 'R'},
         {"cmd", required_argument, NULL, 'C'}, {"mode", required_argument, NULL, 'm'},
         {"gap", required_argument, NULL, 'g'}, {"lost", required_argument, NULL, 'l'},
-        {"hold-ms", required_argument, NULL, 'H'}, {"print-ctl", no_argument, NULL, 'P'},
+        {"hold-ms", required_argument, NULL, 'H'}, {"no-goodbye", no_argument, NULL, 'G'},
+        {"print-acks", no_argument, NULL, 'A'}, {"print-ctl", no_argument, NULL, 'P'},
         {"dump", required_argument, NULL, 'D'}, {"nonblock", no_argument, NULL, 'N'},
         {"level", required_argument, NULL, 'L'}, {NULL, 0, NULL, 0},
     };
     char path[4096];
     const char *mode = "normal", *cmd = "fake_agent", *dump = NULL;
     unsigned long chunks = 4, nrec = 1000, gap = 0, lost = 0;
-    int rank = -1, hold_ms = 0, print = 0, level = 1, c;
+    int rank = -1, hold_ms = 0, print = 0, level = 1, goodbye = 1, c;
     struct gt_hello hf = {0};
     struct gt__recbuf rb = {0};
     uint8_t hello[GT_HELLO_MAX_SIZE];
@@ -223,6 +231,8 @@ int main(int argc, char **argv)
         case 'g': gap = strtoul(optarg, NULL, 10); break;
         case 'l': lost = strtoul(optarg, NULL, 10); break;
         case 'H': hold_ms = atoi(optarg); break;
+        case 'G': goodbye = 0; break;
+        case 'A': print_acks = 1; break;
         case 'P': print = 1; break;
         case 'D': dump = optarg; break;
         case 'N': nonblock = 1; break;
@@ -273,6 +283,12 @@ int main(int argc, char **argv)
             goto out_fail;
         if (gap && i + 1 == chunks)
             seq += gap;
+        if (goodbye && i + 1 == chunks && strcmp(mode, "normal") == 0) {
+            struct gt_r_goodbye g = {.h = {GT_R_GOODBYE, sizeof(g)}, .ts = ts};
+
+            if (gt__recbuf_append(&rb, &g, sizeof(g)) < 0)
+                goto out_fail;
+        }
         n = gt__chunk_encode(cctx, level, rb.data, rb.len, rb.count, seq++, ts, out,
                             out_cap);
         if (n < 0)

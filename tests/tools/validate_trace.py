@@ -24,6 +24,7 @@ failing file on stderr: "FILE: reason". Standard library only.
 import json
 import math
 import sys
+from decimal import Decimal
 
 PHASES = {"X", "B", "E", "i", "I", "s", "t", "f", "C", "M"}
 THREAD_PHASES = {"X", "B", "E", "s", "t", "f"}
@@ -39,7 +40,7 @@ def _reject_constant(name):
 
 def _ns(value, what, ev_index):
     """Microseconds (number) -> integer nanoseconds, checked."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
         raise Invalid("event %d: %s is not a number" % (ev_index, what))
     if not math.isfinite(value) or value < 0:
         raise Invalid("event %d: %s is %r (must be finite and >= 0)"
@@ -73,7 +74,11 @@ def check_nesting(track, spans):
 def validate(path):
     try:
         with open(path, "rb") as f:
-            doc = json.load(f, parse_constant=_reject_constant)
+            # Decimal: ts and dur are read exactly as written (a double
+            # cannot hold microseconds with nanosecond fractions past ~2^50
+            # ns, and would make exact nesting look broken).
+            doc = json.load(f, parse_constant=_reject_constant,
+                            parse_float=Decimal)
     except Invalid:
         raise
     except (OSError, ValueError) as e:
@@ -151,7 +156,7 @@ def validate(path):
             if not isinstance(args, dict) or not args:
                 raise Invalid("event %d: counter without args" % i)
             for k, v in args.items():
-                if isinstance(v, bool) or not isinstance(v, (int, float)) \
+                if isinstance(v, bool) or not isinstance(v, (int, float, Decimal)) \
                         or not math.isfinite(v):
                     raise Invalid("event %d: counter %r is not a finite number"
                                   % (i, k))

@@ -511,3 +511,29 @@ Test(codec, callback_error_stops_the_framer)
     cr_assert_eq(hellos, 1);
     gt__framer_free(f);
 }
+
+/* A hostile agent jumps its sequence number to near 2^64: that is not
+ * 1.8e19 lost chunks, it is one implausible jump, counted as such. */
+Test(codec, sequence_jump_is_not_a_loss)
+{
+    uint8_t buf[4096];
+    size_t n = 0;
+    struct gt__recbuf b = {0};
+    uint8_t rec[256];
+    struct sink s = {0};
+    struct gt__framer *f = gt__framer_create(GT__FRAMER_STRICT, on_hello, on_chunk, &s);
+    static const uint64_t seqs[] = {0, 3, UINT64_MAX / 2, 7, 8};
+
+    cr_assert_eq(gt__recbuf_append(&b, rec, make_record(GT_R_INSTANT, rec, 5)), 0);
+    n += make_hello(buf, sizeof(buf));
+    for (size_t i = 0; i < 5; i++)
+        n += make_chunk(NULL, 0, &b, seqs[i], buf + n, sizeof(buf) - n);
+    cr_assert_eq(gt__framer_feed(f, buf, n), 0);
+    cr_assert_eq(gt__framer_finish(f), 0);
+    cr_assert_eq(s.chunks, 5);
+    cr_assert_eq(gt__framer_stats(f)->chunks_lost, 2, "only the plausible gap 1..2");
+    cr_assert_eq(gt__framer_stats(f)->seq_jumps, 2, "the jump out and the jump back");
+    gt__framer_free(f);
+    gt__recbuf_free(&s.got);
+    gt__recbuf_free(&b);
+}

@@ -254,3 +254,14 @@ Test(control, selection_matching)
     cr_assert_not(gt__sel_match(&s, 5, 3), "both lists: both must match");
     cr_assert(gt__sel_match(&s, 9, 3));
 }
+
+/* cJSON ends a string at an escaped NUL: "status\u0000x" would read as
+ * "status". A request with an escaped NUL anywhere is refused. */
+Test(control, escaped_nul_refused)
+{
+    refused("{\"cmd\":\"status\\u0000\"}", "NUL");
+    refused("{\"cmd\":\"status\\u0000x\"}", "NUL");
+    refused("{\"cmd\":\"status\",\"id\\u0000\":1}", "NUL");
+    cr_assert_eq(parse("{\"cmd\":\"status\",\"id\":\"a\\\\u0000\"}"), 0,
+                 "an escaped backslash before u0000 is not a NUL: %s", err);
+}

@@ -141,3 +141,17 @@ Test(sanitize, stem_without_rank_uses_pid_only)
     cr_assert_str_eq(out, "prog-pid1234");
     cr_assert_eq(gt__agent_stem("prog", -1, 1234, out, 8), -ENAMETOOLONG);
 }
+
+/* A name starting with '-' reads as an option to the tools users run on
+ * it (rm, cp, ls): it never starts a stem. */
+Test(sanitize, leading_dash_neutralised)
+{
+    char out[128];
+
+    gt__sanitize_part("-rf", 3, out, sizeof(out));
+    cr_assert_str_eq(out, "_rf");
+    gt__command_name("--help x", out, sizeof(out));
+    cr_assert_neq(out[0], '-', "%s", out);
+    gt__sanitize_part("a-b", 3, out, sizeof(out));
+    cr_assert_str_eq(out, "a-b", "an inner dash stays");
+}

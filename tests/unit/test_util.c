@@ -112,3 +112,29 @@ Test(util, fail_formats_and_returns_rc)
     cr_assert_str_eq(err, "bad count=12345", "cut to the buffer, NUL-terminated");
     cr_assert_eq(gt__fail(NULL, 0, -ENOMEM, "x"), -ENOMEM);
 }
+
+/* Agent text: invalid UTF-8 and every control character (C0, DEL, C1
+ * such as U+009B, a one-byte CSI) become '?'; valid text is kept. */
+Test(util, text_clean_makes_utf8_without_controls)
+{
+    char a[] = "ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80";
+    char b[] = "x\xc2\x9b" "31m\x1b[0m\xff\xfe\xc0\xaf\xed\xa0\x80\x7f\ny\xe2\x82";
+    char c[] = "\xc2\xa0nbsp";
+
+    cr_assert_eq(gt__text_clean(a), strlen("ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+    cr_assert_str_eq(a, "ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    gt__text_clean(b);
+    cr_assert_str_eq(b, "x?31m?[0m?????????y??", "%s", b);
+    gt__text_clean(c);
+    cr_assert_str_eq(c, "\xc2\xa0nbsp", "U+00A0 is not a control");
+}
+
+Test(util, utf8_len_follows_rfc3629)
+{
+    cr_assert_eq(gt__utf8_len((const unsigned char *)"a", 1), 1);
+    cr_assert_eq(gt__utf8_len((const unsigned char *)"\xc3\xa9", 2), 2);
+    cr_assert_eq(gt__utf8_len((const unsigned char *)"\xc3\xa9", 1), 0);
+    cr_assert_eq(gt__utf8_len((const unsigned char *)"\xe0\x80\x80", 3), 0);
+    cr_assert_eq(gt__utf8_len((const unsigned char *)"\xf4\x90\x80\x80", 4), 0);
+    cr_assert_eq(gt__utf8_len((const unsigned char *)"", 0), 0);
+}

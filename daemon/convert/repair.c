@@ -1,0 +1,233 @@
+/*
+ * Repair of unfinished trace files (repair.h).
+ *
+ * The converter writes `{"traceEvents":[` then one event per line, each
+ * a JSON object, then `\n],` and the metadata, ending `}\n}\n`. A scan
+ * that knows strings and escapes finds the end of each whole event at
+ * array depth; the last one is where the file is cut back to. The tail
+ * then written holds what the validator and readers need (time unit,
+ * base time 0: unknown, the gradtrace object with every anomaly key) and
+ * says the file was repaired and truncated.
+ */
+#include "daemon/convert/repair.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "common/version.h"
+#include "daemon/convert/cstream.h"
+
+#define HEAD "{\"traceEvents\":["
+#define HEAD_LEN (sizeof(HEAD) - 1)
+
+/* Scanner state over the bytes after HEAD. */
+struct scan {
+    int depth;            /* 0: in the array, between events */
+    int in_str, esc;
+    int closed;           /* the array's ']' was seen */
+    int whole;            /* ...and the document's last '}' */
+    int tail_depth;       /* depth inside the metadata */
+    uint64_t good;        /* offset just after the last whole event */
+    uint64_t prev_good;   /* the one before it */
+    uint64_t ev_start;    /* offset of the event being read */
+    uint64_t last_start;  /* start of the last whole event */
+    uint64_t events;
+    uint64_t array_end;   /* offset just after ']' */
+};
+
+static void scan_tail(struct scan *s, char ch)
+{
+    if (s->in_str) {
+        if (s->esc)
+            s->esc = 0;
+        else if (ch == '\\')
+            s->esc = 1;
+        else if (ch == '"')
+            s->in_str = 0;
+        return;
+    }
+    if (ch == '"')
+        s->in_str = 1;
+    else if (ch == '{' || ch == '[')
+        s->tail_depth++;
+    else if (ch == '}' || ch == ']') {
+        if (s->tail_depth == 0)
+            s->whole = 1; /* the document's closing brace */
+        else
+            s->tail_depth--;
+    }
+}
+
+static void scan_byte(struct scan *s, char ch, uint64_t off)
+{
+    if (s->closed) {
+        scan_tail(s, ch);
+        return;
+    }
+    if (s->in_str) {
+        if (s->esc)
+            s->esc = 0;
+        else if (ch == '\\')
+            s->esc = 1;
+        else if (ch == '"')
+            s->in_str = 0;
+        return;
+    }
+    if (ch == '"') {
+        s->in_str = 1;
+    } else if (ch == '{' || ch == '[') {
+        if (s->depth++ == 0)
+            s->ev_start = off;
+    } else if (ch == '}' || (ch == ']' && s->depth > 0)) {
+        if (--s->depth == 0) {
+            s->prev_good = s->good;
+            s->good = off + 1;
+            s->last_start = s->ev_start;
+            s->events++;
+        }
+    } else if (ch == ']') {
+        s->closed = 1;
+        s->array_end = off + 1;
+    }
+}
+
+/* Whether the event at [start, end) of fd is a flow start ("ph":"s"),
+ * whose finish, written right after it, was lost. */
+static int is_flow_start(int fd, uint64_t start)
+{
+    char buf[16];
+    ssize_t n = pread(fd, buf, sizeof(buf), (off_t)start);
+
+    return n >= 9 && memcmp(buf, "{\"ph\":\"s\"", 9) == 0;
+}
+
+static void put_tail(char *buf, size_t cap, uint64_t events, int close_array)
+{
+    size_t n = (size_t)snprintf(
+        buf, cap,
+        "%s,\n\"displayTimeUnit\":\"ns\",\n\"baseTimeNanoseconds\":0,\n"
+        "\"gradtrace\":{\"converter\":\"gradtrace " GT__VERSION "\","
+        "\"converter_version\":\"" GT__VERSION "\",\"wire_major\":%u,"
+        "\"wire_minor\":%u,\"file_index\":0,\"file_count\":null,"
+        "\"next_file\":null,\"events\":%llu,\"repaired\":true,"
+        "\"lost\":{\"events\":0,\"cupti\":0,\"chunks\":0},"
+        "\"stream\":{\"truncated\":true,\"complete\":false,\"goodbye\":false},"
+        "\"anomalies\":{",
+        close_array ? "\n]" : "", (unsigned)GT_WIRE_MAJOR,
+        (unsigned)GT_WIRE_MINOR, (unsigned long long)events);
+    const char *sep = "";
+#define GT__ANOM_PUT(f)                                                    \
+    n += (size_t)snprintf(buf + n, cap - n, "%s\"" #f "\":0", sep);       \
+    sep = ",";
+    GT__ANOMALIES(GT__ANOM_PUT)
+#undef GT__ANOM_PUT
+    snprintf(buf + n, cap - n, "}}\n}\n");
+}
+
+/* Scans fd past HEAD. @return 0 or -errno. */
+static int scan_file(int fd, struct scan *s)
+{
+    char buf[1 << 16];
+    uint64_t off = HEAD_LEN;
+    ssize_t n;
+
+    memset(s, 0, sizeof(*s));
+    s->good = HEAD_LEN;
+    while ((n = pread(fd, buf, sizeof(buf), (off_t)off)) > 0) {
+        for (ssize_t i = 0; i < n && !s->whole; i++)
+            scan_byte(s, buf[i], off + (uint64_t)i);
+        if (s->whole)
+            return 0;
+        off += (uint64_t)n;
+    }
+    return n < 0 ? -errno : 0;
+}
+
+/* Cuts fd at `at` and writes the tail. */
+static int finish_file(int fd, uint64_t at, uint64_t events, int close_array)
+{
+    char tail[4096];
+
+    put_tail(tail, sizeof(tail), events, close_array);
+    if (ftruncate(fd, (off_t)at) != 0 || lseek(fd, (off_t)at, SEEK_SET) < 0)
+        return -errno;
+    return gt__write_all(fd, tail, strlen(tail), 0, 0);
+}
+
+int gt__trace_repair(const char *path, struct gt__repair_info *info)
+{
+    char head[HEAD_LEN];
+    struct scan s;
+    struct stat st;
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC), rc;
+    ssize_t n;
+
+    memset(info, 0, sizeof(*info));
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        rc = -EINVAL;
+        goto out_close;
+    }
+    /* A live writer (another daemon) holds a shared lock on its file. */
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+        goto out_close;
+    }
+    n = pread(fd, head, HEAD_LEN, 0);
+    if (n < 0) {
+        rc = -errno;
+        goto out_close;
+    }
+    /* Empty, or cut inside the head: an empty trace. Anything else that
+     * does not start like ours is not ours to touch. */
+    if ((size_t)n < HEAD_LEN) {
+        if (memcmp(head, HEAD, (size_t)n) != 0) {
+            rc = -EINVAL;
+            goto out_close;
+        }
+        if (ftruncate(fd, 0) != 0 || gt__write_all(fd, HEAD, HEAD_LEN, 0, 0) != 0) {
+            rc = -EIO;
+            goto out_close;
+        }
+        info->cut_bytes = 0;
+        rc = finish_file(fd, HEAD_LEN, 0, 1);
+        goto out_done;
+    }
+    if (memcmp(head, HEAD, HEAD_LEN) != 0) {
+        rc = -EINVAL;
+        goto out_close;
+    }
+    if ((rc = scan_file(fd, &s)) < 0)
+        goto out_close;
+    if (s.whole) {
+        rc = 0;
+        goto out_close;
+    }
+    if (s.closed) {
+        /* Cut inside the metadata: every event is there. */
+        info->events = s.events;
+        info->cut_bytes = (uint64_t)st.st_size - s.array_end;
+        rc = finish_file(fd, s.array_end, s.events, 0);
+        goto out_done;
+    }
+    if (s.events && is_flow_start(fd, s.last_start)) {
+        s.good = s.prev_good;
+        s.events--;
+    }
+    info->events = s.events;
+    info->cut_bytes = (uint64_t)st.st_size - s.good;
+    rc = finish_file(fd, s.good, s.events, 1);
+out_done:
+    if (rc == 0)
+        rc = 1;
+out_close:
+    close(fd);
+    return rc;
+}

@@ -1,0 +1,34 @@
+/*
+ * Finishing trace files whose writer died (a daemon killed with SIGKILL,
+ * a machine that lost power): `gradtraced` at start over its output
+ * directory, and `gradtrace convert --repair FILE...`.
+ *
+ * A file the converter finished ends with its metadata and is left
+ * alone. An unfinished one (empty, cut inside traceEvents, or cut inside
+ * the metadata tail) is cut back to its last whole event (a flow start
+ * whose finish is missing goes too) and closed with a metadata tail that
+ * says `"repaired": true` and `"truncated": true`, so every file is valid
+ * JSON the validator accepts. What the file held before the cut stays.
+ *
+ * Not thread-safe per file; touches only the file named.
+ */
+#ifndef GRADTRACE_DAEMON_CONVERT_REPAIR_H
+#define GRADTRACE_DAEMON_CONVERT_REPAIR_H
+
+#include <stdint.h>
+
+struct gt__repair_info {
+    uint64_t events;      /* whole events kept */
+    uint64_t cut_bytes;   /* bytes dropped after the last whole event */
+};
+
+/*
+ * Repairs path in place when it is unfinished.
+ * @return 1 when repaired, 0 when it was already whole, -EINVAL when it is
+ *         not a gradtrace trace (left alone), -EBUSY when a live writer
+ *         holds it (its flock), or another -errno.
+ */
+int gt__trace_repair(const char *path, struct gt__repair_info *info)
+    __attribute__((warn_unused_result));
+
+#endif

@@ -1,0 +1,303 @@
+/*
+ * How the converter creates files (issue #13, items 8, 11, 12): never over
+ * an existing file or through a symlink planted in the output directory,
+ * and readable by the user only, since traces hold command lines.
+ */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/codec.h"
+#include "daemon/convert/convert.h"
+#include "tests/unit/conv_fixture.h"
+
+static void open_in(struct conv_fx *f, const char *dir)
+{
+    memset(f, 0, sizeof(*f));
+    snprintf(f->dir, sizeof(f->dir), "%s", dir);
+    struct gt__conv_opts o = {.out_dir = dir, .stem = "t"};
+    f->c = gt__conv_create(&o);
+    cr_assert_not_null(f->c);
+    fx_hello(f, 4242, 1, 0, 2, "python3 train.py");
+}
+
+static void win(struct conv_fx *f, uint16_t type, uint32_t id, uint64_t us)
+{
+    struct gt_r_window r = {{type, sizeof(r)}, id, 1, 0, T0 + us * 1000, 0};
+    add(f, &r, sizeof(r));
+}
+
+static void scope(struct conv_fx *f, uint32_t name, uint64_t b_us, uint64_t e_us)
+{
+    struct gt_r_scope_begin b = {{GT_R_SCOPE_BEGIN, sizeof(b)}, GT_SCOPE_USER,
+                                 0, name, 0, T0 + b_us * 1000};
+    struct gt_r_scope_end e = {{GT_R_SCOPE_END, sizeof(e)}, GT_SCOPE_USER, 0,
+                               name, T0 + e_us * 1000};
+    add(f, &b, sizeof(b));
+    add(f, &e, sizeof(e));
+}
+
+/* One trigger-only stream: window 1 holding one scope named what. */
+static const char *window_stream(struct conv_fx *f, const char *dir,
+                                 const char *what)
+{
+    const char *const *paths;
+
+    open_in(f, dir);
+    str(f, 1, "layer=blocks.1,phase=forward");
+    str(f, 2, what);
+    thr(f, 100);
+    win(f, GT_R_WINDOW_BEGIN, 1, 100);
+    scope(f, 2, 110, 120);
+    win(f, GT_R_WINDOW_END, 1, 130);
+    win(f, GT_R_WINDOW_DONE, 1, 140);
+    feed(f);
+    cr_assert_eq(gt__conv_finish(f->c, NULL, 0), 0);
+    cr_assert_eq(gt__conv_files(f->c, &paths), 1);
+    return paths[0];
+}
+
+static int has_span(const char *path, const char *name)
+{
+    cJSON *d = load(path), *ev;
+    int n = 0;
+    cJSON_ArrayForEach(ev, cJSON_GetObjectItem(d, "traceEvents"))
+        n += s_of(ev, "name") && strcmp(s_of(ev, "name"), name) == 0;
+    cJSON_Delete(d);
+    return n;
+}
+
+static void rm_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[512];
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* Two streams with the same pid and program (a recycled pid, two
+ * containers) get the same stem; the second window file must not replace
+ * the first. */
+Test(convert_files, same_stem_windows_never_overwrite, .timeout = 10)
+{
+    char dir[] = "/tmp/gt-convf-XXXXXX";
+    struct conv_fx a, b;
+    struct stat st;
+
+    cr_assert_not_null(mkdtemp(dir));
+    char *pa = strdup(window_stream(&a, dir, "first stream"));
+    char *pb = strdup(window_stream(&b, dir, "second stream"));
+    cr_assert_str_neq(pa, pb, "both streams wrote %s", pa);
+    cr_assert_eq(has_span(pa, "first stream"), 1, "%s lost its window", pa);
+    cr_assert_eq(has_span(pb, "second stream"), 1);
+    cr_assert_eq(stat(pa, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0600, "trace mode %o", st.st_mode & 0777);
+    gt__conv_free(a.c);
+    gt__conv_free(b.c);
+    gt__recbuf_free(&a.b);
+    gt__recbuf_free(&b.b);
+    free(pa);
+    free(pb);
+    rm_dir(dir);
+}
+
+/* A dangling symlink planted where the trace will go: the converter
+ * writes a trace of its own in the directory, never the link's target. */
+Test(convert_files, planted_symlink_not_followed, .timeout = 10)
+{
+    char dir[] = "/tmp/gt-convf-XXXXXX", victim[128], link[128];
+    const char *const *paths;
+    struct conv_fx f;
+
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(victim, sizeof(victim), "%s-victim", dir);
+    snprintf(link, sizeof(link), "%s/t.json", dir);
+    cr_assert_eq(symlink(victim, link), 0);
+    open_in(&f, dir);
+    str(&f, 2, "work");
+    thr(&f, 100);
+    scope(&f, 2, 10, 20);
+    feed(&f);
+    cr_assert_eq(gt__conv_finish(f.c, NULL, 0), 0);
+    cr_assert_eq(access(victim, F_OK), -1, "wrote through the planted link");
+    cr_assert_eq(gt__conv_files(f.c, &paths), 1);
+    cr_assert_str_neq(paths[0], link);
+    cr_assert_eq(has_span(paths[0], "work"), 1);
+    gt__conv_free(f.c);
+    gt__recbuf_free(&f.b);
+    rm_dir(dir);
+}
+
+/* ------------------------------------------------------------ times */
+
+/* The JSON file's text (caller frees). */
+static char *slurp(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    cr_assert_not_null(fp);
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    cr_assert_eq(fread(b, 1, (size_t)n, fp), (size_t)n);
+    b[n] = 0;
+    fclose(fp);
+    return b;
+}
+
+/* A span that begins before the stream's base starts at 0 and ends where
+ * it ended: clamping its start must not stretch it over its siblings. */
+Test(convert_files, span_before_base_keeps_its_end, .timeout = 10)
+{
+    char dir[] = "/tmp/gt-convf-XXXXXX";
+    const char *const *paths;
+    struct conv_fx f;
+
+    cr_assert_not_null(mkdtemp(dir));
+    open_in(&f, dir);
+    str(&f, 2, "early");
+    str(&f, 3, "sibling");
+    thr(&f, 100);
+    struct gt_r_scope_begin b = {{GT_R_SCOPE_BEGIN, sizeof(b)}, GT_SCOPE_USER,
+                                 0, 2, 0, T0 - 5000000};
+    add(&f, &b, sizeof(b));
+    struct gt_r_scope_end e = {{GT_R_SCOPE_END, sizeof(e)}, GT_SCOPE_USER, 0,
+                               2, T0 + 2000000};
+    add(&f, &e, sizeof(e));
+    scope(&f, 3, 3000, 9000);
+    feed(&f);
+    cr_assert_eq(gt__conv_finish(f.c, NULL, 0), 0);
+    cr_assert_eq(gt__conv_files(f.c, &paths), 1);
+    cJSON *d = load(paths[0]), *ev;
+    int seen = 0;
+    cJSON_ArrayForEach(ev, cJSON_GetObjectItem(d, "traceEvents")) {
+        if (!s_of(ev, "name") || strcmp(s_of(ev, "name"), "early"))
+            continue;
+        seen++;
+        cr_assert_float_eq(cJSON_GetObjectItem(ev, "ts")->valuedouble, 0, 1e-9);
+        cr_assert_float_eq(cJSON_GetObjectItem(ev, "dur")->valuedouble, 2000, 1e-6,
+                           "dur %f: the part before the base was kept",
+                           cJSON_GetObjectItem(ev, "dur")->valuedouble);
+    }
+    cr_assert_eq(seen, 1);
+    cJSON_Delete(d);
+    gt__conv_free(f.c);
+    gt__recbuf_free(&f.b);
+    rm_dir(dir);
+}
+
+/* Extreme hello times: base + (real - mono) must be computed without
+ * signed overflow (UBSan aborted here) and still give real at the base. */
+Test(convert_files, extreme_hello_times_do_not_overflow, .timeout = 10)
+{
+    char dir[] = "/tmp/gt-convf-XXXXXX";
+    const char *const *paths;
+    struct conv_fx f;
+    const uint64_t mono = 0x6000000000000000ull, real = 2 * mono;
+
+    cr_assert_not_null(mkdtemp(dir));
+    memset(&f, 0, sizeof(f));
+    struct gt__conv_opts o = {.out_dir = dir, .stem = "t"};
+    f.c = gt__conv_create(&o);
+    struct gt__hello_info *h = calloc(1, sizeof(*h));
+    h->h.pid = 1;
+    h->h.rank = -1;
+    h->h.start_mono_ns = mono;
+    h->h.start_real_ns = real;
+    cr_assert_eq(gt__conv_hello(f.c, h), 0);
+    free(h);
+    str(&f, 2, "x");
+    thr(&f, 100);
+    struct gt_r_scope_begin b = {{GT_R_SCOPE_BEGIN, sizeof(b)}, GT_SCOPE_USER,
+                                 0, 2, 0, mono + 1000};
+    struct gt_r_scope_end e = {{GT_R_SCOPE_END, sizeof(e)}, GT_SCOPE_USER, 0,
+                               2, UINT64_MAX};
+    add(&f, &b, sizeof(b));
+    add(&f, &e, sizeof(e));
+    feed(&f);
+    cr_assert_eq(gt__conv_finish(f.c, NULL, 0), 0);
+    cr_assert_eq(gt__conv_files(f.c, &paths), 1);
+    char *text = slurp(paths[0]);
+    const char *k = strstr(text, "\"baseTimeNanoseconds\":");
+    cr_assert_not_null(k);
+    unsigned long long got = strtoull(k + 22, NULL, 10);
+    cr_assert_eq(got, real - mono % 1000000u, "baseTimeNanoseconds %llu", got);
+    free(text);
+    cJSON_Delete(load(paths[0]));
+    gt__conv_free(f.c);
+    gt__recbuf_free(&f.b);
+    rm_dir(dir);
+}
+
+/* ------------------------------------------------------------ caps */
+
+/* One stream opening 20,000 windows (issue #13, item 9) made 20,004 files
+ * and kept the daemon's loop busy for 18 s. Windows are capped per second
+ * of stream time and per stream; the refused ones are counted and their
+ * records stay in the main file. */
+Test(convert_files, windows_capped_per_second_and_per_stream, .timeout = 60)
+{
+    char dir[] = "/tmp/gt-convf-XXXXXX";
+    const char *const *paths;
+    struct conv_fx f;
+
+    cr_assert_not_null(mkdtemp(dir));
+    open_in(&f, dir);
+    str(&f, 1, "layer=blocks.1,phase=forward");
+    str(&f, 2, "in window");
+    thr(&f, 100);
+    /* 20,000 windows, one per ms of stream time. */
+    for (uint32_t i = 0; i < 20000; i++) {
+        uint64_t us = 1000 + (uint64_t)i * 1000; /* one per ms */
+        win(&f, GT_R_WINDOW_BEGIN, i + 1, us);
+        scope(&f, 2, us + 1, us + 2);
+        win(&f, GT_R_WINDOW_END, i + 1, us + 3);
+        win(&f, GT_R_WINDOW_DONE, i + 1, us + 4);
+        if (f.b.len > (1u << 20) - 4096) {
+            feed(&f);
+            thr(&f, 100); /* each chunk names its thread again */
+        }
+    }
+    feed(&f);
+    cr_assert_eq(gt__conv_finish(f.c, NULL, 0), 0);
+    size_t n = gt__conv_files(f.c, &paths);
+    /* 1,000 a second were asked for: 100 a second given, until the
+     * stream's 1,000; then none. Plus the main file. */
+    cr_assert_eq(n, (size_t)GT__CONV_WIN_PER_STREAM + 1, "%zu files", n);
+    const char *main_path = NULL;
+    size_t first_second = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *w = strstr(paths[i], "/t-w");
+        if (strcmp(strrchr(paths[i], '/'), "/t.json") == 0)
+            main_path = paths[i];
+        else if (w && strtoul(w + 4, NULL, 10) < 1000)
+            first_second++;
+    }
+    cr_assert_eq(first_second, GT__CONV_WIN_PER_SEC);
+    cr_assert_not_null(main_path, "the refused windows' records go to main");
+    cJSON *d = load(main_path);
+    const cJSON *an = cJSON_GetObjectItem(cJSON_GetObjectItem(d, "gradtrace"), "anomalies");
+    double refused = cJSON_GetObjectItem(an, "windows_refused")->valuedouble;
+    cr_assert_eq((size_t)refused, 20000 - (n - 1), "refused %f, files %zu", refused, n);
+    cr_assert_eq(cJSON_GetObjectItem(an, "windows_unmatched")->valuedouble, 0,
+                 "a refused window is not also unmatched");
+    int in_main = has_span(main_path, "in window");
+    cr_assert_eq((size_t)in_main, (size_t)refused, "main has %d, refused %f", in_main, refused);
+    cJSON_Delete(d);
+    gt__conv_free(f.c);
+    gt__recbuf_free(&f.b);
+    rm_dir(dir);
+}
