@@ -147,6 +147,58 @@ void gt__layer_end(void)
         gt__trig_module_end(l.id);
 }
 
+/*
+ * A layer's backward range (agent/nvtx.c): on the layer stack, flagged
+ * GT_SCOPE_F_BACKWARD, so its end finds its path and epoch, but never the
+ * layer of a node created inside it (gt__current_layer skips it): such a
+ * node is no forward creation of that layer. Backward triggers open and
+ * close their segment around it; kernels inside carry GT_EXT_LAYER_BWD.
+ */
+void gt__layer_bwd_begin(uint32_t path_id)
+{
+    struct gt__thread *t = gt__thread_self();
+    uint32_t cap;
+
+    /* The window opens before the scope is recorded, so it holds it. */
+    if (GT__UNLIKELY(gt__capture_triggers()))
+        gt__trig_bwd_range_begin(path_id);
+    cap = gt__capture_state();
+    if (gt__cuda_ext_push)
+        gt__cuda_ext_push(GT_EXT_LAYER_BWD, path_id);
+    if (!t)
+        return;
+    if (t->layer_depth < GT__SCOPE_STACK_MAX) {
+        t->layers[t->layer_depth].id = path_id;
+        t->layers[t->layer_depth].epoch =
+            (cap & GT__CAP_ON) ? gt__capture_epoch_of(cap) : 0;
+        t->layers[t->layer_depth].flags = GT_SCOPE_F_BACKWARD;
+    }
+    t->layer_depth++;
+    if (cap & GT__CAP_ON)
+        scope_begin(GT_SCOPE_MODULE, path_id, 0, GT_SCOPE_F_BACKWARD);
+}
+
+void gt__layer_bwd_end(void)
+{
+    struct gt__thread *t = gt__tls;
+    struct gt__layer l = {0, 0, 0};
+    uint32_t cap;
+
+    if (gt__cuda_ext_pop)
+        gt__cuda_ext_pop(GT_EXT_LAYER_BWD);
+    if (!t || t == &gt__thread_dead || t->layer_depth == 0)
+        return;
+    t->layer_depth--;
+    if (t->layer_depth < GT__SCOPE_STACK_MAX)
+        l = t->layers[t->layer_depth];
+    cap = gt__capture_state();
+    if ((cap & GT__CAP_ON) && l.epoch && l.epoch == gt__capture_epoch_of(cap))
+        scope_end(GT_SCOPE_MODULE, l.id, l.flags);
+    /* After the end is recorded: closing may stop the capture. */
+    if (GT__UNLIKELY(gt__capture_triggers()))
+        gt__trig_bwd_range_end(l.id);
+}
+
 /* GRADTRACE_LAYERS: the C API is a layer source unless the list leaves
  * it out (0: no configuration, as in tests that start no agent). */
 static int capi_layers(void)
@@ -178,7 +230,8 @@ static void trig_node_created(uint64_t seq, uint64_t fwd_tid)
         return;
     d = t->layer_depth < GT__SCOPE_STACK_MAX ? t->layer_depth : GT__SCOPE_STACK_MAX;
     for (uint32_t i = 0; i < d; i++)
-        mask |= gt__trig_layer_mask(t->layers[i].id);
+        if (!(t->layers[i].flags & GT_SCOPE_F_BACKWARD))
+            mask |= gt__trig_layer_mask(t->layers[i].id);
     gt__trig_node_created(seq, fwd_tid, mask, gt__current_layer());
 }
 
@@ -190,7 +243,10 @@ uint32_t gt__current_layer(void)
     if (!t || t == &gt__thread_dead || t->layer_depth == 0)
         return 0;
     d = t->layer_depth < GT__SCOPE_STACK_MAX ? t->layer_depth : GT__SCOPE_STACK_MAX;
-    return t->layers[d - 1].id;
+    /* A backward range is no forward layer: the one around it is. */
+    while (d > 0 && (t->layers[d - 1].flags & GT_SCOPE_F_BACKWARD))
+        d--;
+    return d ? t->layers[d - 1].id : 0;
 }
 
 GT_API void gt_node_created(uint64_t seq, uint64_t fwd_tid)

@@ -170,6 +170,15 @@ uint32_t gt__current_layer(void);
  */
 void gt__layer_begin(uint32_t path_id, uint32_t class_id);
 void gt__layer_end(void);
+/*
+ * Opens / closes a layer's backward range (agent/nvtx.c, rule 7 of
+ * schema/torch.md "Layer sources"): a module scope flagged
+ * GT_SCOPE_F_BACKWARD, backward triggers' segments and the kernels'
+ * GT_EXT_LAYER_BWD tag. It sits on the layer stack but is no node's
+ * layer. Nests with gt__layer_begin/end on one thread.
+ */
+void gt__layer_bwd_begin(uint32_t path_id);
+void gt__layer_bwd_end(void);
 
 /*
  * Records one GT_R_WARNING (code, msg) per distinct msg for the process's

@@ -21,8 +21,11 @@
  *   in agent/nvtx.h says which, and its path)
  *       -> a layer call through gt__layer_begin/end (agent/api.c): the
  *          layer stack nodes read, a module scope, forward triggers and
- *          GT_EXT_LAYER_FWD; a layer's backward range pushes
- *          GT_EXT_LAYER_BWD instead. RecordFunction user scopes
+ *          GT_EXT_LAYER_FWD; a layer's backward range, through
+ *          gt__layer_bwd_begin/end, a module scope flagged
+ *          GT_SCOPE_F_BACKWARD, backward triggers and GT_EXT_LAYER_BWD;
+ *          a `backward` phase range counts one backward pass (the
+ *          iteration triggers name). RecordFunction user scopes
  *          (agent/recordfn.c) come through the same stack.
  * Domains and registered strings are handles that encode the interned
  * string id, so nothing is looked up per call. A start/end range keeps
@@ -50,6 +53,7 @@
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
 #include "agent/nvtx.h"
+#include "agent/trigger.h"
 #include "common/util.h"
 
 /* ------------------------------------------------------------ the ABI */
@@ -150,7 +154,8 @@ struct name_slot {
 /* Longest layer path an NVTX range can give (longer: not a layer). */
 #define NVTX_PATH_MAX 512
 
-enum { LAYER_NONE, LAYER_OPENED, LAYER_BWD_PUSHED };
+/* What a range opened, so its end undoes it (2 bits: start/end ids). */
+enum { LAYER_NONE, LAYER_OPENED, LAYER_BWD_OPENED, LAYER_PASS };
 
 struct nvtx_entry {
     uint32_t name;    /* 0: not recorded */
@@ -361,9 +366,10 @@ static int layer_domain(const struct gt__layer_config *l, uint32_t domain)
 }
 
 /*
- * What a range opened now on thread t is: its kind (enum gt__nvtx_kind)
- * and, for a layer, its path id in *id with its path in out (*len bytes).
- * The phase in force is *phase, updated for a phase range.
+ * What a range opened now on thread t is: its kind (enum gt__nvtx_kind:
+ * GT__NVTX_PHASE_* for a phase range, which is no layer) and, for a
+ * layer, its path id in *id with its path in out (*len bytes). The phase
+ * in force is *phase, updated for a phase range.
  */
 static int layer_classify(struct nvtx_thread *t, uint32_t domain,
                           const char *text, int *phase, uint32_t *id,
@@ -381,34 +387,44 @@ static int layer_classify(struct nvtx_thread *t, uint32_t domain,
                                t->path, plen, out, NVTX_PATH_MAX, len);
     if (kind >= GT__NVTX_PHASE_FORWARD) {
         *phase = kind;
-        return GT__NVTX_NONE;
+        return kind;
     }
     if (kind != GT__NVTX_NONE)
         *id = intern_c(out);
     return *id ? kind : GT__NVTX_NONE;
 }
 
-/* Opens what a layer range of kind opens. @return its LAYER_* value. */
+/*
+ * Opens what a range of kind opens. @return its LAYER_* value. A
+ * `backward` phase range is one backward pass for the iteration count
+ * (schema/control.md, "Iterations"), as Engine::execute is for autograd:
+ * nested passes count once, so one around loss.backward() adds nothing.
+ */
 static uint8_t layer_open(int kind, uint32_t id)
 {
-    if (kind == GT__NVTX_FWD) {
+    switch (kind) {
+    case GT__NVTX_FWD:
         gt__layer_begin(id, 0);
         return LAYER_OPENED;
+    case GT__NVTX_BWD:
+        gt__layer_bwd_begin(id);
+        return LAYER_BWD_OPENED;
+    case GT__NVTX_PHASE_BACKWARD:
+        gt__trig_pass_begin();
+        return LAYER_PASS;
+    default:
+        return LAYER_NONE;
     }
-    if (kind == GT__NVTX_BWD && gt__cuda_ext_push) {
-        /* Kernels launched inside are this layer's backward. */
-        gt__cuda_ext_push(GT_EXT_LAYER_BWD, id);
-        return LAYER_BWD_PUSHED;
-    }
-    return LAYER_NONE;
 }
 
 static void layer_close(uint8_t layer)
 {
     if (layer == LAYER_OPENED)
         gt__layer_end();
-    else if (layer == LAYER_BWD_PUSHED && gt__cuda_ext_pop)
-        gt__cuda_ext_pop(GT_EXT_LAYER_BWD);
+    else if (layer == LAYER_BWD_OPENED)
+        gt__layer_bwd_end();
+    else if (layer == LAYER_PASS)
+        gt__trig_pass_end();
 }
 
 /* A pushed range taken as a layer: entry e (pushed now on t) records it. */
@@ -424,6 +440,10 @@ static void layer_push(struct nvtx_thread *t, struct nvtx_entry *e,
 
     e->phase = (uint8_t)phase;
     e->path_len = up ? up->path_len : 0;
+    if (kind >= GT__NVTX_PHASE_FORWARD) {
+        e->layer = layer_open(kind, 0);
+        return;
+    }
     if (kind == GT__NVTX_NONE)
         return;
     memcpy(t->path, out, len);
@@ -601,7 +621,7 @@ static uint8_t start_layer(uint32_t domain, const char *text)
         return LAYER_NONE;
     phase = t->depth ? t->e[t->depth - 1].phase : GT__NVTX_PHASE_FORWARD;
     kind = layer_classify(t, domain, text, &phase, &id, out, &len);
-    return kind == GT__NVTX_NONE ? LAYER_NONE : layer_open(kind, id);
+    return layer_open(kind, id);
 }
 
 static uint64_t start_range(uint32_t domain, uint32_t name, const char *text)

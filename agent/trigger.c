@@ -3,7 +3,9 @@
  * forward or backward, evaluated at the agent's hooks with no round trip.
  *
  * Iterations. The agent counts outermost backward passes for the whole
- * process life (gt__trig_pass_begin/end, also while nothing is armed):
+ * process life (gt__trig_pass_begin/end, also while nothing is armed;
+ * passes are autograd's Engine::execute, gt_bwd_pass_begin/end, and an
+ * NVTX `backward` phase range when NVTX ranges are layers):
  * iteration k is the forward that precedes the k-th backward pass (from 0)
  * and that pass itself. Nested passes (checkpointing, autograd.grad inside
  * backward) and passes of several threads at once count as one while any
@@ -38,6 +40,11 @@
  *     them (a non-reentrant recompute's nodes never run: there the
  *     forward's nodes close it). The window holds the recompute and the
  *     backward, one per pass;
+ *   backward, layers with backward ranges (agent/nvtx.c: a program that
+ *     marks its own backward per layer, without autograd nodes): a
+ *     segment per outermost backward range of a matching layer, begin to
+ *     end, as forward segments are per call; a range inside an open
+ *     node-counted segment only nests in it;
  *   both: the forward segments and the backward segment, one window.
  * The window is done at the end of the iteration's backward pass; with
  * count=N the trigger then re-arms for the next iteration, N times.
@@ -80,6 +87,8 @@ struct trig {
     _Atomic int fwd_depth;            /* open calls of matching modules */
     _Atomic int rc_depth;             /* open recomputes of them (backward) */
     _Atomic int rc_count;             /* the open recompute's nodes count */
+    _Atomic int rng_depth;            /* open backward ranges of its layers */
+    int rng_own;                      /* the open segment is the range's */
     int bwd_closed;                   /* backward segment finished */
 };
 
@@ -318,6 +327,8 @@ static void retarget(struct trig *t, uint64_t it, int count_valid)
     atomic_store(&t->fwd_depth, 0);
     atomic_store(&t->rc_depth, 0);
     atomic_store(&t->rc_count, 0);
+    atomic_store(&t->rng_depth, 0);
+    t->rng_own = 0;
 }
 
 /* g_lock held: the target iteration's backward pass ended. */
@@ -610,6 +621,40 @@ void gt__trig_bwd_node_end(uint64_t seq, uint64_t fwd_tid)
             t->bwd_closed = 1;
         }
     }
+    pthread_mutex_unlock(&g_lock);
+}
+
+void gt__trig_bwd_range_begin(uint32_t path_id)
+{
+    uint32_t m = gt__trig_layer_mask(path_id);
+
+    if (!m)
+        return;
+    pthread_mutex_lock(&g_lock);
+    m &= live_mask(GT__TRIG_BACKWARD);
+    for (int i = 0; i < GT__TRIG_MAX; i++)
+        if (m & (1u << i) && atomic_fetch_add(&g_trig[i].rng_depth, 1) == 0 &&
+            g_open < 0) {
+            segment_open(i, 0);
+            g_trig[i].rng_own = 1;
+        }
+    pthread_mutex_unlock(&g_lock);
+}
+
+void gt__trig_bwd_range_end(uint32_t path_id)
+{
+    uint32_t m = gt__trig_layer_mask(path_id);
+
+    if (!m)
+        return;
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < GT__TRIG_MAX; i++)
+        if (m & (1u << i) && g_trig[i].used &&
+            atomic_load(&g_trig[i].rng_depth) > 0 &&
+            atomic_fetch_sub(&g_trig[i].rng_depth, 1) == 1 && g_trig[i].rng_own) {
+            g_trig[i].rng_own = 0;
+            segment_close(i);
+        }
     pthread_mutex_unlock(&g_lock);
 }
 

@@ -48,6 +48,10 @@ void gt__trig_node_created(uint64_t seq, uint64_t fwd_tid, uint32_t mask,
                            uint32_t layer);
 void gt__trig_bwd_node_begin(uint64_t seq, uint64_t fwd_tid);
 void gt__trig_bwd_node_end(uint64_t seq, uint64_t fwd_tid);
+/* A layer's backward range (gt__layer_bwd_begin/end): path_id's
+ * backward triggers open a segment at the outermost one, close at its end. */
+void gt__trig_bwd_range_begin(uint32_t path_id);
+void gt__trig_bwd_range_end(uint32_t path_id);
 
 /*
  * Backward passes, always counted (also without triggers): the iteration

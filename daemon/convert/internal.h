@@ -122,6 +122,7 @@ struct gt__track {
 enum {
     GT__OPEN_RECOMPUTE = 1, /* module scope: a checkpoint's recompute */
     GT__OPEN_LAYER_SET = 2, /* node: layer given by GT_R_BWD_NODE_LAYER */
+    GT__OPEN_BACKWARD = 4,  /* module scope: a layer's backward range */
 };
 
 struct gt__open {
@@ -187,6 +188,10 @@ struct gt__wthread {
     struct gt__stack nodes;
     struct gt__held *held;  /* see scope_closed in convert.c */
     uint32_t nheld, held_cap;
+    /* Closed backward ranges waiting until none is open on the thread,
+     * to be placed in start order (gt__layer_range_closed). */
+    struct gt__held *ranges;
+    uint32_t nranges, ranges_cap;
 };
 
 /* ------------------------------------------------------------ layers */
@@ -206,6 +211,7 @@ struct gt__wlayer {
     uint64_t self_nodes, self_ns, time_ns;
     uint64_t accg_ns;     /* AccumulateGrad time of its own nodes */
     uint64_t order2;      /* nodes made by backward, with descendants' */
+    int node_credited;    /* a backward node was credited to it (ever) */
 };
 
 /* What one backward node adds to its layer (gt__layer_credit). */
@@ -599,6 +605,16 @@ void gt__step(struct gt__writer *c, uint64_t ts, uint64_t value);
 void gt__layers_outside_pass(struct gt__writer *c, uint64_t ts);
 /* End of a chunk: flushes a pass group that ended in an earlier chunk. */
 void gt__layers_chunk_end(struct gt__writer *c);
+/*
+ * A backward range o (a module scope flagged GT__OPEN_BACKWARD) of th
+ * closed at end, its nested ranges' time in o->nested_ns: becomes its
+ * layer's backward span on `Layers backward` once no range is open on th
+ * (so they are placed parent first), unless the layer has node-derived
+ * spans (schema/trace-output.md, "Backward ranges").
+ */
+void gt__layer_range_closed(struct gt__writer *c, struct gt__wthread *th,
+                            const struct gt__open *o, uint64_t end,
+                            int unclosed);
 /* Flushes pending layer spans and open iterations at end of input. */
 void gt__layers_finish(struct gt__writer *c);
 void gt__layers_free(struct gt__writer *c);

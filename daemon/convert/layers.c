@@ -237,6 +237,7 @@ void gt__layer_credit(struct gt__writer *c, uint32_t path_id,
                 L->last = k->e;
         }
         L->nodes++;
+        L->node_credited = 1;
         L->time_ns += k->self_ns;
         L->order2 += k->order2 != 0;
         if (a == l) {
@@ -264,9 +265,11 @@ static int span_cmp(const void *a, const void *b)
     return x->depth < y->depth ? -1 : x->depth > y->depth;
 }
 
-/* The span's args: layer, counts, sums (us) and parent. */
+/* The span's args: layer, counts, sums (us), pass (UINT64_MAX: a
+ * backward range, which has no pass) and parent. */
 static size_t layer_args(struct gt__writer *c, char *args,
-                         const struct gt__wlayer *L, uint64_t pass)
+                         const struct gt__wlayer *L,
+                         const struct gt__layer_ev *ev, uint64_t pass)
 {
     char *p = args;
     size_t el = L->esc_len <= GT__JSON_ESCAPED_MAX(GT_STRING_MAX)
@@ -276,19 +279,22 @@ static size_t layer_args(struct gt__writer *c, char *args,
     memcpy(p, L->esc, el);
     p += el;
     p = GT__LIT(p, "\",\"nodes\":");
-    p = gt__fmt_u64(p, L->nodes);
-    p = PUT_KV(p, ",\"self_nodes\":", L->self_nodes);
+    p = gt__fmt_u64(p, ev->nodes);
+    p = PUT_KV(p, ",\"self_nodes\":", ev->self_nodes);
     p = GT__LIT(p, ",\"time_us\":");
-    p = gt__fmt_us(p, L->time_ns);
+    p = gt__fmt_us(p, ev->time_ns);
     p = GT__LIT(p, ",\"self_us\":");
-    p = gt__fmt_us(p, L->self_ns);
-    if (L->accg_ns) {
+    p = gt__fmt_us(p, ev->self_ns);
+    if (ev->accg_ns) {
         p = GT__LIT(p, ",\"accumulate_grad_us\":");
-        p = gt__fmt_us(p, L->accg_ns);
+        p = gt__fmt_us(p, ev->accg_ns);
     }
-    if (L->order2)
-        p = PUT_KV(p, ",\"second_order_nodes\":", L->order2);
-    p = PUT_KV(p, ",\"pass\":", pass);
+    if (ev->order2)
+        p = PUT_KV(p, ",\"second_order_nodes\":", ev->order2);
+    if (pass != UINT64_MAX)
+        p = PUT_KV(p, ",\"pass\":", pass);
+    else
+        p = GT__LIT(p, ",\"source\":\"range\"");
     if (L->parent >= 0) {
         const struct gt__wlayer *P = &c->layers[L->parent];
         if (P->esc_len <= GT__JSON_ESCAPED_MAX(GT_STRING_MAX)) {
@@ -301,12 +307,14 @@ static size_t layer_args(struct gt__writer *c, char *args,
     return (size_t)(p - args);
 }
 
-static void emit_layer_span(struct gt__writer *c, uint32_t t,
-                            const struct span_item *it, uint64_t pass)
+/* Writes layer index li's backward span [ev->s, ev->e] with ev's numbers
+ * on track t, and tells the observer. */
+static void emit_layer_span(struct gt__writer *c, uint32_t t, uint32_t li,
+                            struct gt__layer_ev *ev, uint64_t pass)
 {
-    const struct gt__wlayer *L = &c->layers[it->layer];
+    const struct gt__wlayer *L = &c->layers[li];
     char args[2 * GT__JSON_ESCAPED_MAX(GT_STRING_MAX) + 320];
-    size_t al = layer_args(c, args, L, pass);
+    size_t al = layer_args(c, args, L, ev, pass);
     uint32_t cl = 0;
     const char *cls = L->cls ? gt__str_esc(c, L->cls, &cl) : NULL;
     if (cls) {
@@ -320,23 +328,20 @@ static void emit_layer_span(struct gt__writer *c, uint32_t t,
         m += cl;
         m = GT__LIT(m, ") backward");
         gt__emit_x(c, t, "layer_backward", L->esc, L->esc_len, mid,
-                   (uint32_t)(m - mid), "", 0, it->first, it->last, args, al);
+                   (uint32_t)(m - mid), "", 0, ev->s, ev->e, args, al);
     } else {
         gt__emit_x(c, t, "layer_backward", L->esc, L->esc_len, " backward",
-                   9, "", 0, it->first, it->last, args, al);
+                   9, "", 0, ev->s, ev->e, args, al);
     }
     if (c->s->obs) {
         uint32_t rl = 0;
         const char *rcls = L->cls ? gt__str_raw(c, L->cls, &rl) : "";
         const struct gt__wlayer *P = L->parent >= 0 ? &c->layers[L->parent]
                                                     : NULL;
-        struct gt__layer_ev ev = {
-            .phase = GT__PHASE_BACKWARD, .s = it->first, .e = it->last,
-            .nodes = L->nodes, .self_nodes = L->self_nodes,
-            .time_ns = L->time_ns, .self_ns = L->self_ns,
-            .accg_ns = L->accg_ns, .order2 = L->order2,
-            .parent = P ? P->path : NULL, .parent_len = P ? P->path_len : 0};
-        gt__obs_layer(c, &ev, L->path, L->path_len, rcls, cls ? rl : 0);
+        ev->phase = GT__PHASE_BACKWARD;
+        ev->parent = P ? P->path : NULL;
+        ev->parent_len = P ? P->path_len : 0;
+        gt__obs_layer(c, ev, L->path, L->path_len, rcls, cls ? rl : 0);
     }
 }
 
@@ -371,6 +376,17 @@ static void emit_totals(struct gt__writer *c, uint64_t ts)
         c->s->obs->totals(c->s->obs->ud, &t);
 }
 
+/* The `Layers backward` track, made on first use; 0 when it cannot be. */
+static uint32_t bwd_track(struct gt__writer *c)
+{
+    if (!c->layers_bwd_track) {
+        gt__main_proc(c);
+        c->layers_bwd_track = gt__track_new(c, 0, UINT32_MAX, 2,
+                                            "Layers backward");
+    }
+    return c->layers_bwd_track;
+}
+
 /*
  * Emits the current group's spans (and its pass span when it has a pass,
  * ending at end_ts), then starts an empty group.
@@ -381,13 +397,8 @@ static void flush_group(struct gt__writer *c, uint64_t end_ts)
     uint32_t n = c->ntouched + (has_pass ? 1 : 0);
     if (n == 0 && c->group_nodes == 0)
         goto out_next_gen;
-    if (!c->layers_bwd_track) {
-        gt__main_proc(c);
-        c->layers_bwd_track = gt__track_new(c, 0, UINT32_MAX, 2,
-                                            "Layers backward");
-        if (!c->layers_bwd_track)
-            goto out_next_gen;
-    }
+    if (!bwd_track(c))
+        goto out_next_gen;
     struct span_item *items = gt__malloc((n ? n : 1) * sizeof(*items));
     if (!items) {
         c->err = c->err ? c->err : -ENOMEM;
@@ -423,7 +434,13 @@ static void flush_group(struct gt__writer *c, uint64_t end_ts)
             gt__emit_x(c, t, "backward_pass", name, (uint32_t)nl, "", 0, "",
                        0, items[i].first, items[i].last, args, (size_t)al);
         } else {
-            emit_layer_span(c, t, &items[i], c->group_value);
+            const struct gt__wlayer *L = &c->layers[items[i].layer];
+            struct gt__layer_ev ev = {
+                .s = items[i].first, .e = items[i].last,
+                .nodes = L->nodes, .self_nodes = L->self_nodes,
+                .time_ns = L->time_ns, .self_ns = L->self_ns,
+                .accg_ns = L->accg_ns, .order2 = L->order2};
+            emit_layer_span(c, t, items[i].layer, &ev, c->group_value);
         }
     }
     gt__free(items);
@@ -439,6 +456,70 @@ out_next_gen:
     c->group_max_last = 0;
     c->group_nodes = c->group_ns = c->group_order2 = 0;
     c->group_un_nodes = c->group_un_ns = c->group_un_accg = 0;
+}
+
+/* ------------------------------------------------------------ ranges */
+
+static int range_cmp(const void *a, const void *b)
+{
+    const struct gt__held *x = a, *y = b;
+    if (x->o.ts != y->o.ts)
+        return x->o.ts < y->o.ts ? -1 : 1;
+    return x->end > y->end ? -1 : x->end < y->end;
+}
+
+/* One backward range as its layer's span: time_us is its duration,
+ * self_us that less its nested ranges'; no nodes. */
+static void range_span(struct gt__writer *c, const struct gt__held *h)
+{
+    int32_t l = layer_of(c, h->o.name);
+    uint64_t dur = h->end > h->o.ts ? h->end - h->o.ts : 0;
+    struct gt__layer_ev ev = {.s = h->o.ts, .e = h->end, .time_ns = dur,
+                              .self_ns = h->o.nested_ns < dur
+                                             ? dur - h->o.nested_ns
+                                             : 0};
+    uint32_t t;
+
+    /* Node-derived spans win: see schema/trace-output.md. */
+    if (l < 0 || c->layers[l].node_credited || !bwd_track(c))
+        return;
+    t = gt__place(c, c->layers_bwd_track, h->o.ts, h->end);
+    if (t)
+        emit_layer_span(c, t, (uint32_t)l, &ev, UINT64_MAX);
+}
+
+static void ranges_flush(struct gt__writer *c, struct gt__wthread *th)
+{
+    if (th->nranges > 1)
+        qsort(th->ranges, th->nranges, sizeof(*th->ranges), range_cmp);
+    for (uint32_t i = 0; i < th->nranges; i++)
+        range_span(c, &th->ranges[i]);
+    th->nranges = 0;
+}
+
+void gt__layer_range_closed(struct gt__writer *c, struct gt__wthread *th,
+                            const struct gt__open *o, uint64_t end,
+                            int unclosed)
+{
+    struct gt__held h = {*o, end, unclosed};
+
+    if (th->nranges == th->ranges_cap && th->ranges_cap < GT__STACK_MAX) {
+        uint32_t cap = th->ranges_cap ? th->ranges_cap * 2 : 8;
+        struct gt__held *nr = gt__realloc(th->ranges, cap * sizeof(*nr));
+        if (nr) {
+            th->ranges = nr;
+            th->ranges_cap = cap;
+        }
+    }
+    if (th->nranges < th->ranges_cap)
+        th->ranges[th->nranges++] = h;
+    else
+        range_span(c, &h); /* no room: placed now, maybe on an overlap */
+    for (uint32_t i = 0; i < th->scopes.depth; i++)
+        if (th->scopes.e[i].kind == GT_SCOPE_MODULE &&
+            (th->scopes.e[i].flags & GT__OPEN_BACKWARD))
+            return;
+    ranges_flush(c, th);
 }
 
 static void emit_iteration(struct gt__writer *c, uint64_t s, uint64_t e,

@@ -98,7 +98,10 @@ static void emit_scope(struct gt__writer *c, struct gt__wthread *th,
     const char *cat = o->kind < GT_SCOPE_KIND_COUNT ? cats[o->kind] : "scope";
     int module = o->kind == GT_SCOPE_MODULE;
     int rc = module && (o->flags & GT__OPEN_RECOMPUTE);
-    uint32_t tracks[2] = {th->track, module ? gt__thread_track(c, th, 2) : 0};
+    int bw = module && (o->flags & GT__OPEN_BACKWARD);
+    /* A backward range's layer span goes to `Layers backward` instead. */
+    uint32_t tracks[2] = {th->track,
+                          module && !bw ? gt__thread_track(c, th, 2) : 0};
     for (int i = 0; i < 2 && tracks[i]; i++) {
         const char *lcat = rc ? "layer_recompute" : "layer_forward";
         char *p = gt__x_open(c, tracks[i], i ? lcat : cat, o->ts, end,
@@ -111,11 +114,13 @@ static void emit_scope(struct gt__writer *c, struct gt__wthread *th,
                 p = put_esc(p, cls, cl);
                 *p++ = ')';
             }
-            p = rc ? GT__LIT(p, " recompute") : GT__LIT(p, " forward");
+            p = rc ? GT__LIT(p, " recompute")
+                : bw ? GT__LIT(p, " backward")
+                     : GT__LIT(p, " forward");
         }
         *p++ = '"';
         int domain = !module && cl;
-        if (domain || unclosed || rc) {
+        if (domain || unclosed || rc || bw) {
             p = GT__LIT(p, ",\"args\":{");
             if (domain) {
                 p = GT__LIT(p, "\"domain\":\"");
@@ -124,6 +129,8 @@ static void emit_scope(struct gt__writer *c, struct gt__wthread *th,
             }
             if (rc)
                 p = GT__LIT(p, "\"phase\":\"recompute\",");
+            if (bw)
+                p = GT__LIT(p, "\"phase\":\"backward\",");
             if (unclosed)
                 p = GT__LIT(p, "\"unclosed\":true,");
             p[-1] = '}';
@@ -140,6 +147,8 @@ static void emit_scope(struct gt__writer *c, struct gt__wthread *th,
                                   .s = o->ts, .e = end};
         gt__obs_layer(c, &ev, raw, rl, rcls, rcl);
     }
+    if (bw)
+        gt__layer_range_closed(c, th, o, end, unclosed);
 }
 
 /*
@@ -155,6 +164,16 @@ void gt__scope_closed(struct gt__writer *c, struct gt__wthread *th,
                          const struct gt__open *o, uint64_t end, int unclosed)
 {
     struct gt__stack *s = &th->scopes;
+    if (o->kind == GT_SCOPE_MODULE && (o->flags & GT__OPEN_BACKWARD)) {
+        /* Its time is not its enclosing backward range's own time. */
+        for (uint32_t i = s->depth; i > 0; i--) {
+            struct gt__open *e = &s->e[i - 1];
+            if (e->kind == GT_SCOPE_MODULE && (e->flags & GT__OPEN_BACKWARD)) {
+                e->nested_ns += end > o->ts ? end - o->ts : 0;
+                break;
+            }
+        }
+    }
     if (s->depth > 0 && s->e[s->depth - 1].ts == o->ts) {
         if (th->nheld == th->held_cap && th->held_cap < GT__STACK_MAX) {
             uint32_t cap = th->held_cap ? th->held_cap * 2 : 8;
@@ -253,7 +272,8 @@ static void on_scope_begin(struct gt__writer *c, const uint8_t *rec,
     if (!(th = cur_thread(c)))
         return;
     uint64_t ts = thread_ts(c, th, r.ts);
-    if (r.kind == GT_SCOPE_MODULE) {
+    /* A backward range names no class and opens no forward nesting. */
+    if (r.kind == GT_SCOPE_MODULE && !(r.flags & GT_SCOPE_F_BACKWARD)) {
         gt__layer_set_class(c, r.name, r.cls);
         /* The top of a path chain hangs under the outermost module open
          * (the root, named by its class): a module shared by several
@@ -261,7 +281,7 @@ static void on_scope_begin(struct gt__writer *c, const uint8_t *rec,
          * the first block that called it. */
         for (uint32_t i = 0; i < th->scopes.depth; i++) {
             const struct gt__open *e = &th->scopes.e[i];
-            if (e->kind == GT_SCOPE_MODULE) {
+            if (e->kind == GT_SCOPE_MODULE && !(e->flags & GT__OPEN_BACKWARD)) {
                 if (e->name != r.name)
                     gt__layer_nest(c, r.name, e->name);
                 break;
@@ -278,6 +298,8 @@ static void on_scope_begin(struct gt__writer *c, const uint8_t *rec,
     o->ord = ++th->opens;
     if (r.kind == GT_SCOPE_MODULE && (r.flags & GT_SCOPE_F_RECOMPUTE))
         o->flags = GT__OPEN_RECOMPUTE;
+    else if (r.kind == GT_SCOPE_MODULE && (r.flags & GT_SCOPE_F_BACKWARD))
+        o->flags = GT__OPEN_BACKWARD;
 }
 
 static void on_scope_end(struct gt__writer *c, const uint8_t *rec,

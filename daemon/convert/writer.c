@@ -63,6 +63,7 @@ void gt__writer_free(struct gt__writer *c)
     for (uint32_t i = 0; i < c->nthreads; i++) {
         gt__free(c->threads[i].scopes.e);
         gt__free(c->threads[i].held);
+        gt__free(c->threads[i].ranges);
         gt__free(c->threads[i].nodes.e);
     }
     gt__free(c->threads);

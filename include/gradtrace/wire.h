@@ -199,9 +199,12 @@ enum gt_scope_kind {
  * scope_begin.flags / scope_end.flags. RECOMPUTE: a module scope opened
  * while a backward node runs on this OS thread (the forward recomputed by
  * activation checkpointing, either flavour); its end carries the same
- * flags as its begin.
+ * flags as its begin. BACKWARD: a module scope that is the layer's
+ * backward (a backward range of a layer source, schema/torch.md), not a
+ * forward call.
  */
 #define GT_SCOPE_F_RECOMPUTE 0x1u
+#define GT_SCOPE_F_BACKWARD 0x2u
 
 struct gt_r_scope_begin {
     struct gt_rec h;

@@ -238,3 +238,48 @@ Test(agent_trigger, running_capture_is_left_alone)
         cr_assert(on[0] && on[1] && on[2], "a window must not stop a full capture");
     }
 }
+
+/*
+ * A program without autograd nodes marks its backward per layer (agent/
+ * nvtx.c calls these for NVTX ranges): backward and both windows open at
+ * the layer's backward range and close at its end, in the iteration the
+ * passes count.
+ */
+static void ranged_iteration(uint32_t blk, uint32_t other, int *on)
+{
+    gt__layer_begin(blk, 0);
+    on[0] = gt_capture_active();
+    gt__layer_end();
+    gt_bwd_pass_begin();
+    gt__layer_bwd_begin(other);
+    on[1] = gt_capture_active();
+    gt__layer_bwd_end();
+    gt__layer_bwd_begin(blk);
+    on[2] = gt_capture_active();
+    cr_assert_eq(gt__current_layer(), 0, "a backward range is no node's layer");
+    gt__layer_bwd_end();
+    on[3] = gt_capture_active();
+    gt_bwd_pass_end();
+}
+
+Test(agent_trigger, backward_ranges_open_backward_and_both_windows)
+{
+    uint32_t blk = gt_intern("block.2"), other = gt_intern("block.3");
+    const char *specs[] = {"layer=block.2,phase=backward,iteration=1",
+                           "layer=block.2,phase=both,iteration=2"};
+    struct gt__trig_info info;
+    int on[4];
+
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(gt__trig_arm(specs[i], strlen(specs[i])), 0);
+    for (int it = 0; it < 4; it++) {
+        ranged_iteration(blk, other, on);
+        cr_assert_eq(on[0], it == 2, "forward of iteration %d", it);
+        cr_assert_not(on[1], "another layer's range, iteration %d", it);
+        cr_assert_eq(on[2], it == 1 || it == 2, "block.2's range, iteration %d", it);
+        cr_assert_not(on[3], "closed at the range's end, iteration %d", it);
+    }
+    gt__trig_info(&info);
+    cr_assert_eq(info.windows, 2);
+    cr_assert_eq(info.armed, 0);
+}

@@ -8,7 +8,8 @@
  * Covered: nodes made by a running backward node (double backward),
  * a retained graph run twice, AccumulateGrad attributed by
  * GT_R_BWD_NODE_LAYER, checkpoint recompute, node-time sums for a shared
- * module, the unattributed remainder and containers' sums.
+ * module, the unattributed remainder and containers' sums; backward
+ * ranges (GT_SCOPE_F_BACKWARD, issue #18) as backward spans.
  */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -448,6 +449,84 @@ Test(layer_time, recompute_scopes_are_recompute_spans_not_forward_calls,
     cr_assert_eq(net->bwd_self_us, 40.0, "the checkpoint node less its nested node");
     cr_assert_eq(net->bwd_us, 50.0);
     cr_assert_eq(net->rc_us, 8.0, "recompute is inclusive like forward");
+    lx_close(&x);
+}
+
+#define BWD GT_SCOPE_F_BACKWARD
+
+/* A program without autograd: its backward ranges are the spans. */
+Test(layer_time, backward_ranges_are_backward_spans_timed_by_their_duration,
+     .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    strings(&x);
+    for (uint64_t it = 0; it < 2; it++) {
+        uint64_t t = 1000 * it;
+        fwd(&x, S_B0, 0, UINT64_MAX, t + 1, t + 5);
+        fwd(&x, S_B1, 0, UINT64_MAX, t + 6, t + 10);
+        /* blocks.1 { blocks.1.fc } then blocks.0, in reverse order. */
+        scope(&x, 1, S_B1, 0, BWD, t + 100);
+        scope(&x, 1, S_B1FC, 0, BWD, t + 100);
+        scope(&x, 0, S_B1FC, 0, BWD, t + 130);
+        scope(&x, 0, S_B1, 0, BWD, t + 140);
+        scope(&x, 1, S_B0, 0, BWD, t + 150);
+        scope(&x, 0, S_B0, 0, BWD, t + 160);
+    }
+    lx_run(&x);
+
+    const cJSON *b1 = ev_of(x.doc, "layer_backward", "blocks.1 backward", 0);
+    const cJSON *fc = ev_of(x.doc, "layer_backward", "blocks.1.fc backward", 0);
+    cr_assert_eq(num(b1, "ts"), 100.0);
+    cr_assert_eq(num(b1, "dur"), 40.0);
+    cr_assert_eq(num(args(b1), "time_us"), 40.0, "a range's time is its duration");
+    cr_assert_eq(num(args(b1), "self_us"), 10.0, "less its nested range");
+    cr_assert_eq(num(args(b1), "nodes"), 0);
+    cr_assert_str_eq(s_of(args(b1), "source"), "range");
+    cr_assert_str_eq(s_of(args(fc), "parent"), "blocks.1");
+    cr_assert_eq(num(b1, "tid"), num(fc, "tid"), "nested on one track");
+    const cJSON *m;
+    int named = 0;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItem(x.doc, "traceEvents"))
+        named += !strcmp(s_of(m, "ph"), "M") && num(m, "tid") == num(b1, "tid") &&
+                 !strcmp(s_of(args(m), "name") ? s_of(args(m), "name") : "",
+                         "Layers backward");
+    cr_assert_eq(named, 1, "on Layers backward");
+    cr_assert_eq(n_of(x.doc, "layer_backward", NULL), 6);
+    cr_assert_eq(n_of(x.doc, "layer_forward", NULL), 4, "no forward calls");
+    cr_assert_str_eq(s_of(args(ev_of(x.doc, "module", "blocks.0 backward", 0)),
+                          "phase"),
+                     "backward");
+    const struct gt__agg_layer *r1 = row(&x.sink, "blocks.1"),
+                               *r0 = row(&x.sink, "blocks.0");
+    cr_assert_eq(r1->fwd_calls, 2);
+    cr_assert_eq(r1->bwd_spans, 2);
+    cr_assert_eq(r1->bwd_us, 80.0);
+    cr_assert_eq(r1->bwd_self_us, 20.0);
+    cr_assert_eq(r0->bwd_us, 20.0);
+    cr_assert_eq(row(&x.sink, "blocks.1.fc")->bwd_us, 60.0);
+    lx_close(&x);
+}
+
+/* Nodes and a range for one layer: the node-derived span wins. */
+Test(layer_time, backward_nodes_win_over_a_range_of_their_layer, .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    strings(&x);
+    fwd(&x, S_FC, S_LINEAR, 0, 1, 5);
+    pass(&x, 1, 100, 0);
+    scope(&x, 1, S_FC, 0, BWD, 101);
+    node(&x.f, S_MM, 0, 110, 120);
+    scope(&x, 0, S_FC, 0, BWD, 150);
+    pass(&x, 0, 160, 0);
+    lx_run(&x);
+
+    cr_assert_eq(n_of(x.doc, "layer_backward", NULL), 1);
+    const cJSON *e = ev_of(x.doc, "layer_backward", "fc (Linear) backward", 0);
+    cr_assert_eq(num(args(e), "nodes"), 1);
+    cr_assert_eq(row(&x.sink, "fc")->bwd_us, 10.0, "counted once, by its node");
+    cr_assert_eq(row(&x.sink, "fc")->bwd_spans, 1);
     lx_close(&x);
 }
 

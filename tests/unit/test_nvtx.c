@@ -18,6 +18,7 @@
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
 #include "agent/nvtx.h"
+#include "agent/trigger.h"
 #include "common/codec.h"
 #include "tests/unit/cuda_sink_fixture.h"
 
@@ -480,6 +481,37 @@ Test(nvtx, backward_ranges_tag_kernels, .init = setup_nvtx_layers,
     cr_assert_eq(g_kind[2], GT__CU_EXT_CUSTOM0, "forward layer");
     cr_assert_eq(g_ext[2], id_of("blocks.1"));
     cr_assert_eq(g_npk, 3);
+}
+
+/* Iterations of a binary without autograd (schema/control.md). */
+Test(nvtx, backward_phase_range_counts_one_pass, .init = setup_nvtx_layers,
+     .fini = teardown)
+{
+    uint64_t it = gt__trig_iteration();
+
+    nvtxRangePushA("backward");
+    cr_assert(gt__trig_in_backward());
+    nvtxRangePop();
+    cr_assert_not(gt__trig_in_backward());
+    cr_assert_eq(gt__trig_iteration(), it + 1);
+    gt_bwd_pass_begin();
+    nvtxRangePushA("backward");
+    nvtxRangePop();
+    gt_bwd_pass_end();
+    cr_assert_eq(gt__trig_iteration(), it + 2, "inside an autograd pass: one");
+    nvtxRangePushA("blocks.1 backward");
+    nvtxRangePop();
+    cr_assert_eq(gt__trig_iteration(), it + 2, "a layer's backward is no pass");
+}
+
+Test(nvtx, backward_phase_range_is_no_pass_without_nvtx_layers, .init = setup,
+     .fini = teardown)
+{
+    uint64_t it = gt__trig_iteration();
+
+    nvtxRangePushA("backward");
+    nvtxRangePop();
+    cr_assert_eq(gt__trig_iteration(), it);
 }
 
 static void setup_rf(void)
