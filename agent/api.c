@@ -124,27 +124,37 @@ void gt__layer_begin(uint32_t path_id, uint32_t class_id)
         scope_begin(GT_SCOPE_MODULE, path_id, class_id, flags);
 }
 
-void gt__layer_end(void)
+/*
+ * Pops this thread's innermost layer and records its end, if the current
+ * capture recorded its begin (a begin of an earlier capture, or of none,
+ * has no place in this one). ext is the kernel-tag kind to pop.
+ * @return the layer's path id, 0 when the stack was empty.
+ */
+static uint32_t layer_pop(int ext)
 {
     struct gt__thread *t = gt__tls;
     struct gt__layer l = {0, 0, 0};
     uint32_t cap;
 
     if (gt__cuda_ext_pop)
-        gt__cuda_ext_pop(GT_EXT_LAYER_FWD);
-
+        gt__cuda_ext_pop(ext);
     if (!t || t == &gt__thread_dead || t->layer_depth == 0)
-        return;
+        return 0;
     t->layer_depth--;
     if (t->layer_depth < GT__SCOPE_STACK_MAX)
         l = t->layers[t->layer_depth];
-    /* Only close what this capture opened: a begin recorded in an earlier
-     * capture (or not at all) has no place in the current one. */
     cap = gt__capture_state();
     if ((cap & GT__CAP_ON) && l.epoch && l.epoch == gt__capture_epoch_of(cap))
         scope_end(GT_SCOPE_MODULE, l.id, l.flags);
-    if (GT__UNLIKELY(gt__capture_triggers()))
-        gt__trig_module_end(l.id);
+    return l.id;
+}
+
+void gt__layer_end(void)
+{
+    uint32_t id = layer_pop(GT_EXT_LAYER_FWD);
+
+    if (id && GT__UNLIKELY(gt__capture_triggers()))
+        gt__trig_module_end(id);
 }
 
 /*
@@ -180,23 +190,11 @@ void gt__layer_bwd_begin(uint32_t path_id)
 
 void gt__layer_bwd_end(void)
 {
-    struct gt__thread *t = gt__tls;
-    struct gt__layer l = {0, 0, 0};
-    uint32_t cap;
-
-    if (gt__cuda_ext_pop)
-        gt__cuda_ext_pop(GT_EXT_LAYER_BWD);
-    if (!t || t == &gt__thread_dead || t->layer_depth == 0)
-        return;
-    t->layer_depth--;
-    if (t->layer_depth < GT__SCOPE_STACK_MAX)
-        l = t->layers[t->layer_depth];
-    cap = gt__capture_state();
-    if ((cap & GT__CAP_ON) && l.epoch && l.epoch == gt__capture_epoch_of(cap))
-        scope_end(GT_SCOPE_MODULE, l.id, l.flags);
     /* After the end is recorded: closing may stop the capture. */
-    if (GT__UNLIKELY(gt__capture_triggers()))
-        gt__trig_bwd_range_end(l.id);
+    uint32_t id = layer_pop(GT_EXT_LAYER_BWD);
+
+    if (id && GT__UNLIKELY(gt__capture_triggers()))
+        gt__trig_bwd_range_end(id);
 }
 
 /* GRADTRACE_LAYERS: the C API is a layer source unless the list leaves

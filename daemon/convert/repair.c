@@ -41,17 +41,25 @@ struct scan {
     uint64_t array_end;   /* offset just after ']' */
 };
 
+/* Inside a JSON string: follows escapes to its closing quote.
+ * @return 1 when ch belonged to a string (or ended one). */
+static int scan_string(struct scan *s, char ch)
+{
+    if (!s->in_str)
+        return 0;
+    if (s->esc)
+        s->esc = 0;
+    else if (ch == '\\')
+        s->esc = 1;
+    else if (ch == '"')
+        s->in_str = 0;
+    return 1;
+}
+
 static void scan_tail(struct scan *s, char ch)
 {
-    if (s->in_str) {
-        if (s->esc)
-            s->esc = 0;
-        else if (ch == '\\')
-            s->esc = 1;
-        else if (ch == '"')
-            s->in_str = 0;
+    if (scan_string(s, ch))
         return;
-    }
     if (ch == '"')
         s->in_str = 1;
     else if (ch == '{' || ch == '[')
@@ -70,15 +78,8 @@ static void scan_byte(struct scan *s, char ch, uint64_t off)
         scan_tail(s, ch);
         return;
     }
-    if (s->in_str) {
-        if (s->esc)
-            s->esc = 0;
-        else if (ch == '\\')
-            s->esc = 1;
-        else if (ch == '"')
-            s->in_str = 0;
+    if (scan_string(s, ch))
         return;
-    }
     if (ch == '"') {
         s->in_str = 1;
     } else if (ch == '{' || ch == '[') {

@@ -67,8 +67,11 @@ int main(int argc, char **argv)
             uint64_t b = now_ns();
             block_range(k, bwd_us[k]);
             uint64_t e = now_ns();
-            fprintf(out, "%d %d %llu %llu\n", it, k, (unsigned long long)b,
-                    (unsigned long long)e);
+            /* b..e encloses the range; the range lasts at least the spin
+             * (a thread descheduled between a clock read and the NVTX call
+             * makes b..e longer than the range, never shorter). */
+            fprintf(out, "%d %d %llu %llu %llu\n", it, k, (unsigned long long)b,
+                    (unsigned long long)e, (unsigned long long)bwd_us[k]);
         }
         nvtxRangePop();
         nvtxRangePushA("optimizer");
