@@ -18,6 +18,14 @@
  * what exited agents left in their sockets first, so the answer is
  * complete without sleeping.
  *
+ * Interrupts: the terminal's ^C (or a SIGINT sent to record's process
+ * group) reaches CMD by itself, as CMD shares record's group; record is
+ * not in that group's way: it counts the interrupt, forwards nothing, and
+ * keeps waiting for CMD, then drains and lists the files. The private
+ * daemon runs in a session of its own, so the interrupt never reaches it.
+ * A second interrupt stops waiting for CMD: record collects what the
+ * daemon has by then (with short timeouts) and lists it.
+ *
  * Output discipline: CMD owns stdout; everything record says goes to
  * stderr. The exit status is CMD's (128+N when a signal N ended it), so
  * record drops into scripts transparently.
@@ -59,6 +67,8 @@ static const char record_usage[] =
     "Uses the running daemon when one answers (and none of -o, --raw,\n"
     "--max-file-mb is given), else starts a private one and stops it when\n"
     "CMD exits.\n"
+    "Ctrl-C goes to CMD; record waits for it, then lists the files (a second\n"
+    "Ctrl-C stops the wait).\n"
     "Environment: GRADTRACE_AGENT overrides the agent library path.\n"
     "Exit status: CMD's (128+N when killed by signal N); 1 when recording\n"
     "could not start; 2 on bad usage.\n";
@@ -81,6 +91,13 @@ struct record {
 };
 
 static volatile sig_atomic_t child_pid;
+static volatile sig_atomic_t interrupts;
+
+static void count_interrupt(int sig)
+{
+    (void)sig;
+    interrupts++;
+}
 
 static void forward_signal(int sig)
 {
@@ -215,7 +232,12 @@ static pid_t spawn_daemon(struct record *r)
     if (pid != 0)
         return pid;
     /* Child: the daemon itself is never profiled, talks to nobody's
-     * terminal, and logs into the private directory. */
+     * terminal (its own session: the terminal's ^C is CMD's, and the
+     * daemon must outlive CMD to drain its stream), and logs into the
+     * private directory. */
+    setsid();
+    signal(SIGINT, SIG_DFL);
+    signal(SIGQUIT, SIG_DFL);
     setenv("GRADTRACE_SOCKET", r->agent_sock, 1);
     setenv("GRADTRACE_CONTROL", r->control_sock, 1);
     unsetenv("LD_PRELOAD");
@@ -271,20 +293,28 @@ static int start_private(struct record *r)
     return -ETIMEDOUT;
 }
 
-static void stop_private(struct record *r)
+/*
+ * Stops the private daemon (if any) and removes its directory.
+ * @return the files its shutdown reply lists (every file it wrote, all of
+ *         them CMD's; the caller owns them), or NULL.
+ */
+static cJSON *stop_private(struct record *r)
 {
     char err[256];
+    cJSON *files = NULL;
     cJSON *reply = NULL;
     char path[128];
     int status = 0;
 
     if (r->daemon_pid > 0) {
         /* Shutdown replies only after every conversion is finished. */
-        if (gt__cli_simple(r->control_sock, "shutdown", 600000, &reply, err,
+        if (gt__cli_simple(r->control_sock, "shutdown",
+                           interrupts >= 2 ? 10000 : 600000, &reply, err,
                            sizeof(err)) < 0) {
             fprintf(stderr, "gradtrace record: private daemon: %s\n", err);
             kill(r->daemon_pid, SIGTERM);
         }
+        files = cJSON_DetachItemFromObjectCaseSensitive(reply, "files");
         cJSON_Delete(reply);
         while (waitpid(r->daemon_pid, &status, 0) < 0 && errno == EINTR)
             ;
@@ -295,7 +325,7 @@ static void stop_private(struct record *r)
         r->daemon_pid = 0;
     }
     if (!r->tmp[0])
-        return;
+        return files;
     unlink(r->agent_sock);
     unlink(r->control_sock);
     snprintf(path, sizeof(path), "%s.lock", r->agent_sock);
@@ -304,6 +334,7 @@ static void stop_private(struct record *r)
     if (rmdir(r->tmp) != 0)
         fprintf(stderr, "gradtrace record: cannot remove %s: %s\n", r->tmp,
                 strerror(errno));
+    return files;
 }
 
 /* Prepends value to the colon-separated variable name. */
@@ -382,33 +413,42 @@ static int send_triggers(const struct record *r)
     return 0;
 }
 
+/*
+ * Waits for CMD. Like time(1): the terminal's ^C goes to CMD (same
+ * process group); record only counts it (the handlers gt__cmd_record
+ * installs), and a second one stops the wait. Termination signals sent
+ * to record alone are passed on.
+ * @return CMD's exit status (128+N for signal N; 128+SIGINT when the wait
+ *         was given up).
+ */
 static int wait_command(pid_t pid)
 {
-    struct sigaction ign = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = forward_signal};
-    struct sigaction old_int, old_quit, old_term, old_hup;
-    int status = 0;
+    struct sigaction fwd = {.sa_handler = forward_signal};
+    struct sigaction old_term, old_hup;
+    int status = 0, rc;
 
-    /* Like time(1): the terminal's ^C goes to CMD (same process group);
-     * record survives it to collect the traces. Signals sent to record
-     * alone are passed on. */
     child_pid = pid;
-    sigaction(SIGINT, &ign, &old_int);
-    sigaction(SIGQUIT, &ign, &old_quit);
     sigaction(SIGTERM, &fwd, &old_term);
     sigaction(SIGHUP, &fwd, &old_hup);
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    while ((rc = waitpid(pid, &status, 0)) < 0 && errno == EINTR &&
+           interrupts < 2)
         ;
     child_pid = 0;
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGQUIT, &old_quit, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGHUP, &old_hup, NULL);
+    if (rc < 0) {
+        fprintf(stderr, "\ngradtrace record: interrupted again: not waiting "
+                "for the command any longer\n");
+        return 128 + SIGINT;
+    }
     if (WIFSIGNALED(status))
         return 128 + WTERMSIG(status);
     return WEXITSTATUS(status);
 }
 
-static cJSON *collect(const struct record *r, pid_t pid, uint64_t since)
+/* @return the files of CMD's finished agents; *running counts the others. */
+static cJSON *collect(const struct record *r, pid_t pid, uint64_t since,
+                      int *running_n)
 {
     char err[256];
     cJSON *req = cJSON_CreateObject(), *reply = NULL, *files = NULL, *running;
@@ -418,15 +458,17 @@ static cJSON *collect(const struct record *r, pid_t pid, uint64_t since)
     cJSON_AddStringToObject(req, "cmd", "collect");
     cJSON_AddNumberToObject(req, "pid", (double)pid);
     cJSON_AddNumberToObject(req, "since_ns", (double)since);
-    if (gt__cli_request(r->control_sock, req, 600000, &reply, err, sizeof(err)) < 0) {
+    if (gt__cli_request(r->control_sock, req, interrupts >= 2 ? 5000 : 600000,
+                        &reply, err, sizeof(err)) < 0) {
         fprintf(stderr, "gradtrace record: collecting traces: %s\n", err);
     } else {
         files = cJSON_DetachItemFromObjectCaseSensitive(reply, "files");
         running = cJSON_GetObjectItemCaseSensitive(reply, "running");
-        if (cJSON_GetArraySize(running) > 0)
+        *running_n = cJSON_GetArraySize(running);
+        if (*running_n > 0 && !r->private_daemon)
             fprintf(stderr, "gradtrace record: %d process(es) of the command "
                     "are still streaming; their traces are not listed\n",
-                    cJSON_GetArraySize(running));
+                    *running_n);
     }
     cJSON_Delete(req);
     cJSON_Delete(reply);
@@ -502,8 +544,11 @@ static int use_running_daemon(struct record *r)
 int gt__cmd_record(int argc, char **argv)
 {
     struct record *r = calloc(1, sizeof(*r));
-    cJSON *files = NULL;
-    int cmd_at = 0, rc, status = GT__EXIT_ERROR;
+    /* No SA_RESTART: an interrupt must end wait_command's waitpid. */
+    struct sigaction count = {.sa_handler = count_interrupt};
+    struct sigaction old_int, old_quit;
+    cJSON *files = NULL, *all;
+    int cmd_at = 0, rc, status = GT__EXIT_ERROR, running = 0;
     uint64_t since;
     pid_t pid;
 
@@ -516,6 +561,12 @@ int gt__cmd_record(int argc, char **argv)
     }
     if (gt__cli_exe_dir(r->exe_dir, sizeof(r->exe_dir)) < 0 || find_agent(r) < 0)
         goto out_free;
+    /* From here to the end an interrupt must not kill record: the
+     * private daemon would be left behind, CMD's files unlisted. */
+    interrupts = 0;
+    sigemptyset(&count.sa_mask);
+    sigaction(SIGINT, &count, &old_int);
+    sigaction(SIGQUIT, &count, &old_quit);
     if (!use_running_daemon(r) && start_private(r) < 0)
         goto out_stop;
     if (send_triggers(r) < 0)
@@ -528,12 +579,23 @@ int gt__cmd_record(int argc, char **argv)
         goto out_stop;
     }
     status = wait_command(pid);
-    files = collect(r, pid, since);
+    files = collect(r, pid, since, &running);
 out_stop:
-    stop_private(r);
+    all = stop_private(r);
+    /* Processes of CMD still streaming (after a second interrupt): the
+     * private daemon's shutdown cut their streams and closed their
+     * traces; its reply lists them, and every file it has is CMD's. */
+    if (running > 0 && all) {
+        cJSON_Delete(files);
+        files = all;
+        all = NULL;
+    }
+    cJSON_Delete(all);
     if (files)
         print_files(files);
     cJSON_Delete(files);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGQUIT, &old_quit, NULL);
 out_free:
     free(r);
     return status;
