@@ -75,9 +75,10 @@ static void process_identity(void)
  * A runtime that learns the rank later than the environment could say it
  * (torch.multiprocessing.spawn sets no RANK; the Python package reads it
  * from the default process group) reports it here. The stream then
- * carries it in a new GT_R_PROCESS_INFO, the converter renames the
- * process, and ranks= of triggers armed from now on match it. The file
- * stem, chosen at the hello, keeps what the environment said.
+ * carries it in a new GT_R_PROCESS_INFO and the converter renames the
+ * process and writes it in the trace's metadata. The file stem and the
+ * daemon's trigger routing (ranks=), both decided at the hello, keep
+ * what the environment said.
  */
 GT_API void gt_set_rank(int32_t rank, int32_t world_size)
 {
@@ -87,13 +88,6 @@ GT_API void gt_set_rank(int32_t rank, int32_t world_size)
     if (world_size >= 0)
         __atomic_store_n(&gt__st.world_size, world_size, __ATOMIC_RELAXED);
     __atomic_store_n(&gt__st.meta_due, 1, __ATOMIC_RELEASE);
-}
-
-int32_t gt__agent_rank(void)
-{
-    int32_t env = gt__config_id(getenv("RANK"));
-
-    return env >= 0 ? env : __atomic_load_n(&gt__st.rank, __ATOMIC_RELAXED);
 }
 
 void gt__stream_hello_build(void)

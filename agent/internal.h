@@ -259,10 +259,6 @@ struct gt__config {
  */
 int32_t gt__config_id(const char *v);
 
-/* The process's rank: RANK in the environment, else what gt_set_rank
- * said (-1 when neither). Any thread. Defined in core.c, which owns it. */
-int32_t gt__agent_rank(void);
-
 /* Lookup function for gt__config_parse (getenv in production). */
 typedef const char *(*gt__getenv_fn)(const char *name);
 

@@ -161,9 +161,9 @@ GT_API void gt_torch_param(uint64_t tensor_impl, uint32_t module,
  * its own); the Python package calls it once torch.distributed's default
  * process group exists. rank < 0 is ignored; world_size < 0 keeps the
  * known one. The new values reach the daemon in the next process-info
- * record (the trace's process name and metadata take them), and capture
- * triggers armed after the call match ranks= against them. The output
- * file stem, chosen when the agent connected, is not renamed.
+ * record: the trace's process name and metadata take them. The output
+ * file stem and the daemon's choice of the triggers it sends (ranks=),
+ * both made when the agent connected, keep the environment's values.
  * Since API minor 1. Cold path; any thread; not from signal handlers.
  */
 GT_API void gt_set_rank(int32_t rank, int32_t world_size);
