@@ -59,6 +59,11 @@ module call on torch 1.13 and 2.6 us on 2.15 (including torch's own
 slower hook path), measured by calling nn.Identity in a loop (a root call
 each time) and a Sequential of 50 nn.Identity (nested calls).
 
+Rank. Without RANK in the environment (torch.multiprocessing.spawn), the
+rank comes from torch.distributed once its default process group exists:
+checked when a new root is mapped and after each optimizer step until it
+is known, then passed to the agent (gt_set_rank).
+
 Each thread keeps its own stack of open calls, so models run from several
 Python threads get their own layers (the agent's layer stack is per thread
 too). A module called twice in one forward opens two scopes. When a forward
@@ -74,6 +79,8 @@ and never raise into the model.
 
 import ctypes
 import importlib
+import os
+import sys
 import threading
 import warnings
 import weakref
@@ -313,6 +320,8 @@ def _new_root(module):
             _taken[prefix] = r
             r.names.add(prefix)
         _roots[id(module)] = r
+        if _rank_unknown:
+            _check_rank()
         return _fill(r, module)[id(module)]
 
 
@@ -412,6 +421,26 @@ def _compiling_post_hook(module, args, output):
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
 
 
+# Whether the rank is still to be learnt from torch.distributed.
+_rank_unknown = (_agent.set_rank is not None and
+                 os.environ.get("RANK", "") == "")
+
+
+def _check_rank():
+    global _rank_unknown
+    try:
+        dist = sys.modules.get("torch.distributed")
+        if dist is None or not dist.is_available() or \
+                not dist.is_initialized():
+            return
+        rank, world = dist.get_rank(), dist.get_world_size()
+    except Exception:
+        return
+    _rank_unknown = False
+    if rank >= 0:
+        _agent.set_rank(rank, world)
+
+
 _steps = weakref.WeakKeyDictionary()
 
 
@@ -419,6 +448,8 @@ def _count_step(optimizer):
     n = _steps.get(optimizer, 0) + 1
     _steps[optimizer] = n
     _step(n)
+    if _rank_unknown:
+        _check_rank()
 
 
 def _install_optimizer_hook():
