@@ -26,6 +26,11 @@
  * A second interrupt stops waiting for CMD: record collects what the
  * daemon has by then (with short timeouts) and lists it.
  *
+ * Triggers that never matched: with --trigger, CMD's Python processes
+ * write the module paths they ran (GRADTRACE_SEEN_LAYERS_DIR, a private
+ * directory); a trigger whose layer matches none of them is reported
+ * with the paths closest to it, rather than the run ending silently.
+ *
  * Output discipline: CMD owns stdout; everything record says goes to
  * stderr. The exit status is CMD's (128+N when a signal N ended it), so
  * record drops into scripts transparently.
@@ -33,8 +38,10 @@
 #include "daemon/cli/cli.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -88,6 +95,8 @@ struct record {
     char tmp[64];
     char log[128];
     pid_t daemon_pid;
+    /* module paths CMD's Python processes ran (with --trigger) */
+    char seen_dir[64];
 };
 
 static volatile sig_atomic_t child_pid;
@@ -384,6 +393,8 @@ static pid_t spawn_command(const struct record *r, char **cmd)
      * turns it on and off); a GRADTRACE_CAPTURE the user set wins. */
     if (r->ntrig)
         setenv("GRADTRACE_CAPTURE", "0", 0);
+    if (r->seen_dir[0])
+        setenv("GRADTRACE_SEEN_LAYERS_DIR", r->seen_dir, 1);
     python_path(r);
     execvp(cmd[0], cmd);
     fprintf(stderr, "gradtrace record: cannot run %s: %s\n", cmd[0], strerror(errno));
@@ -500,12 +511,176 @@ static void fresh_line(void)
         fputc('\n', stderr);
 }
 
-static void print_files(const cJSON *files)
+/* Layer names of the run, as read from the seen-layers directory. */
+struct seen {
+    char **name;
+    size_t n, cap;
+    int files;
+};
+
+#define SEEN_MAX 100000
+#define CLOSEST_N 3
+/* Edit distances are computed on at most this many bytes of each name. */
+#define DIST_MAX_LEN 160
+
+static void seen_add(struct seen *s, const char *line, size_t len)
+{
+    char **nn;
+
+    if (s->n == SEEN_MAX)
+        return;
+    if (s->n == s->cap) {
+        nn = realloc(s->name, (s->cap ? s->cap * 2 : 256) * sizeof(*nn));
+        if (!nn)
+            return;
+        s->name = nn;
+        s->cap = s->cap ? s->cap * 2 : 256;
+    }
+    if ((s->name[s->n] = strndup(line, len)) != NULL)
+        s->n++;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Reads and removes every <pid>.layers file, then the directory; the
+ * names end up sorted and unique (ranks run the same model). */
+static void seen_read(const char *dir, struct seen *s)
+{
+    char path[64 + 256 + 2], line[4096];
+    struct dirent *e;
+    DIR *d = opendir(dir);
+
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        FILE *f;
+
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (strstr(e->d_name, ".layers") && (f = fopen(path, "re")) != NULL) {
+            s->files++;
+            while (fgets(line, sizeof(line), f))
+                seen_add(s, line, strcspn(line, "\n"));
+            fclose(f);
+        }
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+    if (s->n) {
+        size_t k = 1;
+
+        qsort(s->name, s->n, sizeof(*s->name), name_cmp);
+        for (size_t i = 1; i < s->n; i++) {
+            if (strcmp(s->name[i], s->name[k - 1]) == 0)
+                free(s->name[i]);
+            else
+                s->name[k++] = s->name[i];
+        }
+        s->n = k;
+    }
+}
+
+/* Levenshtein distance of the first DIST_MAX_LEN bytes of a and b. */
+static unsigned edit_distance(const char *a, const char *b)
+{
+    unsigned row[DIST_MAX_LEN + 1];
+    size_t la = strnlen(a, DIST_MAX_LEN), lb = strnlen(b, DIST_MAX_LEN);
+
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (unsigned)j;
+    for (size_t i = 1; i <= la; i++) {
+        unsigned diag = row[0];
+
+        row[0] = (unsigned)i;
+        for (size_t j = 1; j <= lb; j++) {
+            unsigned up = row[j];
+            unsigned best = diag + (a[i - 1] != b[j - 1]);
+
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* Prints, for each trigger whose layer no path of the run matches, the
+ * paths closest to it. Silent when no Python process reported paths.
+ * @return 1 when it printed, else 0. */
+static int report_unmatched(const struct record *r)
+{
+    struct seen s = {0};
+    char spec[1024];
+    int printed = 0;
+
+    if (!r->seen_dir[0])
+        return 0;
+    seen_read(r->seen_dir, &s);
+    for (size_t i = 0; s.n > 0 && i < r->ntrig; i++) {
+        const char *layer = r->trig[i].layer;
+        size_t best[CLOSEST_N];
+        unsigned dist[CLOSEST_N];
+        size_t nbest = 0, k;
+
+        if (!layer[0])
+            continue;
+        for (k = 0; k < s.n && fnmatch(layer, s.name[k], 0) != 0; k++)
+            ;
+        if (k < s.n)
+            continue; /* it matched a layer that ran */
+        for (k = 0; k < s.n; k++) {
+            unsigned dk = edit_distance(layer, s.name[k]);
+            size_t at = nbest;
+
+            while (at > 0 && dist[at - 1] > dk)
+                at--;
+            if (at == CLOSEST_N)
+                continue;
+            if (nbest < CLOSEST_N)
+                nbest++;
+            memmove(best + at + 1, best + at, (nbest - 1 - at) * sizeof(*best));
+            memmove(dist + at + 1, dist + at, (nbest - 1 - at) * sizeof(*dist));
+            best[at] = k;
+            dist[at] = dk;
+        }
+        if (gt__trigger_format(&r->trig[i], spec, sizeof(spec)) < 0)
+            snprintf(spec, sizeof(spec), "layer=%s", layer);
+        if (!printed++)
+            fresh_line();
+        fprintf(stderr, "gradtrace: trigger %s matched no layer of the run; "
+                "closest paths:", spec);
+        for (k = 0; k < nbest; k++)
+            fprintf(stderr, "%s %s", k ? "," : "", s.name[best[k]]);
+        fputc('\n', stderr);
+    }
+    for (size_t k = 0; k < s.n; k++)
+        free(s.name[k]);
+    free(s.name);
+    return printed > 0;
+}
+
+/* fresh: whether record's output so far may not end a line. */
+static void print_files(const cJSON *files, int triggers, int fresh)
 {
     const cJSON *f;
     int n = cJSON_GetArraySize(files);
 
-    fresh_line();
+    if (fresh)
+        fresh_line();
+    if (n == 0 && triggers) {
+        /* Capture is off outside trigger windows: nothing fired. */
+        fprintf(stderr, "gradtrace: no trace written: no trigger opened a "
+                "capture window\n");
+        return;
+    }
     if (n == 0) {
         fprintf(stderr, "gradtrace: no trace written (did the command load "
                 "the agent? statically linked programs cannot)\n");
@@ -548,7 +723,7 @@ int gt__cmd_record(int argc, char **argv)
     struct sigaction count = {.sa_handler = count_interrupt};
     struct sigaction old_int, old_quit;
     cJSON *files = NULL, *all;
-    int cmd_at = 0, rc, status = GT__EXIT_ERROR, running = 0;
+    int cmd_at = 0, rc, status = GT__EXIT_ERROR, running = 0, said;
     uint64_t since;
     pid_t pid;
 
@@ -571,6 +746,11 @@ int gt__cmd_record(int argc, char **argv)
         goto out_stop;
     if (send_triggers(r) < 0)
         goto out_stop;
+    if (r->ntrig) {
+        snprintf(r->seen_dir, sizeof(r->seen_dir), "/tmp/gradtrace-layers-XXXXXX");
+        if (!mkdtemp(r->seen_dir))
+            r->seen_dir[0] = '\0'; /* no report then, nothing else lost */
+    }
     fflush(NULL);
     since = gt__mono_ns();
     pid = spawn_command(r, argv + cmd_at);
@@ -591,8 +771,9 @@ out_stop:
         all = NULL;
     }
     cJSON_Delete(all);
+    said = report_unmatched(r);
     if (files)
-        print_files(files);
+        print_files(files, r->ntrig > 0, !said);
     cJSON_Delete(files);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGQUIT, &old_quit, NULL);

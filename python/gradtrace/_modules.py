@@ -64,6 +64,11 @@ rank comes from torch.distributed once its default process group exists:
 checked when a new root is mapped and after each optimizer step until it
 is known, then passed to the agent (gt_set_rank).
 
+Layers seen. When GRADTRACE_SEEN_LAYERS_DIR names a directory (`gradtrace
+record --trigger` sets it), every module name this process mapped is
+written at exit into <dir>/<pid>.layers, one per line, so that record can
+say which paths ran when a trigger's layer matched none of them.
+
 Each thread keeps its own stack of open calls, so models run from several
 Python threads get their own layers (the agent's layer stack is per thread
 too). A module called twice in one forward opens two scopes. When a forward
@@ -126,6 +131,27 @@ _roots = {}      # id(root module) -> _Root of every live root
 _taken = {}      # name in use -> _Root using it (root names and paths)
 _params = {}     # id(parameter) -> (weakref to it, _Root that registered it)
 _map_lock = threading.RLock()
+
+# Names mapped so far, kept only for GRADTRACE_SEEN_LAYERS_DIR.
+_seen_dir = os.environ.get("GRADTRACE_SEEN_LAYERS_DIR") or None
+_seen = set()
+_SEEN_MAX = 100000
+
+
+def _write_seen():
+    try:
+        path = os.path.join(_seen_dir, "%d.layers" % os.getpid())
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            for n in sorted(_seen):
+                f.write(n.replace("\n", " ") + "\n")
+        os.replace(path + ".tmp", path)
+    except Exception:
+        pass
+
+
+def _note_seen(names):
+    if len(_seen) < _SEEN_MAX:
+        _seen.update(names)
 
 
 class _Root:
@@ -286,6 +312,8 @@ def _fill(r, module):
     for k, ent in r.map.items():
         if k not in m and ent[0]() is not None:
             m[k] = ent
+    if _seen_dir is not None:
+        _note_seen(names)
     for n in names:
         _taken.setdefault(n, r)
     r.names.update(names)
@@ -344,6 +372,8 @@ def _lookup(t, module, parent_path):
         t.root_map[id(module)] = ent
         return ent
     name = parent_path + "." + type(module).__name__
+    if _seen_dir is not None:
+        _note_seen((name,))
     ent = (weakref.ref(module), name, _intern(name),
            _intern(type(module).__name__), t.root_map, r, True)
     t.root_map[id(module)] = ent
@@ -490,6 +520,9 @@ def install():
         except TypeError:  # torch < 2.1
             reg_post(post)
         _installed = True
+        if _seen_dir is not None:
+            import atexit
+            atexit.register(_write_seen)
         # torch.compile warns on every call of an OptimizedModule while
         # global module hooks exist (ours), that they fire for it as well
         # as for the module it wraps: this package expects that (the pair
