@@ -10,7 +10,7 @@
 #     torch.distributed and names the processes in the traces;
 #   - torch.compile (aot_eager): the model is "Net", no `_orig_mod`, and
 #     nothing from gradtrace on the job's stderr;
-#   - checkpoint_wrapper: plain paths, also on torch 1.13.
+#   - checkpoint_wrapper: plain paths (torch 1.13).
 set -u
 . "$(dirname "$0")/daemon_lib.sh"
 need "$B/gradtrace" "$B/gradtraced" "$B/libgradtrace.so"
@@ -88,13 +88,15 @@ sed '/^gradtrace: 1 trace file:$/,$d' comp.stderr >comp.job
 grep -iE "gradtrace|global hooks" comp.job && die "gradtrace on the job's stderr"
 [ -s comp.stdout ] && die "output on stdout: $(cat comp.stdout)"
 
-for py in "$PY2" "$PY1"; do
-  "$py" -c "import torch.distributed.algorithms._checkpoint.checkpoint_wrapper" 2>/dev/null || continue
-  echo "== checkpoint_wrapper ($py)"
-  rm -rf ckpt
-  "$GT" record -o ckpt -- "$py" "$TORCH_DIR/wrapped.py" ckpt >ckpt.stdout 2>ckpt.stderr \
+# On 1.13 (the same package code serves 2.x), to keep the test short.
+if "$PY1" -c "import torch.distributed.algorithms._checkpoint.checkpoint_wrapper" 2>/dev/null; then
+  echo "== checkpoint_wrapper ($PY1)"
+  "$GT" record -o ckpt -- "$PY1" "$TORCH_DIR/wrapped.py" ckpt >ckpt.stdout 2>ckpt.stderr \
     || die "ckpt failed: $(tail -20 ckpt.stderr)"
   validate ckpt/wrapped-pid*.json
-  check paths ckpt/wrapped-pid*.json || die "layer paths with checkpoint_wrapper ($py)"
-done
+  check paths ckpt/wrapped-pid*.json || die "layer paths with checkpoint_wrapper"
+else
+  [ -n "${CI:-}" ] && die "$PY1 lacks checkpoint_wrapper (CI)"
+  echo "(no checkpoint_wrapper in $PY1: skipped that case)"
+fi
 echo ok
