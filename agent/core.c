@@ -71,6 +71,25 @@ static void process_identity(void)
     gt__st.world_size = gt__config_id(getenv("WORLD_SIZE"));
 }
 
+/*
+ * A runtime that learns the rank later than the environment could say it
+ * (torch.multiprocessing.spawn sets no RANK; the Python package reads it
+ * from the default process group) reports it here. The stream then
+ * carries it in a new GT_R_PROCESS_INFO and the converter renames the
+ * process and writes it in the trace's metadata. The file stem and the
+ * daemon's trigger routing (ranks=), both decided at the hello, keep
+ * what the environment said.
+ */
+GT_API void gt_set_rank(int32_t rank, int32_t world_size)
+{
+    if (rank < 0 || (rank == gt__st.rank && world_size == gt__st.world_size))
+        return;
+    __atomic_store_n(&gt__st.rank, rank, __ATOMIC_RELAXED);
+    if (world_size >= 0)
+        __atomic_store_n(&gt__st.world_size, world_size, __ATOMIC_RELAXED);
+    __atomic_store_n(&gt__st.meta_due, 1, __ATOMIC_RELEASE);
+}
+
 void gt__stream_hello_build(void)
 {
     struct gt_hello h = {

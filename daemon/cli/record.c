@@ -18,6 +18,19 @@
  * what exited agents left in their sockets first, so the answer is
  * complete without sleeping.
  *
+ * Interrupts: the terminal's ^C (or a SIGINT sent to record's process
+ * group) reaches CMD by itself, as CMD shares record's group; record is
+ * not in that group's way: it counts the interrupt, forwards nothing, and
+ * keeps waiting for CMD, then drains and lists the files. The private
+ * daemon runs in a session of its own, so the interrupt never reaches it.
+ * A second interrupt stops waiting for CMD: record collects what the
+ * daemon has by then (with short timeouts) and lists it.
+ *
+ * Triggers that never matched: with --trigger, CMD's Python processes
+ * write the module paths they ran (GRADTRACE_SEEN_LAYERS_DIR, a private
+ * directory); a trigger whose layer matches none of them is reported
+ * with the paths closest to it, rather than the run ending silently.
+ *
  * Output discipline: CMD owns stdout; everything record says goes to
  * stderr. The exit status is CMD's (128+N when a signal N ended it), so
  * record drops into scripts transparently.
@@ -25,8 +38,10 @@
 #include "daemon/cli/cli.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -59,6 +74,8 @@ static const char record_usage[] =
     "Uses the running daemon when one answers (and none of -o, --raw,\n"
     "--max-file-mb is given), else starts a private one and stops it when\n"
     "CMD exits.\n"
+    "Ctrl-C goes to CMD; record waits for it, then lists the files (a second\n"
+    "Ctrl-C stops the wait).\n"
     "Environment: GRADTRACE_AGENT overrides the agent library path.\n"
     "Exit status: CMD's (128+N when killed by signal N); 1 when recording\n"
     "could not start; 2 on bad usage.\n";
@@ -78,9 +95,18 @@ struct record {
     char tmp[64];
     char log[128];
     pid_t daemon_pid;
+    /* module paths CMD's Python processes ran (with --trigger) */
+    char seen_dir[64];
 };
 
 static volatile sig_atomic_t child_pid;
+static volatile sig_atomic_t interrupts;
+
+static void count_interrupt(int sig)
+{
+    (void)sig;
+    interrupts++;
+}
 
 static void forward_signal(int sig)
 {
@@ -215,7 +241,12 @@ static pid_t spawn_daemon(struct record *r)
     if (pid != 0)
         return pid;
     /* Child: the daemon itself is never profiled, talks to nobody's
-     * terminal, and logs into the private directory. */
+     * terminal (its own session: the terminal's ^C is CMD's, and the
+     * daemon must outlive CMD to drain its stream), and logs into the
+     * private directory. */
+    setsid();
+    signal(SIGINT, SIG_DFL);
+    signal(SIGQUIT, SIG_DFL);
     setenv("GRADTRACE_SOCKET", r->agent_sock, 1);
     setenv("GRADTRACE_CONTROL", r->control_sock, 1);
     unsetenv("LD_PRELOAD");
@@ -271,20 +302,28 @@ static int start_private(struct record *r)
     return -ETIMEDOUT;
 }
 
-static void stop_private(struct record *r)
+/*
+ * Stops the private daemon (if any) and removes its directory.
+ * @return the files its shutdown reply lists (every file it wrote, all of
+ *         them CMD's; the caller owns them), or NULL.
+ */
+static cJSON *stop_private(struct record *r)
 {
     char err[256];
+    cJSON *files = NULL;
     cJSON *reply = NULL;
     char path[128];
     int status = 0;
 
     if (r->daemon_pid > 0) {
         /* Shutdown replies only after every conversion is finished. */
-        if (gt__cli_simple(r->control_sock, "shutdown", 600000, &reply, err,
+        if (gt__cli_simple(r->control_sock, "shutdown",
+                           interrupts >= 2 ? 10000 : 600000, &reply, err,
                            sizeof(err)) < 0) {
             fprintf(stderr, "gradtrace record: private daemon: %s\n", err);
             kill(r->daemon_pid, SIGTERM);
         }
+        files = cJSON_DetachItemFromObjectCaseSensitive(reply, "files");
         cJSON_Delete(reply);
         while (waitpid(r->daemon_pid, &status, 0) < 0 && errno == EINTR)
             ;
@@ -295,7 +334,7 @@ static void stop_private(struct record *r)
         r->daemon_pid = 0;
     }
     if (!r->tmp[0])
-        return;
+        return files;
     unlink(r->agent_sock);
     unlink(r->control_sock);
     snprintf(path, sizeof(path), "%s.lock", r->agent_sock);
@@ -304,6 +343,7 @@ static void stop_private(struct record *r)
     if (rmdir(r->tmp) != 0)
         fprintf(stderr, "gradtrace record: cannot remove %s: %s\n", r->tmp,
                 strerror(errno));
+    return files;
 }
 
 /* Prepends value to the colon-separated variable name. */
@@ -353,6 +393,8 @@ static pid_t spawn_command(const struct record *r, char **cmd)
      * turns it on and off); a GRADTRACE_CAPTURE the user set wins. */
     if (r->ntrig)
         setenv("GRADTRACE_CAPTURE", "0", 0);
+    if (r->seen_dir[0])
+        setenv("GRADTRACE_SEEN_LAYERS_DIR", r->seen_dir, 1);
     python_path(r);
     execvp(cmd[0], cmd);
     fprintf(stderr, "gradtrace record: cannot run %s: %s\n", cmd[0], strerror(errno));
@@ -382,33 +424,42 @@ static int send_triggers(const struct record *r)
     return 0;
 }
 
+/*
+ * Waits for CMD. Like time(1): the terminal's ^C goes to CMD (same
+ * process group); record only counts it (the handlers gt__cmd_record
+ * installs), and a second one stops the wait. Termination signals sent
+ * to record alone are passed on.
+ * @return CMD's exit status (128+N for signal N; 128+SIGINT when the wait
+ *         was given up).
+ */
 static int wait_command(pid_t pid)
 {
-    struct sigaction ign = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = forward_signal};
-    struct sigaction old_int, old_quit, old_term, old_hup;
-    int status = 0;
+    struct sigaction fwd = {.sa_handler = forward_signal};
+    struct sigaction old_term, old_hup;
+    int status = 0, rc;
 
-    /* Like time(1): the terminal's ^C goes to CMD (same process group);
-     * record survives it to collect the traces. Signals sent to record
-     * alone are passed on. */
     child_pid = pid;
-    sigaction(SIGINT, &ign, &old_int);
-    sigaction(SIGQUIT, &ign, &old_quit);
     sigaction(SIGTERM, &fwd, &old_term);
     sigaction(SIGHUP, &fwd, &old_hup);
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    while ((rc = waitpid(pid, &status, 0)) < 0 && errno == EINTR &&
+           interrupts < 2)
         ;
     child_pid = 0;
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGQUIT, &old_quit, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGHUP, &old_hup, NULL);
+    if (rc < 0) {
+        fprintf(stderr, "\ngradtrace record: interrupted again: not waiting "
+                "for the command any longer\n");
+        return 128 + SIGINT;
+    }
     if (WIFSIGNALED(status))
         return 128 + WTERMSIG(status);
     return WEXITSTATUS(status);
 }
 
-static cJSON *collect(const struct record *r, pid_t pid, uint64_t since)
+/* @return the files of CMD's finished agents; *running counts the others. */
+static cJSON *collect(const struct record *r, pid_t pid, uint64_t since,
+                      int *running_n)
 {
     char err[256];
     cJSON *req = cJSON_CreateObject(), *reply = NULL, *files = NULL, *running;
@@ -418,15 +469,17 @@ static cJSON *collect(const struct record *r, pid_t pid, uint64_t since)
     cJSON_AddStringToObject(req, "cmd", "collect");
     cJSON_AddNumberToObject(req, "pid", (double)pid);
     cJSON_AddNumberToObject(req, "since_ns", (double)since);
-    if (gt__cli_request(r->control_sock, req, 600000, &reply, err, sizeof(err)) < 0) {
+    if (gt__cli_request(r->control_sock, req, interrupts >= 2 ? 5000 : 600000,
+                        &reply, err, sizeof(err)) < 0) {
         fprintf(stderr, "gradtrace record: collecting traces: %s\n", err);
     } else {
         files = cJSON_DetachItemFromObjectCaseSensitive(reply, "files");
         running = cJSON_GetObjectItemCaseSensitive(reply, "running");
-        if (cJSON_GetArraySize(running) > 0)
+        *running_n = cJSON_GetArraySize(running);
+        if (*running_n > 0 && !r->private_daemon)
             fprintf(stderr, "gradtrace record: %d process(es) of the command "
                     "are still streaming; their traces are not listed\n",
-                    cJSON_GetArraySize(running));
+                    *running_n);
     }
     cJSON_Delete(req);
     cJSON_Delete(reply);
@@ -458,12 +511,176 @@ static void fresh_line(void)
         fputc('\n', stderr);
 }
 
-static void print_files(const cJSON *files)
+/* Layer names of the run, as read from the seen-layers directory. */
+struct seen {
+    char **name;
+    size_t n, cap;
+    int files;
+};
+
+#define SEEN_MAX 100000
+#define CLOSEST_N 3
+/* Edit distances are computed on at most this many bytes of each name. */
+#define DIST_MAX_LEN 160
+
+static void seen_add(struct seen *s, const char *line, size_t len)
+{
+    char **nn;
+
+    if (s->n == SEEN_MAX)
+        return;
+    if (s->n == s->cap) {
+        nn = realloc(s->name, (s->cap ? s->cap * 2 : 256) * sizeof(*nn));
+        if (!nn)
+            return;
+        s->name = nn;
+        s->cap = s->cap ? s->cap * 2 : 256;
+    }
+    if ((s->name[s->n] = strndup(line, len)) != NULL)
+        s->n++;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Reads and removes every <pid>.layers file, then the directory; the
+ * names end up sorted and unique (ranks run the same model). */
+static void seen_read(const char *dir, struct seen *s)
+{
+    char path[64 + 256 + 2], line[4096];
+    struct dirent *e;
+    DIR *d = opendir(dir);
+
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        FILE *f;
+
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (strstr(e->d_name, ".layers") && (f = fopen(path, "re")) != NULL) {
+            s->files++;
+            while (fgets(line, sizeof(line), f))
+                seen_add(s, line, strcspn(line, "\n"));
+            fclose(f);
+        }
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+    if (s->n) {
+        size_t k = 1;
+
+        qsort(s->name, s->n, sizeof(*s->name), name_cmp);
+        for (size_t i = 1; i < s->n; i++) {
+            if (strcmp(s->name[i], s->name[k - 1]) == 0)
+                free(s->name[i]);
+            else
+                s->name[k++] = s->name[i];
+        }
+        s->n = k;
+    }
+}
+
+/* Levenshtein distance of the first DIST_MAX_LEN bytes of a and b. */
+static unsigned edit_distance(const char *a, const char *b)
+{
+    unsigned row[DIST_MAX_LEN + 1];
+    size_t la = strnlen(a, DIST_MAX_LEN), lb = strnlen(b, DIST_MAX_LEN);
+
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (unsigned)j;
+    for (size_t i = 1; i <= la; i++) {
+        unsigned diag = row[0];
+
+        row[0] = (unsigned)i;
+        for (size_t j = 1; j <= lb; j++) {
+            unsigned up = row[j];
+            unsigned best = diag + (a[i - 1] != b[j - 1]);
+
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* Prints, for each trigger whose layer no path of the run matches, the
+ * paths closest to it. Silent when no Python process reported paths.
+ * @return 1 when it printed, else 0. */
+static int report_unmatched(const struct record *r)
+{
+    struct seen s = {0};
+    char spec[1024];
+    int printed = 0;
+
+    if (!r->seen_dir[0])
+        return 0;
+    seen_read(r->seen_dir, &s);
+    for (size_t i = 0; s.n > 0 && i < r->ntrig; i++) {
+        const char *layer = r->trig[i].layer;
+        size_t best[CLOSEST_N];
+        unsigned dist[CLOSEST_N];
+        size_t nbest = 0, k;
+
+        if (!layer[0])
+            continue;
+        for (k = 0; k < s.n && fnmatch(layer, s.name[k], 0) != 0; k++)
+            ;
+        if (k < s.n)
+            continue; /* it matched a layer that ran */
+        for (k = 0; k < s.n; k++) {
+            unsigned dk = edit_distance(layer, s.name[k]);
+            size_t at = nbest;
+
+            while (at > 0 && dist[at - 1] > dk)
+                at--;
+            if (at == CLOSEST_N)
+                continue;
+            if (nbest < CLOSEST_N)
+                nbest++;
+            memmove(best + at + 1, best + at, (nbest - 1 - at) * sizeof(*best));
+            memmove(dist + at + 1, dist + at, (nbest - 1 - at) * sizeof(*dist));
+            best[at] = k;
+            dist[at] = dk;
+        }
+        if (gt__trigger_format(&r->trig[i], spec, sizeof(spec)) < 0)
+            snprintf(spec, sizeof(spec), "layer=%s", layer);
+        if (!printed++)
+            fresh_line();
+        fprintf(stderr, "gradtrace: trigger %s matched no layer of the run; "
+                "closest paths:", spec);
+        for (k = 0; k < nbest; k++)
+            fprintf(stderr, "%s %s", k ? "," : "", s.name[best[k]]);
+        fputc('\n', stderr);
+    }
+    for (size_t k = 0; k < s.n; k++)
+        free(s.name[k]);
+    free(s.name);
+    return printed > 0;
+}
+
+/* fresh: whether record's output so far may not end a line. */
+static void print_files(const cJSON *files, int triggers, int fresh)
 {
     const cJSON *f;
     int n = cJSON_GetArraySize(files);
 
-    fresh_line();
+    if (fresh)
+        fresh_line();
+    if (n == 0 && triggers) {
+        /* Capture is off outside trigger windows: nothing fired. */
+        fprintf(stderr, "gradtrace: no trace written: no trigger opened a "
+                "capture window\n");
+        return;
+    }
     if (n == 0) {
         fprintf(stderr, "gradtrace: no trace written (did the command load "
                 "the agent? statically linked programs cannot)\n");
@@ -502,8 +719,11 @@ static int use_running_daemon(struct record *r)
 int gt__cmd_record(int argc, char **argv)
 {
     struct record *r = calloc(1, sizeof(*r));
-    cJSON *files = NULL;
-    int cmd_at = 0, rc, status = GT__EXIT_ERROR;
+    /* No SA_RESTART: an interrupt must end wait_command's waitpid. */
+    struct sigaction count = {.sa_handler = count_interrupt};
+    struct sigaction old_int, old_quit;
+    cJSON *files = NULL, *all;
+    int cmd_at = 0, rc, status = GT__EXIT_ERROR, running = 0, said;
     uint64_t since;
     pid_t pid;
 
@@ -516,10 +736,21 @@ int gt__cmd_record(int argc, char **argv)
     }
     if (gt__cli_exe_dir(r->exe_dir, sizeof(r->exe_dir)) < 0 || find_agent(r) < 0)
         goto out_free;
+    /* From here to the end an interrupt must not kill record: the
+     * private daemon would be left behind, CMD's files unlisted. */
+    interrupts = 0;
+    sigemptyset(&count.sa_mask);
+    sigaction(SIGINT, &count, &old_int);
+    sigaction(SIGQUIT, &count, &old_quit);
     if (!use_running_daemon(r) && start_private(r) < 0)
         goto out_stop;
     if (send_triggers(r) < 0)
         goto out_stop;
+    if (r->ntrig) {
+        snprintf(r->seen_dir, sizeof(r->seen_dir), "/tmp/gradtrace-layers-XXXXXX");
+        if (!mkdtemp(r->seen_dir))
+            r->seen_dir[0] = '\0'; /* no report then, nothing else lost */
+    }
     fflush(NULL);
     since = gt__mono_ns();
     pid = spawn_command(r, argv + cmd_at);
@@ -528,12 +759,24 @@ int gt__cmd_record(int argc, char **argv)
         goto out_stop;
     }
     status = wait_command(pid);
-    files = collect(r, pid, since);
+    files = collect(r, pid, since, &running);
 out_stop:
-    stop_private(r);
+    all = stop_private(r);
+    /* Processes of CMD still streaming (after a second interrupt): the
+     * private daemon's shutdown cut their streams and closed their
+     * traces; its reply lists them, and every file it has is CMD's. */
+    if (running > 0 && all) {
+        cJSON_Delete(files);
+        files = all;
+        all = NULL;
+    }
+    cJSON_Delete(all);
+    said = report_unmatched(r);
     if (files)
-        print_files(files);
+        print_files(files, r->ntrig > 0, !said);
     cJSON_Delete(files);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGQUIT, &old_quit, NULL);
 out_free:
     free(r);
     return status;

@@ -77,33 +77,132 @@ static size_t next_word(const char *s, size_t *pos, const char **w)
     return i - start;
 }
 
+static int word_is(const char *w, size_t len, const char *lit)
+{
+    return len == strlen(lit) && strncmp(w, lit, len) == 0;
+}
+
+/* Drops a trailing ".py" (not the whole word). */
+static void strip_py(const char *w, size_t *len)
+{
+    if (*len > 3 && strncmp(w + *len - 3, ".py", 3) == 0)
+        *len -= 3;
+}
+
+/*
+ * Skips a launcher's own options (torchrun, python -m torch.distributed.run
+ * or .launch) to the training script or module it runs. "--opt=value" is
+ * one word; the few options that take no value are listed; every other
+ * option takes the next word as its value (--nproc_per_node 2).
+ * @return the length of the script word at *w (basename, no .py), 0 when
+ *         there is none.
+ */
+static size_t launcher_target(const char *s, size_t *pos, const char **w)
+{
+    static const char *const flags[] = {
+        "--standalone", "--module", "-m", "--no-python", "--no_python",
+        "--run-path", "--run_path", "--use-env", "--use_env",
+        "--virtual-local-rank", "--virtual_local_rank",
+    };
+    size_t len;
+
+    while ((len = next_word(s, pos, w)) > 0) {
+        int flag = 0;
+
+        if ((*w)[0] != '-') {
+            word_basename(w, &len);
+            strip_py(*w, &len);
+            return len;
+        }
+        if (word_is(*w, len, "--"))
+            continue;
+        if (memchr(*w, '=', len))
+            continue;
+        for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+            flag |= word_is(*w, len, flags[i]);
+        if (!flag && !next_word(s, pos, w))
+            return 0;
+    }
+    return 0;
+}
+
+static int is_launcher(const char *w, size_t len)
+{
+    return word_is(w, len, "torch.distributed.run") ||
+           word_is(w, len, "torch.distributed.launch") ||
+           word_is(w, len, "torchrun");
+}
+
+/*
+ * The script or module a python command line runs, past the interpreter's
+ * own flags: single-letter flags may be grouped (-uB), -X and -W take a
+ * value (attached, -Wignore, or the next word), -m names a module, -c and
+ * "-" (stdin) name nothing. @return its length at *w, 0 for none.
+ */
+static size_t python_target(const char *s, size_t *pos, const char **w)
+{
+    size_t len;
+
+    while ((len = next_word(s, pos, w)) > 0) {
+        const char *a = *w;
+
+        if (a[0] != '-') {
+            word_basename(w, &len);
+            strip_py(*w, &len);
+            return len;
+        }
+        if (len == 1 || a[1] == '-')
+            return 0; /* stdin, --version and the like */
+        for (size_t i = 1; i < len; i++) {
+            char c = a[i];
+
+            if (c == 'c')
+                return 0;
+            if (c == 'm') {
+                if (i + 1 < len) { /* -mpkg.mod */
+                    *w = a + i + 1;
+                    return len - i - 1;
+                }
+                return next_word(s, pos, w);
+            }
+            if (c == 'X' || c == 'W') {
+                if (i + 1 == len && !next_word(s, pos, w))
+                    return 0;
+                break; /* the rest of the word is the value */
+            }
+        }
+    }
+    return 0;
+}
+
 size_t gt__command_name(const char *cmdline, char *out, size_t cap)
 {
     size_t pos = 0;
-    const char *w;
-    size_t len = next_word(cmdline, &pos, &w);
+    const char *w, *a;
+    size_t len = next_word(cmdline, &pos, &w), alen = 0;
 
     word_basename(&w, &len);
     /* For "python3 train.py" the script says more than the interpreter;
-     * for "python3 -m pkg.mod" the module does. Other options keep the
-     * interpreter's name, since guessing their arguments is fragile. */
-    if (len >= 6 && strncmp(w, "python", 6) == 0) {
-        const char *a;
-        size_t alen = next_word(cmdline, &pos, &a);
+     * for "python3 -m pkg.mod" the module does; for a launcher
+     * (torchrun, -m torch.distributed.run) the training script it starts
+     * does. "python3 -c ..." keeps the interpreter's name. */
+    if (len >= 6 && strncmp(w, "python", 6) == 0)
+        alen = python_target(cmdline, &pos, &a);
+    else if (is_launcher(w, len))
+        alen = launcher_target(cmdline, &pos, &a);
+    if (alen > 0 && is_launcher(a, alen)) {
+        size_t p2 = pos;
+        const char *t;
+        size_t tlen = launcher_target(cmdline, &p2, &t);
 
-        if (alen == 2 && strncmp(a, "-m", 2) == 0)
-            alen = next_word(cmdline, &pos, &a);
-        else if (alen > 0 && a[0] == '-')
-            alen = 0;
-        if (alen > 0) {
-            word_basename(&a, &alen);
-            if (alen > 3 && strncmp(a + alen - 3, ".py", 3) == 0)
-                alen -= 3;
-            if (alen > 0) {
-                w = a;
-                len = alen;
-            }
+        if (tlen > 0) {
+            a = t;
+            alen = tlen;
         }
+    }
+    if (alen > 0) {
+        w = a;
+        len = alen;
     }
     return gt__sanitize_part(w, len, out, cap);
 }

@@ -23,8 +23,10 @@ size_t gt__sanitize_part(const char *in, size_t len, char *out, size_t cap);
 
 /*
  * A short program name from a hello command line (arguments joined by
- * spaces): the basename of argv[0], or for python interpreters the script
- * or -m module name. @return the sanitized length written into out.
+ * spaces): the basename of argv[0]; for python interpreters the script or
+ * -m module name past the interpreter's flags (-u, -X opt, ...); for
+ * torchrun or -m torch.distributed.run the training script it launches.
+ * @return the sanitized length written into out.
  */
 size_t gt__command_name(const char *cmdline, char *out, size_t cap);
 

@@ -43,7 +43,7 @@ extern "C" {
  * of the same major whose minor is >= m.
  */
 #define GT_API_VERSION_MAJOR 1
-#define GT_API_VERSION_MINOR 0
+#define GT_API_VERSION_MINOR 1
 #define GT_API_VERSION (GT_API_VERSION_MAJOR * 1000 + GT_API_VERSION_MINOR)
 /* The major number alone, as earlier headers defined it. */
 #define GRADTRACE_API_VERSION GT_API_VERSION_MAJOR
@@ -154,6 +154,19 @@ GT_API unsigned gt_api_version(void);
  */
 GT_API void gt_torch_param(uint64_t tensor_impl, uint32_t module,
                            uint32_t name);
+
+/*
+ * Sets the process's distributed rank and world size when the environment
+ * did not give them (no RANK: torch.multiprocessing.spawn, a launcher of
+ * its own); the Python package calls it once torch.distributed's default
+ * process group exists. rank < 0 is ignored; world_size < 0 keeps the
+ * known one. The new values reach the daemon in the next process-info
+ * record: the trace's process name and metadata take them. The output
+ * file stem and the daemon's choice of the triggers it sends (ranks=),
+ * both made when the agent connected, keep the environment's values.
+ * Since API minor 1. Cold path; any thread; not from signal handlers.
+ */
+GT_API void gt_set_rank(int32_t rank, int32_t world_size);
 
 #ifdef __cplusplus
 }

@@ -51,7 +51,8 @@ extern "C" {
     V(capture_start, (void), ())                                              \
     V(capture_stop, (void), ())                                               \
     V(torch_param, (uint64_t tensor_impl, uint32_t module, uint32_t name),    \
-      (tensor_impl, module, name))
+      (tensor_impl, module, name))                                            \
+    V(set_rank, (int32_t rank, int32_t world_size), (rank, world_size))
 
 struct gt_shim_table {
     int loaded;

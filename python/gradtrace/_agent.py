@@ -59,6 +59,10 @@ def _load_optional(name, restype, argtypes):
     return fn
 
 
+# gt_set_rank(rank, world_size): API minor 1.
+set_rank = _load_optional("gt_set_rank", None,
+                          [ctypes.c_int32, ctypes.c_int32])
+
 # gt_torch_param(tensor_impl, module path id, parameter name id).
 torch_param = _load_optional("gt_torch_param", None,
                              [ctypes.c_uint64, ctypes.c_uint32,

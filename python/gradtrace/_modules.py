@@ -30,6 +30,19 @@ and that name does not depend on what runs around it:
     in a plain list, built on the fly) is named "<enclosing path>.<Class>";
     a module registered twice (shared) has its first named_modules() path.
 
+Wrappers. A wrapper's segment is not part of any path, so names (and
+triggers) are the user's whatever wraps the model: DistributedDataParallel
+and DataParallel (`module`), FSDP (`_fsdp_wrapped_module`),
+checkpoint_wrapper and offload_wrapper (`_checkpoint_wrapped_module`) and
+torch.compile's OptimizedModule (`_orig_mod`). A wrapper is recognised by
+its class (or a base class) holding the wrapped module under that
+attribute, and takes the name of what it wraps: DDP(model) and model are
+both "Net", DDP's "module.blocks.3" is "blocks.3". Of a wrapper and its
+wrapped module only one opens a scope, so a layer never nests in itself:
+the wrapped module for DDP, FSDP and checkpoint wrappers (it is what
+checkpointing recomputes), the OptimizedModule for torch.compile (the
+modules inside a compiled graph run no hooks).
+
 Parameters. Each parameter of each mapped root is registered with the
 agent (gt_torch_param: its TensorImpl address, param._cdata, the owning
 module's path id and the parameter's name id), so the AccumulateGrad node
@@ -46,6 +59,16 @@ module call on torch 1.13 and 2.6 us on 2.15 (including torch's own
 slower hook path), measured by calling nn.Identity in a loop (a root call
 each time) and a Sequential of 50 nn.Identity (nested calls).
 
+Rank. Without RANK in the environment (torch.multiprocessing.spawn), the
+rank comes from torch.distributed once its default process group exists:
+checked when a new root is mapped and after each optimizer step until it
+is known, then passed to the agent (gt_set_rank).
+
+Layers seen. When GRADTRACE_SEEN_LAYERS_DIR names a directory (`gradtrace
+record --trigger` sets it), every module name this process mapped is
+written at exit into <dir>/<pid>.layers, one per line, so that record can
+say which paths ran when a trigger's layer matched none of them.
+
 Each thread keeps its own stack of open calls, so models run from several
 Python threads get their own layers (the agent's layer stack is per thread
 too). A module called twice in one forward opens two scopes. When a forward
@@ -61,7 +84,10 @@ and never raise into the model.
 
 import ctypes
 import importlib
+import os
+import sys
 import threading
+import warnings
 import weakref
 
 import torch
@@ -84,7 +110,7 @@ _install_lock = threading.Lock()
 class _Thread(threading.local):
     def __init__(self):
         self.stack = []       # modules with an open forward, outermost first
-        self.paths = []       # their paths
+        self.ents = []        # their registry entries
         self.root_map = None  # the map of the root stack[0] belongs to
 
 
@@ -93,7 +119,9 @@ _tls = _Thread()
 _param = _agent.torch_param
 
 # Process-wide registry. An entry of a mapped module is the tuple
-# (weakref to module, path, path_id, class_id, map of its root, _Root).
+# (weakref to module, path, path_id, class_id, map of its root, _Root,
+# whether its calls open a scope: False for the half of a wrapper pair
+# that stays silent).
 # _known: id(module) -> entry of the root that first mapped it; each
 # root's map: id(module) -> entry, for lookups inside that root's forward.
 # Keyed by id with a weakref check rather than a WeakKeyDictionary: a
@@ -103,6 +131,27 @@ _roots = {}      # id(root module) -> _Root of every live root
 _taken = {}      # name in use -> _Root using it (root names and paths)
 _params = {}     # id(parameter) -> (weakref to it, _Root that registered it)
 _map_lock = threading.RLock()
+
+# Names mapped so far, kept only for GRADTRACE_SEEN_LAYERS_DIR.
+_seen_dir = os.environ.get("GRADTRACE_SEEN_LAYERS_DIR") or None
+_seen = set()
+_SEEN_MAX = 100000
+
+
+def _write_seen():
+    try:
+        path = os.path.join(_seen_dir, "%d.layers" % os.getpid())
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            for n in sorted(_seen):
+                f.write(n.replace("\n", " ") + "\n")
+        os.replace(path + ".tmp", path)
+    except Exception:
+        pass
+
+
+def _note_seen(names):
+    if len(_seen) < _SEEN_MAX:
+        _seen.update(names)
 
 
 class _Root:
@@ -170,6 +219,63 @@ def _register_params(r, module, named):
             _param(impl, ent[2], _intern(pname))
 
 
+# Wrapper class name -> the attribute holding the wrapped module, and
+# whether the wrapper's own call is the scope (else the wrapped module's).
+_WRAPPERS = {
+    "DistributedDataParallel": ("module", False),
+    "DataParallel": ("module", False),
+    "FullyShardedDataParallel": ("_fsdp_wrapped_module", False),
+    "CheckpointWrapper": ("_checkpoint_wrapped_module", False),
+    "OffloadWrapper": ("_checkpoint_wrapped_module", False),
+    "OptimizedModule": ("_orig_mod", True),
+}
+
+
+def _wrapper(mod):
+    """(attribute, wrapper is the scope) when mod wraps a module, else None."""
+    for cls in type(mod).__mro__:
+        w = _WRAPPERS.get(cls.__name__)
+        if w is not None:
+            return w if isinstance(mod._modules.get(w[0]),
+                                   torch.nn.Module) else None
+    return None
+
+
+def _unwrap(mod):
+    """The module mod wraps, through any number of wrappers."""
+    seen = 0
+    w = _wrapper(mod)
+    while w is not None and seen < 16:
+        mod = mod._modules[w[0]]
+        w = _wrapper(mod)
+        seen += 1
+    return mod
+
+
+def _user_paths(module):
+    """named_modules() without wrapper segments: a list of
+    (path, module, class name, opens a scope)."""
+    out = []
+    by_path = {}   # named_modules() path -> (user path, module)
+    silent = set()  # ids of modules whose calls open no scope
+    for path, mod in module.named_modules():
+        user = path
+        if path:
+            parent, _, seg = path.rpartition(".")
+            pu, pm = by_path.get(parent, (parent, None))
+            w = _wrapper(pm) if pm is not None else None
+            if w is not None and w[0] == seg:
+                user = pu
+                silent.add(id(mod) if w[1] else id(pm))
+            else:
+                user = pu + "." + seg if pu else seg
+        by_path[path] = (user, mod)
+        out.append([user, mod, type(_unwrap(mod)).__name__])
+    for e in out:
+        e.append(id(e[1]) not in silent)
+    return out
+
+
 def _unique(name):
     if name not in _taken:
         return name
@@ -181,17 +287,17 @@ def _unique(name):
 
 def _fill(r, module):
     """(Re)builds r's map and registry entries from module.named_modules()."""
-    cls = type(module).__name__
+    cls = type(_unwrap(module)).__name__
     m = {}
     named = []
     names = []
-    for path, mod in module.named_modules():
+    for path, mod, mcls, opens in _user_paths(module):
         if r.bare:
             name = path or cls
         else:
             name = r.prefix + "." + path if path else r.prefix
-        ent = (weakref.ref(mod), name, _intern(name),
-               _intern(type(mod).__name__), m, r)
+        ent = (weakref.ref(mod), name, _intern(name), _intern(mcls), m, r,
+               opens)
         m[id(mod)] = ent
         named.append((mod, ent))
         names.append(name)
@@ -206,6 +312,8 @@ def _fill(r, module):
     for k, ent in r.map.items():
         if k not in m and ent[0]() is not None:
             m[k] = ent
+    if _seen_dir is not None:
+        _note_seen(names)
     for n in names:
         _taken.setdefault(n, r)
     r.names.update(names)
@@ -231,8 +339,8 @@ def _new_root(module):
             if old is not None and old.ref() is sub:
                 bare = bare or old.bare
                 _drop_root(old)
-        cls = type(module).__name__
-        if bare and any(p and p in _taken for p, _m in module.named_modules()):
+        cls = type(_unwrap(module)).__name__
+        if bare and any(e[0] and e[0] in _taken for e in _user_paths(module)):
             bare = False  # a bare path would collide with another root
         prefix = "" if bare else _unique(cls)
         r = _Root(module, prefix, bare)
@@ -240,6 +348,8 @@ def _new_root(module):
             _taken[prefix] = r
             r.names.add(prefix)
         _roots[id(module)] = r
+        if _rank_unknown:
+            _check_rank()
         return _fill(r, module)[id(module)]
 
 
@@ -262,8 +372,10 @@ def _lookup(t, module, parent_path):
         t.root_map[id(module)] = ent
         return ent
     name = parent_path + "." + type(module).__name__
+    if _seen_dir is not None:
+        _note_seen((name,))
     ent = (weakref.ref(module), name, _intern(name),
-           _intern(type(module).__name__), t.root_map, r)
+           _intern(type(module).__name__), t.root_map, r, True)
     t.root_map[id(module)] = ent
     return ent
 
@@ -274,8 +386,8 @@ def _close_stale(t, module):
     # open above it.
     stack = t.stack
     while stack:
-        t.paths.pop()
-        _end()
+        if t.ents.pop()[6]:
+            _end()
         if stack.pop() is module:
             break
 
@@ -290,15 +402,16 @@ def _pre_hook(module, args):
         if stack:
             ent = t.root_map.get(id(module))
             if ent is None or ent[0]() is not module:
-                ent = _lookup(t, module, t.paths[-1])
+                ent = _lookup(t, module, t.ents[-1][1])
         else:
             ent = _known.get(id(module))
             if ent is None or ent[0]() is not module:
                 ent = _new_root(module)
             t.root_map = ent[4]
         stack.append(module)
-        t.paths.append(ent[1])
-        _begin(ent[2], ent[3])
+        t.ents.append(ent)
+        if ent[6]:
+            _begin(ent[2], ent[3])
     except Exception:
         pass
     return None
@@ -310,14 +423,14 @@ def _post_hook(module, args, output):
         stack = t.stack
         if stack and stack[-1] is module:
             stack.pop()
-            t.paths.pop()
-            _end()
+            if t.ents.pop()[6]:
+                _end()
         elif module in stack:
             # Inner calls an exception (caught inside this forward) left
             # open: close them and this call.
             while stack:
-                t.paths.pop()
-                _end()
+                if t.ents.pop()[6]:
+                    _end()
                 if stack.pop() is module:
                     break
     except Exception:
@@ -338,6 +451,26 @@ def _compiling_post_hook(module, args, output):
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
 
 
+# Whether the rank is still to be learnt from torch.distributed.
+_rank_unknown = (_agent.set_rank is not None and
+                 os.environ.get("RANK", "") == "")
+
+
+def _check_rank():
+    global _rank_unknown
+    try:
+        dist = sys.modules.get("torch.distributed")
+        if dist is None or not dist.is_available() or \
+                not dist.is_initialized():
+            return
+        rank, world = dist.get_rank(), dist.get_world_size()
+    except Exception:
+        return
+    _rank_unknown = False
+    if rank >= 0:
+        _agent.set_rank(rank, world)
+
+
 _steps = weakref.WeakKeyDictionary()
 
 
@@ -345,6 +478,8 @@ def _count_step(optimizer):
     n = _steps.get(optimizer, 0) + 1
     _steps[optimizer] = n
     _step(n)
+    if _rank_unknown:
+        _check_rank()
 
 
 def _install_optimizer_hook():
@@ -385,6 +520,18 @@ def install():
         except TypeError:  # torch < 2.1
             reg_post(post)
         _installed = True
+        if _seen_dir is not None:
+            import atexit
+            atexit.register(_write_seen)
+        # torch.compile warns on every call of an OptimizedModule while
+        # global module hooks exist (ours), that they fire for it as well
+        # as for the module it wraps: this package expects that (the pair
+        # opens one scope), so exactly that warning is not the user's to
+        # see. Other warnings are left alone.
+        warnings.filterwarnings(
+            "ignore", category=UserWarning,
+            message=r"Using `torch\.compile\(module\)` when there are "
+                    r"global hooks on modules")
         try:
             _install_optimizer_hook()
         except Exception:  # scopes still work without step marks

@@ -28,5 +28,16 @@ kill -0 "$pid" 2>/dev/null && die "daemon still running after shutdown"
 grep -q "shutdown requested" "$E2E_TMP/gradtraced.log" || die "log file not written"
 ls nest/ed/detached/fake_agent-pid*.json >/dev/null || die "no trace in the output dir"
 validate nest/ed/detached/fake_agent-pid*.json
+
+# `gradtrace daemon --stop` shuts a daemon down and returns once it is gone.
+"$GT" daemon --output-dir stopped 2>"$E2E_TMP/start2.err" || die "restart failed: $(cat "$E2E_TMP/start2.err")"
+pid=$(sed -n 's/.*running as pid \([0-9]*\).*/\1/p' "$E2E_TMP/start2.err")
+"$FAKE" --chunks 2 --records 100 2>/dev/null || die "agent failed"
+"$GT" daemon --stop 2>"$E2E_TMP/stop.err" || die "--stop failed: $(cat "$E2E_TMP/stop.err")"
+grep -q "daemon $pid stopped" "$E2E_TMP/stop.err" || die "stop: $(cat "$E2E_TMP/stop.err")"
+kill -0 "$pid" 2>/dev/null && die "daemon still running after --stop returned"
+validate stopped/fake_agent-pid*.json
+"$GT" daemon --stop 2>"$E2E_TMP/stop2.err" && die "--stop without a daemon succeeded"
+grep -q "no daemon" "$E2E_TMP/stop2.err" || die "stop2: $(cat "$E2E_TMP/stop2.err")"
 trap - EXIT
 echo ok

@@ -108,13 +108,58 @@ Test(sanitize, command_name_uses_script_for_python)
                      sizeof(out));
     cr_assert_str_eq(out, "train_small");
     gt__command_name("python3.11 -m torch.distributed.run x", out, sizeof(out));
-    cr_assert_str_eq(out, "torch.distributed.run");
+    cr_assert_str_eq(out, "x");
     gt__command_name("python3 -c pass", out, sizeof(out));
     cr_assert_str_eq(out, "python3");
     gt__command_name("/opt/bin/agent_threads 8", out, sizeof(out));
     cr_assert_str_eq(out, "agent_threads");
     gt__command_name("", out, sizeof(out));
     cr_assert_str_eq(out, "unknown");
+}
+
+Test(sanitize, command_name_skips_interpreter_flags)
+{
+    static const char *const cases[][2] = {
+        {"python -u train.py", "train"},
+        {"python3 -u -O -B train.py --lr 3", "train"},
+        {"python3 -uB train.py", "train"},
+        {"python3 -X dev -W ignore train.py", "train"},
+        {"python3 -Xdev -Wignore::UserWarning /a/b/train.py", "train"},
+        {"python3 -u -m pkg.train --x", "pkg.train"},
+        {"python3 -mpkg.train", "pkg.train"},
+        {"python3 -u -c pass", "python3"},
+        {"python3 -", "python3"},
+        {"python3 --version", "python3"},
+        {"python3 -W", "python3"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char out[80];
+
+        gt__command_name(cases[i][0], out, sizeof(out));
+        cr_assert_str_eq(out, cases[i][1], "%s", cases[i][0]);
+    }
+}
+
+Test(sanitize, command_name_of_launcher_is_training_script)
+{
+    static const char *const cases[][2] = {
+        {"/usr/bin/python3 -u -m torch.distributed.run --nproc_per_node 2 "
+         "--standalone train.py --epochs 1", "train"},
+        {"python3 -m torch.distributed.run --nproc-per-node=2 /w/ddp.py", "ddp"},
+        {"python3 -m torch.distributed.launch --use_env t.py", "t"},
+        {"/venv/bin/torchrun --nnodes 1 --nproc_per_node 4 train.py", "train"},
+        {"torchrun --standalone -m pkg.train", "pkg.train"},
+        {"torchrun --nproc_per_node", "torchrun"},
+        {"python3 -m torch.distributed.run", "torch.distributed.run"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char out[80];
+
+        gt__command_name(cases[i][0], out, sizeof(out));
+        cr_assert_str_eq(out, cases[i][1], "%s", cases[i][0]);
+    }
 }
 
 Test(sanitize, hostile_command_line_gives_safe_stem)
