@@ -91,10 +91,9 @@ static int add_event(struct gt__agg *r, const cJSON *ev)
     }
     if (!cJSON_IsString(cat) || !cJSON_IsString(name) || !cJSON_IsNumber(dur))
         return 0;
-    if (strcmp(cat->valuestring, "iteration") == 0) {
-        gt__agg_iteration(r, dur->valuedouble);
-        return 0;
-    }
+    if (strcmp(cat->valuestring, "iteration") == 0)
+        return gt__agg_step(r, (uint64_t)num_of(args, "step", 0),
+                            num_of(ev, "ts", 0), dur->valuedouble);
     for (size_t i = 0; i < sizeof(layer_cats) / sizeof(layer_cats[0]); i++) {
         if (strcmp(cat->valuestring, layer_cats[i].cat) != 0)
             continue;

@@ -41,6 +41,7 @@ void gt__agg_close(struct gt__agg *a)
         gt__free(a->layers[i].path);
         gt__free(a->layers[i].cls);
         gt__free(a->layers[i].parent);
+        gt__free(a->layers[i].it);
     }
     gt__free(a->layers);
     gt__free(a->slots);
@@ -151,6 +152,26 @@ static char *dup_n(const char *text, size_t len)
     return d;
 }
 
+/* The span's numbers as one iteration's values. */
+static struct gt__agg_vals vals_of(const struct gt__agg_ev *ev)
+{
+    struct gt__agg_vals v = {0};
+    if (ev->phase == GT__AGG_PH_FWD) {
+        v.fwd_calls = 1;
+        v.fwd_us = ev->dur;
+    } else if (ev->phase == GT__AGG_PH_RECOMPUTE) {
+        v.rc_calls = 1;
+        v.rc_us = ev->dur;
+    } else {
+        v.bwd_spans = 1;
+        v.bwd_us = ev->time_us >= 0 ? ev->time_us : ev->dur;
+        v.self_us = ev->self_us > 0 ? ev->self_us : 0;
+        v.accg_us = ev->accg_us > 0 ? ev->accg_us : 0;
+        v.nodes = ev->nodes > 0 ? (double)(uint64_t)ev->nodes : 0;
+    }
+    return v;
+}
+
 static void add_backward(struct gt__agg_layer *l, const struct gt__agg_ev *ev)
 {
     double t = ev->time_us >= 0 ? ev->time_us : ev->dur;
@@ -200,7 +221,8 @@ int gt__agg_add(struct gt__agg *a, const struct gt__agg_ev *ev)
     } else {
         add_backward(l, ev);
     }
-    return 0;
+    struct gt__agg_vals v = vals_of(ev);
+    return gt__agg_iter_span(a, l, ev->ts, &v);
 }
 
 int gt__agg_span(struct gt__agg *a, int fwd, const char *name, double ts,
@@ -321,6 +343,7 @@ void gt__agg_finish(struct gt__agg *a)
     if (a->finished)
         return;
     a->finished = 1;
+    gt__agg_iter_finish(a);
     tree_resolve(a);
     size_t *ix = by_depth(a);
     if (!ix)
@@ -502,10 +525,13 @@ static void obs_totals(void *ud, const struct gt__totals_ev *t)
     gt__agg_totals(k->a, &r);
 }
 
-static void obs_iteration(void *ud, uint64_t dur_ns)
+static void obs_iteration(void *ud, uint64_t step, uint64_t rel_ns,
+                          uint64_t dur_ns)
 {
     struct agg_sink *k = ud;
-    gt__agg_iteration(k->a, us_of(dur_ns));
+    int rc = gt__agg_step(k->a, step, us_of(rel_ns), us_of(dur_ns));
+    if (rc && !k->err)
+        k->err = rc;
 }
 
 static int agg_hello(struct gt__csink *s, const struct gt__hello_info *h)

@@ -25,6 +25,48 @@
 #include "common/codec.h"
 #include "daemon/convert/sink.h"
 
+/* One layer's numbers for one iteration, or summed over several. */
+struct gt__agg_vals {
+    double fwd_calls, fwd_us, rc_calls, rc_us;
+    double bwd_spans, bwd_us, self_us, accg_us, nodes;
+};
+
+/* Reservoir size for the per-iteration percentiles: exact up to this many
+ * iterations, a uniform sample of them beyond (agg_iter.c). */
+#define GT__AGG_RESERVOIR 64
+/* Layer spans of one layer held until their iteration ends. */
+#define GT__AGG_PENDING 8
+
+/* Per-iteration statistics of one number (fwd, bwd, recompute, all). */
+struct gt__agg_stat {
+    uint64_t n;          /* iterations in which the layer ran */
+    double sum, sumsq;
+    double res[GT__AGG_RESERVOIR];
+};
+
+enum { GT__AGG_ST_FWD, GT__AGG_ST_BWD, GT__AGG_ST_RC, GT__AGG_ST_ALL,
+       GT__AGG_NST };
+
+/* A span waiting for its iteration (agg_iter.c). */
+struct gt__agg_pend {
+    double ts;
+    struct gt__agg_vals v;
+};
+
+/* A layer's per-iteration state: spans not yet in an iteration, the last
+ * closed iteration's values (late backward spans still add to it), the
+ * statistics, and the sums over the --iterations selection. */
+struct gt__agg_iters {
+    struct gt__agg_pend pend[GT__AGG_PENDING];
+    unsigned npend;
+    int held_set;
+    uint64_t held_step;
+    struct gt__agg_vals held;
+    struct gt__agg_stat st[GT__AGG_NST];
+    struct gt__agg_vals sel;   /* iterations inside the selection */
+    uint64_t sel_iters;
+};
+
 struct gt__agg_layer {
     char *path;
     char *cls;           /* NULL until a span names its class */
@@ -45,6 +87,7 @@ struct gt__agg_layer {
     int depth;           /* in the module tree, 0 for a root */
     int container;       /* children and no forward call of its own */
     long up;             /* parent row, -1: a root (kept by sorts) */
+    struct gt__agg_iters *it; /* per-iteration state, NULL until needed */
 };
 
 /* The backward time no layer owns, summed over pass groups. */
@@ -60,6 +103,18 @@ struct gt__agg {
     size_t nslots;
     uint64_t steps;      /* iteration spans */
     double step_us;
+    /* per-iteration state (agg_iter.c) */
+    struct gt__agg_stat step_st;  /* iteration durations */
+    int have_it;                  /* an iteration closed */
+    uint64_t it_step;             /* the last closed iteration's number */
+    double it_s, it_e;            /* and its start and end (us) */
+    int select;                   /* only iterations sel_lo..sel_hi */
+    uint64_t sel_lo, sel_hi, sel_steps;
+    double sel_step_us;
+    uint64_t late;                /* spans too late for their iteration */
+    uint64_t rng;                 /* reservoir sampling state */
+    /* what the input says was lost (gt__agg_lost), for the hints */
+    uint64_t lost_events, lost_chunks, corrupt_chunks, truncated;
     struct gt__agg_rest rest;
     int finished;        /* gt__agg_finish ran */
 };
@@ -112,10 +167,38 @@ void gt__agg_totals(struct gt__agg *a, const struct gt__agg_rest *t);
 /* Resolves the tree (parents, depths) and gives containers their
  * children's forward and recompute sums. Call once, after the last span. */
 void gt__agg_finish(struct gt__agg *a);
-/* Adds one iteration span of dur us. */
+/* Adds one iteration span of dur us (no start or step known). */
 void gt__agg_iteration(struct gt__agg *a, double dur);
+/*
+ * Adds iteration span ProfilerStep#step over [ts, ts + dur] us: the layer
+ * spans that started before its end and are not in an earlier iteration
+ * become its values (per-iteration statistics; the --iterations
+ * selection). @return 0 or -ENOMEM.
+ */
+GT__WUR int gt__agg_step(struct gt__agg *a, uint64_t step, double ts,
+                         double dur);
+/* Counts only iterations lo..hi (ProfilerStep numbers) in the rows; call
+ * before the first span. */
+void gt__agg_select(struct gt__agg *a, uint64_t lo, uint64_t hi);
+/* Adds what an input says was lost: events dropped by the agent, chunks
+ * missing or corrupt, a truncated end. */
+void gt__agg_lost(struct gt__agg *a, uint64_t events, uint64_t chunks,
+                  uint64_t corrupt, int truncated);
+/* Statistic s: p (0..1) quantile of its per-iteration values, from the
+ * reservoir. @return it, or -1 when there are none. */
+double gt__agg_quantile(const struct gt__agg_stat *s, double p);
+/* Its mean and standard deviation (0 with fewer than 2 values). */
+double gt__agg_mean(const struct gt__agg_stat *s);
+double gt__agg_stddev(const struct gt__agg_stat *s);
 /* Sorts the rows. */
 void gt__agg_sort(struct gt__agg *a, enum gt__agg_order order);
+
+/* Between agg.c and agg_iter.c: span ts (us) of row l, values v, waits
+ * for its iteration (@return 0 or -ENOMEM); and the last iteration's
+ * values committed, the selection applied (from gt__agg_finish). */
+GT__WUR int gt__agg_iter_span(struct gt__agg *a, struct gt__agg_layer *l,
+                              double ts, const struct gt__agg_vals *v);
+void gt__agg_iter_finish(struct gt__agg *a);
 
 /*
  * The aggregation sink: decodes a stream with the converter's own span

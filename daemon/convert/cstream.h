@@ -173,14 +173,16 @@ struct gt__totals_ev {
  * (agg.c): the event's name unescaped ("<path> (<Class>) forward", "...
  * recompute" or "... backward"), its start relative to the base and
  * duration in ns, and the span's numbers; each pass group's totals; and
- * each iteration's duration.
+ * each iteration: its step number, start relative to the base and
+ * duration in ns.
  */
 struct gt__span_obs {
     void *ud;
     void (*layer)(void *ud, const char *name, uint64_t rel_ns,
                   uint64_t dur_ns, const struct gt__layer_ev *ev);
     void (*totals)(void *ud, const struct gt__totals_ev *t);
-    void (*iteration)(void *ud, uint64_t dur_ns);
+    void (*iteration)(void *ud, uint64_t step, uint64_t rel_ns,
+                      uint64_t dur_ns);
 };
 
 /* What the last metadata record changed, for the writers' part of it. */

@@ -461,7 +461,9 @@ static void emit_iteration(struct gt__writer *c, uint64_t s, uint64_t e,
     gt__emit_x(c, t, "iteration", name, (uint32_t)nl, "", 0, "", 0, s, e,
                args, (size_t)al);
     if (c->s->obs && c->s->obs->iteration)
-        c->s->obs->iteration(c->s->obs->ud, e < s ? 0 : e - s);
+        c->s->obs->iteration(c->s->obs->ud, value,
+                             s < c->s->base_ns ? 0 : s - c->s->base_ns,
+                             e < s ? 0 : e - s);
 }
 
 /* Start of the iteration that a boundary at ts closes, or 0 if invalid. */
