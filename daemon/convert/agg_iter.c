@@ -80,14 +80,17 @@ static void held_commit(struct gt__agg *a, struct gt__agg_iters *it)
     const struct gt__agg_vals *v = &it->held;
     if (!it->held_set)
         return;
+    if (!in_selection(a, it->held_step)) {
+        it->held_set = 0;
+        memset(&it->held, 0, sizeof(it->held));
+        return;
+    }
     stat_push(a, &it->st[GT__AGG_ST_FWD], v->fwd_us);
     stat_push(a, &it->st[GT__AGG_ST_BWD], v->bwd_us);
     stat_push(a, &it->st[GT__AGG_ST_RC], v->rc_us);
     stat_push(a, &it->st[GT__AGG_ST_ALL], v->fwd_us + v->bwd_us + v->rc_us);
-    if (in_selection(a, it->held_step)) {
-        vals_add(&it->sel, v);
-        it->sel_iters++;
-    }
+    vals_add(&it->sel, v);
+    it->sel_iters++;
     it->held_set = 0;
     memset(&it->held, 0, sizeof(it->held));
 }
@@ -139,8 +142,8 @@ int gt__agg_step(struct gt__agg *a, uint64_t step, double ts, double dur)
 {
     double end = ts + (dur > 0 ? dur : 0);
     gt__agg_iteration(a, dur);
-    stat_push(a, &a->step_st, dur);
     if (in_selection(a, step)) {
+        stat_push(a, &a->step_st, dur);
         a->sel_steps++;
         a->sel_step_us += dur;
     }
