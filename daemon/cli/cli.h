@@ -138,6 +138,13 @@ int gt__cmd_convert(int argc, char **argv);
  */
 int gt__cmd_report(int argc, char **argv);
 
+/*
+ * `gradtrace diff [OPTIONS] BASE NEW` (diff.c): per-layer deltas of two
+ * runs with a noise-aware verdict per row. @return 0, 1 unreadable input,
+ * 2 usage, 3 when --fail-above is exceeded.
+ */
+int gt__cmd_diff(int argc, char **argv);
+
 struct gt__agg;
 
 /*

@@ -74,4 +74,18 @@ int gt__report_print_json(FILE *f, const struct gt__agg *r,
 int gt__report_write_svg(const char *path, const struct gt__agg *r,
                          const struct gt__rep_opts *o) GT__WUR;
 
+/* `gradtrace diff`'s rule (diff.c): thresholds in percent, standard
+ * errors and ms. */
+struct gt__diff_rule {
+    double thr, sigma, min_ms, fail;
+};
+/*
+ * The verdict on a row whose own change is own ms per iteration, base ms
+ * its base time, se the standard error of the difference of the runs'
+ * per-iteration means (< 0: unknown, that test skipped) and step the base
+ * iteration's ms. @return 1 slower, -1 faster, 0 within noise.
+ */
+int gt__diff_verdict(const struct gt__diff_rule *o, double own, double base,
+                     double se, double step);
+
 #endif /* GRADTRACE_DAEMON_CLI_REPORT_H */
