@@ -12,6 +12,7 @@ pkgs=(
   clang libclang-rt-14-dev   # libFuzzer targets and sanitizer runtimes
   python3-torch python3-torchvision python3-numpy
   util-linux                 # setpriv: the cross-user refusal test
+  librsvg2-bin               # rsvg-convert: the report --svg rendering test
 )
 
 missing=()

@@ -1,0 +1,166 @@
+/*
+ * The report's hints (daemon/cli/hints.c), each on a table built to show
+ * it and on one built not to; diff's verdict rule (diff.c); and the SVG
+ * writer's structure (report_svg.c): one track per row shown, a scale,
+ * nothing external.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/cli/report.h"
+
+struct span_spec {
+    enum gt__agg_phase ph;
+    const char *name;
+    double dur, time_us, self_us, accg_us;
+};
+
+/* A table of one iteration of 100 ms holding the given spans. */
+static void table(struct gt__agg *a, const struct span_spec *s, size_t n)
+{
+    gt__agg_init(a);
+    for (size_t i = 0; i < n; i++) {
+        struct gt__agg_ev ev = {.phase = s[i].ph, .name = s[i].name, .ts = 1,
+                                .dur = s[i].dur, .time_us = s[i].time_us,
+                                .self_us = s[i].self_us, .accg_us = s[i].accg_us,
+                                .nodes = 1, .self_nodes = 1};
+        cr_assert_eq(gt__agg_add(a, &ev), 0);
+    }
+    cr_assert_eq(gt__agg_step(a, 0, 0, 100000), 0);
+    gt__agg_finish(a);
+    gt__agg_sort(a, GT__AGG_MODEL);
+}
+
+/* How many hints of kind name layer. */
+static int count(const struct gt__agg *a, const char *kind, const char *layer)
+{
+    struct gt__hint h[GT__MAX_HINTS];
+    size_t n = gt__hints_find(a, h, GT__MAX_HINTS);
+    int k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(h[i].kind, kind) == 0 && strcmp(h[i].layer, layer) == 0)
+            k++;
+    return k;
+}
+
+#define FWD(n, d) {GT__AGG_PH_FWD, n " forward", d, 0, 0, 0}
+#define BWD(n, t, self, accg) {GT__AGG_PH_BWD, n " backward", t, t, self, accg}
+#define RC(n, d) {GT__AGG_PH_RECOMPUTE, n " recompute", d, 0, 0, 0}
+
+Test(hints, backward_heavy_names_the_deepest_layer)
+{
+    struct gt__agg a;
+    const struct span_spec s[] = {FWD("m (Net)", 5000), BWD("m (Net)", 40000, 0, 0),
+                                  FWD("m.a (Linear)", 4000),
+                                  BWD("m.a (Linear)", 40000, 40000, 0)};
+    table(&a, s, 4);
+    cr_assert_eq(count(&a, "bwd-heavy", "m.a"), 1);
+    cr_assert_eq(count(&a, "bwd-heavy", "m"), 0, "its parent only includes it");
+    gt__agg_close(&a);
+}
+
+Test(hints, no_backward_hint_for_balanced_or_tiny_layers)
+{
+    struct gt__agg a;
+    const struct span_spec s[] = {FWD("m (Linear)", 20000), BWD("m (Linear)", 40000, 40000, 0),
+                                  FWD("t (Linear)", 10), BWD("t (Linear)", 1000, 1000, 0)};
+    table(&a, s, 4);
+    cr_assert_eq(count(&a, "bwd-heavy", "m"), 0, "2x is not backward-heavy");
+    cr_assert_eq(count(&a, "bwd-heavy", "t"), 0, "1%% of the step is no real share");
+    gt__agg_close(&a);
+}
+
+Test(hints, accumulate_grad_dominating)
+{
+    struct gt__agg a;
+    const struct span_spec yes[] = {FWD("e (Embedding)", 5000),
+                                    BWD("e (Embedding)", 10000, 10000, 8000)};
+    table(&a, yes, 2);
+    cr_assert_eq(count(&a, "accumulate-grad", "e"), 1);
+    gt__agg_close(&a);
+    const struct span_spec no[] = {FWD("e (Embedding)", 5000),
+                                   BWD("e (Embedding)", 10000, 10000, 2000)};
+    table(&a, no, 2);
+    cr_assert_eq(count(&a, "accumulate-grad", "e"), 0);
+    gt__agg_close(&a);
+}
+
+Test(hints, recompute_costlier_than_its_forward)
+{
+    struct gt__agg a;
+    const struct span_spec yes[] = {FWD("b (Block)", 5000), RC("b (Block)", 9000),
+                                    BWD("b (Block)", 9000, 9000, 0)};
+    table(&a, yes, 3);
+    cr_assert_eq(count(&a, "recompute", "b"), 1);
+    gt__agg_close(&a);
+    const struct span_spec no[] = {FWD("b (Block)", 5000), RC("b (Block)", 5100),
+                                   BWD("b (Block)", 9000, 9000, 0)};
+    table(&a, no, 3);
+    cr_assert_eq(count(&a, "recompute", "b"), 0);
+    gt__agg_close(&a);
+}
+
+Test(hints, lost_input_says_numbers_are_lower_bounds)
+{
+    struct gt__agg a;
+    const struct span_spec s[] = {FWD("m (Linear)", 20000), BWD("m (Linear)", 20000, 20000, 0)};
+    table(&a, s, 2);
+    cr_assert_eq(count(&a, "input", ""), 0);
+    gt__agg_lost(&a, 12, 0, 0, 0);
+    cr_assert_eq(count(&a, "input", ""), 1);
+    gt__agg_close(&a);
+}
+
+Test(diff, verdict_needs_relative_noise_and_absolute_thresholds)
+{
+    const struct gt__diff_rule o = {.thr = 10, .sigma = 3, .min_ms = 0.1, .fail = -1};
+    cr_assert_eq(gt__diff_verdict(&o, 5.0, 10.0, 0.1, 50), 1, "50%% slower, quiet");
+    cr_assert_eq(gt__diff_verdict(&o, -5.0, 10.0, 0.1, 50), -1, "faster");
+    cr_assert_eq(gt__diff_verdict(&o, 0.5, 10.0, 0.01, 50), 0, "5%% is under 10%%");
+    cr_assert_eq(gt__diff_verdict(&o, 5.0, 10.0, 2.0, 50), 0, "within 3 standard errors");
+    cr_assert_eq(gt__diff_verdict(&o, 0.05, 0.1, -1, 50), 0, "under the 0.1 ms floor");
+    cr_assert_eq(gt__diff_verdict(&o, 0.4, 1.0, -1, 100), 0, "under 1%% of the step");
+    cr_assert_eq(gt__diff_verdict(&o, 5.0, 10.0, -1, 50), 1, "no variance known");
+}
+
+Test(svg, one_track_per_row_shown_and_nothing_external, .timeout = 10)
+{
+    struct gt__agg a;
+    const struct span_spec s[] = {FWD("m (Net)", 5000), BWD("m (Net)", 9000, 0, 0),
+                                  FWD("m.a (Linear)", 4000), BWD("m.a (Linear)", 8000, 8000, 0),
+                                  FWD("m.b<x> (Linear)", 1000)};
+    table(&a, s, 5);
+    char dir[] = "/tmp/gt-svg-XXXXXX", path[64];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/a.svg", dir);
+    struct gt__rep_opts o = {.order = GT__AGG_MODEL, .depth = -1, .top = -1};
+    cr_assert_eq(gt__report_write_svg(path, &a, &o), 0);
+    FILE *f = fopen(path, "r");
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    int tracks = 0;
+    for (const char *p = buf; (p = strstr(p, "fill=\"#eeeeee\"")); p++)
+        tracks++;
+    cr_assert_eq(tracks, 3);
+    cr_assert_not_null(strstr(buf, "m.b&lt;x&gt;"), "labels are escaped");
+    cr_assert_not_null(strstr(buf, "</svg>"));
+    cr_assert_null(strstr(buf, "href"), "no external asset");
+    o.depth = 0;
+    cr_assert_eq(gt__report_write_svg(path, &a, &o), 0);
+    f = fopen(path, "r");
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    tracks = 0;
+    for (const char *p = buf; (p = strstr(p, "fill=\"#eeeeee\"")); p++)
+        tracks++;
+    cr_assert_eq(tracks, 1, "--depth 0: the root only");
+    unlink(path);
+    rmdir(dir);
+    gt__agg_close(&a);
+}
