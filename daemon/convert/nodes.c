@@ -15,13 +15,17 @@
  */
 #include "daemon/convert/internal.h"
 
-/* @return whether node name id is an AccumulateGrad. */
+/* @return whether node name id is an AccumulateGrad: "AccumulateGrad",
+ * or qualified as torch 1.13 names it ("torch::autograd::AccumulateGrad"). */
 static int is_accumulate(struct gt__writer *c, uint32_t name)
 {
     static const char acc[] = "AccumulateGrad";
+    const uint32_t al = sizeof(acc) - 1;
     uint32_t n = 0;
     const char *raw = gt__str_raw(c, name, &n);
-    return n == sizeof(acc) - 1 && memcmp(raw, acc, n) == 0;
+    if (n < al || memcmp(raw + n - al, acc, al) != 0)
+        return 0;
+    return n == al || (n > al + 1 && raw[n - al - 1] == ':' && raw[n - al - 2] == ':');
 }
 
 /* The node's args after "layer": param, order, unclosed. */
