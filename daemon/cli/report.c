@@ -1,5 +1,8 @@
 /*
- * `gradtrace report`: the per-layer table, without opening a viewer.
+ * `gradtrace report`: the per-layer table, without opening a viewer. This
+ * file reads the inputs and the options (gt__report_load is shared with
+ * `gradtrace diff`); the outputs are report_out.c (text, CSV, JSON),
+ * report_svg.c (--svg) and hints.c.
  *
  * Input is what gradtrace writes (schema/trace-output.md): one or more
  * trace files of one stream (rotated files are summed), or a .gtr
