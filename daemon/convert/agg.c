@@ -42,6 +42,7 @@ void gt__agg_close(struct gt__agg *a)
         gt__free(a->layers[i].cls);
         gt__free(a->layers[i].parent);
         gt__free(a->layers[i].it);
+        gt__free(a->layers[i].top_node);
     }
     gt__free(a->layers);
     gt__free(a->slots);
@@ -190,6 +191,25 @@ static void add_backward(struct gt__agg_layer *l, const struct gt__agg_ev *ev)
         l->order2 += (uint64_t)ev->order2;
 }
 
+/* A backward span's longest own node into the row's top-1. @return 0 or
+ * -ENOMEM. */
+static int top_add(struct gt__agg_layer *l, const struct gt__agg_ev *ev)
+{
+    if (l->top_node && strcmp(l->top_node, ev->top_node) == 0) {
+        l->top_node_us += ev->top_node_us;
+        return 0;
+    }
+    if (l->top_node && ev->top_node_us <= l->top_node_us)
+        return 0;
+    char *d = dup_n(ev->top_node, strlen(ev->top_node));
+    if (!d)
+        return -ENOMEM;
+    gt__free(l->top_node);
+    l->top_node = d;
+    l->top_node_us = ev->top_node_us;
+    return 0;
+}
+
 int gt__agg_add(struct gt__agg *a, const struct gt__agg_ev *ev)
 {
     static const char *const phases[] = {"backward", "forward", "recompute"};
@@ -220,6 +240,8 @@ int gt__agg_add(struct gt__agg *a, const struct gt__agg_ev *ev)
         l->rc_us += ev->dur;
     } else {
         add_backward(l, ev);
+        if (ev->top_node && top_add(l, ev) < 0)
+            return -ENOMEM;
     }
     struct gt__agg_vals v = vals_of(ev);
     return gt__agg_iter_span(a, l, ev->ts, &v);
@@ -509,6 +531,8 @@ static void obs_layer(void *ud, const char *name, uint64_t rel_ns,
         e.self_us = us_of(ev->self_ns);
         e.accg_us = us_of(ev->accg_ns);
         e.parent = ev->parent;
+        e.top_node = ev->top;
+        e.top_node_us = us_of(ev->top_ns);
     }
     int rc = gt__agg_add(k->a, &e);
     if (rc && !k->err)

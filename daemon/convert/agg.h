@@ -82,6 +82,11 @@ struct gt__agg_layer {
     double bwd_self_us;  /* node time of its own nodes */
     double bwd_wall_us;  /* sum of the spans' durations */
     double accg_us;      /* its own AccumulateGrad nodes' time */
+    /* Its own longest node: the name that was a span's longest own node
+     * with the largest sum of those times over the spans (top-1, so
+     * bounded; a name losing to another in some spans is undercounted). */
+    char *top_node;
+    double top_node_us;
     uint64_t bwd_nodes, bwd_self_nodes, order2;
     /* gt__agg_finish: */
     int depth;           /* in the module tree, 0 for a root */
@@ -136,6 +141,8 @@ struct gt__agg_ev {
     double nodes, self_nodes, order2;
     double time_us, self_us, accg_us;
     const char *parent;  /* NULL: none given */
+    const char *top_node; /* the span's longest own node, or NULL */
+    double top_node_us;
 };
 
 enum gt__agg_order {

@@ -153,6 +153,9 @@ struct gt__layer_ev {
     uint64_t nodes, self_nodes;     /* with descendants; its own */
     uint64_t time_ns, self_ns;      /* with descendants; its own */
     uint64_t accg_ns;               /* its own AccumulateGrad nodes */
+    const char *top;                /* its own longest node's name (raw), */
+    uint32_t top_len;               /*   NULL when it has no node of its own */
+    uint64_t top_ns;                /*   and that node's own time */
     uint64_t order2;                /* nodes made by backward, inclusive */
     const char *parent;             /* NULL: a root */
     uint32_t parent_len;

@@ -229,6 +229,8 @@ void gt__layer_credit(struct gt__writer *c, uint32_t path_id,
             L->nodes = 0;
             L->time_ns = L->order2 = 0;
             L->self_nodes = L->self_ns = L->accg_ns = 0;
+            L->top_name = 0;
+            L->top_ns = 0;
             c->touched[c->ntouched++] = (uint32_t)a;
         } else {
             if (k->s < L->first)
@@ -244,6 +246,10 @@ void gt__layer_credit(struct gt__writer *c, uint32_t path_id,
             L->self_ns += k->self_ns;
             if (k->accumulate)
                 L->accg_ns += k->self_ns;
+            if (k->name && (!L->top_name || k->self_ns > L->top_ns)) {
+                L->top_name = k->name;
+                L->top_ns = k->self_ns;
+            }
         }
     }
 }
@@ -288,6 +294,15 @@ static size_t layer_args(struct gt__writer *c, char *args,
     }
     if (L->order2)
         p = PUT_KV(p, ",\"second_order_nodes\":", L->order2);
+    uint32_t tl = 0;
+    const char *top = L->top_name ? gt__str_esc(c, L->top_name, &tl) : NULL;
+    if (top && tl <= GT__JSON_ESCAPED_MAX(GT_STRING_MAX)) {
+        p = GT__LIT(p, ",\"top_node\":\"");
+        memcpy(p, top, tl);
+        p += tl;
+        p = GT__LIT(p, "\",\"top_node_us\":");
+        p = gt__fmt_us(p, L->top_ns);
+    }
     p = PUT_KV(p, ",\"pass\":", pass);
     if (L->parent >= 0) {
         const struct gt__wlayer *P = &c->layers[L->parent];
@@ -305,7 +320,7 @@ static void emit_layer_span(struct gt__writer *c, uint32_t t,
                             const struct span_item *it, uint64_t pass)
 {
     const struct gt__wlayer *L = &c->layers[it->layer];
-    char args[2 * GT__JSON_ESCAPED_MAX(GT_STRING_MAX) + 320];
+    char args[3 * GT__JSON_ESCAPED_MAX(GT_STRING_MAX) + 360];
     size_t al = layer_args(c, args, L, pass);
     uint32_t cl = 0;
     const char *cls = L->cls ? gt__str_esc(c, L->cls, &cl) : NULL;
@@ -335,7 +350,10 @@ static void emit_layer_span(struct gt__writer *c, uint32_t t,
             .nodes = L->nodes, .self_nodes = L->self_nodes,
             .time_ns = L->time_ns, .self_ns = L->self_ns,
             .accg_ns = L->accg_ns, .order2 = L->order2,
+            .top_ns = L->top_ns,
             .parent = P ? P->path : NULL, .parent_len = P ? P->path_len : 0};
+        if (L->top_name)
+            ev.top = gt__str_raw(c, L->top_name, &ev.top_len);
         gt__obs_layer(c, &ev, L->path, L->path_len, rcls, cls ? rl : 0);
     }
 }
