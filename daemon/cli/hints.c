@@ -12,6 +12,9 @@
  *    ancestors include it.
  *  - accumulate-grad: a layer's own AccumulateGrad nodes take more than
  *    half its own backward and at least ACCG_MIN of the step.
+ *  - top-node: one node (named) takes at least TOP_SHARE of a layer's own
+ *    backward, the layer has other nodes of its own, and that backward is
+ *    at least SHARE_MIN of the step.
  *  - recompute: a checkpointed layer whose recompute costs more per call
  *    than RC_RATIO times the forward call it repeats, and at least
  *    RC_MIN of the step.
@@ -30,6 +33,7 @@
 #define ACCG_MIN 0.02
 #define RC_RATIO 1.1
 #define RC_MIN 0.01
+#define TOP_SHARE 0.6
 
 static double step_base(const struct gt__agg *r)
 {
@@ -136,12 +140,33 @@ static void hint_rc(const struct gt__agg *r, double base, struct gt__hint *h,
     }
 }
 
+static void hint_top(const struct gt__agg *r, double base, struct gt__hint *h,
+                     size_t *n, size_t cap)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        const struct gt__agg_layer *l = &r->layers[i];
+        struct gt__hint *x;
+        if (!l->top_node || l->bwd_self_us <= 0 || base <= 0 ||
+            l->bwd_self_nodes < 2 * (l->bwd_spans ? l->bwd_spans : 1) ||
+            l->top_node_us < TOP_SHARE * l->bwd_self_us ||
+            l->bwd_self_us / base < SHARE_MIN ||
+            !(x = hint_add(h, n, cap, "top-node", l->path)))
+            continue;
+        snprintf(x->text, sizeof(x->text),
+                 "one node, %.120s, takes %.3f ms of its own backward %.3f ms "
+                 "(%.0f%%), %.1f%% of the step",
+                 l->top_node, l->top_node_us / 1e3, l->bwd_self_us / 1e3,
+                 100 * l->top_node_us / l->bwd_self_us, 100 * l->bwd_self_us / base);
+    }
+}
+
 size_t gt__hints_find(const struct gt__agg *r, struct gt__hint *h, size_t cap)
 {
     size_t n = 0;
     double base = step_base(r);
     hint_input(r, h, &n, cap);
     hint_bwd(r, base, h, &n, cap);
+    hint_top(r, base, h, &n, cap);
     hint_accg(r, base, h, &n, cap);
     hint_rc(r, base, h, &n, cap);
     return n;

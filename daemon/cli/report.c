@@ -109,6 +109,7 @@ static int add_event(struct gt__agg *r, const cJSON *ev)
         if (strcmp(cat->valuestring, layer_cats[i].cat) != 0)
             continue;
         const cJSON *parent = cJSON_GetObjectItemCaseSensitive(args, "parent");
+        const cJSON *top = cJSON_GetObjectItemCaseSensitive(args, "top_node");
         struct gt__agg_ev e = {
             .phase = layer_cats[i].phase, .name = name->valuestring,
             .ts = num_of(ev, "ts", 0), .dur = dur->valuedouble,
@@ -118,7 +119,9 @@ static int add_event(struct gt__agg *r, const cJSON *ev)
             .time_us = num_of(args, "time_us", -1),
             .self_us = num_of(args, "self_us", 0),
             .accg_us = num_of(args, "accumulate_grad_us", 0),
-            .parent = cJSON_IsString(parent) ? parent->valuestring : NULL};
+            .parent = cJSON_IsString(parent) ? parent->valuestring : NULL,
+            .top_node = cJSON_IsString(top) ? top->valuestring : NULL,
+            .top_node_us = num_of(args, "top_node_us", 0)};
         return gt__agg_add(r, &e);
     }
     return 0;

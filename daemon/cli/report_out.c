@@ -91,11 +91,16 @@ static void csv_row(FILE *f, const struct gt__agg *r, const struct gt__agg_layer
     if (share >= 0)
         fprintf(f, "%.4f", share);
     if (st)
-        fprintf(f, ",%llu,%.3f,%.3f,%.3f\n", (unsigned long long)st->n,
+        fprintf(f, ",%llu,%.3f,%.3f,%.3f,", (unsigned long long)st->n,
                 gt__agg_mean(st) / 1e3, gt__agg_quantile(st, 0.5) / 1e3,
                 gt__agg_quantile(st, 0.95) / 1e3);
     else
-        fputs(",0,,,\n", f);
+        fputs(",0,,,,", f);
+    /* Node names hold "::" and "<>", never commas or quotes; quoted anyway. */
+    if (l->top_node)
+        fprintf(f, "\"%s\",%.3f\n", l->top_node, l->top_node_us / 1e3);
+    else
+        fputs(",\n", f);
 }
 
 void gt__report_print_csv(FILE *f, const struct gt__agg *r,
@@ -104,24 +109,25 @@ void gt__report_print_csv(FILE *f, const struct gt__agg *r,
     fputs("layer,class,fwd_calls,fwd_ms,bwd_spans,bwd_ms,bwd_nodes,"
           "recompute_calls,recompute_ms,bwd_self_ms,bwd_self_nodes,"
           "accumulate_grad_ms,bwd_wall_ms,second_order_nodes,parent,depth,"
-          "container,share,iterations,iter_mean_ms,iter_p50_ms,iter_p95_ms\n", f);
+          "container,share,iterations,iter_mean_ms,iter_p50_ms,iter_p95_ms,"
+          "top_node,top_node_ms\n", f);
     size_t end = rows_end(r, o);
     for (size_t i = 0; i < end; i++)
         if (gt__report_shown(&r->layers[i], o))
             csv_row(f, r, &r->layers[i]);
     struct gt__rep_totals t = gt__report_totals(r);
     fprintf(f, "(unattributed),,0,0.000,0,%.3f,%llu,0,0.000,%.3f,%llu,0.000,"
-               "0.000,0,,0,0,,0,,,\n",
+               "0.000,0,,0,0,,0,,,,,\n",
             r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes,
             r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes);
     fprintf(f, "(total),,0,%.3f,0,%.3f,%llu,0,%.3f,0.000,0,%.3f,0.000,%llu,,0,"
-               "0,,%llu,,,\n",
+               "0,,%llu,,,,,\n",
             t.fwd_us / 1e3, t.bwd_us / 1e3, (unsigned long long)t.nodes,
             t.rc_us / 1e3, t.accg_us / 1e3, (unsigned long long)r->rest.order2,
             (unsigned long long)r->steps);
     if (r->steps)
         fprintf(f, "(rest of step),,0,%.3f,0,0.000,0,0,0.000,0.000,0,0.000,"
-                   "0.000,0,,0,0,,%llu,,,\n",
+                   "0.000,0,,0,0,,%llu,,,,,\n",
                 t.rest_us / 1e3, (unsigned long long)r->steps);
 }
 
@@ -283,6 +289,11 @@ static cJSON *layer_json(const struct gt__agg *r, const struct gt__agg_layer *l)
     cJSON_AddNumberToObject(j, "bwd_nodes", (double)l->bwd_nodes);
     cJSON_AddNumberToObject(j, "bwd_self_nodes", (double)l->bwd_self_nodes);
     cJSON_AddNumberToObject(j, "accumulate_grad_ms", l->accg_us / 1e3);
+    if (l->top_node)
+        cJSON_AddStringToObject(j, "top_node", l->top_node);
+    else
+        cJSON_AddNullToObject(j, "top_node");
+    cJSON_AddNumberToObject(j, "top_node_ms", l->top_node_us / 1e3);
     add_num_or_null(j, "bwd_fwd_ratio", l->fwd_us > 0 ? l->bwd_us / l->fwd_us : 0,
                     l->fwd_us > 0 && l->bwd_spans);
     add_num_or_null(j, "share", sh, sh >= 0);

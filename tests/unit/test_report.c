@@ -164,3 +164,36 @@ Test(svg, one_track_per_row_shown_and_nothing_external, .timeout = 10)
     rmdir(dir);
     gt__agg_close(&a);
 }
+
+/* A table whose layer m's backward spans name their longest own node. */
+static void top_table(struct gt__agg *a, double top_us, double self_us)
+{
+    gt__agg_init(a);
+    struct gt__agg_ev f = {.phase = GT__AGG_PH_FWD, .name = "m (Attn) forward",
+                           .ts = 1, .dur = 10000};
+    struct gt__agg_ev b = {.phase = GT__AGG_PH_BWD, .name = "m (Attn) backward",
+                           .ts = 2, .dur = self_us, .time_us = self_us,
+                           .self_us = self_us, .nodes = 5, .self_nodes = 5,
+                           .top_node = "BmmBackward0", .top_node_us = top_us};
+    cr_assert_eq(gt__agg_add(a, &f), 0);
+    cr_assert_eq(gt__agg_add(a, &b), 0);
+    cr_assert_eq(gt__agg_step(a, 0, 0, 100000), 0);
+    gt__agg_finish(a);
+}
+
+Test(hints, one_node_taking_most_of_a_backward_is_named)
+{
+    struct gt__agg a;
+    top_table(&a, 18000, 20000);
+    struct gt__hint h[GT__MAX_HINTS];
+    size_t n = gt__hints_find(&a, h, GT__MAX_HINTS);
+    cr_assert_eq(count(&a, "top-node", "m"), 1);
+    int named = 0;
+    for (size_t i = 0; i < n; i++)
+        named |= strstr(h[i].text, "BmmBackward0") != NULL;
+    cr_assert(named, "the hint names the node");
+    gt__agg_close(&a);
+    top_table(&a, 6000, 20000);
+    cr_assert_eq(count(&a, "top-node", "m"), 0, "30%% is not most");
+    gt__agg_close(&a);
+}

@@ -73,6 +73,12 @@ def recompute(evs):
             r["accg_us"] += a.get("accumulate_grad_us", 0)
             if a.get("parent"):
                 r["parent"] = a["parent"]
+            t = a.get("top_node")
+            if t is not None:  # the report's top-1 rule (agg.h)
+                if r.get("top") == t:
+                    r["top_us"] += a["top_node_us"]
+                elif r.get("top") is None or a["top_node_us"] > r["top_us"]:
+                    r["top"], r["top_us"] = t, a["top_node_us"]
         k = bisect.bisect_right(starts, e["ts"]) - 1
         if k >= 0 and e["ts"] < iters[k][1]:
             per_it[path][k] += v
@@ -116,6 +122,9 @@ def check_rows(table, rows, iters, per_it, un):
         near(r["bwd_nodes"], x["nodes"], p + " bwd_nodes", 0)
         near(r["bwd_spans"], x["bwd_spans"], p + " bwd_spans", 0)
         near(r["accumulate_grad_ms"], x["accg_us"] / 1e3, p + " accumulate_grad_ms")
+        if r["top_node"] != (x.get("top") or ""):
+            fail(f"{p}: top_node {r['top_node']!r} != {x.get('top')!r}")
+        near(r["top_node_ms"] or 0, x.get("top_us", 0) / 1e3, p + " top_node_ms")
         if step > 0:
             tot = float(r["fwd_ms"]) + float(r["recompute_ms"]) + float(r["bwd_ms"])
             near(r["share"], tot / (step / 1e3), p + " share", 0.0002 + 3 * TOL / (step / 1e3))
