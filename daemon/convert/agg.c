@@ -256,6 +256,19 @@ int gt__agg_span(struct gt__agg *a, int fwd, const char *name, double ts,
     return gt__agg_add(a, &ev);
 }
 
+int gt__agg_kernel(struct gt__agg *a, const char *path, int bwd, double dur)
+{
+    struct gt__agg_layer *l;
+    if (!path[0])
+        return 0;
+    if (!(l = row_get(a, path, strlen(path))))
+        return -ENOMEM;
+    l->gpu_kernels++;
+    l->gpu_self_us[bwd ? 1 : 0] += dur > 0 ? dur : 0;
+    a->gpu_kernels++;
+    return 0;
+}
+
 void gt__agg_totals(struct gt__agg *a, const struct gt__agg_rest *t)
 {
     a->rest.groups++;
@@ -378,11 +391,16 @@ void gt__agg_finish(struct gt__agg *a)
     /* Deepest first, so a container's children are complete when their
      * sums reach it. Recompute is inclusive like forward: a module not
      * recomputed itself shows what was recomputed inside it. */
+    for (size_t r = 0; r < a->n; r++)
+        for (int ph = 0; ph < 2; ph++)
+            a->layers[r].gpu_us[ph] = a->layers[r].gpu_self_us[ph];
     for (size_t k = 0; k < a->n; k++) {
         const struct gt__agg_layer *l = &a->layers[ix[k]];
         if (l->up < 0)
             continue;
         struct gt__agg_layer *p = &a->layers[l->up];
+        p->gpu_us[0] += l->gpu_us[0];
+        p->gpu_us[1] += l->gpu_us[1];
         if (p->container)
             p->fwd_us += l->fwd_us;
         if (p->rc_calls == 0)
@@ -558,6 +576,14 @@ static void obs_iteration(void *ud, uint64_t step, uint64_t rel_ns,
         k->err = rc;
 }
 
+static void obs_kernel(void *ud, const char *layer, int bwd, uint64_t dur_ns)
+{
+    struct agg_sink *k = ud;
+    int rc = gt__agg_kernel(k->a, layer, bwd, us_of(dur_ns));
+    if (rc && !k->err)
+        k->err = rc;
+}
+
 static int agg_hello(struct gt__csink *s, const struct gt__hello_info *h)
 {
     struct agg_sink *k = (struct agg_sink *)s;
@@ -612,7 +638,8 @@ struct gt__csink *gt__agg_sink_create(struct gt__agg *a)
     k->a = a;
     k->obs = (struct gt__span_obs){.ud = k, .layer = obs_layer,
                                    .totals = obs_totals,
-                                   .iteration = obs_iteration};
+                                   .iteration = obs_iteration,
+                                   .kernel = obs_kernel};
     k->conv = gt__conv_create(&o);
     if (!k->conv) {
         gt__free(k);

@@ -87,6 +87,10 @@ struct gt__agg_layer {
      * bounded; a name losing to another in some spans is undercounted). */
     char *top_node;
     double top_node_us;
+    /* GPU kernels tagged with the layer, by phase: its own, and (after
+     * gt__agg_finish) inclusive of sub-layers. */
+    uint64_t gpu_kernels;
+    double gpu_self_us[2], gpu_us[2]; /* [0] forward, [1] backward */
     uint64_t bwd_nodes, bwd_self_nodes, order2;
     /* gt__agg_finish: */
     int depth;           /* in the module tree, 0 for a root */
@@ -120,6 +124,7 @@ struct gt__agg {
     uint64_t rng;                 /* reservoir sampling state */
     /* what the input says was lost (gt__agg_lost), for the hints */
     uint64_t lost_events, lost_chunks, corrupt_chunks, truncated;
+    uint64_t gpu_kernels;         /* kernels with a layer, all rows */
     struct gt__agg_rest rest;
     int finished;        /* gt__agg_finish ran */
 };
@@ -169,6 +174,10 @@ GT__WUR int gt__agg_span(struct gt__agg *a, int fwd, const char *name,
                          double ts, double dur, double nodes);
 /* Adds one layer span of any phase. @return 0 or -ENOMEM. */
 GT__WUR int gt__agg_add(struct gt__agg *a, const struct gt__agg_ev *ev);
+/* Adds one GPU kernel of dur us tagged with layer path (bwd 1: in its
+ * backward). @return 0 or -ENOMEM. */
+GT__WUR int gt__agg_kernel(struct gt__agg *a, const char *path, int bwd,
+                           double dur);
 /* Adds one pass group's totals ("backward totals"). */
 void gt__agg_totals(struct gt__agg *a, const struct gt__agg_rest *t);
 /* Resolves the tree (parents, depths) and gives containers their

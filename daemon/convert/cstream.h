@@ -177,7 +177,7 @@ struct gt__totals_ev {
  * recompute" or "... backward"), its start relative to the base and
  * duration in ns, and the span's numbers; each pass group's totals; and
  * each iteration: its step number, start relative to the base and
- * duration in ns.
+ * duration in ns; each GPU kernel with a layer.
  */
 struct gt__span_obs {
     void *ud;
@@ -186,6 +186,9 @@ struct gt__span_obs {
     void (*totals)(void *ud, const struct gt__totals_ev *t);
     void (*iteration)(void *ud, uint64_t step, uint64_t rel_ns,
                       uint64_t dur_ns);
+    /* A GPU kernel tagged with a layer (path as the trace has it,
+     * NUL-terminated) and phase (bwd 1: backward, 0: forward). */
+    void (*kernel)(void *ud, const char *layer, int bwd, uint64_t dur_ns);
 };
 
 /* What the last metadata record changed, for the writers' part of it. */
