@@ -102,6 +102,15 @@ static int add_event(struct gt__agg *r, const cJSON *ev)
     }
     if (!cJSON_IsString(cat) || !cJSON_IsString(name) || !cJSON_IsNumber(dur))
         return 0;
+    if (strcmp(cat->valuestring, "kernel") == 0) {
+        const cJSON *layer = cJSON_GetObjectItemCaseSensitive(args, "layer");
+        const cJSON *phase = cJSON_GetObjectItemCaseSensitive(args, "phase");
+        if (!cJSON_IsString(layer) || !cJSON_IsString(phase))
+            return 0;
+        return gt__agg_kernel(r, layer->valuestring,
+                              strcmp(phase->valuestring, "backward") == 0,
+                              dur->valuedouble);
+    }
     if (strcmp(cat->valuestring, "iteration") == 0)
         return gt__agg_step(r, (uint64_t)num_of(args, "step", 0),
                             num_of(ev, "ts", 0), dur->valuedouble);
@@ -217,6 +226,7 @@ static int read_json(struct gt__agg *r, const char *path, struct json_lost *jl)
         }
         /* Cheap filter before parsing: only the categories we sum. */
         if (!strstr(line, "\"cat\":\"layer_") && !strstr(line, "\"cat\":\"iteration\"") &&
+            !strstr(line, "\"cat\":\"kernel\"") &&
             !strstr(line, "\"cat\":\"backward_totals\""))
             continue;
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == ','))

@@ -98,9 +98,11 @@ static void csv_row(FILE *f, const struct gt__agg *r, const struct gt__agg_layer
         fputs(",0,,,,", f);
     /* Node names hold "::" and "<>", never commas or quotes; quoted anyway. */
     if (l->top_node)
-        fprintf(f, "\"%s\",%.3f\n", l->top_node, l->top_node_us / 1e3);
+        fprintf(f, "\"%s\",%.3f,", l->top_node, l->top_node_us / 1e3);
     else
-        fputs(",\n", f);
+        fputs(",,", f);
+    fprintf(f, "%.3f,%.3f,%llu\n", l->gpu_us[0] / 1e3, l->gpu_us[1] / 1e3,
+            (unsigned long long)l->gpu_kernels);
 }
 
 void gt__report_print_csv(FILE *f, const struct gt__agg *r,
@@ -110,24 +112,24 @@ void gt__report_print_csv(FILE *f, const struct gt__agg *r,
           "recompute_calls,recompute_ms,bwd_self_ms,bwd_self_nodes,"
           "accumulate_grad_ms,bwd_wall_ms,second_order_nodes,parent,depth,"
           "container,share,iterations,iter_mean_ms,iter_p50_ms,iter_p95_ms,"
-          "top_node,top_node_ms\n", f);
+          "top_node,top_node_ms,gpu_fwd_ms,gpu_bwd_ms,gpu_kernels\n", f);
     size_t end = rows_end(r, o);
     for (size_t i = 0; i < end; i++)
         if (gt__report_shown(&r->layers[i], o))
             csv_row(f, r, &r->layers[i]);
     struct gt__rep_totals t = gt__report_totals(r);
     fprintf(f, "(unattributed),,0,0.000,0,%.3f,%llu,0,0.000,%.3f,%llu,0.000,"
-               "0.000,0,,0,0,,0,,,,,\n",
+               "0.000,0,,0,0,,0,,,,,,,,\n",
             r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes,
             r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes);
     fprintf(f, "(total),,0,%.3f,0,%.3f,%llu,0,%.3f,0.000,0,%.3f,0.000,%llu,,0,"
-               "0,,%llu,,,,,\n",
+               "0,,%llu,,,,,,,,\n",
             t.fwd_us / 1e3, t.bwd_us / 1e3, (unsigned long long)t.nodes,
             t.rc_us / 1e3, t.accg_us / 1e3, (unsigned long long)r->rest.order2,
             (unsigned long long)r->steps);
     if (r->steps)
         fprintf(f, "(rest of step),,0,%.3f,0,0.000,0,0,0.000,0.000,0,0.000,"
-                   "0.000,0,,0,0,,%llu,,,,,\n",
+                   "0.000,0,,0,0,,%llu,,,,,,,,\n",
                 t.rest_us / 1e3, (unsigned long long)r->steps);
 }
 
@@ -155,11 +157,15 @@ static void table_row(FILE *f, const struct gt__agg *r,
     }
     snprintf(name, sizeof(name), "%*s%s", d, "", l->path);
     fprintf(f, "%-*.*s  %-14.14s %6s %11.3f %5llu %9.3f %11.3f %11.3f %9llu "
-               "%8s %9.3f %6s %5s %9s %9s\n",
+               "%8s %9.3f %6s %5s %9s %9s",
             w, w, name, l->cls ? l->cls : "", calls, l->fwd_us / 1e3,
             (unsigned long long)l->rc_calls, l->rc_us / 1e3, l->bwd_us / 1e3,
             l->bwd_self_us / 1e3, (unsigned long long)l->bwd_nodes, ratio,
             l->accg_us / 1e3, share, itn, p50, p95);
+    /* GPU columns only when the input has CUDA data. */
+    if (r->gpu_kernels)
+        fprintf(f, " %10.3f %10.3f", l->gpu_us[0] / 1e3, l->gpu_us[1] / 1e3);
+    fputc('\n', f);
 }
 
 static void table_footer(FILE *f, const struct gt__agg *r, int w)
@@ -184,6 +190,8 @@ static void table_footer(FILE *f, const struct gt__agg *r, int w)
           "(self ms: its own nodes);\ncontainers (fwd n -) show their children's "
           "sums; total = top-level rows + (unattributed);\nshare: % of the "
           "iterations' time; it n, p50, p95: per-iteration fwd+rc+bwd ms", f);
+    if (r->gpu_kernels)
+        fputs(";\ngpu ms: kernels tagged with the layer and phase, inclusive", f);
     if (r->rest.un_accg || r->rest.order2)
         fprintf(f, ";\n%llu AccumulateGrad nodes without a layer (input leaves), "
                    "%llu nodes made by backward (second order)",
@@ -216,10 +224,13 @@ void gt__report_print_table(FILE *f, const struct gt__agg *r,
         if (gt__report_shown(l, o) && len > w)
             w = len < 60 ? len : 60;
     }
-    fprintf(f, "%-*s  %-14s %6s %11s %5s %9s %11s %11s %9s %8s %9s %6s %5s %9s %9s\n",
+    fprintf(f, "%-*s  %-14s %6s %11s %5s %9s %11s %11s %9s %8s %9s %6s %5s %9s %9s",
             w, "layer", "class", "fwd n", "fwd ms", "rc n", "rc ms", "bwd ms",
             "self ms", "bwd nodes", "bwd/fwd", "accg ms", "share", "it n",
             "p50 ms", "p95 ms");
+    if (r->gpu_kernels)
+        fprintf(f, " %10s %10s", "gpu fwd ms", "gpu bwd ms");
+    fputc('\n', f);
     for (size_t i = 0; i < end; i++)
         if (gt__report_shown(&r->layers[i], o))
             table_row(f, r, &r->layers[i], w, indent);
@@ -289,6 +300,9 @@ static cJSON *layer_json(const struct gt__agg *r, const struct gt__agg_layer *l)
     cJSON_AddNumberToObject(j, "bwd_nodes", (double)l->bwd_nodes);
     cJSON_AddNumberToObject(j, "bwd_self_nodes", (double)l->bwd_self_nodes);
     cJSON_AddNumberToObject(j, "accumulate_grad_ms", l->accg_us / 1e3);
+    cJSON_AddNumberToObject(j, "gpu_fwd_ms", l->gpu_us[0] / 1e3);
+    cJSON_AddNumberToObject(j, "gpu_bwd_ms", l->gpu_us[1] / 1e3);
+    cJSON_AddNumberToObject(j, "gpu_kernels", (double)l->gpu_kernels);
     if (l->top_node)
         cJSON_AddStringToObject(j, "top_node", l->top_node);
     else

@@ -54,6 +54,11 @@ def recompute(evs):
     un = 0.0
     for e in evs:
         cat = e.get("cat", "")
+        if cat == "kernel" and "layer" in e.get("args", {}):
+            ph = "gpu_bwd" if e["args"]["phase"] == "backward" else "gpu_fwd"
+            rows[e["args"]["layer"]][ph] += e["dur"]
+            rows[e["args"]["layer"]]["gpu_kernels"] += 1
+            continue
         if cat == "backward_totals":
             un += e["args"].get("unattributed_us", 0)
             continue
@@ -122,6 +127,15 @@ def check_rows(table, rows, iters, per_it, un):
         near(r["bwd_nodes"], x["nodes"], p + " bwd_nodes", 0)
         near(r["bwd_spans"], x["bwd_spans"], p + " bwd_spans", 0)
         near(r["accumulate_grad_ms"], x["accg_us"] / 1e3, p + " accumulate_grad_ms")
+        sub, todo = [], [r]
+        while todo:  # the row and its descendants, by the table's parents
+            q = todo.pop()
+            sub.append(q)
+            todo += kids[q["layer"]]
+        for col, key in (("gpu_fwd_ms", "gpu_fwd"), ("gpu_bwd_ms", "gpu_bwd")):
+            want = sum(rows[q["layer"]][key] for q in sub) / 1e3
+            near(r[col], want, f"{p} {col} (inclusive)", TOL * (len(sub) + 1))
+        near(r["gpu_kernels"], x["gpu_kernels"], p + " gpu_kernels", 0)
         if r["top_node"] != (x.get("top") or ""):
             fail(f"{p}: top_node {r['top_node']!r} != {x.get('top')!r}")
         near(r["top_node_ms"] or 0, x.get("top_us", 0) / 1e3, p + " top_node_ms")
