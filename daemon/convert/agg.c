@@ -33,6 +33,7 @@
 void gt__agg_init(struct gt__agg *a)
 {
     memset(a, 0, sizeof(*a));
+    a->rank = -1;
 }
 
 void gt__agg_close(struct gt__agg *a)
@@ -286,6 +287,66 @@ void gt__agg_iteration(struct gt__agg *a, double dur)
     a->step_us += dur;
 }
 
+/* Copies text into *d unless it is set. @return 0 or -ENOMEM. */
+static int dup_once(char **d, const char *text)
+{
+    if (*d || !text)
+        return 0;
+    return (*d = dup_n(text, strlen(text))) ? 0 : -ENOMEM;
+}
+
+/* Row s's sums into row d (same path). @return 0 or -ENOMEM. */
+static int row_merge(struct gt__agg *a, struct gt__agg_layer *d,
+                     const struct gt__agg_layer *s)
+{
+    if (dup_once(&d->cls, s->cls) || dup_once(&d->parent, s->parent))
+        return -ENOMEM;
+    if (s->first_ts >= 0 && (d->first_ts < 0 || s->first_ts < d->first_ts))
+        d->first_ts = s->first_ts;
+    if (s->first_fwd_ts >= 0 &&
+        (d->first_fwd_ts < 0 || s->first_fwd_ts < d->first_fwd_ts))
+        d->first_fwd_ts = s->first_fwd_ts;
+    d->fwd_calls += s->fwd_calls;
+    d->fwd_us += s->fwd_us;
+    d->rc_calls += s->rc_calls;
+    d->rc_us += s->rc_us;
+    d->bwd_spans += s->bwd_spans;
+    d->bwd_us += s->bwd_us;
+    d->bwd_self_us += s->bwd_self_us;
+    d->bwd_wall_us += s->bwd_wall_us;
+    d->accg_us += s->accg_us;
+    d->bwd_nodes += s->bwd_nodes;
+    d->bwd_self_nodes += s->bwd_self_nodes;
+    d->order2 += s->order2;
+    d->gpu_kernels += s->gpu_kernels;
+    d->gpu_self_us[0] += s->gpu_self_us[0];
+    d->gpu_self_us[1] += s->gpu_self_us[1];
+    if (s->top_node) {
+        struct gt__agg_ev ev = {.top_node = s->top_node,
+                                .top_node_us = s->top_node_us};
+        if (top_add(d, &ev) < 0)
+            return -ENOMEM;
+    }
+    return gt__agg_iter_merge(a, d, s);
+}
+
+int gt__agg_merge(struct gt__agg *d, const struct gt__agg *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        const struct gt__agg_layer *l = &s->layers[i];
+        struct gt__agg_layer *r = row_get(d, l->path, strlen(l->path));
+        if (!r || row_merge(d, r, l) < 0)
+            return -ENOMEM;
+    }
+    uint64_t groups = d->rest.groups;
+    gt__agg_totals(d, &s->rest);
+    d->rest.groups = groups + s->rest.groups;
+    gt__agg_steps_merge(d, s);
+    if (d->rank < 0)
+        d->rank = s->rank;
+    return 0;
+}
+
 /* ------------------------------------------------------------ order */
 
 static int by_fwd(const void *pa, const void *pb)
@@ -513,6 +574,35 @@ void gt__agg_sort(struct gt__agg *a, enum gt__agg_order order)
     tree_resolve(a); /* rows moved: up again by index */
 }
 
+/* ------------------------------------------------------------ ranks */
+
+const struct gt__agg_layer *gt__agg_find(struct gt__agg *a, const char *path)
+{
+    long r = row_find(a, path, strlen(path));
+    return r >= 0 ? &a->layers[r] : NULL;
+}
+
+void gt__agg_rank_summary(struct gt__agg *all, struct gt__agg *ranks, size_t n)
+{
+    all->nranks = (uint32_t)n;
+    for (size_t i = 0; i < all->n && n > 1; i++) {
+        struct gt__agg_layer *l = &all->layers[i];
+        double sum = 0;
+        l->slow_rank = -1;
+        l->slow_us = 0;
+        for (size_t k = 0; k < n; k++) {
+            const struct gt__agg_layer *q = gt__agg_find(&ranks[k], l->path);
+            double t = q ? q->fwd_us + q->rc_us + q->bwd_us : 0;
+            sum += t;
+            if (l->slow_rank < 0 || t > l->slow_us) {
+                l->slow_rank = ranks[k].rank;
+                l->slow_us = t;
+            }
+        }
+        l->rank_mean_us = sum / (double)n;
+    }
+}
+
 /* ------------------------------------------------------------ sink */
 
 struct agg_sink {
@@ -587,6 +677,7 @@ static void obs_kernel(void *ud, const char *layer, int bwd, uint64_t dur_ns)
 static int agg_hello(struct gt__csink *s, const struct gt__hello_info *h)
 {
     struct agg_sink *k = (struct agg_sink *)s;
+    k->a->rank = h->h.rank;
     int rc = gt__conv_hello(k->conv, h);
     return rc ? rc : k->err;
 }

@@ -97,6 +97,10 @@ struct gt__agg_layer {
     int container;       /* children and no forward call of its own */
     long up;             /* parent row, -1: a root (kept by sorts) */
     struct gt__agg_iters *it; /* per-iteration state, NULL until needed */
+    /* gt__agg_rank_summary, with several ranks: the rank whose fwd + rc +
+     * bwd is largest, that time, and the ranks' mean. */
+    int32_t slow_rank;
+    double slow_us, rank_mean_us;
 };
 
 /* The backward time no layer owns, summed over pass groups. */
@@ -125,8 +129,12 @@ struct gt__agg {
     /* what the input says was lost (gt__agg_lost), for the hints */
     uint64_t lost_events, lost_chunks, corrupt_chunks, truncated;
     uint64_t gpu_kernels;         /* kernels with a layer, all rows */
+    uint32_t nranks;              /* gt__agg_rank_summary's n */
     struct gt__agg_rest rest;
     int finished;        /* gt__agg_finish ran */
+    int iter_closed;     /* gt__agg_iter_finish ran */
+    int32_t rank;        /* the input's rank (hello / distributedInfo),
+                          * -1 unknown; gt__agg_init sets -1 */
 };
 
 /* Phases of struct gt__agg_ev. */
@@ -158,6 +166,12 @@ enum gt__agg_order {
     GT__AGG_BWD,         /* backward time, largest first */
     GT__AGG_NAME,        /* path */
 };
+
+/* Row of path, or NULL. Rows must not move meanwhile (no sort). */
+const struct gt__agg_layer *gt__agg_find(struct gt__agg *a, const char *path);
+/* Sets each row of all (finished) to the slowest of the n per-rank
+ * tables (finished; their rows may be in any order) for that row. */
+void gt__agg_rank_summary(struct gt__agg *all, struct gt__agg *ranks, size_t n);
 
 /* An empty table. */
 void gt__agg_init(struct gt__agg *a);
@@ -215,6 +229,20 @@ void gt__agg_sort(struct gt__agg *a, enum gt__agg_order order);
 GT__WUR int gt__agg_iter_span(struct gt__agg *a, struct gt__agg_layer *l,
                               double ts, const struct gt__agg_vals *v);
 void gt__agg_iter_finish(struct gt__agg *a);
+/* Between agg.c and agg_iter.c (gt__agg_merge): row s's per-iteration
+ * state into row d (@return 0 or -ENOMEM), and the iteration totals. */
+GT__WUR int gt__agg_iter_merge(struct gt__agg *a, struct gt__agg_layer *d,
+                               const struct gt__agg_layer *s);
+void gt__agg_steps_merge(struct gt__agg *a, const struct gt__agg *s);
+
+/*
+ * Adds table s, which gt__agg_iter_finish has closed (its selection
+ * applied) and gt__agg_finish has not, to table d, which holds no span of
+ * its own: the tables of several inputs (ranks) as one. Sums are exact;
+ * the merged quantiles come from a proportional sample of both
+ * reservoirs. @return 0 or -ENOMEM.
+ */
+GT__WUR int gt__agg_merge(struct gt__agg *d, const struct gt__agg *s);
 
 /*
  * The aggregation sink: decodes a stream with the converter's own span

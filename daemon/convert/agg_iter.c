@@ -198,6 +198,9 @@ static void row_select(struct gt__agg_layer *l)
 
 void gt__agg_iter_finish(struct gt__agg *a)
 {
+    if (a->iter_closed)
+        return;
+    a->iter_closed = 1;
     for (size_t r = 0; r < a->n; r++)
         if (a->layers[r].it)
             held_commit(a, a->layers[r].it);
@@ -240,4 +243,55 @@ double gt__agg_stddev(const struct gt__agg_stat *s)
     double m = s->sum / (double)s->n;
     double var = (s->sumsq - (double)s->n * m * m) / (double)(s->n - 1);
     return var > 0 ? sqrt(var) : 0;
+}
+
+/* ------------------------------------------------------------ merge */
+
+/* Statistics of two sets of iterations as one: sums exact, the reservoir
+ * a sample of both in proportion to their counts. */
+static void stat_merge(struct gt__agg *a, struct gt__agg_stat *d,
+                       const struct gt__agg_stat *s)
+{
+    uint64_t dn = d->n, sn = s->n;
+    size_t dk = dn < GT__AGG_RESERVOIR ? (size_t)dn : GT__AGG_RESERVOIR;
+    size_t sk = sn < GT__AGG_RESERVOIR ? (size_t)sn : GT__AGG_RESERVOIR;
+    if (sn == 0)
+        return;
+    if (dn + sn <= GT__AGG_RESERVOIR) {
+        memcpy(d->res + dn, s->res, sn * sizeof(*s->res));
+    } else {
+        double res[GT__AGG_RESERVOIR];
+        for (size_t k = 0; k < GT__AGG_RESERVOIR; k++)
+            res[k] = dk && rng_next(a) % (dn + sn) < dn ? d->res[k % dk]
+                                                        : s->res[k % sk];
+        memcpy(d->res, res, sizeof(res));
+    }
+    d->n += sn;
+    d->sum += s->sum;
+    d->sumsq += s->sumsq;
+}
+
+int gt__agg_iter_merge(struct gt__agg *a, struct gt__agg_layer *d,
+                       const struct gt__agg_layer *s)
+{
+    if (!s->it)
+        return 0;
+    if (!d->it && !(d->it = gt__calloc(1, sizeof(*d->it))))
+        return -ENOMEM;
+    for (int k = 0; k < GT__AGG_NST; k++)
+        stat_merge(a, &d->it->st[k], &s->it->st[k]);
+    vals_add(&d->it->sel, &s->it->sel);
+    d->it->sel_iters += s->it->sel_iters;
+    return 0;
+}
+
+void gt__agg_steps_merge(struct gt__agg *a, const struct gt__agg *s)
+{
+    stat_merge(a, &a->step_st, &s->step_st);
+    a->steps += s->steps;
+    a->step_us += s->step_us;
+    a->late += s->late;
+    a->gpu_kernels += s->gpu_kernels;
+    gt__agg_lost(a, s->lost_events, s->lost_chunks, s->corrupt_chunks, 0);
+    a->truncated += s->truncated;
 }
