@@ -218,7 +218,7 @@ static int load_run(struct gt__agg *r, const char *arg)
     for (char *t = strtok_r(copy, ",", &save); t && n < 64; t = strtok_r(NULL, ",", &save))
         paths[n++] = t;
     if (n > 0)
-        rc = gt__report_load(r, &ro, n, paths, "gradtrace diff");
+        rc = gt__report_load(r, &ro, n, paths, "gradtrace diff", NULL);
     free(copy);
     return rc;
 }

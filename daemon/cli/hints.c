@@ -15,6 +15,10 @@
  *  - top-node: one node (named) takes at least TOP_SHARE of a layer's own
  *    backward, the layer has other nodes of its own, and that backward is
  *    at least SHARE_MIN of the step.
+ *  - rank: with several ranks, a layer (not a container) whose slowest
+ *    rank takes at least RANK_RATIO times the ranks' mean, by at least
+ *    SHARE_MIN of a rank's step (the iterations' time over the number of
+ *    ranks); reported for the deepest such layer only.
  *  - recompute: a checkpointed layer whose recompute costs more per call
  *    than RC_RATIO times the forward call it repeats, and at least
  *    RC_MIN of the step.
@@ -34,6 +38,7 @@
 #define RC_RATIO 1.1
 #define RC_MIN 0.01
 #define TOP_SHARE 0.6
+#define RANK_RATIO 1.3
 
 static double step_base(const struct gt__agg *r)
 {
@@ -160,6 +165,41 @@ static void hint_top(const struct gt__agg *r, double base, struct gt__hint *h,
     }
 }
 
+static int rank_slow(const struct gt__agg_layer *l, double per_rank)
+{
+    return !l->container && l->rank_mean_us > 0 && per_rank > 0 &&
+           l->slow_us >= RANK_RATIO * l->rank_mean_us &&
+           (l->slow_us - l->rank_mean_us) / per_rank >= SHARE_MIN;
+}
+
+static void hint_rank(const struct gt__agg *r, double base, struct gt__hint *h,
+                      size_t *n, size_t cap)
+{
+    double per_rank = r->nranks > 1 ? base / r->nranks : 0;
+    /* Ancestors include a slow layer's time: only the deepest is named. */
+    unsigned char *below = gt__calloc(r->n ? r->n : 1, 1);
+    if (!below || per_rank <= 0) {
+        gt__free(below);
+        return;
+    }
+    for (size_t i = 0; i < r->n; i++)
+        if (rank_slow(&r->layers[i], per_rank))
+            for (long q = r->layers[i].up; q >= 0 && !below[q]; q = r->layers[q].up)
+                below[q] = 1;
+    for (size_t i = 0; i < r->n; i++) {
+        const struct gt__agg_layer *l = &r->layers[i];
+        struct gt__hint *x;
+        if (below[i] || !rank_slow(l, per_rank) ||
+            !(x = hint_add(h, n, cap, "rank", l->path)))
+            continue;
+        snprintf(x->text, sizeof(x->text),
+                 "rank %d takes %.3f ms, %.2fx the %u ranks' mean %.3f ms",
+                 (int)l->slow_rank, l->slow_us / 1e3, l->slow_us / l->rank_mean_us,
+                 r->nranks, l->rank_mean_us / 1e3);
+    }
+    gt__free(below);
+}
+
 size_t gt__hints_find(const struct gt__agg *r, struct gt__hint *h, size_t cap)
 {
     size_t n = 0;
@@ -167,6 +207,7 @@ size_t gt__hints_find(const struct gt__agg *r, struct gt__hint *h, size_t cap)
     hint_input(r, h, &n, cap);
     hint_bwd(r, base, h, &n, cap);
     hint_top(r, base, h, &n, cap);
+    hint_rank(r, base, h, &n, cap);
     hint_accg(r, base, h, &n, cap);
     hint_rc(r, base, h, &n, cap);
     return n;

@@ -60,6 +60,9 @@ static const char report_usage[] =
     "  --iterations A-B          only iterations ProfilerStep#A..#B (or A)\n"
     "  --svg FILE                also write a bar chart of the rows shown\n"
     "  --no-hints                no hints section\n"
+    "  --by-rank                 a table per rank first (inputs of several\n"
+    "                            ranks; the whole table always shows each\n"
+    "                            layer's slowest rank and its time / mean)\n"
     "exit status: 0 ok, 1 unreadable input or no layer spans, 2 usage\n";
 
 static double num_of(const cJSON *obj, const char *key, double dflt)
@@ -159,6 +162,7 @@ static int add_document(struct gt__agg *r, const char *text)
 struct json_lost {
     uint64_t events, chunks, corrupt;
     int truncated;
+    int32_t rank;        /* distributedInfo's, -1 none */
 };
 
 static void max_u64(uint64_t *d, double v)
@@ -171,6 +175,7 @@ static void max_u64(uint64_t *d, double v)
 static void add_lost_line(struct json_lost *jl, const char *line)
 {
     int lost = strncmp(line, "\"lost\":{", 8) == 0;
+    int dist = strncmp(line, "\"distributedInfo\":{", 19) == 0;
     const char *obj = strchr(line, '{');
     cJSON *j = obj ? cJSON_Parse(obj) : NULL;
     if (!j) {
@@ -184,7 +189,9 @@ static void add_lost_line(struct json_lost *jl, const char *line)
     }
     if (!j)
         return;
-    if (lost) {
+    if (dist) {
+        jl->rank = (int32_t)num_of(j, "rank", -1);
+    } else if (lost) {
         max_u64(&jl->events, num_of(j, "events", 0) + num_of(j, "cupti", 0));
         max_u64(&jl->chunks, num_of(j, "chunks", 0));
     } else {
@@ -220,6 +227,7 @@ static int read_json(struct gt__agg *r, const char *path, struct json_lost *jl)
             break;
         }
         if (strncmp(line, "\"lost\":{", 8) == 0 ||
+            strncmp(line, "\"distributedInfo\":{", 19) == 0 ||
             strncmp(line, "\"stream\":{", 10) == 0) {
             add_lost_line(jl, line);
             continue;
@@ -262,7 +270,7 @@ static int read_json(struct gt__agg *r, const char *path, struct json_lost *jl)
 
 int gt__report_read_json(struct gt__agg *r, const char *path)
 {
-    struct json_lost jl = {0};
+    struct json_lost jl = {.rank = -1};
     return read_json(r, path, &jl);
 }
 
@@ -306,6 +314,7 @@ static const struct option report_opts[] = {
     {"iterations", required_argument, NULL, 'i'},
     {"svg", required_argument, NULL, 'g'},
     {"no-hints", no_argument, NULL, 'n'},
+    {"by-rank", no_argument, NULL, 'r'},
     {NULL, 0, NULL, 0},
 };
 
@@ -353,6 +362,7 @@ static int parse_one(int ch, const char *arg, struct gt__rep_opts *o)
     switch (ch) {
     case 'c': o->format = GT__REP_CSV; return -1;
     case 'n': o->no_hints = 1; return -1;
+    case 'r': o->by_rank = 1; return -1;
     case 'g': o->svg = arg; return -1;
     case 'f':
         if ((k = name_index(formats, 3, arg)) < 0)
@@ -423,18 +433,62 @@ static int is_gtr(const char *path)
     return n > 4 && strcmp(path + n - 4, ".gtr") == 0;
 }
 
-int gt__report_load(struct gt__agg *r, const struct gt__rep_opts *o,
-                    int n, char **paths, const char *prog)
+/* The table of rank in rk, added when new. @return it, or NULL (no room). */
+static struct gt__agg *rank_table(struct gt__rep_ranks *rk, int32_t rank)
 {
-    struct json_lost jl = {0};
+    for (size_t i = 0; i < rk->n; i++)
+        if (rk->a[i].rank == rank)
+            return &rk->a[i];
+    if (rk->n == GT__MAX_RANKS)
+        return NULL;
+    struct gt__agg *t = &rk->a[rk->n++];
+    gt__agg_init(t);
+    t->rank = rank;
+    return t;
+}
+
+/* One input into r and, by its rank, into rk. @return 0, or 1 (message
+ * printed). */
+static int load_one(struct gt__agg *r, const struct gt__rep_opts *o,
+                    const char *path, struct json_lost *jl,
+                    struct gt__rep_ranks *rk)
+{
+    struct gt__agg t;
+    int rc;
+    gt__agg_init(&t);
     if (o->select)
-        gt__agg_select(r, o->lo, o->hi);
-    for (int i = 0; i < n; i++) {
-        int rc = is_gtr(paths[i]) ? read_gtr(r, paths[i])
-                                  : read_json(r, paths[i], &jl);
+        gt__agg_select(&t, o->lo, o->hi);
+    jl->rank = -1;
+    rc = is_gtr(path) ? read_gtr(&t, path) : read_json(&t, path, jl);
+    if (!is_gtr(path))
+        t.rank = jl->rank;
+    if (rc == 0) {
+        gt__agg_iter_finish(&t);
+        struct gt__agg *rt = rk && t.rank >= 0 ? rank_table(rk, t.rank) : NULL;
+        rc = gt__agg_merge(r, &t);
+        if (rc == 0 && rt)
+            rc = gt__agg_merge(rt, &t);
         if (rc < 0)
-            return 1;
+            fprintf(stderr, "gradtrace: out of memory\n");
     }
+    gt__agg_close(&t);
+    return rc < 0 ? 1 : 0;
+}
+
+void gt__report_ranks_close(struct gt__rep_ranks *rk)
+{
+    for (size_t i = 0; rk && i < rk->n; i++)
+        gt__agg_close(&rk->a[i]);
+}
+
+int gt__report_load(struct gt__agg *r, const struct gt__rep_opts *o,
+                    int n, char **paths, const char *prog,
+                    struct gt__rep_ranks *rk)
+{
+    struct json_lost jl = {.rank = -1};
+    for (int i = 0; i < n; i++)
+        if (load_one(r, o, paths[i], &jl, rk))
+            return 1;
     /* Rotated files repeat the stream's cumulative counts: the largest. */
     gt__agg_lost(r, jl.events, jl.chunks, jl.corrupt, jl.truncated);
     if (r->n == 0) {
@@ -443,7 +497,13 @@ int gt__report_load(struct gt__agg *r, const struct gt__rep_opts *o,
         return 1;
     }
     gt__agg_finish(r);
+    for (size_t k = 0; rk && k < rk->n; k++)
+        gt__agg_finish(&rk->a[k]);
+    if (rk && rk->n > 1)
+        gt__agg_rank_summary(r, rk->a, rk->n);
     gt__agg_sort(r, (enum gt__agg_order)o->order);
+    for (size_t k = 0; rk && k < rk->n; k++)
+        gt__agg_sort(&rk->a[k], (enum gt__agg_order)o->order);
     return 0;
 }
 
@@ -475,11 +535,26 @@ int gt__cmd_report(int argc, char **argv)
 
     if ((status = parse_args(argc, argv, &o)) >= 0)
         return status;
+    struct gt__rep_ranks *rk = gt__calloc(1, sizeof(*rk));
+    if (!rk) {
+        fprintf(stderr, "gradtrace report: out of memory\n");
+        return 1;
+    }
     gt__agg_init(&r);
     status = gt__report_load(&r, &o, argc - optind, argv + optind,
-                             "gradtrace report");
+                             "gradtrace report", rk);
+    for (size_t k = 0; status == 0 && o.by_rank && k < rk->n; k++) {
+        printf("== rank %d ==\n", (int)rk->a[k].rank);
+        struct gt__rep_opts ro = o;
+        ro.svg = NULL;
+        ro.no_hints = 1;
+        status = write_outputs(&rk->a[k], &ro);
+        printf("\n== all ranks ==\n");
+    }
     if (status == 0)
         status = write_outputs(&r, &o);
+    gt__report_ranks_close(rk);
+    gt__free(rk);
     gt__agg_close(&r);
     return status;
 }

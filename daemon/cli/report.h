@@ -24,16 +24,30 @@ struct gt__rep_opts {
     int select;          /* --iterations A-B */
     uint64_t lo, hi;
     int no_hints;
+    int by_rank;         /* a table per rank, then the whole */
 };
+
+/* The inputs' tables by rank (inputs without a rank are in none). */
+#define GT__MAX_RANKS 64
+struct gt__rep_ranks {
+    size_t n;
+    struct gt__agg a[GT__MAX_RANKS];
+};
+void gt__report_ranks_close(struct gt__rep_ranks *rk);
 
 /*
  * Reads the inputs (trace files and .gtr recordings, n paths) into r,
  * which the caller initialised, applying o's iteration selection, then
- * finishes and sorts it by o->order. prog names the command in messages.
+ * finishes and sorts it by o->order. Each input is read into its own
+ * table first and added to r and, when rk is not NULL and the input has
+ * a rank, to that rank's table in rk (zeroed by the caller; close it with
+ * gt__report_ranks_close); with several ranks each row of r gets its
+ * slowest rank. prog names the command in messages.
  * @return 0, or 1 (unreadable input or no layer spans; message printed).
  */
 int gt__report_load(struct gt__agg *r, const struct gt__rep_opts *o,
-                    int n, char **paths, const char *prog);
+                    int n, char **paths, const char *prog,
+                    struct gt__rep_ranks *rk);
 
 /* Whether row l is shown under o (depth); the --top cut is the caller's. */
 int gt__report_shown(const struct gt__agg_layer *l, const struct gt__rep_opts *o);

@@ -101,8 +101,12 @@ static void csv_row(FILE *f, const struct gt__agg *r, const struct gt__agg_layer
         fprintf(f, "\"%s\",%.3f,", l->top_node, l->top_node_us / 1e3);
     else
         fputs(",,", f);
-    fprintf(f, "%.3f,%.3f,%llu\n", l->gpu_us[0] / 1e3, l->gpu_us[1] / 1e3,
+    fprintf(f, "%.3f,%.3f,%llu,", l->gpu_us[0] / 1e3, l->gpu_us[1] / 1e3,
             (unsigned long long)l->gpu_kernels);
+    if (r->nranks > 1 && l->rank_mean_us > 0)
+        fprintf(f, "%d,%.3f\n", (int)l->slow_rank, l->slow_us / l->rank_mean_us);
+    else
+        fputs(",\n", f);
 }
 
 void gt__report_print_csv(FILE *f, const struct gt__agg *r,
@@ -112,24 +116,25 @@ void gt__report_print_csv(FILE *f, const struct gt__agg *r,
           "recompute_calls,recompute_ms,bwd_self_ms,bwd_self_nodes,"
           "accumulate_grad_ms,bwd_wall_ms,second_order_nodes,parent,depth,"
           "container,share,iterations,iter_mean_ms,iter_p50_ms,iter_p95_ms,"
-          "top_node,top_node_ms,gpu_fwd_ms,gpu_bwd_ms,gpu_kernels\n", f);
+          "top_node,top_node_ms,gpu_fwd_ms,gpu_bwd_ms,gpu_kernels,slowest_rank,"
+          "rank_imbalance\n", f);
     size_t end = rows_end(r, o);
     for (size_t i = 0; i < end; i++)
         if (gt__report_shown(&r->layers[i], o))
             csv_row(f, r, &r->layers[i]);
     struct gt__rep_totals t = gt__report_totals(r);
     fprintf(f, "(unattributed),,0,0.000,0,%.3f,%llu,0,0.000,%.3f,%llu,0.000,"
-               "0.000,0,,0,0,,0,,,,,,,,\n",
+               "0.000,0,,0,0,,0,,,,,,,,,,\n",
             r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes,
             r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes);
     fprintf(f, "(total),,0,%.3f,0,%.3f,%llu,0,%.3f,0.000,0,%.3f,0.000,%llu,,0,"
-               "0,,%llu,,,,,,,,\n",
+               "0,,%llu,,,,,,,,,,\n",
             t.fwd_us / 1e3, t.bwd_us / 1e3, (unsigned long long)t.nodes,
             t.rc_us / 1e3, t.accg_us / 1e3, (unsigned long long)r->rest.order2,
             (unsigned long long)r->steps);
     if (r->steps)
         fprintf(f, "(rest of step),,0,%.3f,0,0.000,0,0,0.000,0.000,0,0.000,"
-                   "0.000,0,,0,0,,%llu,,,,,,,,\n",
+                   "0.000,0,,0,0,,%llu,,,,,,,,,,\n",
                 t.rest_us / 1e3, (unsigned long long)r->steps);
 }
 
@@ -165,6 +170,10 @@ static void table_row(FILE *f, const struct gt__agg *r,
     /* GPU columns only when the input has CUDA data. */
     if (r->gpu_kernels)
         fprintf(f, " %10.3f %10.3f", l->gpu_us[0] / 1e3, l->gpu_us[1] / 1e3);
+    if (r->nranks > 1 && l->rank_mean_us > 0)
+        fprintf(f, "  r%-4d %5.2fx", (int)l->slow_rank, l->slow_us / l->rank_mean_us);
+    else if (r->nranks > 1)
+        fputs("  -", f);
     fputc('\n', f);
 }
 
@@ -192,6 +201,9 @@ static void table_footer(FILE *f, const struct gt__agg *r, int w)
           "iterations' time; it n, p50, p95: per-iteration fwd+rc+bwd ms", f);
     if (r->gpu_kernels)
         fputs(";\ngpu ms: kernels tagged with the layer and phase, inclusive", f);
+    if (r->nranks > 1)
+        fprintf(f, ";\n%u ranks summed; slowest rank: its fwd+rc+bwd / the ranks' "
+                   "mean", r->nranks);
     if (r->rest.un_accg || r->rest.order2)
         fprintf(f, ";\n%llu AccumulateGrad nodes without a layer (input leaves), "
                    "%llu nodes made by backward (second order)",
@@ -230,6 +242,8 @@ void gt__report_print_table(FILE *f, const struct gt__agg *r,
             "p50 ms", "p95 ms");
     if (r->gpu_kernels)
         fprintf(f, " %10s %10s", "gpu fwd ms", "gpu bwd ms");
+    if (r->nranks > 1)
+        fputs("  slowest rank", f);
     fputc('\n', f);
     for (size_t i = 0; i < end; i++)
         if (gt__report_shown(&r->layers[i], o))
@@ -300,6 +314,10 @@ static cJSON *layer_json(const struct gt__agg *r, const struct gt__agg_layer *l)
     cJSON_AddNumberToObject(j, "bwd_nodes", (double)l->bwd_nodes);
     cJSON_AddNumberToObject(j, "bwd_self_nodes", (double)l->bwd_self_nodes);
     cJSON_AddNumberToObject(j, "accumulate_grad_ms", l->accg_us / 1e3);
+    int ranked = r->nranks > 1 && l->rank_mean_us > 0;
+    add_num_or_null(j, "slowest_rank", l->slow_rank, ranked);
+    add_num_or_null(j, "rank_imbalance", ranked ? l->slow_us / l->rank_mean_us : 0,
+                    ranked);
     cJSON_AddNumberToObject(j, "gpu_fwd_ms", l->gpu_us[0] / 1e3);
     cJSON_AddNumberToObject(j, "gpu_bwd_ms", l->gpu_us[1] / 1e3);
     cJSON_AddNumberToObject(j, "gpu_kernels", (double)l->gpu_kernels);

@@ -197,3 +197,46 @@ Test(hints, one_node_taking_most_of_a_backward_is_named)
     cr_assert_eq(count(&a, "top-node", "m"), 0, "30%% is not most");
     gt__agg_close(&a);
 }
+
+/* Ranks 0 and 1 of one model, rank 1's m.b taking b1_us of backward. */
+static void rank_tables(struct gt__agg *all, struct gt__agg rk[2], double b1_us)
+{
+    gt__agg_init(all);
+    for (int k = 0; k < 2; k++) {
+        const struct span_spec s[] = {FWD("m (Net)", 10000),
+                                      BWD("m (Net)", k ? 20000 + b1_us : 30000, 0, 0),
+                                      FWD("m.a (Linear)", 4000),
+                                      BWD("m.a (Linear)", 10000, 10000, 0),
+                                      FWD("m.b (Linear)", 4000),
+                                      BWD("m.b (Linear)", k ? b1_us : 10000, 10000, 0)};
+        table(&rk[k], s, 6);
+        rk[k].rank = k;
+        struct gt__agg t;
+        table(&t, s, 6);
+        t.finished = 0; /* merged as an unfinished table, as report does */
+        cr_assert_eq(gt__agg_merge(all, &t), 0);
+        gt__agg_close(&t);
+    }
+    gt__agg_finish(all);
+    gt__agg_rank_summary(all, rk, 2);
+}
+
+Test(hints, one_rank_slower_names_the_layer_and_rank)
+{
+    struct gt__agg all, rk[2];
+    rank_tables(&all, rk, 40000);
+    cr_assert_eq(count(&all, "rank", "m.b"), 1);
+    cr_assert_eq(count(&all, "rank", "m"), 0, "its parent only includes it");
+    cr_assert_eq(count(&all, "rank", "m.a"), 0);
+    const struct gt__agg_layer *b = gt__agg_find(&all, "m.b");
+    cr_assert_eq(b->slow_rank, 1);
+    cr_assert_eq(b->fwd_calls, 2, "rows sum the ranks");
+    for (int k = 0; k < 2; k++)
+        gt__agg_close(&rk[k]);
+    gt__agg_close(&all);
+    rank_tables(&all, rk, 10500);
+    cr_assert_eq(count(&all, "rank", "m.b"), 0, "5%% apart is no imbalance");
+    for (int k = 0; k < 2; k++)
+        gt__agg_close(&rk[k]);
+    gt__agg_close(&all);
+}
