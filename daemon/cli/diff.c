@@ -33,8 +33,9 @@
 
 static const char diff_usage[] =
     "usage: gradtrace diff [OPTIONS] BASE NEW\n"
-    "  Per-layer deltas of forward, backward and recompute time per iteration\n"
-    "  between two runs, sorted by regression, with a verdict per row.\n"
+    "  Per-layer deltas of forward, backward, recompute and GPU kernel time\n"
+    "  per iteration between two runs, sorted by regression, with a verdict\n"
+    "  per row (on fwd + bwd + recompute; GPU time is shown, not judged).\n"
     "  BASE, NEW: a trace file or .gtr recording, or several of one run\n"
     "  separated by commas (rotated files).\n"
     "  Rule: a row is 'slower'/'faster' when its own change (its delta minus\n"
@@ -53,19 +54,21 @@ struct drow {
     const char *path, *cls;
     const struct gt__agg_layer *b, *n;
     double d_fwd, d_bwd, d_rc, d_all; /* ms per iteration, new - base */
+    double d_gpu;                      /* GPU kernel ms (fwd + bwd) */
     double own;                        /* d_all minus the children's */
     double base_all;
     const char *verdict;
 };
 
-/* Per-iteration ms of one run's row (fwd, bwd, rc). */
+/* Per-iteration ms of one run's row (fwd, bwd, rc, GPU). */
 static void per_iter(const struct gt__agg *a, const struct gt__agg_layer *l,
-                     double out[3])
+                     double out[4])
 {
     double k = a->steps ? (double)a->steps : 1;
     out[0] = l ? l->fwd_us / 1e3 / k : 0;
     out[1] = l ? l->bwd_us / 1e3 / k : 0;
     out[2] = l ? l->rc_us / 1e3 / k : 0;
+    out[3] = l ? (l->gpu_us[0] + l->gpu_us[1]) / 1e3 / k : 0;
 }
 
 static long find_row(const struct gt__agg *a, const char *path)
@@ -139,13 +142,14 @@ static void rows_delta(struct drow *d, size_t k, const struct gt__agg *base,
                        const struct gt__agg *nw, const struct gt__diff_rule *o)
 {
     for (size_t i = 0; i < k; i++) {
-        double b[3], n[3];
+        double b[4], n[4];
         per_iter(base, d[i].b, b);
         per_iter(nw, d[i].n, n);
         d[i].d_fwd = n[0] - b[0];
         d[i].d_bwd = n[1] - b[1];
         d[i].d_rc = n[2] - b[2];
         d[i].d_all = d[i].d_fwd + d[i].d_bwd + d[i].d_rc;
+        d[i].d_gpu = n[3] - b[3];
         d[i].base_all = b[0] + b[1] + b[2];
         d[i].own = d[i].d_all;
     }
@@ -180,17 +184,18 @@ static int rows_print(struct drow *d, size_t k, const struct gt__agg *base,
         int len = (int)strlen(d[i].path);
         w = len > w ? (len < 60 ? len : 60) : w;
     }
-    printf("%-*s  %-14s %11s %11s %10s %8s %9s %9s %9s  %s\n", w, "layer", "class",
-           "base ms/it", "new ms/it", "own d ms", "own d%", "d fwd", "d bwd",
-           "d rc", "verdict");
+    printf("%-*s  %-14s %11s %11s %10s %8s %9s %9s %9s %9s  %s\n", w, "layer",
+           "class", "base ms/it", "new ms/it", "own d ms", "own d%", "d fwd",
+           "d bwd", "d rc", "d gpu", "verdict");
     for (size_t i = 0; i < k; i++) {
         char pct[16] = "-";
         if (d[i].base_all > 0)
             snprintf(pct, sizeof(pct), "%+.1f", 100 * d[i].own / d[i].base_all);
-        printf("%-*.*s  %-14.14s %11.3f %11.3f %+10.3f %8s %+9.3f %+9.3f %+9.3f  %s\n",
+        printf("%-*.*s  %-14.14s %11.3f %11.3f %+10.3f %8s %+9.3f %+9.3f %+9.3f "
+               "%+9.3f  %s\n",
                w, w, d[i].path, d[i].cls ? d[i].cls : "", d[i].base_all,
                d[i].base_all + d[i].d_all, d[i].own, pct, d[i].d_fwd, d[i].d_bwd,
-               d[i].d_rc, d[i].verdict);
+               d[i].d_rc, d[i].d_gpu, d[i].verdict);
         if (o->fail >= 0 && strcmp(d[i].verdict, "slower") == 0 &&
             d[i].own > o->fail / 100 * d[i].base_all)
             status = 3;

@@ -21,4 +21,5 @@ cmp -s g.csv gj.csv || die "gtr and json tables differ"
 grep -q "gpu fwd ms" g.txt || die "no GPU columns in the table"
 awk -F, 'NR > 1 && $1 == "layers.0.fc1" && $25 + 0 > 0 && $26 + 0 > 0 { ok = 1 } END { exit !ok }' g.csv ||
   die "layers.0.fc1 has no GPU time per phase"
+"$B/gradtrace" diff g.gtr g.json | head -1 | grep -q "d gpu" || die "diff shows no GPU delta"
 echo ok
