@@ -3,8 +3,11 @@
  * path: forward calls and time, recompute calls and time (activation
  * checkpointing), backward time and node count (sums over the layer's
  * nodes: its own, and inclusive of sub-layers), the backward remainder no
- * layer owns, and the iterations' count and time. Rows form the module
- * tree (parent from the backward spans, else by path); a container never
+ * layer owns, and the iterations' count and time; per row also its
+ * AccumulateGrad time, its own longest backward node, GPU kernel time per
+ * phase, per-iteration statistics (agg_iter.c) and, over several ranks'
+ * tables (gt__agg_merge, gt__agg_rank_summary), its slowest rank. Rows
+ * form the module tree (parent from the backward spans, else by path); a container never
  * called itself (nn.ModuleList) gets its children's sums (gt__agg_finish).
  *
  * The table is filled from layer spans named as the trace names them
@@ -14,7 +17,8 @@
  * recording, and a reader of trace files (cli/report.c), which parses
  * them from the JSON. Times are the trace's microseconds as doubles.
  *
- * Memory: one row per distinct layer path. Not thread-safe.
+ * Memory: one row per distinct layer path, each of fixed size (no state
+ * per iteration or per node). Not thread-safe.
  */
 #ifndef GRADTRACE_DAEMON_AGG_H
 #define GRADTRACE_DAEMON_AGG_H

@@ -4,6 +4,10 @@
 # 15 ms per forward call flags that layer as slower and no other (its
 # ancestors' own change is near zero), and --fail-above 50 exits 3; a run
 # of another model lists the layers of one run only as such.
+# The runs use --min-ms 1: on a shared 2-core CI machine another job's load
+# slows a whole run by ~0.1-0.2 ms per small layer, consistently across
+# iterations (so the variance test cannot see it); the default 0.1 ms floor
+# is for a quiet machine. The rule itself is unit-tested (test_report.c).
 # Skips (77) without torch, never when CI is set.
 set -u
 B=$ROOT/$BUILD
@@ -25,13 +29,13 @@ run() { # NAME ARGS...
 base=$(run base demo 6) same=$(run same demo 6)
 slow=$(run slow demo 6 --slow blocks.1.fc2 --sleep-ms 15) other=$(run other mine 3)
 
-"$B/gradtrace" diff --fail-above 50 "$base" "$same" >same.txt; rc=$?
+"$B/gradtrace" diff --min-ms 1 --fail-above 50 "$base" "$same" >same.txt; rc=$?
 cat same.txt
 [ $rc -eq 0 ] || die "two runs of one model: diff exited $rc"
 grep -Eq ' (slower|faster)$' same.txt && die "two runs of one model: a row was flagged"
 grep -q '^rule: ' same.txt || die "diff does not state its rule"
 
-"$B/gradtrace" diff --fail-above 50 "$base" "$slow" >slow.txt; rc=$?
+"$B/gradtrace" diff --min-ms 1 --fail-above 50 "$base" "$slow" >slow.txt; rc=$?
 cat slow.txt
 [ $rc -eq 3 ] || die "slowed layer: --fail-above 50 exited $rc, not 3"
 flagged=$(grep -E ' slower$' slow.txt | awk '{print $1}' | paste -sd' ' -)
