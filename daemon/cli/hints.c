@@ -15,6 +15,9 @@
  *  - top-node: one node (named) takes at least TOP_SHARE of a layer's own
  *    backward, the layer has other nodes of its own, and that backward is
  *    at least SHARE_MIN of the step.
+ *  - top-kernel: one GPU kernel (named) takes at least TOP_SHARE of a
+ *    layer's own backward GPU time, among at least two kernel names, and
+ *    that time is at least SHARE_MIN of all layers' GPU time.
  *  - rank: with several ranks, a layer (not a container) whose slowest
  *    rank takes at least RANK_RATIO times the ranks' mean, by at least
  *    SHARE_MIN of a rank's step (the iterations' time over the number of
@@ -165,6 +168,31 @@ static void hint_top(const struct gt__agg *r, double base, struct gt__hint *h,
     }
 }
 
+static void hint_kernel(const struct gt__agg *r, struct gt__hint *h, size_t *n,
+                        size_t cap)
+{
+    double all = 0;
+    for (size_t i = 0; i < r->n; i++)
+        all += r->layers[i].gpu_self_us[0] + r->layers[i].gpu_self_us[1];
+    for (size_t i = 0; i < r->n && all > 0; i++) {
+        const struct gt__agg_layer *l = &r->layers[i];
+        int k = gt__agg_top_kernel(l), names = 0;
+        struct gt__hint *x;
+        for (int j = 0; j < GT__AGG_TOPK; j++)
+            names += l->bk_name[j] != NULL;
+        double own = l->gpu_self_us[1];
+        if (k < 0 || names < 2 || own <= 0 || l->bk_us[k] < TOP_SHARE * own ||
+            own / all < SHARE_MIN ||
+            !(x = hint_add(h, n, cap, "top-kernel", l->path)))
+            continue;
+        snprintf(x->text, sizeof(x->text),
+                 "one GPU kernel, %.120s, takes %.3f ms of its own backward GPU "
+                 "time %.3f ms (%.0f%%), %.1f%% of all layers' GPU time",
+                 l->bk_name[k], l->bk_us[k] / 1e3, own / 1e3,
+                 100 * l->bk_us[k] / own, 100 * own / all);
+    }
+}
+
 static int rank_slow(const struct gt__agg_layer *l, double per_rank)
 {
     return !l->container && l->rank_mean_us > 0 && per_rank > 0 &&
@@ -207,6 +235,7 @@ size_t gt__hints_find(const struct gt__agg *r, struct gt__hint *h, size_t cap)
     hint_input(r, h, &n, cap);
     hint_bwd(r, base, h, &n, cap);
     hint_top(r, base, h, &n, cap);
+    hint_kernel(r, h, &n, cap);
     hint_rank(r, base, h, &n, cap);
     hint_accg(r, base, h, &n, cap);
     hint_rc(r, base, h, &n, cap);

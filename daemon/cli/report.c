@@ -112,7 +112,8 @@ static int add_event(struct gt__agg *r, const cJSON *ev)
             return 0;
         return gt__agg_kernel(r, layer->valuestring,
                               strcmp(phase->valuestring, "backward") == 0,
-                              dur->valuedouble);
+                              dur->valuedouble,
+                              cJSON_IsString(name) ? name->valuestring : NULL);
     }
     if (strcmp(cat->valuestring, "iteration") == 0)
         return gt__agg_step(r, (uint64_t)num_of(args, "step", 0),

@@ -104,9 +104,23 @@ static void csv_row(FILE *f, const struct gt__agg *r, const struct gt__agg_layer
     fprintf(f, "%.3f,%.3f,%llu,", l->gpu_us[0] / 1e3, l->gpu_us[1] / 1e3,
             (unsigned long long)l->gpu_kernels);
     if (r->nranks > 1 && l->rank_mean_us > 0)
-        fprintf(f, "%d,%.3f\n", (int)l->slow_rank, l->slow_us / l->rank_mean_us);
+        fprintf(f, "%d,%.3f,", (int)l->slow_rank, l->slow_us / l->rank_mean_us);
     else
+        fputs(",,", f);
+    /* Kernel names may hold commas (template arguments): quoted, with
+     * any quote doubled. */
+    int k = gt__agg_top_kernel(l);
+    if (k >= 0) {
+        fputc('"', f);
+        for (const char *p = l->bk_name[k]; *p; p++) {
+            if (*p == '"')
+                fputc('"', f);
+            fputc(*p, f);
+        }
+        fprintf(f, "\",%.3f\n", l->bk_us[k] / 1e3);
+    } else {
         fputs(",\n", f);
+    }
 }
 
 void gt__report_print_csv(FILE *f, const struct gt__agg *r,
@@ -117,24 +131,24 @@ void gt__report_print_csv(FILE *f, const struct gt__agg *r,
           "accumulate_grad_ms,bwd_wall_ms,second_order_nodes,parent,depth,"
           "container,share,iterations,iter_mean_ms,iter_p50_ms,iter_p95_ms,"
           "top_node,top_node_ms,gpu_fwd_ms,gpu_bwd_ms,gpu_kernels,slowest_rank,"
-          "rank_imbalance\n", f);
+          "rank_imbalance,top_bwd_kernel,top_bwd_kernel_ms\n", f);
     size_t end = rows_end(r, o);
     for (size_t i = 0; i < end; i++)
         if (gt__report_shown(&r->layers[i], o))
             csv_row(f, r, &r->layers[i]);
     struct gt__rep_totals t = gt__report_totals(r);
     fprintf(f, "(unattributed),,0,0.000,0,%.3f,%llu,0,0.000,%.3f,%llu,0.000,"
-               "0.000,0,,0,0,,0,,,,,,,,,,\n",
+               "0.000,0,,0,0,,0,,,,,,,,,,,,\n",
             r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes,
             r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes);
     fprintf(f, "(total),,0,%.3f,0,%.3f,%llu,0,%.3f,0.000,0,%.3f,0.000,%llu,,0,"
-               "0,,%llu,,,,,,,,,,\n",
+               "0,,%llu,,,,,,,,,,,,\n",
             t.fwd_us / 1e3, t.bwd_us / 1e3, (unsigned long long)t.nodes,
             t.rc_us / 1e3, t.accg_us / 1e3, (unsigned long long)r->rest.order2,
             (unsigned long long)r->steps);
     if (r->steps)
         fprintf(f, "(rest of step),,0,%.3f,0,0.000,0,0,0.000,0.000,0,0.000,"
-                   "0.000,0,,0,0,,%llu,,,,,,,,,,\n",
+                   "0.000,0,,0,0,,%llu,,,,,,,,,,,,\n",
                 t.rest_us / 1e3, (unsigned long long)r->steps);
 }
 
@@ -321,6 +335,12 @@ static cJSON *layer_json(const struct gt__agg *r, const struct gt__agg_layer *l)
     cJSON_AddNumberToObject(j, "gpu_fwd_ms", l->gpu_us[0] / 1e3);
     cJSON_AddNumberToObject(j, "gpu_bwd_ms", l->gpu_us[1] / 1e3);
     cJSON_AddNumberToObject(j, "gpu_kernels", (double)l->gpu_kernels);
+    int k = gt__agg_top_kernel(l);
+    if (k >= 0)
+        cJSON_AddStringToObject(j, "top_bwd_kernel", l->bk_name[k]);
+    else
+        cJSON_AddNullToObject(j, "top_bwd_kernel");
+    cJSON_AddNumberToObject(j, "top_bwd_kernel_ms", k >= 0 ? l->bk_us[k] / 1e3 : 0);
     if (l->top_node)
         cJSON_AddStringToObject(j, "top_node", l->top_node);
     else

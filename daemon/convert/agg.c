@@ -44,6 +44,8 @@ void gt__agg_close(struct gt__agg *a)
         gt__free(a->layers[i].parent);
         gt__free(a->layers[i].it);
         gt__free(a->layers[i].top_node);
+        for (int k = 0; k < GT__AGG_TOPK; k++)
+            gt__free(a->layers[i].bk_name[k]);
     }
     gt__free(a->layers);
     gt__free(a->slots);
@@ -257,17 +259,52 @@ int gt__agg_span(struct gt__agg *a, int fwd, const char *name, double ts,
     return gt__agg_add(a, &ev);
 }
 
-int gt__agg_kernel(struct gt__agg *a, const char *path, int bwd, double dur)
+/* Adds us to name in row l's backward kernel top-K (space-saving).
+ * @return 0 or -ENOMEM. */
+static int topk_add(struct gt__agg_layer *l, const char *name, double us)
+{
+    int low = 0;
+    for (int i = 0; i < GT__AGG_TOPK; i++) {
+        if (l->bk_name[i] && strcmp(l->bk_name[i], name) == 0) {
+            l->bk_us[i] += us;
+            return 0;
+        }
+        if (!l->bk_name[i] || (l->bk_name[low] && l->bk_us[i] < l->bk_us[low]))
+            low = i;
+    }
+    char *d = dup_n(name, strlen(name));
+    if (!d)
+        return -ENOMEM;
+    if (!l->bk_name[low])
+        l->bk_us[low] = 0;
+    gt__free(l->bk_name[low]);
+    l->bk_name[low] = d;
+    l->bk_us[low] += us;
+    return 0;
+}
+
+int gt__agg_top_kernel(const struct gt__agg_layer *l)
+{
+    int best = -1;
+    for (int i = 0; i < GT__AGG_TOPK; i++)
+        if (l->bk_name[i] && (best < 0 || l->bk_us[i] > l->bk_us[best]))
+            best = i;
+    return best;
+}
+
+int gt__agg_kernel(struct gt__agg *a, const char *path, int bwd, double dur,
+                   const char *name)
 {
     struct gt__agg_layer *l;
     if (!path[0])
         return 0;
     if (!(l = row_get(a, path, strlen(path))))
         return -ENOMEM;
+    dur = dur > 0 ? dur : 0;
     l->gpu_kernels++;
-    l->gpu_self_us[bwd ? 1 : 0] += dur > 0 ? dur : 0;
+    l->gpu_self_us[bwd ? 1 : 0] += dur;
     a->gpu_kernels++;
-    return 0;
+    return bwd && name && name[0] ? topk_add(l, name, dur) : 0;
 }
 
 void gt__agg_totals(struct gt__agg *a, const struct gt__agg_rest *t)
@@ -321,6 +358,9 @@ static int row_merge(struct gt__agg *a, struct gt__agg_layer *d,
     d->gpu_kernels += s->gpu_kernels;
     d->gpu_self_us[0] += s->gpu_self_us[0];
     d->gpu_self_us[1] += s->gpu_self_us[1];
+    for (int k = 0; k < GT__AGG_TOPK; k++)
+        if (s->bk_name[k] && topk_add(d, s->bk_name[k], s->bk_us[k]) < 0)
+            return -ENOMEM;
     if (s->top_node) {
         struct gt__agg_ev ev = {.top_node = s->top_node,
                                 .top_node_us = s->top_node_us};
@@ -666,10 +706,11 @@ static void obs_iteration(void *ud, uint64_t step, uint64_t rel_ns,
         k->err = rc;
 }
 
-static void obs_kernel(void *ud, const char *layer, int bwd, uint64_t dur_ns)
+static void obs_kernel(void *ud, const char *layer, int bwd, uint64_t dur_ns,
+                       const char *name)
 {
     struct agg_sink *k = ud;
-    int rc = gt__agg_kernel(k->a, layer, bwd, us_of(dur_ns));
+    int rc = gt__agg_kernel(k->a, layer, bwd, us_of(dur_ns), name);
     if (rc && !k->err)
         k->err = rc;
 }

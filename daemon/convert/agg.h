@@ -7,8 +7,9 @@
  * AccumulateGrad time, its own longest backward node, GPU kernel time per
  * phase, per-iteration statistics (agg_iter.c) and, over several ranks'
  * tables (gt__agg_merge, gt__agg_rank_summary), its slowest rank. Rows
- * form the module tree (parent from the backward spans, else by path); a container never
- * called itself (nn.ModuleList) gets its children's sums (gt__agg_finish).
+ * form the module tree (parent from the backward spans, else by path); a
+ * container never called itself (nn.ModuleList) gets its children's sums
+ * (gt__agg_finish).
  *
  * The table is filled from layer spans named as the trace names them
  * ("<path> (<Class>) forward", "<path> (<Class>) backward"), so that both
@@ -38,6 +39,8 @@ struct gt__agg_vals {
 /* Reservoir size for the per-iteration percentiles: exact up to this many
  * iterations, a uniform sample of them beyond (agg_iter.c). */
 #define GT__AGG_RESERVOIR 64
+/* Backward kernel names kept per layer (struct gt__agg_layer.bk_name). */
+#define GT__AGG_TOPK 4
 /* Layer spans of one layer held until their iteration ends. */
 #define GT__AGG_PENDING 8
 
@@ -95,6 +98,11 @@ struct gt__agg_layer {
      * gt__agg_finish) inclusive of sub-layers. */
     uint64_t gpu_kernels;
     double gpu_self_us[2], gpu_us[2]; /* [0] forward, [1] backward */
+    /* Its own backward kernels' heaviest names: space-saving top-K (a
+     * name not kept replaces the lightest and inherits its sum, so a sum
+     * may be overestimated by at most the lightest kept one's). */
+    char *bk_name[GT__AGG_TOPK];
+    double bk_us[GT__AGG_TOPK];
     uint64_t bwd_nodes, bwd_self_nodes, order2;
     /* gt__agg_finish: */
     int depth;           /* in the module tree, 0 for a root */
@@ -192,10 +200,12 @@ GT__WUR int gt__agg_span(struct gt__agg *a, int fwd, const char *name,
                          double ts, double dur, double nodes);
 /* Adds one layer span of any phase. @return 0 or -ENOMEM. */
 GT__WUR int gt__agg_add(struct gt__agg *a, const struct gt__agg_ev *ev);
-/* Adds one GPU kernel of dur us tagged with layer path (bwd 1: in its
- * backward). @return 0 or -ENOMEM. */
+/* Adds one GPU kernel name (NULL: unnamed) of dur us tagged with layer
+ * path (bwd 1: in its backward). @return 0 or -ENOMEM. */
 GT__WUR int gt__agg_kernel(struct gt__agg *a, const char *path, int bwd,
-                           double dur);
+                           double dur, const char *name);
+/* Row l's heaviest backward kernel: its index in bk_name, or -1. */
+int gt__agg_top_kernel(const struct gt__agg_layer *l);
 /* Adds one pass group's totals ("backward totals"). */
 void gt__agg_totals(struct gt__agg *a, const struct gt__agg_rest *t);
 /* Resolves the tree (parents, depths) and gives containers their

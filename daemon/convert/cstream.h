@@ -186,9 +186,10 @@ struct gt__span_obs {
     void (*totals)(void *ud, const struct gt__totals_ev *t);
     void (*iteration)(void *ud, uint64_t step, uint64_t rel_ns,
                       uint64_t dur_ns);
-    /* A GPU kernel tagged with a layer (path as the trace has it,
-     * NUL-terminated) and phase (bwd 1: backward, 0: forward). */
-    void (*kernel)(void *ud, const char *layer, int bwd, uint64_t dur_ns);
+    /* A GPU kernel tagged with a layer (path and kernel name as the trace
+     * has them, NUL-terminated) and phase (bwd 1: backward, 0: forward). */
+    void (*kernel)(void *ud, const char *layer, int bwd, uint64_t dur_ns,
+                   const char *name);
 };
 
 /* What the last metadata record changed, for the writers' part of it. */

@@ -240,3 +240,48 @@ Test(hints, one_rank_slower_names_the_layer_and_rank)
         gt__agg_close(&rk[k]);
     gt__agg_close(&all);
 }
+
+/* Layer m with backward kernels: big_us of "wgrad_gemm", 1000 us of
+ * "bias_reduce", and layer n with 10000 us of forward kernels. */
+static void kernel_table(struct gt__agg *a, double big_us)
+{
+    const struct span_spec s[] = {FWD("m (Linear)", 5000), BWD("m (Linear)", 9000, 9000, 0),
+                                  FWD("n (Linear)", 5000)};
+    table(a, s, 3);
+    cr_assert_eq(gt__agg_kernel(a, "m", 1, big_us / 2, "wgrad_gemm<float, 2>"), 0);
+    cr_assert_eq(gt__agg_kernel(a, "m", 1, big_us / 2, "wgrad_gemm<float, 2>"), 0);
+    cr_assert_eq(gt__agg_kernel(a, "m", 1, 1000, "bias_reduce"), 0);
+    cr_assert_eq(gt__agg_kernel(a, "n", 0, 10000, "fwd_gemm"), 0);
+}
+
+Test(hints, one_kernel_taking_most_of_a_gpu_backward_is_named)
+{
+    struct gt__agg a;
+    kernel_table(&a, 8000);
+    cr_assert_eq(count(&a, "top-kernel", "m"), 1);
+    const struct gt__agg_layer *m = gt__agg_find(&a, "m");
+    int k = gt__agg_top_kernel(m);
+    cr_assert_str_eq(m->bk_name[k], "wgrad_gemm<float, 2>");
+    cr_assert_float_eq(m->bk_us[k], 8000, 1e-9);
+    gt__agg_close(&a);
+    kernel_table(&a, 1200);
+    cr_assert_eq(count(&a, "top-kernel", "m"), 0, "55%% is not most");
+    gt__agg_close(&a);
+}
+
+Test(agg, kernel_top_k_keeps_heavy_names_past_its_size)
+{
+    struct gt__agg a;
+    gt__agg_init(&a);
+    char name[16];
+    for (int i = 0; i < 10; i++) {
+        snprintf(name, sizeof(name), "k%d", i);
+        cr_assert_eq(gt__agg_kernel(&a, "m", 1, 10, name), 0);
+        cr_assert_eq(gt__agg_kernel(&a, "m", 1, 100, "heavy"), 0);
+    }
+    const struct gt__agg_layer *m = gt__agg_find(&a, "m");
+    int k = gt__agg_top_kernel(m);
+    cr_assert_str_eq(m->bk_name[k], "heavy");
+    cr_assert_float_eq(m->bk_us[k], 1000, 1e-9);
+    gt__agg_close(&a);
+}

@@ -58,6 +58,9 @@ def recompute(evs):
             ph = "gpu_bwd" if e["args"]["phase"] == "backward" else "gpu_fwd"
             rows[e["args"]["layer"]][ph] += e["dur"]
             rows[e["args"]["layer"]]["gpu_kernels"] += 1
+            if ph == "gpu_bwd":
+                kn = rows[e["args"]["layer"]].setdefault("kernels", collections.Counter())
+                kn[e["name"]] += e["dur"]
             continue
         if cat == "backward_totals":
             un += e["args"].get("unattributed_us", 0)
@@ -136,6 +139,12 @@ def check_rows(table, rows, iters, per_it, un):
             want = sum(rows[q["layer"]][key] for q in sub) / 1e3
             near(r[col], want, f"{p} {col} (inclusive)", TOL * (len(sub) + 1))
         near(r["gpu_kernels"], x["gpu_kernels"], p + " gpu_kernels", 0)
+        kn = x.get("kernels")
+        if kn and len(kn) <= 4:  # exact below the report's top-4
+            name, us = max(kn.items(), key=lambda t: t[1])
+            if r["top_bwd_kernel"] != name:
+                fail(f"{p}: top_bwd_kernel {r['top_bwd_kernel']!r} != {name!r}")
+            near(r["top_bwd_kernel_ms"], us / 1e3, p + " top_bwd_kernel_ms")
         if r["top_node"] != (x.get("top") or ""):
             fail(f"{p}: top_node {r['top_node']!r} != {x.get('top')!r}")
         near(r["top_node_ms"] or 0, x.get("top_us", 0) / 1e3, p + " top_node_ms")
