@@ -20,8 +20,11 @@
  *    that time is at least SHARE_MIN of all layers' GPU time.
  *  - rank: with several ranks, a layer (not a container) whose slowest
  *    rank takes at least RANK_RATIO times the ranks' mean, by at least
- *    SHARE_MIN of a rank's step (the iterations' time over the number of
- *    ranks); reported for the deepest such layer only.
+ *    SHARE_MIN of a rank's step; times are per-iteration medians (so one
+ *    slow warm-up iteration is no imbalance) compared with the median
+ *    iteration, or totals compared with the iterations' time over the
+ *    number of ranks when a row has no per-iteration values; reported for
+ *    the deepest such layer only.
  *  - recompute: a checkpointed layer whose recompute costs more per call
  *    than RC_RATIO times the forward call it repeats, and at least
  *    RC_MIN of the step.
@@ -193,11 +196,13 @@ static void hint_kernel(const struct gt__agg *r, struct gt__hint *h, size_t *n,
     }
 }
 
-static int rank_slow(const struct gt__agg_layer *l, double per_rank)
+static int rank_slow(const struct gt__agg *r, const struct gt__agg_layer *l,
+                     double per_rank)
 {
-    return !l->container && l->rank_mean_us > 0 && per_rank > 0 &&
+    double step = l->rank_median ? gt__agg_quantile(&r->step_st, 0.5) : per_rank;
+    return !l->container && l->rank_mean_us > 0 && step > 0 &&
            l->slow_us >= RANK_RATIO * l->rank_mean_us &&
-           (l->slow_us - l->rank_mean_us) / per_rank >= SHARE_MIN;
+           (l->slow_us - l->rank_mean_us) / step >= SHARE_MIN;
 }
 
 static void hint_rank(const struct gt__agg *r, double base, struct gt__hint *h,
@@ -211,19 +216,20 @@ static void hint_rank(const struct gt__agg *r, double base, struct gt__hint *h,
         return;
     }
     for (size_t i = 0; i < r->n; i++)
-        if (rank_slow(&r->layers[i], per_rank))
+        if (rank_slow(r, &r->layers[i], per_rank))
             for (long q = r->layers[i].up; q >= 0 && !below[q]; q = r->layers[q].up)
                 below[q] = 1;
     for (size_t i = 0; i < r->n; i++) {
         const struct gt__agg_layer *l = &r->layers[i];
         struct gt__hint *x;
-        if (below[i] || !rank_slow(l, per_rank) ||
+        if (below[i] || !rank_slow(r, l, per_rank) ||
             !(x = hint_add(h, n, cap, "rank", l->path)))
             continue;
         snprintf(x->text, sizeof(x->text),
-                 "rank %d takes %.3f ms, %.2fx the %u ranks' mean %.3f ms",
-                 (int)l->slow_rank, l->slow_us / 1e3, l->slow_us / l->rank_mean_us,
-                 r->nranks, l->rank_mean_us / 1e3);
+                 "rank %d takes %.3f ms%s, %.2fx the %u ranks' mean %.3f ms",
+                 (int)l->slow_rank, l->slow_us / 1e3,
+                 l->rank_median ? " per iteration (median)" : "",
+                 l->slow_us / l->rank_mean_us, r->nranks, l->rank_mean_us / 1e3);
     }
     gt__free(below);
 }

@@ -622,6 +622,24 @@ const struct gt__agg_layer *gt__agg_find(struct gt__agg *a, const char *path)
     return r >= 0 ? &a->layers[r] : NULL;
 }
 
+/* A rank's row q: its median per-iteration fwd + rc + bwd, or -1 when it
+ * has no per-iteration values (a container, no iterations). */
+static double rank_median(const struct gt__agg_layer *q)
+{
+    if (!q || q->container || !q->it || q->it->st[GT__AGG_ST_ALL].n == 0)
+        return -1;
+    return gt__agg_quantile(&q->it->st[GT__AGG_ST_ALL], 0.5);
+}
+
+/* Whether every rank's row of path has a median (see rank_median). */
+static int ranks_have_medians(struct gt__agg *ranks, size_t n, const char *path)
+{
+    for (size_t k = 0; k < n; k++)
+        if (rank_median(gt__agg_find(&ranks[k], path)) < 0)
+            return 0;
+    return 1;
+}
+
 void gt__agg_rank_summary(struct gt__agg *all, struct gt__agg *ranks, size_t n)
 {
     all->nranks = (uint32_t)n;
@@ -630,9 +648,11 @@ void gt__agg_rank_summary(struct gt__agg *all, struct gt__agg *ranks, size_t n)
         double sum = 0;
         l->slow_rank = -1;
         l->slow_us = 0;
+        l->rank_median = ranks_have_medians(ranks, n, l->path);
         for (size_t k = 0; k < n; k++) {
             const struct gt__agg_layer *q = gt__agg_find(&ranks[k], l->path);
-            double t = q ? q->fwd_us + q->rc_us + q->bwd_us : 0;
+            double t = l->rank_median ? rank_median(q)
+                       : q ? q->fwd_us + q->rc_us + q->bwd_us : 0;
             sum += t;
             if (l->slow_rank < 0 || t > l->slow_us) {
                 l->slow_rank = ranks[k].rank;

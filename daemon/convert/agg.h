@@ -110,8 +110,12 @@ struct gt__agg_layer {
     long up;             /* parent row, -1: a root (kept by sorts) */
     struct gt__agg_iters *it; /* per-iteration state, NULL until needed */
     /* gt__agg_rank_summary, with several ranks: the rank whose fwd + rc +
-     * bwd is largest, that time, and the ranks' mean. */
+     * bwd is largest, that time, and the ranks' mean. The time is each
+     * rank's median per iteration (rank_median 1: robust to a warm-up
+     * iteration) when every rank has per-iteration values for the row,
+     * else its total. */
     int32_t slow_rank;
+    int rank_median;
     double slow_us, rank_mean_us;
 };
 

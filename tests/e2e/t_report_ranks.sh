@@ -22,25 +22,47 @@ run() { # NAME RANK ARGS...
   RANK=$rank WORLD_SIZE=2 "$B/gradtrace" record --raw -o "$name" -- "$PYTHON" "$R/models.py" "$@" \
     2>"$name.err" || die "$name: record failed: $(tail -5 "$name.err")"
 }
-run r0 0 demo 4; run r1 1 demo 4; run s1 1 demo 4 --slow blocks.1.fc2 --sleep-ms 5
-
-"$B/gradtrace" report r0/*.gtr s1/*.gtr >slow.txt || die "report of two ranks"
+# Each pair runs at the same time, as ranks do, so that the machine's load
+# falls on both ranks alike. Two processes on a shared 2-core machine can
+# still be slowed unequally by other jobs (a real imbalance as far as the
+# trace can tell), so a pair whose hints are wrong is recorded again, at
+# most 3 times: a systematic false hint fails every try.
+pair() { # A B ARGS_OF_B...
+  local a=$1 b=$2; shift 2
+  rm -rf "$a" "$b"
+  run "$a" 0 demo 6 & run "$b" 1 demo 6 "$@" & wait
+  ls "$a"/*.gtr "$b"/*.gtr >/dev/null 2>&1 || die "$a/$b: no recording"
+}
+slow_ok() {
+  "$B/gradtrace" report s0/*.gtr s1/*.gtr >slow.txt || die "report of two ranks"
+  grep -q "slowest rank" slow.txt || die "no slowest-rank column"
+  grep -Eq '^ *blocks\.1\.fc2 .* r1 ' slow.txt || { echo "blocks.1.fc2's slowest rank is not 1"; return 1; }
+  hints=$(grep '^  \[rank\]' slow.txt | awk '{print $2}' | tr -d : | paste -sd' ' -)
+  [ "$hints" = "blocks.1.fc2" ] || { echo "rank hints: '$hints', want blocks.1.fc2 only"; return 1; }
+  grep -q 'rank 1 takes' slow.txt || die "the rank hint does not name the rank"
+}
+same_ok() {
+  "$B/gradtrace" report r0/*.gtr r1/*.gtr >same.txt || die "report of two plain ranks"
+  ! grep '^  \[rank\]' same.txt
+}
+for try in 1 2 3; do
+  pair s0 s1 --slow blocks.1.fc2 --sleep-ms 5
+  why=$(slow_ok) && break
+  echo "try $try: $why"; [ $try -eq 3 ] && { cat slow.txt; die "$why"; }
+done
 cat slow.txt
-grep -q "slowest rank" slow.txt || die "no slowest-rank column"
-grep -Eq '^ *blocks\.1\.fc2 .* r1 ' slow.txt || die "blocks.1.fc2's slowest rank is not 1"
-hints=$(grep '^  \[rank\]' slow.txt | awk '{print $2}' | tr -d : | paste -sd' ' -)
-[ "$hints" = "blocks.1.fc2" ] || die "rank hints: '$hints', want blocks.1.fc2 only"
-grep -q 'rank 1 takes' slow.txt || die "the rank hint does not name the rank"
+for try in 1 2 3; do
+  pair r0 r1
+  why=$(same_ok) && break
+  echo "try $try: two plain ranks: $why"; [ $try -eq 3 ] && die "two plain ranks: a rank hint: $why"
+done
 
-"$B/gradtrace" report r0/*.gtr r1/*.gtr >same.txt || die "report of two plain ranks"
-grep -q '^  \[rank\]' same.txt && die "two plain ranks: a rank hint: $(grep '\[rank\]' same.txt)"
-
-"$B/gradtrace" report --by-rank r0/*.gtr s1/*.gtr >by.txt || die "--by-rank"
+"$B/gradtrace" report --by-rank s0/*.gtr s1/*.gtr >by.txt || die "--by-rank"
 grep -q '^== rank 0 ==' by.txt && grep -q '^== rank 1 ==' by.txt || die "--by-rank tables"
-"$B/gradtrace" report --csv r0/*.gtr s1/*.gtr >a.csv || die "csv gtr"
-"$B/gradtrace" report --csv r0/*.json s1/*.json >b.csv || die "csv json"
+"$B/gradtrace" report --csv s0/*.gtr s1/*.gtr >a.csv || die "csv gtr"
+"$B/gradtrace" report --csv s0/*.json s1/*.json >b.csv || die "csv json"
 cmp -s a.csv b.csv || die "ranks: gtr and json tables differ: $(diff a.csv b.csv | head)"
-"$B/gradtrace" report --format json r0/*.gtr s1/*.gtr >r.json || die "json"
+"$B/gradtrace" report --format json s0/*.gtr s1/*.gtr >r.json || die "json"
 "$PYTHON" - r.json <<'PY' || exit 1
 import json, sys
 d = json.load(open(sys.argv[1]))
