@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make demo: profiles the bundled example training run (examples/
 # train_small.py on Debian's CPU torch) under `gradtrace record`, then
-# prints where the trace is and the per-layer forward/backward table.
+# prints where the trace is, the per-layer forward/backward table with its
+# hints, and the path of the table's bar chart (SVG).
 # The trace opens in https://ui.perfetto.dev or chrome://tracing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,8 +27,9 @@ for f in "$out"/*.json; do echo "  $f"; done
 echo "Raw recording (gradtrace convert / gradtrace report take it too):"
 for f in "$out"/*.gtr; do echo "  $f"; done
 echo
-echo "Per-layer table (gradtrace report $trace):"
-"$BUILD/gradtrace" report "$out"/*.json | tee "$out/layers.txt"
+echo "Per-layer table and hints (gradtrace report --svg $out/layers.svg $trace):"
+"$BUILD/gradtrace" report --svg "$out/layers.svg" "$out"/*.json | tee "$out/layers.txt"
 echo
 echo "Table saved as $out/layers.txt"
+echo "Bar chart (SVG, opens in any browser): $out/layers.svg"
 rm -f "$out.log"

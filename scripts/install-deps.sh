@@ -14,6 +14,7 @@ pkgs=(
   libtorch-dev               # the C++ training program of the NVTX layer tests
   util-linux                 # setpriv: the cross-user refusal test
   cppcheck                   # make analyze
+  librsvg2-bin               # rsvg-convert: the report --svg rendering test
 )
 
 missing=()

@@ -134,15 +134,23 @@ int gt__cmd_record(int argc, char **argv);
 int gt__cmd_convert(int argc, char **argv);
 
 /*
- * `gradtrace report [--sort model|fwd|bwd|name] [--csv] TRACE...`: the
- * per-layer table (forward calls and time, backward spans, time and nodes)
- * from gradtrace trace files or a .gtr recording (decoded straight into
- * the aggregation sink, daemon/convert/agg.h).
+ * `gradtrace report [OPTIONS] TRACE...`: the per-layer table (forward,
+ * recompute, backward, GPU, per-iteration statistics, ranks), hints, as
+ * text, CSV or JSON (schema/report.md) and optionally an SVG, from
+ * gradtrace trace files or .gtr recordings (decoded straight into the
+ * aggregation sink, daemon/convert/agg.h); report.h holds its parts.
  * Memory bounded by the number of layers.
  * @return 0, 1 when the input is unreadable or holds no layer spans, 2 on
  *         a usage error.
  */
 int gt__cmd_report(int argc, char **argv);
+
+/*
+ * `gradtrace diff [OPTIONS] BASE NEW` (diff.c): per-layer deltas of two
+ * runs with a noise-aware verdict per row. @return 0, 1 unreadable input,
+ * 2 usage, 3 when --fail-above is exceeded.
+ */
+int gt__cmd_diff(int argc, char **argv);
 
 struct gt__agg;
 

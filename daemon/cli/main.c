@@ -25,6 +25,7 @@ static const struct command commands[] = {
     {"trigger", gt__cmd_trigger, "arm a capture trigger (layer=NAME,...) or --clear them"},
     {"convert", gt__cmd_convert, "convert a recorded stream (.gtr) to Chrome-trace JSON"},
     {"report", gt__cmd_report, "per-layer forward/backward table of a trace or .gtr"},
+    {"diff", gt__cmd_diff, "per-layer deltas of two runs, regressions flagged"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

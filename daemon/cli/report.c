@@ -1,5 +1,8 @@
 /*
- * `gradtrace report`: the per-layer table, without opening a viewer.
+ * `gradtrace report`: the per-layer table, without opening a viewer. This
+ * file reads the inputs and the options (gt__report_load is shared with
+ * `gradtrace diff`); the outputs are report_out.c (text, CSV, JSON),
+ * report_svg.c (--svg) and hints.c.
  *
  * Input is what gradtrace writes (schema/trace-output.md): one or more
  * trace files of one stream (rotated files are summed), or a .gtr
@@ -33,22 +36,33 @@
 #include <cJSON.h>
 
 #include "common/alloc.h"
+#include "common/util.h"
 #include "daemon/cli/cli.h"
+#include "daemon/cli/report.h"
 #include "daemon/convert/agg.h"
 #include "daemon/convert/sink.h"
 
 static const char report_usage[] =
-    "usage: gradtrace report [--sort model|fwd|bwd|name] [--csv] TRACE...\n"
+    "usage: gradtrace report [OPTIONS] TRACE...\n"
     "  Prints one row per layer (module path), nested in model order: forward\n"
     "  calls and time, recompute (checkpointing) calls and time, backward time\n"
-    "  (the sum of its nodes' times; self: its own nodes) and node count, all\n"
-    "  inclusive of sub-layers; then the backward time no layer owns and the\n"
-    "  total (top-level rows + unattributed).\n"
+    "  (the sum of its nodes' times; self: its own nodes), node count,\n"
+    "  AccumulateGrad time, all inclusive of sub-layers; the share of the\n"
+    "  iterations' time and per-iteration p50/p95; then the backward time no\n"
+    "  layer owns, the total, the step time outside layer spans, and hints.\n"
     "  TRACE: gradtrace trace files (.json, every rotated file of a stream)\n"
-    "  or a recording (.gtr), decoded on the fly.\n"
-    "  --sort   model (order of first forward call, the default), fwd or bwd (total time,\n"
-    "           largest first), name\n"
-    "  --csv    comma-separated output for scripts\n"
+    "  or recordings (.gtr), decoded on the fly.\n"
+    "  --format table|csv|json   output (json: schema/report.md); --csv = csv\n"
+    "  --sort model|fwd|bwd|name model order (default), total time largest\n"
+    "                            first, or path\n"
+    "  --depth N                 rows at most N deep (0: top-level only)\n"
+    "  --top N                   the first N rows (after --sort)\n"
+    "  --iterations A-B          only iterations ProfilerStep#A..#B (or A)\n"
+    "  --svg FILE                also write a bar chart of the rows shown\n"
+    "  --no-hints                no hints section\n"
+    "  --by-rank                 a table per rank first (inputs of several\n"
+    "                            ranks; the whole table always shows each\n"
+    "                            layer's slowest rank and its time / mean)\n"
     "exit status: 0 ok, 1 unreadable input or no layer spans, 2 usage\n";
 
 static double num_of(const cJSON *obj, const char *key, double dflt)
@@ -91,14 +105,24 @@ static int add_event(struct gt__agg *r, const cJSON *ev)
     }
     if (!cJSON_IsString(cat) || !cJSON_IsString(name) || !cJSON_IsNumber(dur))
         return 0;
-    if (strcmp(cat->valuestring, "iteration") == 0) {
-        gt__agg_iteration(r, dur->valuedouble);
-        return 0;
+    if (strcmp(cat->valuestring, "kernel") == 0) {
+        const cJSON *layer = cJSON_GetObjectItemCaseSensitive(args, "layer");
+        const cJSON *phase = cJSON_GetObjectItemCaseSensitive(args, "phase");
+        if (!cJSON_IsString(layer) || !cJSON_IsString(phase))
+            return 0;
+        return gt__agg_kernel(r, layer->valuestring,
+                              strcmp(phase->valuestring, "backward") == 0,
+                              dur->valuedouble,
+                              cJSON_IsString(name) ? name->valuestring : NULL);
     }
+    if (strcmp(cat->valuestring, "iteration") == 0)
+        return gt__agg_step(r, (uint64_t)num_of(args, "step", 0),
+                            num_of(ev, "ts", 0), dur->valuedouble);
     for (size_t i = 0; i < sizeof(layer_cats) / sizeof(layer_cats[0]); i++) {
         if (strcmp(cat->valuestring, layer_cats[i].cat) != 0)
             continue;
         const cJSON *parent = cJSON_GetObjectItemCaseSensitive(args, "parent");
+        const cJSON *top = cJSON_GetObjectItemCaseSensitive(args, "top_node");
         struct gt__agg_ev e = {
             .phase = layer_cats[i].phase, .name = name->valuestring,
             .ts = num_of(ev, "ts", 0), .dur = dur->valuedouble,
@@ -108,7 +132,9 @@ static int add_event(struct gt__agg *r, const cJSON *ev)
             .time_us = num_of(args, "time_us", -1),
             .self_us = num_of(args, "self_us", 0),
             .accg_us = num_of(args, "accumulate_grad_us", 0),
-            .parent = cJSON_IsString(parent) ? parent->valuestring : NULL};
+            .parent = cJSON_IsString(parent) ? parent->valuestring : NULL,
+            .top_node = cJSON_IsString(top) ? top->valuestring : NULL,
+            .top_node_us = num_of(args, "top_node_us", 0)};
         return gt__agg_add(r, &e);
     }
     return 0;
@@ -133,7 +159,52 @@ static int add_document(struct gt__agg *r, const char *text)
     return rc;
 }
 
-int gt__report_read_json(struct gt__agg *r, const char *path)
+/* What a trace's metadata says was lost (the largest over its files). */
+struct json_lost {
+    uint64_t events, chunks, corrupt;
+    int truncated;
+    int32_t rank;        /* distributedInfo's, -1 none */
+};
+
+static void max_u64(uint64_t *d, double v)
+{
+    if (v > (double)*d)
+        *d = (uint64_t)v;
+}
+
+/* A metadata line "lost":{...} or "stream":{...} into jl. */
+static void add_lost_line(struct json_lost *jl, const char *line)
+{
+    int lost = strncmp(line, "\"lost\":{", 8) == 0;
+    int dist = strncmp(line, "\"distributedInfo\":{", 19) == 0;
+    const char *obj = strchr(line, '{');
+    cJSON *j = obj ? cJSON_Parse(obj) : NULL;
+    if (!j) {
+        /* The line ends with a comma: parse up to the closing brace. */
+        const char *end = obj ? strrchr(obj, '}') : NULL;
+        if (end) {
+            char *t = strndup(obj, (size_t)(end - obj) + 1);
+            j = t ? cJSON_Parse(t) : NULL;
+            free(t);
+        }
+    }
+    if (!j)
+        return;
+    if (dist) {
+        jl->rank = (int32_t)num_of(j, "rank", -1);
+    } else if (lost) {
+        max_u64(&jl->events, num_of(j, "events", 0) + num_of(j, "cupti", 0));
+        max_u64(&jl->chunks, num_of(j, "chunks", 0));
+    } else {
+        max_u64(&jl->chunks, num_of(j, "chunks_missing", 0));
+        max_u64(&jl->corrupt, num_of(j, "corrupt_chunks", 0));
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "truncated")))
+            jl->truncated = 1;
+    }
+    cJSON_Delete(j);
+}
+
+static int read_json(struct gt__agg *r, const char *path, struct json_lost *jl)
 {
     FILE *f = fopen(path, "r");
     char *line = NULL;
@@ -156,8 +227,15 @@ int gt__report_read_json(struct gt__agg *r, const char *path)
             /* Not our line format: read the whole document instead. */
             break;
         }
+        if (strncmp(line, "\"lost\":{", 8) == 0 ||
+            strncmp(line, "\"distributedInfo\":{", 19) == 0 ||
+            strncmp(line, "\"stream\":{", 10) == 0) {
+            add_lost_line(jl, line);
+            continue;
+        }
         /* Cheap filter before parsing: only the categories we sum. */
         if (!strstr(line, "\"cat\":\"layer_") && !strstr(line, "\"cat\":\"iteration\"") &&
+            !strstr(line, "\"cat\":\"kernel\"") &&
             !strstr(line, "\"cat\":\"backward_totals\""))
             continue;
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == ','))
@@ -191,6 +269,12 @@ int gt__report_read_json(struct gt__agg *r, const char *path)
     return rc;
 }
 
+int gt__report_read_json(struct gt__agg *r, const char *path)
+{
+    struct json_lost jl = {.rank = -1};
+    return read_json(r, path, &jl);
+}
+
 /* A recording, decoded straight into the table by the aggregation sink. */
 static int read_gtr(struct gt__agg *r, const char *path)
 {
@@ -221,165 +305,119 @@ static int read_gtr(struct gt__agg *r, const char *path)
     return rc;
 }
 
-/* The top-level rows' sums and the remainder: the total line. */
-struct totals {
-    double fwd_us, rc_us, bwd_us, self_us;
-    uint64_t nodes;
-};
-
-static struct totals sum_roots(const struct gt__agg *r)
-{
-    struct totals t = {0};
-    for (size_t i = 0; i < r->n; i++) {
-        const struct gt__agg_layer *l = &r->layers[i];
-        if (l->up >= 0)
-            continue;
-        t.fwd_us += l->fwd_us;
-        t.rc_us += l->rc_us;
-        t.bwd_us += l->bwd_us;
-        t.nodes += l->bwd_nodes;
-    }
-    t.bwd_us += r->rest.un_us;
-    t.nodes += r->rest.un_nodes;
-    return t;
-}
-
-static void print_csv(const struct gt__agg *r)
-{
-    printf("layer,class,fwd_calls,fwd_ms,bwd_spans,bwd_ms,bwd_nodes,"
-           "recompute_calls,recompute_ms,bwd_self_ms,bwd_self_nodes,"
-           "accumulate_grad_ms,bwd_wall_ms,second_order_nodes,parent,depth,"
-           "container\n");
-    for (size_t i = 0; i < r->n; i++) {
-        const struct gt__agg_layer *l = &r->layers[i];
-        printf("%s,%s,%llu,%.3f,%llu,%.3f,%llu,%llu,%.3f,%.3f,%llu,%.3f,"
-               "%.3f,%llu,%s,%d,%d\n",
-               l->path, l->cls ? l->cls : "", (unsigned long long)l->fwd_calls,
-               l->fwd_us / 1e3, (unsigned long long)l->bwd_spans,
-               l->bwd_us / 1e3, (unsigned long long)l->bwd_nodes,
-               (unsigned long long)l->rc_calls, l->rc_us / 1e3,
-               l->bwd_self_us / 1e3, (unsigned long long)l->bwd_self_nodes,
-               l->accg_us / 1e3, l->bwd_wall_us / 1e3,
-               (unsigned long long)l->order2,
-               l->up >= 0 ? r->layers[l->up].path : "", l->depth,
-               l->container);
-    }
-    struct totals t = sum_roots(r);
-    printf("(unattributed),,0,0.000,0,%.3f,%llu,0,0.000,%.3f,%llu,0.000,0.000,"
-           "0,,0,0\n",
-           r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes,
-           r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes);
-    printf("(total),,0,%.3f,0,%.3f,%llu,0,%.3f,0.000,0,0.000,0.000,%llu,,0,0\n",
-           t.fwd_us / 1e3, t.bwd_us / 1e3, (unsigned long long)t.nodes,
-           t.rc_us / 1e3, (unsigned long long)r->rest.order2);
-}
-
-static void print_row(const struct gt__agg_layer *l, int w, int indent)
-{
-    char ratio[16] = "-", calls[24] = "-", name[128];
-    int d = indent ? 2 * (l->depth < 8 ? l->depth : 8) : 0;
-    if (l->fwd_us > 0 && l->bwd_spans)
-        snprintf(ratio, sizeof(ratio), "%.2f", l->bwd_us / l->fwd_us);
-    if (!l->container)
-        snprintf(calls, sizeof(calls), "%llu", (unsigned long long)l->fwd_calls);
-    snprintf(name, sizeof(name), "%*s%s", d, "", l->path);
-    printf("%-*.*s  %-14.14s %6s %11.3f %5llu %9.3f %11.3f %11.3f %9llu %8s\n",
-           w, w, name, l->cls ? l->cls : "", calls, l->fwd_us / 1e3,
-           (unsigned long long)l->rc_calls, l->rc_us / 1e3, l->bwd_us / 1e3,
-           l->bwd_self_us / 1e3, (unsigned long long)l->bwd_nodes, ratio);
-}
-
-static void print_table(const struct gt__agg *r, int csv, int indent)
-{
-    int w = 14;
-
-    if (csv) {
-        print_csv(r);
-        return;
-    }
-    for (size_t i = 0; i < r->n; i++) {
-        int len = (int)strlen(r->layers[i].path) +
-                  (indent ? 2 * (r->layers[i].depth < 8 ? r->layers[i].depth : 8) : 0);
-        if (len > w)
-            w = len < 60 ? len : 60;
-    }
-    printf("%-*s  %-14s %6s %11s %5s %9s %11s %11s %9s %8s\n", w, "layer", "class",
-           "fwd n", "fwd ms", "rc n", "rc ms", "bwd ms", "self ms", "bwd nodes",
-           "bwd/fwd");
-    for (size_t i = 0; i < r->n; i++)
-        print_row(&r->layers[i], w, indent);
-    struct totals t = sum_roots(r);
-    printf("%-*s  %-14s %6s %11s %5s %9s %11.3f %11.3f %9llu %8s\n", w,
-           "(unattributed)", "", "", "", "", "", r->rest.un_us / 1e3,
-           r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes, "");
-    printf("%-*s  %-14s %6s %11.3f %5s %9.3f %11.3f %11s %9llu %8s\n", w, "total", "",
-           "", t.fwd_us / 1e3, "", t.rc_us / 1e3, t.bwd_us / 1e3, "",
-           (unsigned long long)t.nodes, "");
-    if (r->steps)
-        printf("%llu iterations, %.3f ms each on average\n", (unsigned long long)r->steps,
-               r->step_us / 1e3 / (double)r->steps);
-    printf("times are inclusive of sub-layers; bwd ms sums the layer's node times "
-           "(self ms: its own nodes);\ncontainers (fwd n -) show their children's "
-           "sums; total = top-level rows + (unattributed)");
-    if (r->rest.un_accg || r->rest.order2)
-        printf(";\n%llu AccumulateGrad nodes without a layer (input leaves), "
-               "%llu nodes made by backward (second order)",
-               (unsigned long long)r->rest.un_accg, (unsigned long long)r->rest.order2);
-    printf("\n");
-}
-
 static const struct option report_opts[] = {
     {"help", no_argument, NULL, 'h'},
     {"csv", no_argument, NULL, 'c'},
+    {"format", required_argument, NULL, 'f'},
     {"sort", required_argument, NULL, 's'},
+    {"depth", required_argument, NULL, 'd'},
+    {"top", required_argument, NULL, 't'},
+    {"iterations", required_argument, NULL, 'i'},
+    {"svg", required_argument, NULL, 'g'},
+    {"no-hints", no_argument, NULL, 'n'},
+    {"by-rank", no_argument, NULL, 'r'},
     {NULL, 0, NULL, 0},
 };
 
-/* The --sort value. @return its order, or -1. */
-static int sort_order(const char *s)
+/* Index of s in names (n of them), or -1. */
+static int name_index(const char *const *names, int n, const char *s)
 {
-    static const char *const names[] = {
-        [GT__AGG_MODEL] = "model", [GT__AGG_FWD] = "fwd",
-        [GT__AGG_BWD] = "bwd", [GT__AGG_NAME] = "name"};
-    for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
-        if (strcmp(s, names[i]) == 0)
+    for (int i = 0; i < n; i++)
+        if (names[i] && strcmp(s, names[i]) == 0)
             return i;
     return -1;
+}
+
+/* "A-B" or "A" into lo, hi. @return 0 or -EINVAL. */
+static int parse_range(const char *s, uint64_t *lo, uint64_t *hi)
+{
+    char a[32];
+    const char *dash = strchr(s, '-');
+    size_t n = dash ? (size_t)(dash - s) : strlen(s);
+    if (n == 0 || n >= sizeof(a))
+        return -EINVAL;
+    memcpy(a, s, n);
+    a[n] = '\0';
+    if (gt__parse_u64(a, 0, UINT64_MAX >> 1, lo) < 0)
+        return -EINVAL;
+    if (!dash) {
+        *hi = *lo;
+        return 0;
+    }
+    if (gt__parse_u64(dash + 1, 0, UINT64_MAX >> 1, hi) < 0 || *hi < *lo)
+        return -EINVAL;
+    return 0;
+}
+
+/* One option into o. @return -1 to go on, or 2 (message printed). */
+static int parse_one(int ch, const char *arg, struct gt__rep_opts *o)
+{
+    static const char *const orders[] = {
+        [GT__AGG_MODEL] = "model", [GT__AGG_FWD] = "fwd",
+        [GT__AGG_BWD] = "bwd", [GT__AGG_NAME] = "name"};
+    static const char *const formats[] = {
+        [GT__REP_TABLE] = "table", [GT__REP_CSV] = "csv", [GT__REP_JSON] = "json"};
+    uint64_t v;
+    int k;
+
+    switch (ch) {
+    case 'c': o->format = GT__REP_CSV; return -1;
+    case 'n': o->no_hints = 1; return -1;
+    case 'r': o->by_rank = 1; return -1;
+    case 'g': o->svg = arg; return -1;
+    case 'f':
+        if ((k = name_index(formats, 3, arg)) < 0)
+            break;
+        o->format = (enum gt__rep_format)k;
+        return -1;
+    case 's':
+        if ((k = name_index(orders, 4, arg)) < 0)
+            break;
+        o->order = k;
+        return -1;
+    case 'd':
+    case 't':
+        if (gt__cli_parse_count(ch == 'd' ? "--depth" : "--top", arg, 0,
+                                1u << 30, &v) < 0)
+            return 2;
+        if (ch == 'd')
+            o->depth = (int)v;
+        else
+            o->top = (long)v;
+        return -1;
+    case 'i':
+        if (parse_range(arg, &o->lo, &o->hi) < 0)
+            break;
+        o->select = 1;
+        return -1;
+    }
+    fprintf(stderr, "gradtrace report: bad value '%s' (see --help)\n", arg);
+    return 2;
 }
 
 /*
  * Parses the options. @return -1 to go on (TRACEs from argv[optind]), or
  * the exit status: 0 after --help, 2 on a usage error (message printed).
  */
-static int parse_args(int argc, char **argv, int *csv, int *order)
+static int parse_args(int argc, char **argv, struct gt__rep_opts *o)
 {
-    int ch;
+    int ch, st;
     optind = 0; /* glibc: rescan from argv[1], whatever ran before */
     opterr = 0;
     while ((ch = getopt_long(argc, argv, ":h", report_opts, NULL)) != -1) {
-        switch (ch) {
-        case 'h':
+        if (ch == 'h') {
             fputs(report_usage, stdout);
             return 0;
-        case 'c':
-            *csv = 1;
-            break;
-        case 's':
-            if ((*order = sort_order(optarg)) < 0) {
-                fprintf(stderr, "gradtrace report: --sort: expected model, "
-                                "fwd, bwd or name, got '%s'\n%s",
-                        optarg, report_usage);
-                return 2;
-            }
-            break;
-        case ':':
-            fprintf(stderr, "gradtrace report: %s needs a value\n%s",
+        }
+        if (ch == ':' || ch == '?') {
+            fprintf(stderr, "gradtrace report: %s '%s'\n%s",
+                    ch == ':' ? "a value is needed after" : "unknown option",
                     argv[optind - 1], report_usage);
             return 2;
-        default:
-            fprintf(stderr, "gradtrace report: unknown option '%s'\n%s",
-                    argv[optind - 1], report_usage);
-            return 2;
+        }
+        if ((st = parse_one(ch, optarg, o)) >= 0) {
+            fputs(report_usage, stderr);
+            return st;
         }
     }
     if (optind >= argc) {
@@ -396,43 +434,138 @@ static int is_gtr(const char *path)
     return n > 4 && strcmp(path + n - 4, ".gtr") == 0;
 }
 
+/* The table of rank in rk, added when new. @return it, or NULL (no room). */
+static struct gt__agg *rank_table(struct gt__rep_ranks *rk, int32_t rank)
+{
+    for (size_t i = 0; i < rk->n; i++)
+        if (rk->a[i].rank == rank)
+            return &rk->a[i];
+    if (rk->n == GT__MAX_RANKS)
+        return NULL;
+    struct gt__agg *t = &rk->a[rk->n++];
+    gt__agg_init(t);
+    t->rank = rank;
+    return t;
+}
+
+/* One input into r and, by its rank, into rk. @return 0, or 1 (message
+ * printed). */
+static int load_one(struct gt__agg *r, const struct gt__rep_opts *o,
+                    const char *path, struct json_lost *jl,
+                    struct gt__rep_ranks *rk)
+{
+    struct gt__agg t;
+    int rc;
+    gt__agg_init(&t);
+    if (o->select)
+        gt__agg_select(&t, o->lo, o->hi);
+    jl->rank = -1;
+    rc = is_gtr(path) ? read_gtr(&t, path) : read_json(&t, path, jl);
+    if (!is_gtr(path))
+        t.rank = jl->rank;
+    if (rc == 0) {
+        gt__agg_iter_finish(&t);
+        struct gt__agg *rt = rk && t.rank >= 0 ? rank_table(rk, t.rank) : NULL;
+        rc = gt__agg_merge(r, &t);
+        if (rc == 0 && rt)
+            rc = gt__agg_merge(rt, &t);
+        if (rc < 0)
+            fprintf(stderr, "gradtrace: out of memory\n");
+    }
+    gt__agg_close(&t);
+    return rc < 0 ? 1 : 0;
+}
+
+void gt__report_ranks_close(struct gt__rep_ranks *rk)
+{
+    for (size_t i = 0; rk && i < rk->n; i++)
+        gt__agg_close(&rk->a[i]);
+}
+
+int gt__report_load(struct gt__agg *r, const struct gt__rep_opts *o,
+                    int n, char **paths, const char *prog,
+                    struct gt__rep_ranks *rk)
+{
+    struct json_lost jl = {.rank = -1};
+    for (int i = 0; i < n; i++)
+        if (load_one(r, o, paths[i], &jl, rk))
+            return 1;
+    /* Rotated files repeat the stream's cumulative counts: the largest. */
+    gt__agg_lost(r, jl.events, jl.chunks, jl.corrupt, jl.truncated);
+    if (r->n == 0) {
+        if (r->steps)
+            fprintf(stderr, "%s: no per-layer spans in the input: %llu "
+                    "iterations were captured, but no backward node has a "
+                    "layer, so no layer source was active. Python runs get "
+                    "layers from gradtrace record; a C++ or CUDA C program from "
+                    "NVTX ranges with GRADTRACE_LAYERS=nvtx (see README, Agent "
+                    "configuration) or from gt_module_begin/end\n", prog,
+                    (unsigned long long)r->steps);
+        else
+            fprintf(stderr, "%s: no per-layer spans and no backward passes in "
+                    "the input (was the program a PyTorch run under gradtrace "
+                    "record?)\n", prog);
+        return 1;
+    }
+    gt__agg_finish(r);
+    for (size_t k = 0; rk && k < rk->n; k++)
+        gt__agg_finish(&rk->a[k]);
+    if (rk && rk->n > 1)
+        gt__agg_rank_summary(r, rk->a, rk->n);
+    gt__agg_sort(r, (enum gt__agg_order)o->order);
+    for (size_t k = 0; rk && k < rk->n; k++)
+        gt__agg_sort(&rk->a[k], (enum gt__agg_order)o->order);
+    return 0;
+}
+
+/* The chosen output on stdout, and the SVG. @return the exit status. */
+static int write_outputs(const struct gt__agg *r, const struct gt__rep_opts *o)
+{
+    int rc = 0;
+    if (o->format == GT__REP_CSV)
+        gt__report_print_csv(stdout, r, o);
+    else if (o->format == GT__REP_JSON)
+        rc = gt__report_print_json(stdout, r, o);
+    else
+        gt__report_print_table(stdout, r, o);
+    if (rc == 0 && o->svg) {
+        rc = gt__report_write_svg(o->svg, r, o);
+        if (rc < 0)
+            fprintf(stderr, "gradtrace report: %s: %s\n", o->svg, gt__strerror(rc));
+        else if (o->format == GT__REP_TABLE)
+            printf("\nbar chart: %s\n", o->svg);
+    }
+    return rc < 0 ? 1 : 0;
+}
+
 int gt__cmd_report(int argc, char **argv)
 {
+    struct gt__rep_opts o = {.order = GT__AGG_MODEL, .depth = -1, .top = -1};
     struct gt__agg r;
-    int csv = 0, order = GT__AGG_MODEL, status;
+    int status;
 
-    if ((status = parse_args(argc, argv, &csv, &order)) >= 0)
+    if ((status = parse_args(argc, argv, &o)) >= 0)
         return status;
+    struct gt__rep_ranks *rk = gt__calloc(1, sizeof(*rk));
+    if (!rk) {
+        fprintf(stderr, "gradtrace report: out of memory\n");
+        return 1;
+    }
     gt__agg_init(&r);
-    for (int i = optind; i < argc; i++) {
-        int rc = is_gtr(argv[i]) ? read_gtr(&r, argv[i])
-                                 : gt__report_read_json(&r, argv[i]);
-        if (rc < 0) {
-            status = 1;
-            goto out_free;
-        }
+    status = gt__report_load(&r, &o, argc - optind, argv + optind,
+                             "gradtrace report", rk);
+    for (size_t k = 0; status == 0 && o.by_rank && k < rk->n; k++) {
+        printf("== rank %d ==\n", (int)rk->a[k].rank);
+        struct gt__rep_opts ro = o;
+        ro.svg = NULL;
+        ro.no_hints = 1;
+        status = write_outputs(&rk->a[k], &ro);
+        printf("\n== all ranks ==\n");
     }
-    if (r.n == 0) {
-        if (r.steps)
-            fprintf(stderr, "gradtrace report: no per-layer spans in the "
-                    "input: %llu iterations were captured, but no backward "
-                    "node has a layer, so no layer source was active. Python "
-                    "runs get layers from gradtrace record; a C++ or CUDA C "
-                    "program from NVTX ranges with GRADTRACE_LAYERS=nvtx (see "
-                    "README, Agent configuration) or from gt_module_begin/end\n",
-                    (unsigned long long)r.steps);
-        else
-            fprintf(stderr, "gradtrace report: no per-layer spans and no "
-                    "backward passes in the input (was the program a PyTorch "
-                    "run under gradtrace record?)\n");
-        status = 1;
-        goto out_free;
-    }
-    gt__agg_finish(&r);
-    gt__agg_sort(&r, (enum gt__agg_order)order);
-    print_table(&r, csv, order == GT__AGG_MODEL);
-    status = 0;
-out_free:
+    if (status == 0)
+        status = write_outputs(&r, &o);
+    gt__report_ranks_close(rk);
+    gt__free(rk);
     gt__agg_close(&r);
     return status;
 }

@@ -33,6 +33,7 @@
 void gt__agg_init(struct gt__agg *a)
 {
     memset(a, 0, sizeof(*a));
+    a->rank = -1;
 }
 
 void gt__agg_close(struct gt__agg *a)
@@ -41,6 +42,10 @@ void gt__agg_close(struct gt__agg *a)
         gt__free(a->layers[i].path);
         gt__free(a->layers[i].cls);
         gt__free(a->layers[i].parent);
+        gt__free(a->layers[i].it);
+        gt__free(a->layers[i].top_node);
+        for (int k = 0; k < GT__AGG_TOPK; k++)
+            gt__free(a->layers[i].bk_name[k]);
     }
     gt__free(a->layers);
     gt__free(a->slots);
@@ -151,6 +156,26 @@ static char *dup_n(const char *text, size_t len)
     return d;
 }
 
+/* The span's numbers as one iteration's values. */
+static struct gt__agg_vals vals_of(const struct gt__agg_ev *ev)
+{
+    struct gt__agg_vals v = {0};
+    if (ev->phase == GT__AGG_PH_FWD) {
+        v.fwd_calls = 1;
+        v.fwd_us = ev->dur;
+    } else if (ev->phase == GT__AGG_PH_RECOMPUTE) {
+        v.rc_calls = 1;
+        v.rc_us = ev->dur;
+    } else {
+        v.bwd_spans = 1;
+        v.bwd_us = ev->time_us >= 0 ? ev->time_us : ev->dur;
+        v.self_us = ev->self_us > 0 ? ev->self_us : 0;
+        v.accg_us = ev->accg_us > 0 ? ev->accg_us : 0;
+        v.nodes = ev->nodes > 0 ? (double)(uint64_t)ev->nodes : 0;
+    }
+    return v;
+}
+
 static void add_backward(struct gt__agg_layer *l, const struct gt__agg_ev *ev)
 {
     double t = ev->time_us >= 0 ? ev->time_us : ev->dur;
@@ -167,6 +192,25 @@ static void add_backward(struct gt__agg_layer *l, const struct gt__agg_ev *ev)
         l->bwd_self_nodes += (uint64_t)ev->self_nodes;
     if (ev->order2 > 0)
         l->order2 += (uint64_t)ev->order2;
+}
+
+/* A backward span's longest own node into the row's top-1. @return 0 or
+ * -ENOMEM. */
+static int top_add(struct gt__agg_layer *l, const struct gt__agg_ev *ev)
+{
+    if (l->top_node && strcmp(l->top_node, ev->top_node) == 0) {
+        l->top_node_us += ev->top_node_us;
+        return 0;
+    }
+    if (l->top_node && ev->top_node_us <= l->top_node_us)
+        return 0;
+    char *d = dup_n(ev->top_node, strlen(ev->top_node));
+    if (!d)
+        return -ENOMEM;
+    gt__free(l->top_node);
+    l->top_node = d;
+    l->top_node_us = ev->top_node_us;
+    return 0;
 }
 
 int gt__agg_add(struct gt__agg *a, const struct gt__agg_ev *ev)
@@ -199,8 +243,11 @@ int gt__agg_add(struct gt__agg *a, const struct gt__agg_ev *ev)
         l->rc_us += ev->dur;
     } else {
         add_backward(l, ev);
+        if (ev->top_node && top_add(l, ev) < 0)
+            return -ENOMEM;
     }
-    return 0;
+    struct gt__agg_vals v = vals_of(ev);
+    return gt__agg_iter_span(a, l, ev->ts, &v);
 }
 
 int gt__agg_span(struct gt__agg *a, int fwd, const char *name, double ts,
@@ -210,6 +257,54 @@ int gt__agg_span(struct gt__agg *a, int fwd, const char *name, double ts,
                             .name = name, .ts = ts, .dur = dur,
                             .nodes = fwd ? 0 : nodes, .time_us = -1};
     return gt__agg_add(a, &ev);
+}
+
+/* Adds us to name in row l's backward kernel top-K (space-saving).
+ * @return 0 or -ENOMEM. */
+static int topk_add(struct gt__agg_layer *l, const char *name, double us)
+{
+    int low = 0;
+    for (int i = 0; i < GT__AGG_TOPK; i++) {
+        if (l->bk_name[i] && strcmp(l->bk_name[i], name) == 0) {
+            l->bk_us[i] += us;
+            return 0;
+        }
+        if (!l->bk_name[i] || (l->bk_name[low] && l->bk_us[i] < l->bk_us[low]))
+            low = i;
+    }
+    char *d = dup_n(name, strlen(name));
+    if (!d)
+        return -ENOMEM;
+    if (!l->bk_name[low])
+        l->bk_us[low] = 0;
+    gt__free(l->bk_name[low]);
+    l->bk_name[low] = d;
+    l->bk_us[low] += us;
+    return 0;
+}
+
+int gt__agg_top_kernel(const struct gt__agg_layer *l)
+{
+    int best = -1;
+    for (int i = 0; i < GT__AGG_TOPK; i++)
+        if (l->bk_name[i] && (best < 0 || l->bk_us[i] > l->bk_us[best]))
+            best = i;
+    return best;
+}
+
+int gt__agg_kernel(struct gt__agg *a, const char *path, int bwd, double dur,
+                   const char *name)
+{
+    struct gt__agg_layer *l;
+    if (!path[0])
+        return 0;
+    if (!(l = row_get(a, path, strlen(path))))
+        return -ENOMEM;
+    dur = dur > 0 ? dur : 0;
+    l->gpu_kernels++;
+    l->gpu_self_us[bwd ? 1 : 0] += dur;
+    a->gpu_kernels++;
+    return bwd && name && name[0] ? topk_add(l, name, dur) : 0;
 }
 
 void gt__agg_totals(struct gt__agg *a, const struct gt__agg_rest *t)
@@ -227,6 +322,69 @@ void gt__agg_iteration(struct gt__agg *a, double dur)
 {
     a->steps++;
     a->step_us += dur;
+}
+
+/* Copies text into *d unless it is set. @return 0 or -ENOMEM. */
+static int dup_once(char **d, const char *text)
+{
+    if (*d || !text)
+        return 0;
+    return (*d = dup_n(text, strlen(text))) ? 0 : -ENOMEM;
+}
+
+/* Row s's sums into row d (same path). @return 0 or -ENOMEM. */
+static int row_merge(struct gt__agg *a, struct gt__agg_layer *d,
+                     const struct gt__agg_layer *s)
+{
+    if (dup_once(&d->cls, s->cls) || dup_once(&d->parent, s->parent))
+        return -ENOMEM;
+    if (s->first_ts >= 0 && (d->first_ts < 0 || s->first_ts < d->first_ts))
+        d->first_ts = s->first_ts;
+    if (s->first_fwd_ts >= 0 &&
+        (d->first_fwd_ts < 0 || s->first_fwd_ts < d->first_fwd_ts))
+        d->first_fwd_ts = s->first_fwd_ts;
+    d->fwd_calls += s->fwd_calls;
+    d->fwd_us += s->fwd_us;
+    d->rc_calls += s->rc_calls;
+    d->rc_us += s->rc_us;
+    d->bwd_spans += s->bwd_spans;
+    d->bwd_us += s->bwd_us;
+    d->bwd_self_us += s->bwd_self_us;
+    d->bwd_wall_us += s->bwd_wall_us;
+    d->accg_us += s->accg_us;
+    d->bwd_nodes += s->bwd_nodes;
+    d->bwd_self_nodes += s->bwd_self_nodes;
+    d->order2 += s->order2;
+    d->gpu_kernels += s->gpu_kernels;
+    d->gpu_self_us[0] += s->gpu_self_us[0];
+    d->gpu_self_us[1] += s->gpu_self_us[1];
+    for (int k = 0; k < GT__AGG_TOPK; k++)
+        if (s->bk_name[k] && topk_add(d, s->bk_name[k], s->bk_us[k]) < 0)
+            return -ENOMEM;
+    if (s->top_node) {
+        struct gt__agg_ev ev = {.top_node = s->top_node,
+                                .top_node_us = s->top_node_us};
+        if (top_add(d, &ev) < 0)
+            return -ENOMEM;
+    }
+    return gt__agg_iter_merge(a, d, s);
+}
+
+int gt__agg_merge(struct gt__agg *d, const struct gt__agg *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        const struct gt__agg_layer *l = &s->layers[i];
+        struct gt__agg_layer *r = row_get(d, l->path, strlen(l->path));
+        if (!r || row_merge(d, r, l) < 0)
+            return -ENOMEM;
+    }
+    uint64_t groups = d->rest.groups;
+    gt__agg_totals(d, &s->rest);
+    d->rest.groups = groups + s->rest.groups;
+    gt__agg_steps_merge(d, s);
+    if (d->rank < 0)
+        d->rank = s->rank;
+    return 0;
 }
 
 /* ------------------------------------------------------------ order */
@@ -321,6 +479,7 @@ void gt__agg_finish(struct gt__agg *a)
     if (a->finished)
         return;
     a->finished = 1;
+    gt__agg_iter_finish(a);
     tree_resolve(a);
     size_t *ix = by_depth(a);
     if (!ix)
@@ -333,11 +492,16 @@ void gt__agg_finish(struct gt__agg *a)
     /* Deepest first, so a container's children are complete when their
      * sums reach it. Recompute is inclusive like forward: a module not
      * recomputed itself shows what was recomputed inside it. */
+    for (size_t r = 0; r < a->n; r++)
+        for (int ph = 0; ph < 2; ph++)
+            a->layers[r].gpu_us[ph] = a->layers[r].gpu_self_us[ph];
     for (size_t k = 0; k < a->n; k++) {
         const struct gt__agg_layer *l = &a->layers[ix[k]];
         if (l->up < 0)
             continue;
         struct gt__agg_layer *p = &a->layers[l->up];
+        p->gpu_us[0] += l->gpu_us[0];
+        p->gpu_us[1] += l->gpu_us[1];
         if (p->container)
             p->fwd_us += l->fwd_us;
         if (p->rc_calls == 0)
@@ -450,6 +614,55 @@ void gt__agg_sort(struct gt__agg *a, enum gt__agg_order order)
     tree_resolve(a); /* rows moved: up again by index */
 }
 
+/* ------------------------------------------------------------ ranks */
+
+const struct gt__agg_layer *gt__agg_find(struct gt__agg *a, const char *path)
+{
+    long r = row_find(a, path, strlen(path));
+    return r >= 0 ? &a->layers[r] : NULL;
+}
+
+/* A rank's row q: its median per-iteration fwd + rc + bwd, or -1 when it
+ * has no per-iteration values (a container, no iterations). */
+static double rank_median(const struct gt__agg_layer *q)
+{
+    if (!q || q->container || !q->it || q->it->st[GT__AGG_ST_ALL].n == 0)
+        return -1;
+    return gt__agg_quantile(&q->it->st[GT__AGG_ST_ALL], 0.5);
+}
+
+/* Whether every rank's row of path has a median (see rank_median). */
+static int ranks_have_medians(struct gt__agg *ranks, size_t n, const char *path)
+{
+    for (size_t k = 0; k < n; k++)
+        if (rank_median(gt__agg_find(&ranks[k], path)) < 0)
+            return 0;
+    return 1;
+}
+
+void gt__agg_rank_summary(struct gt__agg *all, struct gt__agg *ranks, size_t n)
+{
+    all->nranks = (uint32_t)n;
+    for (size_t i = 0; i < all->n && n > 1; i++) {
+        struct gt__agg_layer *l = &all->layers[i];
+        double sum = 0;
+        l->slow_rank = -1;
+        l->slow_us = 0;
+        l->rank_median = ranks_have_medians(ranks, n, l->path);
+        for (size_t k = 0; k < n; k++) {
+            const struct gt__agg_layer *q = gt__agg_find(&ranks[k], l->path);
+            double t = l->rank_median ? rank_median(q)
+                       : q ? q->fwd_us + q->rc_us + q->bwd_us : 0;
+            sum += t;
+            if (l->slow_rank < 0 || t > l->slow_us) {
+                l->slow_rank = ranks[k].rank;
+                l->slow_us = t;
+            }
+        }
+        l->rank_mean_us = sum / (double)n;
+    }
+}
+
 /* ------------------------------------------------------------ sink */
 
 struct agg_sink {
@@ -486,6 +699,8 @@ static void obs_layer(void *ud, const char *name, uint64_t rel_ns,
         e.self_us = us_of(ev->self_ns);
         e.accg_us = us_of(ev->accg_ns);
         e.parent = ev->parent;
+        e.top_node = ev->top;
+        e.top_node_us = us_of(ev->top_ns);
     }
     int rc = gt__agg_add(k->a, &e);
     if (rc && !k->err)
@@ -502,15 +717,28 @@ static void obs_totals(void *ud, const struct gt__totals_ev *t)
     gt__agg_totals(k->a, &r);
 }
 
-static void obs_iteration(void *ud, uint64_t dur_ns)
+static void obs_iteration(void *ud, uint64_t step, uint64_t rel_ns,
+                          uint64_t dur_ns)
 {
     struct agg_sink *k = ud;
-    gt__agg_iteration(k->a, us_of(dur_ns));
+    int rc = gt__agg_step(k->a, step, us_of(rel_ns), us_of(dur_ns));
+    if (rc && !k->err)
+        k->err = rc;
+}
+
+static void obs_kernel(void *ud, const char *layer, int bwd, uint64_t dur_ns,
+                       const char *name)
+{
+    struct agg_sink *k = ud;
+    int rc = gt__agg_kernel(k->a, layer, bwd, us_of(dur_ns), name);
+    if (rc && !k->err)
+        k->err = rc;
 }
 
 static int agg_hello(struct gt__csink *s, const struct gt__hello_info *h)
 {
     struct agg_sink *k = (struct agg_sink *)s;
+    k->a->rank = h->h.rank;
     int rc = gt__conv_hello(k->conv, h);
     return rc ? rc : k->err;
 }
@@ -528,6 +756,10 @@ static int agg_finish(struct gt__csink *s, const struct gt__framer_stats *st,
 {
     struct agg_sink *k = (struct agg_sink *)s;
     int rc = gt__conv_finish(k->conv, st, truncated);
+    const uint64_t *lost = k->conv->s.lost_sum;
+    gt__agg_lost(k->a, lost[GT_LOST_EVENTS] + lost[GT_LOST_CUPTI],
+                 lost[GT_LOST_CHUNKS] + (st ? st->chunks_lost : 0),
+                 st ? st->corrupt_chunks : 0, truncated);
     return rc ? rc : k->err;
 }
 
@@ -558,7 +790,8 @@ struct gt__csink *gt__agg_sink_create(struct gt__agg *a)
     k->a = a;
     k->obs = (struct gt__span_obs){.ud = k, .layer = obs_layer,
                                    .totals = obs_totals,
-                                   .iteration = obs_iteration};
+                                   .iteration = obs_iteration,
+                                   .kernel = obs_kernel};
     k->conv = gt__conv_create(&o);
     if (!k->conv) {
         gt__free(k);

@@ -463,6 +463,14 @@ void gt__obs_layer(struct gt__writer *c, const struct gt__layer_ev *ev,
         x.parent = parent;
         x.parent_len = (uint32_t)k;
     }
+    char top[6 * GT_STRING_MAX + 1];
+    if (ev->top) {
+        uint32_t l = ev->top_len;
+        size_t k = gt__json_text(top, ev->top, l < GT_STRING_MAX ? l : GT_STRING_MAX);
+        top[k] = 0;
+        x.top = top;
+        x.top_len = (uint32_t)k;
+    }
     uint64_t s = ev->s, e = ev->e;
     if (s < c->s->base_ns)
         s = c->s->base_ns; /* clamped at the base, keeping its end */

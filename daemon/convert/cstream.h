@@ -158,6 +158,9 @@ struct gt__layer_ev {
     uint64_t nodes, self_nodes;     /* with descendants; its own */
     uint64_t time_ns, self_ns;      /* with descendants; its own */
     uint64_t accg_ns;               /* its own AccumulateGrad nodes */
+    const char *top;                /* its own longest node's name (raw), */
+    uint32_t top_len;               /*   NULL when it has no node of its own */
+    uint64_t top_ns;                /*   and that node's own time */
     uint64_t order2;                /* nodes made by backward, inclusive */
     const char *parent;             /* NULL: a root */
     uint32_t parent_len;
@@ -178,14 +181,20 @@ struct gt__totals_ev {
  * (agg.c): the event's name unescaped ("<path> (<Class>) forward", "...
  * recompute" or "... backward"), its start relative to the base and
  * duration in ns, and the span's numbers; each pass group's totals; and
- * each iteration's duration.
+ * each iteration: its step number, start relative to the base and
+ * duration in ns; each GPU kernel with a layer.
  */
 struct gt__span_obs {
     void *ud;
     void (*layer)(void *ud, const char *name, uint64_t rel_ns,
                   uint64_t dur_ns, const struct gt__layer_ev *ev);
     void (*totals)(void *ud, const struct gt__totals_ev *t);
-    void (*iteration)(void *ud, uint64_t dur_ns);
+    void (*iteration)(void *ud, uint64_t step, uint64_t rel_ns,
+                      uint64_t dur_ns);
+    /* A GPU kernel tagged with a layer (path and kernel name as the trace
+     * has them, NUL-terminated) and phase (bwd 1: backward, 0: forward). */
+    void (*kernel)(void *ud, const char *layer, int bwd, uint64_t dur_ns,
+                   const char *name);
 };
 
 /* What the last metadata record changed, for the writers' part of it. */

@@ -212,6 +212,8 @@ struct gt__wlayer {
     uint64_t accg_ns;     /* AccumulateGrad time of its own nodes */
     uint64_t order2;      /* nodes made by backward, with descendants' */
     int node_credited;    /* a backward node was credited to it (ever) */
+    uint32_t top_name;    /* its own longest node's name id, 0: none */
+    uint64_t top_ns;      /* and that node's own time */
 };
 
 /* What one backward node adds to its layer (gt__layer_credit). */
@@ -220,6 +222,7 @@ struct gt__credit {
     uint64_t self_ns;     /* its own time */
     int accumulate;       /* an AccumulateGrad node */
     int order2;           /* created by a backward node */
+    uint32_t name;        /* its name's string id */
 };
 
 /* ------------------------------------------------------------ the rest */

@@ -229,6 +229,8 @@ void gt__layer_credit(struct gt__writer *c, uint32_t path_id,
             L->nodes = 0;
             L->time_ns = L->order2 = 0;
             L->self_nodes = L->self_ns = L->accg_ns = 0;
+            L->top_name = 0;
+            L->top_ns = 0;
             c->touched[c->ntouched++] = (uint32_t)a;
         } else {
             if (k->s < L->first)
@@ -245,6 +247,10 @@ void gt__layer_credit(struct gt__writer *c, uint32_t path_id,
             L->self_ns += k->self_ns;
             if (k->accumulate)
                 L->accg_ns += k->self_ns;
+            if (k->name && (!L->top_name || k->self_ns > L->top_ns)) {
+                L->top_name = k->name;
+                L->top_ns = k->self_ns;
+            }
         }
     }
 }
@@ -291,6 +297,15 @@ static size_t layer_args(struct gt__writer *c, char *args,
     }
     if (ev->order2)
         p = PUT_KV(p, ",\"second_order_nodes\":", ev->order2);
+    uint32_t tl = 0;
+    const char *top = L->top_name ? gt__str_esc(c, L->top_name, &tl) : NULL;
+    if (top && tl <= GT__JSON_ESCAPED_MAX(GT_STRING_MAX)) {
+        p = GT__LIT(p, ",\"top_node\":\"");
+        memcpy(p, top, tl);
+        p += tl;
+        p = GT__LIT(p, "\",\"top_node_us\":");
+        p = gt__fmt_us(p, L->top_ns);
+    }
     if (pass != UINT64_MAX)
         p = PUT_KV(p, ",\"pass\":", pass);
     else
@@ -313,7 +328,7 @@ static void emit_layer_span(struct gt__writer *c, uint32_t t, uint32_t li,
                             struct gt__layer_ev *ev, uint64_t pass)
 {
     const struct gt__wlayer *L = &c->layers[li];
-    char args[2 * GT__JSON_ESCAPED_MAX(GT_STRING_MAX) + 320];
+    char args[3 * GT__JSON_ESCAPED_MAX(GT_STRING_MAX) + 360];
     size_t al = layer_args(c, args, L, ev, pass);
     uint32_t cl = 0;
     const char *cls = L->cls ? gt__str_esc(c, L->cls, &cl) : NULL;
@@ -341,6 +356,9 @@ static void emit_layer_span(struct gt__writer *c, uint32_t t, uint32_t li,
         ev->phase = GT__PHASE_BACKWARD;
         ev->parent = P ? P->path : NULL;
         ev->parent_len = P ? P->path_len : 0;
+        ev->top_ns = L->top_ns;
+        if (L->top_name)
+            ev->top = gt__str_raw(c, L->top_name, &ev->top_len);
         gt__obs_layer(c, ev, L->path, L->path_len, rcls, cls ? rl : 0);
     }
 }
@@ -542,7 +560,9 @@ static void emit_iteration(struct gt__writer *c, uint64_t s, uint64_t e,
     gt__emit_x(c, t, "iteration", name, (uint32_t)nl, "", 0, "", 0, s, e,
                args, (size_t)al);
     if (c->s->obs && c->s->obs->iteration)
-        c->s->obs->iteration(c->s->obs->ud, e < s ? 0 : e - s);
+        c->s->obs->iteration(c->s->obs->ud, value,
+                             s < c->s->base_ns ? 0 : s - c->s->base_ns,
+                             e < s ? 0 : e - s);
 }
 
 /* Start of the iteration that a boundary at ts closes, or 0 if invalid. */

@@ -87,7 +87,7 @@ void gt__emit_node(struct gt__writer *c, struct gt__wthread *th,
                            .self_ns = dur > o->nested_ns ? dur - o->nested_ns
                                                          : 0,
                            .accumulate = is_accumulate(c, o->name),
-                           .order2 = o->order > 1};
+                           .order2 = o->order > 1, .name = o->name};
     gt__layer_credit(c, o->layer, &k);
 }
 

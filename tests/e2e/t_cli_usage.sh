@@ -13,7 +13,7 @@ GT=$B/gradtrace
 export LC_ALL=C   # getopt's messages untranslated
 
 # --help and -h, per subcommand: usage on stdout, stderr clean, exit 0.
-for sub in status start stop trigger record daemon convert report; do
+for sub in status start stop trigger record daemon convert report diff; do
   for h in --help -h; do
     "$GT" $sub $h >"$E2E_TMP/o" 2>"$E2E_TMP/e"; rc=$?
     [ $rc -eq 0 ] || die "gradtrace $sub $h: exit $rc"
@@ -25,7 +25,7 @@ done
 # The top level: --help, -h and help list every command; --version.
 for h in --help -h help; do
   "$GT" $h >"$E2E_TMP/o" 2>"$E2E_TMP/e" || die "gradtrace $h: exit $?"
-  for sub in record daemon status start stop trigger convert report; do
+  for sub in record daemon status start stop trigger convert report diff; do
     grep -q "^  $sub " "$E2E_TMP/o" || die "gradtrace $h does not list $sub"
   done
   grep -q "Exit status" "$E2E_TMP/o" || die "gradtrace $h does not document exit codes"
@@ -54,8 +54,8 @@ want="gradtraced: unrecognized option '--no-such-option'"; bad daemon --no-such-
 want="gradtrace: unrecognized option '--no-such-option'"; bad --no-such-option
 want="unknown command 'frobnicate'"; bad frobnicate
 # convert and report parse their own options (daemon/cli/convert.c,
-# report.c): bad usage exits 2 there too.
-for sub in convert report; do
+# report.c, diff.c): bad usage exits 2 there too.
+for sub in convert report diff; do
   "$GT" $sub --no-such-option >/dev/null 2>&1; rc=$?
   [ $rc -eq 2 ] || die "gradtrace $sub --no-such-option: exit $rc, want 2"
 done

@@ -7,7 +7,7 @@
  * whatever the records say, the Chrome sink produces at least one file
  * (the main one, or capture windows' files), and every file it lists is
  * valid JSON with a traceEvents array and the gradtrace metadata (parsed
- * back with cJSON); every row of the aggregation has a span; neither
+ * back with cJSON); every row of the aggregation has a span or a GPU kernel; neither
  * crashes or reads outside the input (ASan/UBSan in the libFuzzer build).
  * Files go to a private directory made once per process and are removed
  * after each input.
@@ -118,7 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     for (size_t i = 0; i < agg.n; i++)
         if (agg.layers[i].fwd_calls + agg.layers[i].rc_calls +
-                agg.layers[i].bwd_spans == 0)
+                agg.layers[i].bwd_spans + agg.layers[i].gpu_kernels == 0)
             abort();
     gt__csink_free(k[0]);
     gt__csink_free(k[1]);

@@ -75,6 +75,18 @@ static void assert_same(struct gt__agg *x, struct gt__agg *y)
         cr_assert_eq(a->bwd_nodes, b->bwd_nodes, "%s", a->path);
         cr_assert_eq(a->first_ts, b->first_ts, "%s", a->path);
         cr_assert_eq(a->first_fwd_ts, b->first_fwd_ts, "%s", a->path);
+        cr_assert_eq(a->accg_us, b->accg_us, "%s", a->path);
+        cr_assert_str_eq(a->top_node ? a->top_node : "",
+                         b->top_node ? b->top_node : "", "%s", a->path);
+        cr_assert_eq(a->top_node_us, b->top_node_us, "%s", a->path);
+        cr_assert_eq(a->gpu_kernels, b->gpu_kernels, "%s", a->path);
+        cr_assert_eq(a->gpu_self_us[0], b->gpu_self_us[0], "%s", a->path);
+        cr_assert_eq(a->gpu_self_us[1], b->gpu_self_us[1], "%s", a->path);
+        cr_assert_eq(!a->it, !b->it, "%s", a->path);
+        for (int s = 0; a->it && s < GT__AGG_NST; s++) {
+            cr_assert_eq(a->it->st[s].n, b->it->st[s].n, "%s", a->path);
+            cr_assert_eq(a->it->st[s].sum, b->it->st[s].sum, "%s", a->path);
+        }
     }
     cr_assert_eq(x->steps, y->steps);
     cr_assert_eq(x->step_us, y->step_us);
@@ -120,6 +132,12 @@ Test(agg, sink_rows_equal_what_report_reads_from_the_json, .timeout = 30)
     cr_assert_eq(l->fwd_calls, o.iterations);
     cr_assert_eq(l->bwd_spans, o.iterations);
     cr_assert_gt(l->bwd_nodes, 0);
+    cr_assert_gt(l->gpu_kernels, 0, "the generator's kernels carry layers");
+    cr_assert_gt(l->gpu_self_us[0], 0);
+    cr_assert_gt(l->gpu_self_us[1], 0);
+    cr_assert_not_null(l->top_node);
+    gt__agg_finish(&from_json);
+    gt__agg_finish(&from_sink);
     assert_same(&from_json, &from_sink);
 
     remove_files(sinks[0]);

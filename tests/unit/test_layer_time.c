@@ -780,3 +780,47 @@ Test(layer_time, without_pass_marks_a_recompute_does_not_end_the_backward,
     cr_assert_eq(row(&x.sink, "Net")->bwd_us, 5.0 + 50.0);
     lx_close(&x);
 }
+
+/* Torch 1.13 names the node with its namespace: still AccumulateGrad. */
+Test(layer_time, qualified_accumulate_grad_name_counts_as_one, .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    strings(&x);
+    str(&x.f, S_ACC, "torch::autograd::AccumulateGrad");
+    scope(&x, 1, S_NET, S_NET, 0, 1);
+    fwd(&x, S_FC, S_LINEAR, 0, 2, 5);
+    scope(&x, 0, S_NET, S_NET, 0, 6);
+    pass(&x, 1, 100, 0);
+    node(&x.f, S_MM, 0, 110, 120);
+    nbegin(&x, S_ACC, UINT64_MAX, 121);
+    node_layer(&x, S_FC, S_WEIGHT, 121);
+    nend(&x, UINT64_MAX, 125);
+    pass(&x, 0, 130, 0);
+    lx_run(&x);
+    const cJSON *fc = args(ev_of(x.doc, "layer_backward", "fc (Linear) backward", 0));
+    cr_assert_eq(num(fc, "accumulate_grad_us"), 4.0);
+    lx_close(&x);
+}
+
+/* A layer span names its own longest node, not a descendant's. */
+Test(layer_time, span_names_its_own_longest_node, .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    strings(&x);
+    scope(&x, 1, S_NET, S_NET, 0, 1);
+    fwd(&x, S_FC, S_LINEAR, 0, 2, 5);
+    scope(&x, 0, S_NET, S_NET, 0, 6);
+    pass(&x, 1, 100, 0);
+    node(&x.f, S_MM, 0, 110, 120);          /* 10 us */
+    nbegin(&x, S_ACC, UINT64_MAX, 121);     /* 4 us */
+    node_layer(&x, S_FC, S_WEIGHT, 121);
+    nend(&x, UINT64_MAX, 125);
+    pass(&x, 0, 130, 0);
+    lx_run(&x);
+    const cJSON *fc = args(ev_of(x.doc, "layer_backward", "fc (Linear) backward", 0));
+    cr_assert_str_eq(s_of(fc, "top_node"), "MmBackward0");
+    cr_assert_eq(num(fc, "top_node_us"), 10.0);
+    lx_close(&x);
+}

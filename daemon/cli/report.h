@@ -1,0 +1,105 @@
+/*
+ * What `gradtrace report` and `gradtrace diff` share inside the CLI: how
+ * the inputs become one table (report.c), the table's outputs
+ * (report_out.c: text, CSV, JSON; report_svg.c: the bar chart), and the
+ * hints drawn from it (hints.c). Everything reads a finished, sorted
+ * struct gt__agg and writes to a FILE; nothing here keeps state.
+ */
+#ifndef GRADTRACE_DAEMON_CLI_REPORT_H
+#define GRADTRACE_DAEMON_CLI_REPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "daemon/convert/agg.h"
+
+enum gt__rep_format { GT__REP_TABLE = 0, GT__REP_CSV, GT__REP_JSON };
+
+struct gt__rep_opts {
+    enum gt__rep_format format;
+    int order;           /* enum gt__agg_order */
+    int depth;           /* rows deeper than this are not shown; -1: all */
+    long top;            /* at most this many rows; -1: all */
+    const char *svg;     /* write the bar chart here, or NULL */
+    int select;          /* --iterations A-B */
+    uint64_t lo, hi;
+    int no_hints;
+    int by_rank;         /* a table per rank, then the whole */
+};
+
+/* The inputs' tables by rank (inputs without a rank are in none). */
+#define GT__MAX_RANKS 64
+struct gt__rep_ranks {
+    size_t n;
+    struct gt__agg a[GT__MAX_RANKS];
+};
+void gt__report_ranks_close(struct gt__rep_ranks *rk);
+
+/*
+ * Reads the inputs (trace files and .gtr recordings, n paths) into r,
+ * which the caller initialised, applying o's iteration selection, then
+ * finishes and sorts it by o->order. Each input is read into its own
+ * table first and added to r and, when rk is not NULL and the input has
+ * a rank, to that rank's table in rk (zeroed by the caller; close it with
+ * gt__report_ranks_close); with several ranks each row of r gets its
+ * slowest rank. prog names the command in messages.
+ * @return 0, or 1 (unreadable input or no layer spans; message printed).
+ */
+int gt__report_load(struct gt__agg *r, const struct gt__rep_opts *o,
+                    int n, char **paths, const char *prog,
+                    struct gt__rep_ranks *rk);
+
+/* Whether row l is shown under o (depth); the --top cut is the caller's. */
+int gt__report_shown(const struct gt__agg_layer *l, const struct gt__rep_opts *o);
+
+/* The sums the total line shows: the top-level rows plus the remainder. */
+struct gt__rep_totals {
+    double fwd_us, rc_us, bwd_us, accg_us;
+    uint64_t nodes;
+    double step_us;      /* the iterations' time, 0 without iterations */
+    double rest_us;      /* step time outside layer spans (may be < 0) */
+};
+struct gt__rep_totals gt__report_totals(const struct gt__agg *r);
+/* Row l's share of the step (fwd + recompute + bwd over the iterations'
+ * time), or -1 without iterations. */
+double gt__report_share(const struct gt__agg *r, const struct gt__agg_layer *l);
+
+/* One hint: its kind (a short identifier), the layer it names ("" for the
+ * whole input) and its evidence as one sentence. */
+struct gt__hint {
+    const char *kind;
+    const char *layer;
+    char text[256];
+};
+#define GT__MAX_HINTS 16
+/* The hints the table supports, strongest evidence first. @return their
+ * number (at most cap). */
+size_t gt__hints_find(const struct gt__agg *r, struct gt__hint *h, size_t cap);
+
+void gt__report_print_table(FILE *f, const struct gt__agg *r,
+                            const struct gt__rep_opts *o);
+void gt__report_print_csv(FILE *f, const struct gt__agg *r,
+                          const struct gt__rep_opts *o);
+/* @return 0 or -ENOMEM. */
+int gt__report_print_json(FILE *f, const struct gt__agg *r,
+                          const struct gt__rep_opts *o) GT__WUR;
+/* Writes the bar chart as a self-contained SVG file. @return 0 or a
+ * negative errno. */
+int gt__report_write_svg(const char *path, const struct gt__agg *r,
+                         const struct gt__rep_opts *o) GT__WUR;
+
+/* `gradtrace diff`'s rule (diff.c): thresholds in percent, standard
+ * errors and ms. */
+struct gt__diff_rule {
+    double thr, sigma, min_ms, fail;
+};
+/*
+ * The verdict on a row whose own change is own ms per iteration, base ms
+ * its base time, se the standard error of the difference of the runs'
+ * per-iteration means (< 0: unknown, that test skipped) and step the base
+ * iteration's ms. @return 1 slower, -1 faster, 0 within noise.
+ */
+int gt__diff_verdict(const struct gt__diff_rule *o, double own, double base,
+                     double se, double step);
+
+#endif /* GRADTRACE_DAEMON_CLI_REPORT_H */

@@ -1,0 +1,430 @@
+/*
+ * The per-layer table's outputs (report.h): the text table, CSV and JSON
+ * (schema/report.md). All three show the same rows with the same
+ * numbers: the rows under --depth, at most --top of them, then the
+ * remainder no layer owns, the total, the step time outside layer spans
+ * and, for the table and JSON, the hints.
+ *
+ * Per-iteration columns (n, mean, p50, p95) are a layer's forward +
+ * recompute + backward time in each iteration it ran in (agg_iter.c);
+ * containers (no forward call of their own) show none, as their forward
+ * is their children's sum and not a per-iteration value.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "daemon/cli/report.h"
+
+int gt__report_shown(const struct gt__agg_layer *l, const struct gt__rep_opts *o)
+{
+    return o->depth < 0 || l->depth <= o->depth;
+}
+
+struct gt__rep_totals gt__report_totals(const struct gt__agg *r)
+{
+    struct gt__rep_totals t = {0};
+    for (size_t i = 0; i < r->n; i++) {
+        const struct gt__agg_layer *l = &r->layers[i];
+        t.accg_us += l->accg_us;
+        if (l->up >= 0)
+            continue;
+        t.fwd_us += l->fwd_us;
+        t.rc_us += l->rc_us;
+        t.bwd_us += l->bwd_us;
+        t.nodes += l->bwd_nodes;
+    }
+    t.bwd_us += r->rest.un_us;
+    t.nodes += r->rest.un_nodes;
+    t.step_us = r->step_us;
+    if (r->steps)
+        t.rest_us = t.step_us - t.fwd_us - t.rc_us - t.bwd_us;
+    return t;
+}
+
+double gt__report_share(const struct gt__agg *r, const struct gt__agg_layer *l)
+{
+    if (!r->steps || r->step_us <= 0)
+        return -1;
+    return (l->fwd_us + l->rc_us + l->bwd_us) / r->step_us;
+}
+
+/* The per-iteration statistic a row shows, or NULL (container, none). */
+static const struct gt__agg_stat *row_stat(const struct gt__agg_layer *l)
+{
+    if (l->container || !l->it || l->it->st[GT__AGG_ST_ALL].n == 0)
+        return NULL;
+    return &l->it->st[GT__AGG_ST_ALL];
+}
+
+/* Index of the last row shown, plus one: --top counts shown rows. */
+static size_t rows_end(const struct gt__agg *r, const struct gt__rep_opts *o)
+{
+    long shown = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        if (!gt__report_shown(&r->layers[i], o))
+            continue;
+        if (o->top >= 0 && shown == o->top)
+            return i;
+        shown++;
+    }
+    return r->n;
+}
+
+/* ------------------------------------------------------------ csv */
+
+static void csv_row(FILE *f, const struct gt__agg *r, const struct gt__agg_layer *l)
+{
+    const struct gt__agg_stat *st = row_stat(l);
+    double share = gt__report_share(r, l);
+    fprintf(f, "%s,%s,%llu,%.3f,%llu,%.3f,%llu,%llu,%.3f,%.3f,%llu,%.3f,"
+               "%.3f,%llu,%s,%d,%d,",
+            l->path, l->cls ? l->cls : "", (unsigned long long)l->fwd_calls,
+            l->fwd_us / 1e3, (unsigned long long)l->bwd_spans, l->bwd_us / 1e3,
+            (unsigned long long)l->bwd_nodes, (unsigned long long)l->rc_calls,
+            l->rc_us / 1e3, l->bwd_self_us / 1e3,
+            (unsigned long long)l->bwd_self_nodes, l->accg_us / 1e3,
+            l->bwd_wall_us / 1e3, (unsigned long long)l->order2,
+            l->up >= 0 ? r->layers[l->up].path : "", l->depth, l->container);
+    if (share >= 0)
+        fprintf(f, "%.4f", share);
+    if (st)
+        fprintf(f, ",%llu,%.3f,%.3f,%.3f,", (unsigned long long)st->n,
+                gt__agg_mean(st) / 1e3, gt__agg_quantile(st, 0.5) / 1e3,
+                gt__agg_quantile(st, 0.95) / 1e3);
+    else
+        fputs(",0,,,,", f);
+    /* Node names hold "::" and "<>", never commas or quotes; quoted anyway. */
+    if (l->top_node)
+        fprintf(f, "\"%s\",%.3f,", l->top_node, l->top_node_us / 1e3);
+    else
+        fputs(",,", f);
+    fprintf(f, "%.3f,%.3f,%llu,", l->gpu_us[0] / 1e3, l->gpu_us[1] / 1e3,
+            (unsigned long long)l->gpu_kernels);
+    if (r->nranks > 1 && l->rank_mean_us > 0)
+        fprintf(f, "%d,%.3f,", (int)l->slow_rank, l->slow_us / l->rank_mean_us);
+    else
+        fputs(",,", f);
+    /* Kernel names may hold commas (template arguments): quoted, with
+     * any quote doubled. */
+    int k = gt__agg_top_kernel(l);
+    if (k >= 0) {
+        fputc('"', f);
+        for (const char *p = l->bk_name[k]; *p; p++) {
+            if (*p == '"')
+                fputc('"', f);
+            fputc(*p, f);
+        }
+        fprintf(f, "\",%.3f\n", l->bk_us[k] / 1e3);
+    } else {
+        fputs(",\n", f);
+    }
+}
+
+void gt__report_print_csv(FILE *f, const struct gt__agg *r,
+                          const struct gt__rep_opts *o)
+{
+    fputs("layer,class,fwd_calls,fwd_ms,bwd_spans,bwd_ms,bwd_nodes,"
+          "recompute_calls,recompute_ms,bwd_self_ms,bwd_self_nodes,"
+          "accumulate_grad_ms,bwd_wall_ms,second_order_nodes,parent,depth,"
+          "container,share,iterations,iter_mean_ms,iter_p50_ms,iter_p95_ms,"
+          "top_node,top_node_ms,gpu_fwd_ms,gpu_bwd_ms,gpu_kernels,slowest_rank,"
+          "rank_imbalance,top_bwd_kernel,top_bwd_kernel_ms\n", f);
+    size_t end = rows_end(r, o);
+    for (size_t i = 0; i < end; i++)
+        if (gt__report_shown(&r->layers[i], o))
+            csv_row(f, r, &r->layers[i]);
+    struct gt__rep_totals t = gt__report_totals(r);
+    fprintf(f, "(unattributed),,0,0.000,0,%.3f,%llu,0,0.000,%.3f,%llu,0.000,"
+               "0.000,0,,0,0,,0,,,,,,,,,,,,\n",
+            r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes,
+            r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes);
+    fprintf(f, "(total),,0,%.3f,0,%.3f,%llu,0,%.3f,0.000,0,%.3f,0.000,%llu,,0,"
+               "0,,%llu,,,,,,,,,,,,\n",
+            t.fwd_us / 1e3, t.bwd_us / 1e3, (unsigned long long)t.nodes,
+            t.rc_us / 1e3, t.accg_us / 1e3, (unsigned long long)r->rest.order2,
+            (unsigned long long)r->steps);
+    if (r->steps)
+        fprintf(f, "(rest of step),,0,%.3f,0,0.000,0,0,0.000,0.000,0,0.000,"
+                   "0.000,0,,0,0,,%llu,,,,,,,,,,,,\n",
+                t.rest_us / 1e3, (unsigned long long)r->steps);
+}
+
+/* ------------------------------------------------------------ table */
+
+static void table_row(FILE *f, const struct gt__agg *r,
+                      const struct gt__agg_layer *l, int w, int indent)
+{
+    char ratio[16] = "-", calls[24] = "-", name[128], share[16] = "-";
+    char itn[24] = "-", p50[24] = "-", p95[24] = "-";
+    const struct gt__agg_stat *st = row_stat(l);
+    int d = indent ? 2 * (l->depth < 8 ? l->depth : 8) : 0;
+    double sh = gt__report_share(r, l);
+
+    if (l->fwd_us > 0 && l->bwd_spans)
+        snprintf(ratio, sizeof(ratio), "%.2f", l->bwd_us / l->fwd_us);
+    if (!l->container)
+        snprintf(calls, sizeof(calls), "%llu", (unsigned long long)l->fwd_calls);
+    if (sh >= 0)
+        snprintf(share, sizeof(share), "%.1f", 100 * sh);
+    if (st) {
+        snprintf(itn, sizeof(itn), "%llu", (unsigned long long)st->n);
+        snprintf(p50, sizeof(p50), "%.3f", gt__agg_quantile(st, 0.5) / 1e3);
+        snprintf(p95, sizeof(p95), "%.3f", gt__agg_quantile(st, 0.95) / 1e3);
+    }
+    snprintf(name, sizeof(name), "%*s%s", d, "", l->path);
+    fprintf(f, "%-*.*s  %-14.14s %6s %11.3f %5llu %9.3f %11.3f %11.3f %9llu "
+               "%8s %9.3f %6s %5s %9s %9s",
+            w, w, name, l->cls ? l->cls : "", calls, l->fwd_us / 1e3,
+            (unsigned long long)l->rc_calls, l->rc_us / 1e3, l->bwd_us / 1e3,
+            l->bwd_self_us / 1e3, (unsigned long long)l->bwd_nodes, ratio,
+            l->accg_us / 1e3, share, itn, p50, p95);
+    /* GPU columns only when the input has CUDA data. */
+    if (r->gpu_kernels)
+        fprintf(f, " %10.3f %10.3f", l->gpu_us[0] / 1e3, l->gpu_us[1] / 1e3);
+    if (r->nranks > 1 && l->rank_mean_us > 0)
+        fprintf(f, "  r%-4d %5.2fx", (int)l->slow_rank, l->slow_us / l->rank_mean_us);
+    else if (r->nranks > 1)
+        fputs("  -", f);
+    fputc('\n', f);
+}
+
+static void table_footer(FILE *f, const struct gt__agg *r, int w)
+{
+    struct gt__rep_totals t = gt__report_totals(r);
+    fprintf(f, "%-*s  %-14s %6s %11s %5s %9s %11.3f %11.3f %9llu\n", w,
+            "(unattributed)", "", "", "", "", "", r->rest.un_us / 1e3,
+            r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes);
+    fprintf(f, "%-*s  %-14s %6s %11.3f %5s %9.3f %11.3f %11s %9llu %8s %9.3f\n",
+            w, "total", "", "", t.fwd_us / 1e3, "", t.rc_us / 1e3,
+            t.bwd_us / 1e3, "", (unsigned long long)t.nodes, "", t.accg_us / 1e3);
+    if (r->steps) {
+        fprintf(f, "%-*s  %-14s %6s %11.3f\n", w, "(rest of step)", "", "",
+                t.rest_us / 1e3);
+        fprintf(f, "%llu iterations, %.3f ms each on average (p50 %.3f, p95 "
+                   "%.3f); step = total fwd + rc + bwd + (rest of step)\n",
+                (unsigned long long)r->steps, r->step_us / 1e3 / (double)r->steps,
+                gt__agg_quantile(&r->step_st, 0.5) / 1e3,
+                gt__agg_quantile(&r->step_st, 0.95) / 1e3);
+    }
+    fputs("times are inclusive of sub-layers; bwd ms sums the layer's node times "
+          "(self ms: its own nodes);\ncontainers (fwd n -) show their children's "
+          "sums; total = top-level rows + (unattributed);\nshare: % of the "
+          "iterations' time; it n, p50, p95: per-iteration fwd+rc+bwd ms", f);
+    if (r->gpu_kernels)
+        fputs(";\ngpu ms: kernels tagged with the layer and phase, inclusive", f);
+    if (r->nranks > 1)
+        fprintf(f, ";\n%u ranks summed; slowest rank: its fwd+rc+bwd / the ranks' "
+                   "mean", r->nranks);
+    if (r->rest.un_accg || r->rest.order2)
+        fprintf(f, ";\n%llu AccumulateGrad nodes without a layer (input leaves), "
+                   "%llu nodes made by backward (second order)",
+                (unsigned long long)r->rest.un_accg,
+                (unsigned long long)r->rest.order2);
+    fputc('\n', f);
+}
+
+static void hints_print(FILE *f, const struct gt__agg *r)
+{
+    struct gt__hint h[GT__MAX_HINTS];
+    size_t n = gt__hints_find(r, h, GT__MAX_HINTS);
+    fputs("\nhints:\n", f);
+    if (n == 0)
+        fputs("  none: nothing in this trace stands out\n", f);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "  [%s] %s%s%s\n", h[i].kind, h[i].layer,
+                h[i].layer[0] ? ": " : "", h[i].text);
+}
+
+void gt__report_print_table(FILE *f, const struct gt__agg *r,
+                            const struct gt__rep_opts *o)
+{
+    int w = 14, indent = o->order == GT__AGG_MODEL;
+    size_t end = rows_end(r, o);
+
+    for (size_t i = 0; i < end; i++) {
+        const struct gt__agg_layer *l = &r->layers[i];
+        int len = (int)strlen(l->path) + (indent ? 2 * (l->depth < 8 ? l->depth : 8) : 0);
+        if (gt__report_shown(l, o) && len > w)
+            w = len < 60 ? len : 60;
+    }
+    fprintf(f, "%-*s  %-14s %6s %11s %5s %9s %11s %11s %9s %8s %9s %6s %5s %9s %9s",
+            w, "layer", "class", "fwd n", "fwd ms", "rc n", "rc ms", "bwd ms",
+            "self ms", "bwd nodes", "bwd/fwd", "accg ms", "share", "it n",
+            "p50 ms", "p95 ms");
+    if (r->gpu_kernels)
+        fprintf(f, " %10s %10s", "gpu fwd ms", "gpu bwd ms");
+    if (r->nranks > 1)
+        fputs("  slowest rank", f);
+    fputc('\n', f);
+    for (size_t i = 0; i < end; i++)
+        if (gt__report_shown(&r->layers[i], o))
+            table_row(f, r, &r->layers[i], w, indent);
+    table_footer(f, r, w);
+    if (!o->no_hints)
+        hints_print(f, r);
+}
+
+/* ------------------------------------------------------------ json */
+
+static cJSON *stat_json(const struct gt__agg_stat *s)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    cJSON_AddNumberToObject(j, "n", (double)s->n);
+    cJSON_AddNumberToObject(j, "mean_ms", gt__agg_mean(s) / 1e3);
+    cJSON_AddNumberToObject(j, "stddev_ms", gt__agg_stddev(s) / 1e3);
+    cJSON_AddNumberToObject(j, "p50_ms", s->n ? gt__agg_quantile(s, 0.5) / 1e3 : 0);
+    cJSON_AddNumberToObject(j, "p95_ms", s->n ? gt__agg_quantile(s, 0.95) / 1e3 : 0);
+    return j;
+}
+
+static void add_num_or_null(cJSON *o, const char *k, double v, int have)
+{
+    if (have)
+        cJSON_AddNumberToObject(o, k, v);
+    else
+        cJSON_AddNullToObject(o, k);
+}
+
+static cJSON *per_iter_json(const struct gt__agg_layer *l)
+{
+    static const char *const keys[GT__AGG_NST] = {"fwd", "bwd", "recompute", "all"};
+    if (!l->it)
+        return cJSON_CreateNull();
+    cJSON *j = cJSON_CreateObject();
+    for (int s = 0; j && s < GT__AGG_NST; s++)
+        cJSON_AddItemToObject(j, keys[s], stat_json(&l->it->st[s]));
+    return j;
+}
+
+static cJSON *layer_json(const struct gt__agg *r, const struct gt__agg_layer *l)
+{
+    cJSON *j = cJSON_CreateObject();
+    double sh = gt__report_share(r, l);
+    if (!j)
+        return NULL;
+    cJSON_AddStringToObject(j, "path", l->path);
+    add_num_or_null(j, "depth", l->depth, 1);
+    if (l->cls)
+        cJSON_AddStringToObject(j, "class", l->cls);
+    else
+        cJSON_AddNullToObject(j, "class");
+    if (l->up >= 0)
+        cJSON_AddStringToObject(j, "parent", r->layers[l->up].path);
+    else
+        cJSON_AddNullToObject(j, "parent");
+    cJSON_AddBoolToObject(j, "container", l->container);
+    cJSON_AddNumberToObject(j, "fwd_calls", (double)l->fwd_calls);
+    cJSON_AddNumberToObject(j, "fwd_ms", l->fwd_us / 1e3);
+    cJSON_AddNumberToObject(j, "recompute_calls", (double)l->rc_calls);
+    cJSON_AddNumberToObject(j, "recompute_ms", l->rc_us / 1e3);
+    cJSON_AddNumberToObject(j, "bwd_spans", (double)l->bwd_spans);
+    cJSON_AddNumberToObject(j, "bwd_ms", l->bwd_us / 1e3);
+    cJSON_AddNumberToObject(j, "bwd_self_ms", l->bwd_self_us / 1e3);
+    cJSON_AddNumberToObject(j, "bwd_nodes", (double)l->bwd_nodes);
+    cJSON_AddNumberToObject(j, "bwd_self_nodes", (double)l->bwd_self_nodes);
+    cJSON_AddNumberToObject(j, "accumulate_grad_ms", l->accg_us / 1e3);
+    int ranked = r->nranks > 1 && l->rank_mean_us > 0;
+    add_num_or_null(j, "slowest_rank", l->slow_rank, ranked);
+    add_num_or_null(j, "rank_imbalance", ranked ? l->slow_us / l->rank_mean_us : 0,
+                    ranked);
+    cJSON_AddNumberToObject(j, "gpu_fwd_ms", l->gpu_us[0] / 1e3);
+    cJSON_AddNumberToObject(j, "gpu_bwd_ms", l->gpu_us[1] / 1e3);
+    cJSON_AddNumberToObject(j, "gpu_kernels", (double)l->gpu_kernels);
+    int k = gt__agg_top_kernel(l);
+    if (k >= 0)
+        cJSON_AddStringToObject(j, "top_bwd_kernel", l->bk_name[k]);
+    else
+        cJSON_AddNullToObject(j, "top_bwd_kernel");
+    cJSON_AddNumberToObject(j, "top_bwd_kernel_ms", k >= 0 ? l->bk_us[k] / 1e3 : 0);
+    if (l->top_node)
+        cJSON_AddStringToObject(j, "top_node", l->top_node);
+    else
+        cJSON_AddNullToObject(j, "top_node");
+    cJSON_AddNumberToObject(j, "top_node_ms", l->top_node_us / 1e3);
+    add_num_or_null(j, "bwd_fwd_ratio", l->fwd_us > 0 ? l->bwd_us / l->fwd_us : 0,
+                    l->fwd_us > 0 && l->bwd_spans);
+    add_num_or_null(j, "share", sh, sh >= 0);
+    cJSON_AddItemToObject(j, "per_iteration", per_iter_json(l));
+    return j;
+}
+
+static cJSON *summary_json(const struct gt__agg *r)
+{
+    struct gt__rep_totals t = gt__report_totals(r);
+    cJSON *j = cJSON_CreateObject(), *u, *tot, *in;
+    if (!j)
+        return NULL;
+    u = cJSON_AddObjectToObject(j, "unattributed");
+    cJSON_AddNumberToObject(u, "bwd_ms", r->rest.un_us / 1e3);
+    cJSON_AddNumberToObject(u, "bwd_nodes", (double)r->rest.un_nodes);
+    cJSON_AddNumberToObject(u, "accumulate_grad_nodes", (double)r->rest.un_accg);
+    tot = cJSON_AddObjectToObject(j, "total");
+    cJSON_AddNumberToObject(tot, "fwd_ms", t.fwd_us / 1e3);
+    cJSON_AddNumberToObject(tot, "recompute_ms", t.rc_us / 1e3);
+    cJSON_AddNumberToObject(tot, "bwd_ms", t.bwd_us / 1e3);
+    cJSON_AddNumberToObject(tot, "bwd_nodes", (double)t.nodes);
+    cJSON_AddNumberToObject(tot, "accumulate_grad_ms", t.accg_us / 1e3);
+    cJSON_AddNumberToObject(tot, "second_order_nodes", (double)r->rest.order2);
+    cJSON *it = cJSON_AddObjectToObject(j, "iterations");
+    cJSON_AddNumberToObject(it, "count", (double)r->steps);
+    cJSON_AddNumberToObject(it, "total_ms", r->step_us / 1e3);
+    add_num_or_null(it, "rest_ms", t.rest_us / 1e3, r->steps > 0);
+    cJSON_AddItemToObject(it, "duration", stat_json(&r->step_st));
+    in = cJSON_AddObjectToObject(j, "input");
+    cJSON_AddNumberToObject(in, "lost_events", (double)r->lost_events);
+    cJSON_AddNumberToObject(in, "lost_chunks", (double)r->lost_chunks);
+    cJSON_AddNumberToObject(in, "corrupt_chunks", (double)r->corrupt_chunks);
+    cJSON_AddNumberToObject(in, "truncated_inputs", (double)r->truncated);
+    cJSON_AddNumberToObject(in, "late_spans", (double)r->late);
+    return j;
+}
+
+static cJSON *hints_json(const struct gt__agg *r)
+{
+    struct gt__hint h[GT__MAX_HINTS];
+    size_t n = gt__hints_find(r, h, GT__MAX_HINTS);
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        if (!o)
+            break;
+        cJSON_AddStringToObject(o, "kind", h[i].kind);
+        cJSON_AddStringToObject(o, "layer", h[i].layer);
+        cJSON_AddStringToObject(o, "text", h[i].text);
+        cJSON_AddItemToArray(a, o);
+    }
+    return a;
+}
+
+int gt__report_print_json(FILE *f, const struct gt__agg *r,
+                          const struct gt__rep_opts *o)
+{
+    int rc = -ENOMEM;
+    cJSON *doc = summary_json(r), *rows;
+    char *text = NULL;
+    size_t end = rows_end(r, o);
+
+    if (!doc)
+        return -ENOMEM;
+    cJSON_AddStringToObject(doc, "schema", "gradtrace-report/1");
+    if (!(rows = cJSON_AddArrayToObject(doc, "layers")))
+        goto out_free;
+    for (size_t i = 0; i < end; i++)
+        if (gt__report_shown(&r->layers[i], o))
+            cJSON_AddItemToArray(rows, layer_json(r, &r->layers[i]));
+    cJSON_AddItemToObject(doc, "hints", hints_json(r));
+    if (!(text = cJSON_Print(doc)))
+        goto out_free;
+    fputs(text, f);
+    fputc('\n', f);
+    rc = 0;
+out_free:
+    cJSON_free(text);
+    cJSON_Delete(doc);
+    return rc;
+}
