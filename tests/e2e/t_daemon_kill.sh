@@ -51,7 +51,7 @@ echo "== $KILLS kills"
 rm -rf "$OUT"
 t0=$(date +%s)
 start_daemon
-GRADTRACE_LOG=1 LD_PRELOAD=$B/libgradtrace.so "$B/progs/agent_paced" 4 600000 \
+GRADTRACE_LOG=1 LD_PRELOAD=$B/libgradtrace.so "$B/progs/agent_paced" 4 3600000 \
   >"$E2E_TMP/paced.txt" 2>"$E2E_TMP/paced.err" & paced=$!
 for i in $(seq 1 "$KILLS"); do
   "$FAKE" --chunks 40 --records 200 --hold-ms 200 >/dev/null 2>&1 & f1=$!
