@@ -223,10 +223,13 @@ static void chunk_flush(void)
     if (!b_len)
         return;
     strings_prefix();
-    /* The threads' records in it are the daemon's once it says so. */
-    if (chunk_write(raw, b_len, b_count, b_first))
+    /* The threads' records in it are the daemon's once it says so; a
+     * file has them once written. */
+    if (chunk_write(raw, b_len, b_count, b_first)) {
         gt__undel_chunk_sent(gt__st.sent);
-    else
+        if (gt__st.kind == GT__SINK_FILE)
+            gt__undel_acked(gt__st.sent);
+    } else
         gt__undel_chunk_lost();
     b_reset();
 }
