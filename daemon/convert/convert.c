@@ -135,7 +135,7 @@ static int writer_resume(struct gt__writer *w)
     int rc = gt__writer_resume(w, &cut);
 
     if (rc == 0 && cut) {
-        rc = gt__trace_repair(cut, &info);
+        rc = gt__trace_repair_whole(cut, &info);
         rc = rc < 0 ? rc : 0;
     }
     gt__free(cut);

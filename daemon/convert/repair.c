@@ -173,7 +173,7 @@ static int finish_file(int fd, uint64_t at, uint64_t events, int close_array)
     return gt__write_all(fd, tail, strlen(tail), 0, 0);
 }
 
-int gt__trace_repair(const char *path, struct gt__repair_info *info)
+static int repair(const char *path, struct gt__repair_info *info, int marks)
 {
     char head[HEAD_LEN];
     struct scan s;
@@ -223,7 +223,7 @@ int gt__trace_repair(const char *path, struct gt__repair_info *info)
         rc = 0;
         goto out_close;
     }
-    if (s.marked) {
+    if (s.marked && marks) {
         /* Only what the agent was told is written stays. */
         info->events = s.mark_events;
         info->cut_bytes = (uint64_t)st.st_size - s.mark;
@@ -250,4 +250,14 @@ out_done:
 out_close:
     close(fd);
     return rc;
+}
+
+int gt__trace_repair(const char *path, struct gt__repair_info *info)
+{
+    return repair(path, info, 1);
+}
+
+int gt__trace_repair_whole(const char *path, struct gt__repair_info *info)
+{
+    return repair(path, info, 0);
 }
