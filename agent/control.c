@@ -16,6 +16,7 @@
 #include "agent/capture.h"
 #include "agent/stream.h"
 #include "agent/trigger.h"
+#include "agent/undelivered.h"
 #include "common/util.h"
 
 static char triggers[GT__TRIGGERS_MAX][GT_CTL_MAX_SIZE];
@@ -61,8 +62,10 @@ static void ctl_handle(uint16_t type, const char *text, size_t len)
             k++;
         if (k > 7 && memcmp(text, "chunks=", 7) == 0 &&
             gt__parse_u64n(text + 7, k - 7, 0, gt__st.sent, &n) == 0 &&
-            n > gt__st.acked)
+            n > gt__st.acked) {
             gt__st.acked = n;
+            gt__undel_acked(n);
+        }
         break;
     }
     case GT_CTL_TRIGGER_CLEAR:
@@ -94,6 +97,26 @@ static int ctl_parse(void)
         off += c.size;
     }
     return (int)off;
+}
+
+void gt__control_drain(void)
+{
+    for (;;) {
+        ssize_t n = recv(gt__st.fd, gt__st.ctl + gt__st.ctl_len,
+                         sizeof(gt__st.ctl) - gt__st.ctl_len, MSG_DONTWAIT);
+        int off;
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        gt__st.ctl_len += (uint32_t)n;
+        off = ctl_parse();
+        if (off < 0)
+            return;
+        memmove(gt__st.ctl, gt__st.ctl + off, gt__st.ctl_len - (uint32_t)off);
+        gt__st.ctl_len -= (uint32_t)off;
+    }
 }
 
 void gt__control_read(void)

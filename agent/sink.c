@@ -29,6 +29,7 @@
 
 #include "agent/core.h"
 #include "agent/stream.h"
+#include "agent/undelivered.h"
 #include "common/paths.h"
 #include "common/util.h"
 
@@ -56,6 +57,10 @@ static void schedule_retry(void)
 
 void gt__sink_close(const char *why)
 {
+    /* ACKs the daemon sent before it went stay readable after its end:
+     * take them, so that only chunks it never wrote count as lost. */
+    if (gt__st.fd >= 0 && gt__st.ready && gt__st.kind == GT__SINK_SOCKET)
+        gt__control_drain();
     if (gt__st.fd >= 0) {
         GT__LOG("stream %u closed: %s", gt__st.stream_id, why);
         close(gt__st.fd);
@@ -68,6 +73,9 @@ void gt__sink_close(const char *why)
                 (unsigned long long)(gt__st.sent - gt__st.acked));
         atomic_fetch_add(&gt__st.lost_chunks, gt__st.sent - gt__st.acked);
     }
+    /* ...and, per thread, the records they held (GT_LOST_UNDELIVERED). */
+    gt__undel_acked(gt__st.acked);
+    gt__undel_connection_lost();
     gt__st.sent = gt__st.acked = 0;
     gt__st.fd = -1;
     gt__st.ready = 0;

@@ -37,6 +37,7 @@
 #include "agent/ring.h"
 #include "agent/stream.h"
 #include "agent/strings.h"
+#include "agent/undelivered.h"
 #include "common/alloc.h"
 #include "common/util.h"
 
@@ -150,8 +151,10 @@ static void b_reset(void)
 
 /* ------------------------------------------------------------ chunks */
 
-static void chunk_write(const uint8_t *buf, uint32_t len, uint32_t count,
-                        uint64_t first_ns)
+/* @return 1 when the chunk went into the connection, 0 when it was
+ * dropped (counted in GT_LOST_CHUNKS). */
+static int chunk_write(const uint8_t *buf, uint32_t len, uint32_t count,
+                       uint64_t first_ns)
 {
     uint64_t seq = atomic_fetch_add(&gt__st.seq, 1);
     ssize_t n;
@@ -159,7 +162,7 @@ static void chunk_write(const uint8_t *buf, uint32_t len, uint32_t count,
 
     if (!gt__st.ready) {
         atomic_fetch_add(&gt__st.lost_chunks, 1);
-        return;
+        return 0;
     }
     n = gt__chunk_encode(cctx, ZSTD_LEVEL, buf, len, count, seq,
                         first_ns == UINT64_MAX ? 0 : first_ns, enc, enc_cap);
@@ -167,15 +170,16 @@ static void chunk_write(const uint8_t *buf, uint32_t len, uint32_t count,
         GT__LOG("chunk %llu not encoded: %s", (unsigned long long)seq,
                gt__strerror((int)n));
         atomic_fetch_add(&gt__st.lost_chunks, 1);
-        return;
+        return 0;
     }
     rc = gt__sink_write(enc, (size_t)n, 2000);
-    if (rc == 0)
+    if (rc == 0) {
         gt__st.sent++;
-    if (rc < 0) {
-        atomic_fetch_add(&gt__st.lost_chunks, 1);
-        gt__sink_close(rc == -ETIMEDOUT ? "daemon not reading" : "write failed");
+        return 1;
     }
+    atomic_fetch_add(&gt__st.lost_chunks, 1);
+    gt__sink_close(rc == -ETIMEDOUT ? "daemon not reading" : "write failed");
+    return 0;
 }
 
 /* Puts the definitions the stream lacks in front of the chunk, or sends
@@ -202,7 +206,7 @@ static void strings_prefix(void)
         if (slen == 0)
             return;
         if (gt__st.str_emitted < n || slen + b_len > GT_CHUNK_MAX_RAW) {
-            chunk_write(sbuf, slen, scount, UINT64_MAX);
+            (void)chunk_write(sbuf, slen, scount, UINT64_MAX);
             if (k < 0)
                 return;
             continue;
@@ -219,7 +223,14 @@ static void chunk_flush(void)
     if (!b_len)
         return;
     strings_prefix();
-    chunk_write(raw, b_len, b_count, b_first);
+    /* The threads' records in it are the daemon's once it says so; a
+     * file has them once written. */
+    if (chunk_write(raw, b_len, b_count, b_first)) {
+        gt__undel_chunk_sent(gt__st.sent);
+        if (gt__st.kind == GT__SINK_FILE)
+            gt__undel_acked(gt__st.sent);
+    } else
+        gt__undel_chunk_lost();
     b_reset();
 }
 
@@ -307,17 +318,33 @@ static void lost_append(uint32_t tid, uint32_t what, uint64_t count)
     b_append(&l, sizeof(l));
 }
 
-/* Discards what t has committed (no sink). @return bytes discarded. */
+static void undelivered_append(uint32_t tid, uint64_t count)
+{
+    if (b_len + 64 + sizeof(struct gt_r_lost) > CHUNK_TARGET)
+        chunk_flush();
+    lost_append(tid, GT_LOST_UNDELIVERED, count);
+}
+
+/* Discards what t has committed (no sink), counting its records as
+ * undelivered. @return bytes discarded. */
 static uint64_t thread_discard(struct gt__thread *t, uint64_t limit)
 {
-    uint64_t total = 0;
+    uint64_t total = 0, records = 0;
     const uint8_t *p;
     uint32_t n;
 
     while (total < limit && (n = gt__ring_peek(t, &p)) > 0) {
+        for (uint32_t off = 0; off < n;) {
+            uint16_t sz = gt__rec_size_at(p + off);
+            if (sz < sizeof(struct gt_rec) || sz > n - off)
+                break; /* a bad size: the rest is not records */
+            off += sz;
+            records++;
+        }
         gt__ring_consume(t, n);
         total += n;
     }
+    gt__undel_discarded(t->tid, records);
     return total;
 }
 
@@ -364,6 +391,7 @@ static void thread_drain(struct gt__thread *t, uint64_t limit)
             memcpy(raw + b_len, p, take);
             b_len += take;
             b_count += cnt;
+            gt__undel_add(t->tid, cnt);
             b_note_ts(first == UINT64_MAX ? 0 : first);
             gt__ring_consume(t, take);
             total += take;
@@ -425,6 +453,7 @@ static void cycle(void)
             lost_append(0, GT_LOST_EVENTS, v);
             orphan_sent = v;
         }
+        gt__undel_emit(undelivered_append);
         v = atomic_load(&gt__st.lost_chunks);
         if (v != chunks_sent) {
             lost_append(0, GT_LOST_CHUNKS, v);
@@ -455,6 +484,7 @@ void gt__stream_reset(void)
     orphan_sent = 0;
     chunks_sent = 0;
     orphan_base = atomic_load(&gt__lost_orphan);
+    gt__undel_stream_reset();
     for (struct gt__thread *t = atomic_load(&gt__threads); t; t = t->next) {
         int status = atomic_load_explicit(&t->status, memory_order_acquire);
         if (status != GT__THR_ACTIVE && status != GT__THR_EXITED)
@@ -493,6 +523,7 @@ static void final_flush(void)
     /* Our own end: the daemon reads to EOF and finishes the stream with
      * everything sent, so nothing is owed an acknowledgement. */
     gt__st.acked = gt__st.sent;
+    gt__undel_acked(gt__st.sent);
     if (gt__st.fd >= 0)
         gt__sink_close("agent finished");
     gt__stream_unlock();
@@ -696,6 +727,7 @@ void gt__streamer_after_fork_child(void)
     atomic_store(&gt__st.seq, 0);
     atomic_store(&gt__st.lost_chunks, 0);
     gt__st.sent = gt__st.acked = 0;
+    gt__undel_forget();
     last_meta_ns = 0;
     atomic_store(&lazy_start, 1);
 }

@@ -114,6 +114,12 @@ void gt__sink_close(const char *why);
 void gt__control_read(void);
 
 /*
+ * Lock holder, connection ending: applies the whole control messages still
+ * readable (the ACKs a dead daemon sent before it went), closing nothing.
+ */
+void gt__control_drain(void);
+
+/*
  * Trigger specs the daemon sent (GT_CTL_TRIGGER, canonical text), kept in
  * arrival order for diagnostics (the trigger engine arms its own copy);
  * GT_CTL_TRIGGER_CLEAR empties the list. At most GT__TRIGGERS_MAX (later

@@ -89,6 +89,31 @@ int gt__conv_flush(struct gt__conv *c)
     return rc;
 }
 
+static int writer_mark(struct gt__writer *w)
+{
+    if (w->file_open && !w->err) {
+        gt__jw_puts(&w->w, "\t");
+        if (gt__jw_flush(&w->w) != 0)
+            w->err = w->w.err;
+    }
+    return w->err;
+}
+
+int gt__conv_ack_mark(struct gt__conv *c)
+{
+    int rc;
+
+    if (!c->s.ack_marks)
+        return gt__conv_flush(c);
+    rc = writer_mark(c->main);
+    for (uint32_t i = 0; i < c->nwout; i++) {
+        int wrc = writer_mark(c->wout[i].sub);
+        if (wrc && !rc)
+            rc = wrc;
+    }
+    return rc;
+}
+
 static int full(const struct gt__writer *w)
 {
     return w->err == -ENOSPC || w->err == -EDQUOT;
@@ -110,7 +135,7 @@ static int writer_resume(struct gt__writer *w)
     int rc = gt__writer_resume(w, &cut);
 
     if (rc == 0 && cut) {
-        rc = gt__trace_repair(cut, &info);
+        rc = gt__trace_repair_whole(cut, &info);
         rc = rc < 0 ? rc : 0;
     }
     gt__free(cut);

@@ -32,6 +32,10 @@ struct gt__conv_opts {
      * convert -o, where the user named the file). Otherwise a stream that
      * recorded nothing outside capture windows leaves no main file. */
     int keep_empty_main;
+    /* The daemon: every file says where acknowledged output ends (see
+     * gt__conv_ack_mark), so that a repair keeps no record the agent was
+     * not told is written. */
+    int ack_marks;
 };
 
 struct gt__conv;
@@ -112,6 +116,17 @@ uint64_t gt__conv_events(const struct gt__conv *c);
  * once a second). @return 0 or the sticky write error.
  */
 GT__WUR int gt__conv_flush(struct gt__conv *c);
+
+/*
+ * With ack_marks: flushes, then marks every open file at this point (a
+ * TAB between two events: JSON whitespace, which the writer never puts
+ * there otherwise), so that a repair cuts the file back to its last mark.
+ * Call it between chunks, just before acknowledging them: what precedes
+ * the mark is then every event those chunks made so far. The file opens
+ * with a mark (nothing acknowledged yet). @return 0 or the sticky write
+ * error (then acknowledge nothing).
+ */
+GT__WUR int gt__conv_ack_mark(struct gt__conv *c);
 
 /*
  * Disk full: whether a writer of c stopped on ENOSPC/EDQUOT; and, once

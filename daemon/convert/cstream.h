@@ -217,6 +217,7 @@ struct gt__cstream {
     uint64_t max_bytes, max_events;
     uint32_t node_map_cap;
     int keep_empty_main;
+    int ack_marks;          /* files carry acknowledgement marks */
 
     /* identity */
     int have_hello;
@@ -241,7 +242,7 @@ struct gt__cstream {
     /* metadata */
     struct gt__lost lost[GT__MAX_LOST];
     uint32_t nlost;
-    uint64_t lost_sum[4];   /* by enum gt_lost_kind */
+    uint64_t lost_sum[5];   /* by enum gt_lost_kind */
     uint64_t host_pairs;
     uint64_t host_first_mono, host_first_real, host_last_mono, host_last_real;
     struct gt__dev_clock devclk[GT__MAX_DEVICES];

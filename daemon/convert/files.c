@@ -145,7 +145,9 @@ int gt__file_open(struct gt__writer *c)
     c->w.bytes = 0;
     c->file_events = 0;
     c->file_open = 1;
-    gt__jw_puts(&c->w, "{\"traceEvents\":[");
+    /* A mark at the start: a repair keeps nothing until the first ACK. */
+    gt__jw_puts(&c->w, c->s->ack_marks ? "{\"traceEvents\":[\t"
+                                       : "{\"traceEvents\":[");
     if (!c->s->no_files)
         gt__cstream_file_opened(c->s, path, c->window, c->win_id);
     return 0;
@@ -327,6 +329,36 @@ static void write_window_meta(struct gt__writer *c)
  * exact, clamped to [0, UINT64_MAX]: the agent's times are untrusted, and
  * base + (real - mono) in int64 overflowed on extreme hellos.
  */
+/* The stream's lost counts, and per thread the ones a thread's records
+ * in the trace are short of: "threads":[{"tid":T,"events":N}, ...]
+ * (undelivered: "undelivered" for "events"). */
+static void write_lost(struct gt__writer *c)
+{
+    const struct gt__cstream *s = c->s;
+    struct gt__jw *w = &c->w;
+    const char *sep = "";
+
+    put_kv_u64(w, ",\n\"lost\":{\"events\":", s->lost_sum[GT_LOST_EVENTS]);
+    put_kv_u64(w, ",\"cupti\":", s->lost_sum[GT_LOST_CUPTI]);
+    put_kv_u64(w, ",\"chunks\":", s->lost_sum[GT_LOST_CHUNKS]);
+    put_kv_u64(w, ",\"disk_full_records\":", s->lost_disk_full);
+    put_kv_u64(w, ",\"undelivered\":", s->lost_sum[GT_LOST_UNDELIVERED]);
+    gt__jw_puts(w, ",\"threads\":[");
+    for (uint32_t i = 0; i < s->nlost; i++) {
+        const struct gt__lost *l = &s->lost[i];
+        if (l->what != GT_LOST_EVENTS && l->what != GT_LOST_UNDELIVERED)
+            continue;
+        gt__jw_puts(w, sep);
+        put_kv_u64(w, "{\"tid\":", l->tid);
+        put_kv_u64(w, l->what == GT_LOST_EVENTS ? ",\"events\":"
+                                                : ",\"undelivered\":",
+                   l->count);
+        gt__jw_puts(w, "}");
+        sep = ",";
+    }
+    gt__jw_puts(w, "]}");
+}
+
 static uint64_t base_real_ns(const struct gt__cstream *s)
 {
     uint64_t mono = s->start_mono, real = s->start_real, d;
@@ -385,11 +417,7 @@ int gt__file_close(struct gt__writer *c, int last)
     gt__jw_puts(w, "null        ");
     put_kv_str(w, ",\"next_file\":", next);
     put_kv_u64(w, ",\"events\":", c->file_events);
-    put_kv_u64(w, ",\n\"lost\":{\"events\":", c->s->lost_sum[GT_LOST_EVENTS]);
-    put_kv_u64(w, ",\"cupti\":", c->s->lost_sum[GT_LOST_CUPTI]);
-    put_kv_u64(w, ",\"chunks\":", c->s->lost_sum[GT_LOST_CHUNKS]);
-    put_kv_u64(w, ",\"disk_full_records\":", c->s->lost_disk_full);
-    gt__jw_puts(w, "}");
+    write_lost(c);
     put_kv_u64(w, ",\n\"stream\":{\"chunks\":", c->chunks);
     put_kv_u64(w, ",\"records\":", c->records);
     /* The framer's counts describe the whole input: main's files only. */

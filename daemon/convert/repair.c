@@ -8,6 +8,12 @@
  * then written holds what the validator and readers need (time unit,
  * base time 0: unknown, the gradtrace object with every anomaly key) and
  * says the file was repaired and truncated.
+ *
+ * A daemon's file carries acknowledgement marks (convert.h, ack_marks): a
+ * TAB at array depth, outside any event, where the agent was told all
+ * before it is written. The writer puts no TAB there otherwise (strings
+ * escape it), so with a mark the file is cut back to the last one: what
+ * follows it came from chunks the agent counts as lost.
  */
 #include "daemon/convert/repair.h"
 
@@ -39,6 +45,9 @@ struct scan {
     uint64_t last_start;  /* start of the last whole event */
     uint64_t events;
     uint64_t array_end;   /* offset just after ']' */
+    int marked;           /* an acknowledgement mark was seen */
+    uint64_t mark;        /* offset of the last one */
+    uint64_t mark_events; /* whole events before it */
 };
 
 /* Inside a JSON string: follows escapes to its closing quote.
@@ -95,6 +104,10 @@ static void scan_byte(struct scan *s, char ch, uint64_t off)
     } else if (ch == ']') {
         s->closed = 1;
         s->array_end = off + 1;
+    } else if (ch == '\t' && s->depth == 0) {
+        s->marked = 1;
+        s->mark = off;
+        s->mark_events = s->events;
     }
 }
 
@@ -161,7 +174,7 @@ static int finish_file(int fd, uint64_t at, uint64_t events, int close_array)
     return gt__write_all(fd, tail, strlen(tail), 0, 0);
 }
 
-int gt__trace_repair(const char *path, struct gt__repair_info *info)
+static int repair(const char *path, struct gt__repair_info *info, int marks)
 {
     char head[HEAD_LEN];
     struct scan s;
@@ -211,6 +224,13 @@ int gt__trace_repair(const char *path, struct gt__repair_info *info)
         rc = 0;
         goto out_close;
     }
+    if (s.marked && marks) {
+        /* Only what the agent was told is written stays. */
+        info->events = s.mark_events;
+        info->cut_bytes = (uint64_t)st.st_size - s.mark;
+        rc = finish_file(fd, s.mark, s.mark_events, 1);
+        goto out_done;
+    }
     if (s.closed) {
         /* Cut inside the metadata: every event is there. */
         info->events = s.events;
@@ -231,4 +251,14 @@ out_done:
 out_close:
     close(fd);
     return rc;
+}
+
+int gt__trace_repair(const char *path, struct gt__repair_info *info)
+{
+    return repair(path, info, 1);
+}
+
+int gt__trace_repair_whole(const char *path, struct gt__repair_info *info)
+{
+    return repair(path, info, 0);
 }

@@ -31,4 +31,12 @@ struct gt__repair_info {
 int gt__trace_repair(const char *path, struct gt__repair_info *info)
     __attribute__((warn_unused_result));
 
+/*
+ * The same, ignoring acknowledgement marks (every whole event stays): for
+ * the file a live daemon cut at a full disk, whose chunks it goes on to
+ * acknowledge (what did not fit is counted in disk_full_records).
+ */
+int gt__trace_repair_whole(const char *path, struct gt__repair_info *info)
+    __attribute__((warn_unused_result));
+
 #endif

@@ -42,6 +42,7 @@ int gt__cstream_init(struct gt__cstream *s, const struct gt__conv_opts *opts)
     s->node_map_cap = opts->max_pending_nodes ? opts->max_pending_nodes
                                               : GT__NODE_MAP_DEFAULT;
     s->keep_empty_main = opts->keep_empty_main;
+    s->ack_marks = opts->ack_marks;
     if (opts->out_path && !(s->out_path = gt__strdup(opts->out_path)))
         return -ENOMEM;
     if (opts->out_dir && !(s->out_dir = gt__strdup(opts->out_dir)))
@@ -380,7 +381,7 @@ void gt__cs_on_lost(struct gt__cstream *s, const uint8_t *rec, uint16_t size)
     uint32_t i;
     (void)size;
     memcpy(&r, rec, sizeof(r));
-    if (r.what < GT_LOST_EVENTS || r.what > GT_LOST_CHUNKS) {
+    if (r.what < GT_LOST_EVENTS || r.what > GT_LOST_UNDELIVERED) {
         s->an.bad_records++;
         return;
     }

@@ -129,6 +129,7 @@ static int on_hello(void *ud, const struct gt__hello_info *hello)
     o.out_dir = s->out_dir;
     o.stem = a->stem;
     o.max_file_bytes = s->max_file_bytes;
+    o.ack_marks = 1;
     a->conv = gt__conv_create(&o);
     if (!a->conv)
         return -ENOMEM;
@@ -318,7 +319,10 @@ void gt__agent_ack(struct gt__agent *a)
 {
     char text[64];
 
+    /* Mark, then ACK: a daemon killed in between leaves records the
+     * agent counts as lost in the file (never the other way round). */
     if (a->hello_seen && !a->disk_full && ack_text(a, text, sizeof(text)) &&
+        gt__conv_ack_mark(a->conv) == 0 &&
         gt__agent_send(a, GT_CTL_ACK, text) == 0)
         a->acked = gt__framer_stats(a->framer)->chunks;
 }

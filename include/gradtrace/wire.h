@@ -359,6 +359,8 @@ enum gt_lost_kind {
     GT_LOST_EVENTS = 1,   /* records dropped at a full thread buffer */
     GT_LOST_CUPTI = 2,    /* CUPTI activity records dropped */
     GT_LOST_CHUNKS = 3,   /* chunks dropped by the streamer (no sink) */
+    GT_LOST_UNDELIVERED = 4, /* a thread's records in chunks never
+                              * acknowledged or dropped; process life */
 };
 
 /* Cumulative count since the stream began: the newest record wins. */

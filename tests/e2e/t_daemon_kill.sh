@@ -4,10 +4,17 @@
 #     the restarted daemon finishes the file (valid, repaired, truncated);
 #  2. a kill loop (GT_KILLS kills, default 100; `make soak` runs 1000):
 #     the daemon is killed at random moments while agents stream, then
-#     restarted; afterwards every trace file in the directory is valid.
+#     restarted; afterwards every trace file in the directory is valid;
+#  3. across that loop, a real agent (agent_paced: known per-thread counts)
+#     streams all along, and per thread exactly
+#       instants in all its files + lost events + undelivered = produced
+#     (the daemon acknowledges only what is in its files up to an ACK
+#     mark, a repair cuts back to the last mark, the agent counts the
+#     records of unacknowledged chunks per thread: GT_LOST_UNDELIVERED).
 # `gradtrace convert --repair` does the same on files given to it.
 . "$(dirname "$0")/daemon_lib.sh"
-need "$B/gradtraced" "$B/gradtrace" "$FAKE"
+need "$B/gradtraced" "$B/gradtrace" "$FAKE" "$B/progs/agent_paced"
+[ -f "$B/libgradtrace.so" ] || skip "missing $B/libgradtrace.so"
 KILLS=${GT_KILLS:-100}
 kill_daemon() { kill -9 "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null; DAEMON_PID=; }
 
@@ -43,15 +50,21 @@ printf 'not a trace' >"$E2E_TMP/other.json"
 echo "== $KILLS kills"
 rm -rf "$OUT"
 t0=$(date +%s)
-for i in $(seq 1 "$KILLS"); do
-  start_daemon
-  "$FAKE" --chunks 40 --records 200 --hold-ms 200 >/dev/null 2>&1 &
-  "$FAKE" --chunks 3 --records 2000 --rank 1 >/dev/null 2>&1 &
-  sleep "0.0$((RANDOM % 9 + 1))"
-  kill_daemon
-  wait 2>/dev/null
-done
 start_daemon
+GRADTRACE_LOG=1 LD_PRELOAD=$B/libgradtrace.so "$B/progs/agent_paced" 4 3600000 \
+  >"$E2E_TMP/paced.txt" 2>"$E2E_TMP/paced.err" & paced=$!
+for i in $(seq 1 "$KILLS"); do
+  "$FAKE" --chunks 40 --records 200 --hold-ms 200 >/dev/null 2>&1 & f1=$!
+  "$FAKE" --chunks 3 --records 2000 --rank 1 >/dev/null 2>&1 & f2=$!
+  # Mostly before the daemon's first ACK (1 s), every 20th after some.
+  if [ $((i % 20)) -eq 0 ]; then sleep "1.$((RANDOM % 5))"; else sleep "0.0$((RANDOM % 9 + 1))"; fi
+  kill_daemon
+  wait $f1 $f2 2>/dev/null
+  start_daemon
+done
+sleep 0.5
+kill -USR1 $paced
+wait $paced || die "agent_paced failed: $(tail -3 "$E2E_TMP/paced.err")"
 stop_daemon || die "daemon exit $?"
 files=$(ls "$OUT"/*.json | wc -l)
 repaired=$(grep -c "repaired " "$E2E_TMP/daemon.log")
@@ -60,4 +73,36 @@ echo "$KILLS kills in $(( $(date +%s) - t0 )) s: $files files, $repaired repaire
 [ "$empty" -eq 0 ] || die "$empty empty files left"
 "$PY" "$VALIDATOR" --quiet "$OUT"/*.json 2>"$E2E_TMP/invalid.txt" || {
   head -5 "$E2E_TMP/invalid.txt" >&2; die "$(wc -l <"$E2E_TMP/invalid.txt") invalid files of $files after $KILLS kills"; }
+
+echo "== per thread, recorded + lost = produced over the $KILLS kills"
+"$PY" - "$E2E_TMP/paced.txt" "$OUT"/agent_paced-pid$paced*.json <<'PY' || die "records neither in the trace nor counted lost"
+import json, sys
+produced = {}
+for line in open(sys.argv[1]):
+    kv = dict(f.split("=") for f in line.split())
+    produced[int(kv["tid"])] = int(kv["produced"])
+recorded = {t: 0 for t in produced}
+events = {t: 0 for t in produced}   # ring drops: per stream, summed
+undeliv = {t: 0 for t in produced}  # process life: the newest is the largest
+for p in sys.argv[2:]:
+    d = json.load(open(p))
+    for e in d["traceEvents"]:
+        if e.get("name") == "paced" and e.get("ph") == "i":
+            recorded[e["tid"]] = recorded.get(e["tid"], 0) + 1
+    for l in d["gradtrace"]["lost"].get("threads", []):
+        if l["tid"] in events and "events" in l:
+            events[l["tid"]] += l["events"]
+        if l["tid"] in undeliv and "undelivered" in l:
+            undeliv[l["tid"]] = max(undeliv[l["tid"]], l["undelivered"])
+bad = 0
+for t in sorted(produced):
+    total = recorded[t] + events[t] + undeliv[t]
+    print("tid %d: produced %d, in the trace %d, lost %d + undelivered %d%s" % (
+        t, produced[t], recorded[t], events[t], undeliv[t],
+        "" if total == produced[t] else "  MISMATCH %+d" % (total - produced[t])))
+    bad += total != produced[t]
+print("%d files of the agent; %d of %d threads exact" % (
+    len(sys.argv) - 2, len(produced) - bad, len(produced)))
+sys.exit(1 if bad else 0)
+PY
 echo ok

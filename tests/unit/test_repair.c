@@ -123,3 +123,30 @@ Test(repair, finished_and_foreign_files_are_left_alone)
     cJSON_Delete(doc);
     free(text);
 }
+
+/* A daemon's file (ack marks): a repair keeps only what precedes the last
+ * mark, i.e. what the agent was told is written. */
+Test(repair, a_marked_file_is_cut_back_to_its_last_mark)
+{
+    const char *ev = "{\"ph\":\"i\",\"s\":\"t\",\"name\":\"a\\tb\",\"pid\":1,\"tid\":2,\"ts\":1}";
+    char text[1024];
+    int rc;
+
+    snprintf(text, sizeof(text), "{\"traceEvents\":[\t\n%s,\n%s\t,\n%s,\n%s", ev, ev, ev, ev);
+    cJSON *doc = repair_prefix(text, strlen(text), &rc);
+    cr_assert_eq(rc, 1);
+    cr_assert_eq(count_ph(doc, "i"), 2, "the events after the last mark are cut");
+    cJSON_Delete(doc);
+    /* No mark after the first: nothing was acknowledged. */
+    snprintf(text, sizeof(text), "{\"traceEvents\":[\t\n%s,\n%s", ev, ev);
+    doc = repair_prefix(text, strlen(text), &rc);
+    cr_assert_eq(rc, 1);
+    cr_assert_eq(count_ph(doc, "i"), 0);
+    cJSON_Delete(doc);
+    /* Cut in the metadata of a marked file: the mark still rules. */
+    snprintf(text, sizeof(text), "{\"traceEvents\":[\t\n%s\t,\n%s\n],\n\"displayTimeUnit\"", ev, ev);
+    doc = repair_prefix(text, strlen(text), &rc);
+    cr_assert_eq(rc, 1);
+    cr_assert_eq(count_ph(doc, "i"), 1);
+    cJSON_Delete(doc);
+}
