@@ -7,12 +7,14 @@
  *           ring.[ch] strings.[ch] cuda.h: process-wide state, capture
  *           state, clocks, configuration, logging, buffers, strings;
  *   trigger trigger.[ch]: the trigger engine (capture windows);
- *   stream  stream.[ch] sink.c control.c crash.[ch] core.[ch]: the
- *           streamer thread, its sink, the daemon's control messages, the
- *           crash flush, and the life cycle (start, exit flush, fork);
- *   hooks   api.c torch.[ch] torch_layout.c cupti.c cupti_internal.h
- *           cupti_abi.h cupti_records.c cupti_sync.c nvtx.[ch]: the event
- *           sources (public C API, PyTorch, CUDA, NVTX);
+ *   stream  stream.[ch] sink.c control.c crash.[ch] core.[ch]
+ *           undelivered.[ch]: the streamer thread, its sink, the daemon's
+ *           control messages and acknowledgements, the crash flush, and
+ *           the life cycle (start, exit flush, fork);
+ *   hooks   api.c torch.[ch] torch_layout.c torch_params.c recordfn.c
+ *           cupti.c cupti_internal.h cupti_abi.h cupti_records.c
+ *           cupti_sync.c nvtx.[ch]: the event sources (public C API,
+ *           PyTorch, libtorch RecordFunction, CUDA, NVTX);
  *   entry   ctor.c: the constructor and destructor.
  * Lower roles never call into the hooks: a hook that needs to be told
  * something registers a callback (gt__capture_set_flush, gt__ring_notify).
