@@ -221,8 +221,9 @@ static int read_json(struct gt__agg *r, const char *path, struct json_lost *jl)
         cJSON *ev;
         lines++;
         if (lines == 1 && strncmp(line, "{\"traceEvents\":[", 16) == 0 &&
-            (line[16] == '\n' || line[16] == '\0'))
-            structured = 1;
+            line[16 + strspn(line + 16, " \t")] <= '\n')
+            structured = 1; /* the daemon may put a flush marker (a TAB)
+                             * after the '[' (schema/trace-output.md) */
         if (!structured) {
             /* Not our line format: read the whole document instead. */
             break;
@@ -238,7 +239,7 @@ static int read_json(struct gt__agg *r, const char *path, struct json_lost *jl)
             !strstr(line, "\"cat\":\"kernel\"") &&
             !strstr(line, "\"cat\":\"backward_totals\""))
             continue;
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == ','))
+        while (n > 0 && strchr("\n,\t ", line[n - 1]))
             line[--n] = '\0';
         ev = cJSON_Parse(line);
         if (ev) {
