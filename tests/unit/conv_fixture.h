@@ -60,6 +60,18 @@ static inline void thr(struct conv_fx *f, uint32_t tid)
     add(f, &r, sizeof(r));
 }
 
+/* A C API scope [b_us, e_us] on the current thread. */
+static inline void user_scope(struct conv_fx *f, uint32_t name, uint64_t b_us,
+                              uint64_t e_us)
+{
+    struct gt_r_scope_begin b = {{GT_R_SCOPE_BEGIN, sizeof(b)}, GT_SCOPE_USER,
+                                 0, name, 0, T0 + b_us * 1000};
+    struct gt_r_scope_end e = {{GT_R_SCOPE_END, sizeof(e)}, GT_SCOPE_USER, 0,
+                               name, T0 + e_us * 1000};
+    add(f, &b, sizeof(b));
+    add(f, &e, sizeof(e));
+}
+
 static inline void created(struct conv_fx *f, uint32_t layer, uint64_t seq, uint64_t us)
 {
     struct gt_r_node_created r = {{GT_R_NODE_CREATED, sizeof(r)}, layer,

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "agent/internal.h"
+#include "tests/unit/stderr_fixture.h"
 
 static const char *const *env_table;
 
@@ -27,18 +28,6 @@ static int parse(struct gt__config *c, const char *const *table)
     return gt__config_parse(c, fake_getenv);
 }
 
-/* Everything written to the redirected stderr so far. */
-static size_t read_stderr(char *buf, size_t cap)
-{
-    FILE *f;
-    size_t n;
-
-    fflush(stderr);
-    f = cr_get_redirected_stderr();
-    n = fread(buf, 1, cap - 1, f);
-    buf[n] = '\0';
-    return n;
-}
 
 Test(agent_config, defaults)
 {

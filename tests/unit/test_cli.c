@@ -13,18 +13,8 @@
 #include <string.h>
 
 #include "daemon/cli/cli.h"
+#include "tests/unit/stderr_fixture.h"
 
-static size_t read_stderr(char *buf, size_t cap)
-{
-    FILE *f;
-    size_t n;
-
-    fflush(stderr);
-    f = cr_get_redirected_stderr();
-    n = fread(buf, 1, cap - 1, f);
-    buf[n] = '\0';
-    return n;
-}
 
 static size_t count_lines(const char *s)
 {

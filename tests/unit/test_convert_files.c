@@ -32,16 +32,6 @@ static void win(struct conv_fx *f, uint16_t type, uint32_t id, uint64_t us)
     add(f, &r, sizeof(r));
 }
 
-static void scope(struct conv_fx *f, uint32_t name, uint64_t b_us, uint64_t e_us)
-{
-    struct gt_r_scope_begin b = {{GT_R_SCOPE_BEGIN, sizeof(b)}, GT_SCOPE_USER,
-                                 0, name, 0, T0 + b_us * 1000};
-    struct gt_r_scope_end e = {{GT_R_SCOPE_END, sizeof(e)}, GT_SCOPE_USER, 0,
-                               name, T0 + e_us * 1000};
-    add(f, &b, sizeof(b));
-    add(f, &e, sizeof(e));
-}
-
 /* One trigger-only stream: window 1 holding one scope named what. */
 static const char *window_stream(struct conv_fx *f, const char *dir,
                                  const char *what)
@@ -53,7 +43,7 @@ static const char *window_stream(struct conv_fx *f, const char *dir,
     str(f, 2, what);
     thr(f, 100);
     win(f, GT_R_WINDOW_BEGIN, 1, 100);
-    scope(f, 2, 110, 120);
+    user_scope(f, 2, 110, 120);
     win(f, GT_R_WINDOW_END, 1, 130);
     win(f, GT_R_WINDOW_DONE, 1, 140);
     feed(f);
@@ -129,7 +119,7 @@ Test(convert_files, planted_symlink_not_followed, .timeout = 10)
     open_in(&f, dir);
     str(&f, 2, "work");
     thr(&f, 100);
-    scope(&f, 2, 10, 20);
+    user_scope(&f, 2, 10, 20);
     feed(&f);
     cr_assert_eq(gt__conv_finish(f.c, NULL, 0), 0);
     cr_assert_eq(access(victim, F_OK), -1, "wrote through the planted link");
@@ -177,7 +167,7 @@ Test(convert_files, span_before_base_keeps_its_end, .timeout = 10)
     struct gt_r_scope_end e = {{GT_R_SCOPE_END, sizeof(e)}, GT_SCOPE_USER, 0,
                                2, T0 + 2000000};
     add(&f, &e, sizeof(e));
-    scope(&f, 3, 3000, 9000);
+    user_scope(&f, 3, 3000, 9000);
     feed(&f);
     cr_assert_eq(gt__conv_finish(f.c, NULL, 0), 0);
     cr_assert_eq(gt__conv_files(f.c, &paths), 1);
@@ -263,7 +253,7 @@ Test(convert_files, windows_capped_per_second_and_per_stream, .timeout = 60)
     for (uint32_t i = 0; i < 20000; i++) {
         uint64_t us = 1000 + (uint64_t)i * 1000; /* one per ms */
         win(&f, GT_R_WINDOW_BEGIN, i + 1, us);
-        scope(&f, 2, us + 1, us + 2);
+        user_scope(&f, 2, us + 1, us + 2);
         win(&f, GT_R_WINDOW_END, i + 1, us + 3);
         win(&f, GT_R_WINDOW_DONE, i + 1, us + 4);
         if (f.b.len > (1u << 20) - 4096) {

@@ -43,16 +43,6 @@ static void win(struct conv_fx *f, uint16_t type, uint32_t id, uint32_t spec,
     add(f, &r, sizeof(r));
 }
 
-static void scope(struct conv_fx *f, uint32_t name, uint64_t b_us, uint64_t e_us)
-{
-    struct gt_r_scope_begin b = {{GT_R_SCOPE_BEGIN, sizeof(b)}, GT_SCOPE_USER,
-                                 0, name, 0, T0 + b_us * 1000};
-    struct gt_r_scope_end e = {{GT_R_SCOPE_END, sizeof(e)}, GT_SCOPE_USER, 0,
-                               name, T0 + e_us * 1000};
-    add(f, &b, sizeof(b));
-    add(f, &e, sizeof(e));
-}
-
 static void api(struct conv_fx *f, uint32_t corr, uint64_t b_us)
 {
     struct gt_r_cuda_api r = {{GT_R_CUDA_API, sizeof(r)}, 7, 211, corr, 3,
@@ -122,14 +112,14 @@ Test(convert_window, records_inside_segments_go_to_the_window_file, .timeout = 1
     str(&f, 3, "AddmmBackward0");
     str(&f, 4, "blocks.17.fc1");
     thr(&f, 100);
-    scope(&f, 2, 10, 20);
+    user_scope(&f, 2, 10, 20);
     created(&f, 4, 5, 30);
     win(&f, GT_R_WINDOW_BEGIN, 1, 1, 100, 3);
     node(&f, 3, 5, 110, 120);
     win(&f, GT_R_WINDOW_END, 1, 1, 130, 3);
     feed(&f);
     thr(&f, 100);
-    scope(&f, 2, 140, 150); /* after the segment: main */
+    user_scope(&f, 2, 140, 150); /* after the segment: main */
     win(&f, GT_R_WINDOW_DONE, 1, 1, 160, 3);
     feed(&f);
 
@@ -185,7 +175,7 @@ Test(convert_window, a_trigger_only_stream_leaves_no_main_file, .timeout = 10)
     struct gt_r_lost lost = {{GT_R_LOST, sizeof(lost)}, 100, GT_LOST_EVENTS, 4};
     add(&f, &lost, sizeof(lost));
     win(&f, GT_R_WINDOW_BEGIN, 1, 1, 100, 0);
-    scope(&f, 2, 110, 120);
+    user_scope(&f, 2, 110, 120);
     win(&f, GT_R_WINDOW_END, 1, 1, 130, 0);
     win(&f, GT_R_WINDOW_DONE, 1, 1, 140, 0);
     feed(&f);
@@ -228,7 +218,7 @@ Test(convert_window, a_reused_window_id_never_overwrites_a_file, .timeout = 10)
     thr(&f, 100);
     for (int i = 0; i < 2; i++) {
         win(&f, GT_R_WINDOW_BEGIN, 1, 1, 100 + 100 * (uint64_t)i, 0);
-        scope(&f, i ? 3 : 2, 110 + 100 * (uint64_t)i, 120 + 100 * (uint64_t)i);
+        user_scope(&f, i ? 3 : 2, 110 + 100 * (uint64_t)i, 120 + 100 * (uint64_t)i);
         win(&f, GT_R_WINDOW_END, 1, 1, 130 + 100 * (uint64_t)i, 0);
         win(&f, GT_R_WINDOW_DONE, 1, 1, 140 + 100 * (uint64_t)i, 0);
     }
@@ -291,7 +281,7 @@ Test(convert_window, gpu_activity_follows_its_launch_until_done, .timeout = 10)
     str(&f, 6, "k_late");
     thr(&f, 100);
     win(&f, GT_R_WINDOW_BEGIN, 1, 1, 100, 0);
-    scope(&f, 2, 110, 190);
+    user_scope(&f, 2, 110, 190);
     api(&f, 50, 120); /* launched inside */
     win(&f, GT_R_WINDOW_END, 1, 1, 200, 0);
     api(&f, 51, 300); /* launched outside */
@@ -336,7 +326,7 @@ Test(convert_window, open_windows_are_bounded_and_cut_ones_say_so, .timeout = 20
     thr(&f, 100);
     for (uint32_t id = 1; id <= 10; id++) {
         win(&f, GT_R_WINDOW_BEGIN, id, 1, id * 100, id);
-        scope(&f, 2, id * 100 + 10, id * 100 + 20);
+        user_scope(&f, 2, id * 100 + 10, id * 100 + 20);
         win(&f, GT_R_WINDOW_END, id, 1, id * 100 + 30, id);
         /* never DONE */
     }
@@ -377,7 +367,7 @@ Test(convert_window, a_window_rotates_like_any_trace, .timeout = 20)
     thr(&f, 100);
     win(&f, GT_R_WINDOW_BEGIN, 1, 1, 10, 4);
     for (uint64_t i = 0; i < 120; i++)
-        scope(&f, 2, 20 + i * 10, 25 + i * 10);
+        user_scope(&f, 2, 20 + i * 10, 25 + i * 10);
     win(&f, GT_R_WINDOW_END, 1, 1, 2000, 4);
     win(&f, GT_R_WINDOW_DONE, 1, 1, 2001, 4);
     feed(&f);
@@ -420,7 +410,7 @@ Test(convert_window, a_window_reads_strings_and_names_defined_after_it_opened,
     str(&f, 1, "layer=enc,phase=forward");
     str(&f, 2, "before");
     thr(&f, 100);
-    scope(&f, 2, 10, 20);
+    user_scope(&f, 2, 10, 20);
     win(&f, GT_R_WINDOW_BEGIN, 1, 1, 30, 0);
     /* Defined while the window is open: the stream has them once, and
      * the window's writer reads them from there. */
@@ -429,14 +419,14 @@ Test(convert_window, a_window_reads_strings_and_names_defined_after_it_opened,
     struct gt_r_thread_info ti = {{GT_R_THREAD_INFO, sizeof(ti)}, 100, 4};
     add(&f, &ti, sizeof(ti));
     thr(&f, 100);
-    scope(&f, 3, 40, 45);
+    user_scope(&f, 3, 40, 45);
     win(&f, GT_R_WINDOW_END, 1, 1, 50, 0);
     win(&f, GT_R_WINDOW_DONE, 1, 1, 51, 0);
     feed(&f);
     /* Redefined after the window closed: main's later events use it. */
     str(&f, 3, "later");
     thr(&f, 100);
-    scope(&f, 3, 60, 70);
+    user_scope(&f, 3, 60, 70);
     feed(&f);
 
     const struct gt__conv_window *w;
