@@ -8,10 +8,8 @@
 . "$(dirname "$0")/daemon_lib.sh"
 need "$B/gradtrace" "$B/gradtraced" "$B/libgradtrace.so"
 PY=${PYTHON:-/usr/bin/python3}
-if ! "$PY" -c "import torch" 2>/dev/null; then
-  [ -n "${CI:-}" ] && die "$PY has no torch (CI)"
-  skip "$PY has no torch"
-fi
+. "$ROOT/tests/e2e/torch/lib.sh"
+torch_require "$PY"
 command -v setsid >/dev/null || skip "no setsid"
 GT=$B/gradtrace
 cd "$E2E_TMP"

@@ -14,10 +14,8 @@ B=$ROOT/$BUILD
 R=$ROOT/tests/e2e/report
 die() { echo "FAIL: $*" >&2; exit 1; }
 [ -x "$B/gradtrace" ] || die "build/gradtrace missing"
-if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
-  [ -n "${CI:-}" ] && die "no torch under $PYTHON (CI is set: no skip)"
-  echo "skip: no torch under $PYTHON"; exit 77
-fi
+. "$ROOT/tests/e2e/torch/lib.sh"
+torch_require "$PYTHON"
 cd "$E2E_TMP"
 export GRADTRACE_SOCKET=$E2E_TMP/none/agent.sock GRADTRACE_CONTROL=$E2E_TMP/none/control.sock
 run() { # NAME ARGS...

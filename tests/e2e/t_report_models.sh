@@ -14,7 +14,8 @@ R=$ROOT/tests/e2e/report
 die() { echo "FAIL: $*" >&2; exit 1; }
 skip() { [ -n "${CI:-}" ] && die "$* (CI is set: no skip)"; echo "skip: $*"; exit 77; }
 [ -x "$B/gradtrace" ] || die "build/gradtrace missing"
-"$PYTHON" -c 'import torch, torchvision' 2>/dev/null || skip "no torch/torchvision under $PYTHON"
+. "$ROOT/tests/e2e/torch/lib.sh"
+torch_require "$PYTHON" torchvision
 command -v rsvg-convert >/dev/null || skip "no rsvg-convert (scripts/install-deps.sh)"
 cd "$E2E_TMP"
 export GRADTRACE_SOCKET=$E2E_TMP/none/agent.sock GRADTRACE_CONTROL=$E2E_TMP/none/control.sock

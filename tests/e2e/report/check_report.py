@@ -130,11 +130,11 @@ def check_rows(table, rows, iters, per_it, un):
         near(r["bwd_nodes"], x["nodes"], p + " bwd_nodes", 0)
         near(r["bwd_spans"], x["bwd_spans"], p + " bwd_spans", 0)
         near(r["accumulate_grad_ms"], x["accg_us"] / 1e3, p + " accumulate_grad_ms")
-        sub, todo = [], [r]
-        while todo:  # the row and its descendants, by the table's parents
-            q = todo.pop()
+        sub, pending = [], [r]
+        while pending:  # the row and its descendants, by the table's parents
+            q = pending.pop()
             sub.append(q)
-            todo += kids[q["layer"]]
+            pending += kids[q["layer"]]
         for col, key in (("gpu_fwd_ms", "gpu_fwd"), ("gpu_bwd_ms", "gpu_bwd")):
             want = sum(rows[q["layer"]][key] for q in sub) / 1e3
             near(r[col], want, f"{p} {col} (inclusive)", TOL * (len(sub) + 1))

@@ -8,8 +8,9 @@ E2E_TMP=${E2E_TMP:-$(mktemp -d /tmp/gt-e2e.XXXXXX)}
 AGENT=$ROOT/$BUILD/libgradtrace.so
 TORCH_DIR=$ROOT/tests/e2e/torch
 
-# torch_require PY [modules...]: exit 77 (skip) when PY lacks them; fail
-# when the agent is not built (that is a build problem, not a skip).
+# torch_require PY [modules...]: exit 77 (skip) when PY lacks them, but
+# fail when CI is set (CI installs them: a skip there hides a missing
+# install step); fail when the agent is not built (a build problem).
 torch_require() {
   local py=$1; shift
   if [ ! -f "$AGENT" ]; then
@@ -19,6 +20,10 @@ torch_require() {
   local m
   for m in torch "$@"; do
     if ! "$py" -c "import $m" 2>/dev/null; then
+      if [ -n "${CI:-}" ]; then
+        echo "CI: $py cannot import $m (no skip under CI)" >&2
+        exit 1
+      fi
       echo "skip: $py cannot import $m"
       exit 77
     fi
