@@ -26,6 +26,7 @@
 #define REFIT_NS 1000000000ll
 #define MAX_ERROR_NS 5000000ll
 #define MAX_TILT 0.001 /* slope correction per refit, relative */
+#define MAX_PAIR_TICKS 20000 /* widest usable pair: 20 us at >= 1 GHz */
 
 const struct gt__tsc_map *_Atomic gt__tsc_map;
 
@@ -111,6 +112,10 @@ void gt__timebase_update(void)
     if (!usable)
         return;
     window = pair(&tsc, &mono);
+    /* Every try preempted (a loaded machine): a pair that loose would bend
+     * the map by its width; fit at the next update instead. */
+    if (window > MAX_PAIR_TICKS)
+        return;
     if ((int64_t)(mono - mono0) < FIRST_FIT_NS ||
         (last_fit && (int64_t)(mono - last_fit) < REFIT_NS) || tsc <= tsc0)
         return;

@@ -19,6 +19,29 @@ static void fit_or_skip(void)
         cr_skip_test("no trusted invariant TSC here: gt__now is clock_gettime");
 }
 
+/*
+ * How far gt__now() lies outside a [clock_gettime, clock_gettime] bracket
+ * around it. A preemption inside the bracket widens it, not the error; the
+ * narrowest of a few brackets is kept so that a loaded machine (CI runs this
+ * under sanitizers, two jobs on two cores) measures the map, not the
+ * scheduler.
+ */
+static int64_t bracketed_offset(void)
+{
+    uint64_t best_width = UINT64_MAX;
+    int64_t best = 0;
+
+    for (int i = 0; i < 8; i++) {
+        uint64_t a = gt__mono_ns(), t = gt__now(), b = gt__mono_ns();
+        int64_t off = t < a ? (int64_t)(a - t) : t > b ? (int64_t)(t - b) : 0;
+        if (b - a < best_width) {
+            best_width = b - a;
+            best = off;
+        }
+    }
+    return best;
+}
+
 Test(agent_timebase, close_to_clock_monotonic)
 {
     int64_t worst = 0;
@@ -53,8 +76,7 @@ Test(agent_timebase, monotonic_across_refits, .timeout = 20)
         }
         gt__timebase_update();
         {
-            uint64_t a = gt__mono_ns(), t = gt__now();
-            int64_t off = t > a ? (int64_t)(t - a) : (int64_t)(a - t);
+            int64_t off = bracketed_offset();
             if (off > worst)
                 worst = off;
         }
