@@ -152,6 +152,35 @@ static void emit_scope(struct gt__writer *c, struct gt__wthread *th,
 }
 
 /*
+ * A checkpoint's recompute forward runs inside the backward node that
+ * needed its tensors (reentrant: the checkpoint's own node; non-reentrant:
+ * the first node that unpacks a saved tensor). Its time is the layer's
+ * recompute, not that node's own backward time: the outermost recompute
+ * scope inside the innermost open node is added to the node's nested time
+ * (inner recompute scopes are inside it already).
+ */
+static void recompute_not_own(struct gt__wthread *th, const struct gt__open *o,
+                              uint64_t end)
+{
+    const struct gt__stack *s = &th->scopes;
+    struct gt__open *node;
+
+    if (th->nodes.depth == 0 || end <= o->ts)
+        return;
+    node = &th->nodes.e[th->nodes.depth - 1];
+    if (o->ts < node->ts)
+        return; /* opened before the node: not inside it */
+    for (uint32_t i = s->depth; i > 0; i--) {
+        const struct gt__open *e = &s->e[i - 1];
+        if (e->ts < node->ts)
+            break;
+        if (e->kind == GT_SCOPE_MODULE && (e->flags & GT__OPEN_RECOMPUTE))
+            return; /* an enclosing recompute inside the node counts it */
+    }
+    node->nested_ns += end - o->ts;
+}
+
+/*
  * Writes a closed scope, parents before same-start children. Viewers nest
  * two X events that start at the same time by their order in the file
  * (chrome://tracing; Perfetto, google/perfetto#878), and a stack writes a
@@ -174,6 +203,8 @@ void gt__scope_closed(struct gt__writer *c, struct gt__wthread *th,
             }
         }
     }
+    if (o->kind == GT_SCOPE_MODULE && (o->flags & GT__OPEN_RECOMPUTE))
+        recompute_not_own(th, o, end);
     if (s->depth > 0 && s->e[s->depth - 1].ts == o->ts) {
         if (th->nheld == th->held_cap && th->held_cap < GT__STACK_MAX) {
             uint32_t cap = th->held_cap ? th->held_cap * 2 : 8;

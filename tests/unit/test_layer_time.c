@@ -446,9 +446,41 @@ Test(layer_time, recompute_scopes_are_recompute_spans_not_forward_calls,
     cr_assert_eq(blk->rc_calls, 1);
     cr_assert_eq(blk->rc_us, 8.0);
     cr_assert_eq(blk->bwd_us, 10.0);
-    cr_assert_eq(net->bwd_self_us, 40.0, "the checkpoint node less its nested node");
-    cr_assert_eq(net->bwd_us, 50.0);
+    cr_assert_eq(net->bwd_self_us, 32.0,
+                 "the checkpoint node less its nested node and its recompute");
+    cr_assert_eq(net->bwd_us, 42.0);
     cr_assert_eq(net->rc_us, 8.0, "recompute is inclusive like forward");
+    lx_close(&x);
+}
+
+/* Non-reentrant: the first node that unpacks a saved tensor runs the
+ * recompute (a block and its child); the node's own time is what is left,
+ * the nested child scope is not taken off twice, and a recompute that
+ * runs outside any node takes nothing off. */
+Test(layer_time, a_recompute_inside_a_node_is_not_its_own_time, .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    strings(&x);
+    scope(&x, 1, S_NET, S_NET, 0, 1);
+    fwd(&x, S_BLK, S_BLOCK, 10, 2, 8);
+    scope(&x, 0, S_NET, S_NET, 0, 10);
+    pass(&x, 1, 100, 0);
+    nbegin(&x, S_MM, 10, 110);
+    scope(&x, 1, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 112);
+    scope(&x, 1, S_FC, S_LINEAR, GT_SCOPE_F_RECOMPUTE, 113);
+    scope(&x, 0, S_FC, S_LINEAR, GT_SCOPE_F_RECOMPUTE, 118);
+    scope(&x, 0, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 122);
+    nend(&x, 10, 140);
+    scope(&x, 1, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 150);
+    scope(&x, 0, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 155);
+    pass(&x, 0, 170, 0);
+    lx_run(&x);
+
+    const struct gt__agg_layer *blk = row(&x.sink, "blk");
+    cr_assert_eq(blk->rc_calls, 2);
+    cr_assert_eq(blk->rc_us, 15.0);
+    cr_assert_eq(blk->bwd_self_us, 20.0, "30 us node less its 10 us recompute");
     lx_close(&x);
 }
 
@@ -777,7 +809,8 @@ Test(layer_time, without_pass_marks_a_recompute_does_not_end_the_backward,
     cr_assert_eq(n_of(x.doc, "layer_backward", "Net (Net) backward"), 1,
                  "one backward, one span");
     cr_assert_eq(n_of(x.doc, "backward_totals", NULL), 1);
-    cr_assert_eq(row(&x.sink, "Net")->bwd_us, 5.0 + 50.0);
+    cr_assert_eq(row(&x.sink, "Net")->bwd_us, 5.0 + 50.0 - 8.0,
+                 "both nodes, less the recompute the checkpoint node ran");
     lx_close(&x);
 }
 

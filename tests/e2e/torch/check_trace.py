@@ -40,6 +40,7 @@ with 3 decimals (compared within rounding).
 """
 
 import collections
+import re
 import csv
 import json
 import sys
@@ -109,22 +110,57 @@ def load_trace(path):
     return doc["traceEvents"]
 
 
-def own_times(nodes):
+def os_tids(evs):
+    """{(pid, tid) of a thread's `backward nodes` track: (pid, OS tid)},
+    from the track names ("<name> [<tid>] backward nodes" or "thread <tid>
+    backward nodes"); the thread's own track is (pid, OS tid)."""
+    out = {}
+    for e in evs:
+        if e.get("ph") != "M" or e.get("name") != "thread_name":
+            continue
+        m = re.search(r"(?:\[(\d+)\]|^thread (\d+)) backward nodes$",
+                      e.get("args", {}).get("name", ""))
+        if m:
+            out[(e["pid"], e["tid"])] = (e["pid"], int(m.group(1) or m.group(2)))
+    return out
+
+
+def own_times(nodes, evs):
     """Each node's own time in ns: its duration less the nodes nested
-    directly in it on its track."""
+    directly in it on its track, and less the outermost recompute forwards
+    (`module` spans with phase recompute) that ran inside it on its
+    thread: a checkpoint's recompute is the layer's recompute time."""
     by_track = collections.defaultdict(list)
     for n in nodes:
         by_track[n["track"]].append(n)
-    for evs in by_track.values():
-        evs.sort(key=lambda n: (n["b"], -(n["e"] - n["b"])))
+    tids = os_tids(evs)
+    rcs = collections.defaultdict(list)
+    for e in evs:
+        if e.get("ph") == "X" and e.get("cat") == "module" and \
+                e.get("args", {}).get("phase") == "recompute":
+            b = ns(e["ts"])
+            rcs[(e["pid"], e["tid"])].append((b, b + ns(e["dur"])))
+    for track, tevs in by_track.items():
+        tevs.sort(key=lambda n: (n["b"], -(n["e"] - n["b"])))
         stack = []
-        for n in evs:
+        for n in tevs:
             n["own"] = n["e"] - n["b"]
             while stack and stack[-1]["e"] <= n["b"]:
                 stack.pop()
             if stack and n["e"] <= stack[-1]["e"]:
                 stack[-1]["own"] -= n["e"] - n["b"]
             stack.append(n)
+        spans = sorted(rcs.get(tids.get(track), []),
+                       key=lambda s: (s[0], -s[1]))
+        outer, end = [], -1
+        for b, e in spans:
+            if b >= end:
+                outer.append((b, e))
+                end = e
+        for b, e in outer:
+            inside = [n for n in tevs if n["b"] <= b and e <= n["e"]]
+            if inside:
+                min(inside, key=lambda n: n["e"] - n["b"])["own"] -= e - b
 
 
 def check_nodes(c, truth, evs, params):
@@ -186,7 +222,7 @@ def check_nodes(c, truth, evs, params):
     missing = set(params) - seen_params
     if missing:
         c.err("parameters never seen accumulated: %s", sorted(missing))
-    own_times(nodes)
+    own_times(nodes, evs)
     return nodes, len(c.errors) - before, dict(
         second=second, retained=retained, acc_params=acc_p, acc_leaves=acc_l)
 
@@ -340,11 +376,15 @@ def check_recompute(c, truth, evs, fwd, rc):
 def check_report(c, truth, evs, nodes, rows, fwd, rc, roots):
     by = {r["layer"]: r for r in rows}
     unat, total = by.pop("(unattributed)", None), by.pop("(total)", None)
-    # The step's time outside every row (#15): not a layer; it is checked
-    # against the iterations by tests/e2e/report/check_report.py. (With
-    # checkpointing it can be negative today: a checkpoint node's own time
-    # still holds the recompute that the rc column shows too.)
-    by.pop("(rest of step)", None)
+    # The step's time outside every row (#15): not a layer; its value is
+    # checked against the iterations by tests/e2e/report/check_report.py.
+    # Never negative: a recompute run inside a node is not that node's
+    # own time (own_times), so forward + recompute + backward fit the step.
+    rest = by.pop("(rest of step)", None)
+    if rest is not None:
+        for k in ("fwd_ms", "bwd_ms", "recompute_ms", "step_share"):
+            if k in rest and rest[k] not in ("", None) and float(rest[k]) < 0:
+                c.err("(rest of step) %s is %s", k, rest[k])
     layers = [r for r in rows if r["layer"] in by]
     F = lambda r, k: float(r[k])
     I = lambda r, k: int(r[k])
