@@ -71,8 +71,8 @@ static double num_of(const cJSON *obj, const char *key, double dflt)
     return cJSON_IsNumber(v) ? v->valuedouble : dflt;
 }
 
-/* A "backward totals" instant into the table's remainder. */
-static void add_totals(struct gt__agg *r, const cJSON *args)
+/* A "backward totals" instant (at ts us) into the table's remainder. */
+static int add_totals(struct gt__agg *r, const cJSON *args, double ts)
 {
     struct gt__agg_rest t = {
         .nodes = (uint64_t)num_of(args, "nodes", 0),
@@ -81,7 +81,7 @@ static void add_totals(struct gt__agg *r, const cJSON *args)
         .order2 = (uint64_t)num_of(args, "second_order_nodes", 0),
         .time_us = num_of(args, "time_us", 0),
         .un_us = num_of(args, "unattributed_us", 0)};
-    gt__agg_totals(r, &t);
+    return gt__agg_totals_at(r, &t, ts);
 }
 
 /* One trace event into the table, when it is a layer or iteration span
@@ -99,10 +99,8 @@ static int add_event(struct gt__agg *r, const cJSON *ev)
     const cJSON *dur = cJSON_GetObjectItemCaseSensitive(ev, "dur");
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(ev, "args");
 
-    if (cJSON_IsString(cat) && strcmp(cat->valuestring, "backward_totals") == 0) {
-        add_totals(r, args);
-        return 0;
-    }
+    if (cJSON_IsString(cat) && strcmp(cat->valuestring, "backward_totals") == 0)
+        return add_totals(r, args, num_of(ev, "ts", 0));
     if (!cJSON_IsString(cat) || !cJSON_IsString(name) || !cJSON_IsNumber(dur))
         return 0;
     if (strcmp(cat->valuestring, "kernel") == 0) {

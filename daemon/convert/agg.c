@@ -49,6 +49,7 @@ void gt__agg_close(struct gt__agg *a)
     }
     gt__free(a->layers);
     gt__free(a->slots);
+    gt__free(a->rest_it);
     memset(a, 0, sizeof(*a));
 }
 
@@ -247,7 +248,7 @@ int gt__agg_add(struct gt__agg *a, const struct gt__agg_ev *ev)
             return -ENOMEM;
     }
     struct gt__agg_vals v = vals_of(ev);
-    return gt__agg_iter_span(a, l, ev->ts, &v);
+    return gt__agg_iter_span(a, &l->it, ev->ts, &v);
 }
 
 int gt__agg_span(struct gt__agg *a, int fwd, const char *name, double ts,
@@ -316,6 +317,25 @@ void gt__agg_totals(struct gt__agg *a, const struct gt__agg_rest *t)
     a->rest.order2 += t->order2;
     a->rest.time_us += t->time_us;
     a->rest.un_us += t->un_us;
+}
+
+/*
+ * A group's remainder rides the per-iteration machinery of the rows
+ * (agg_iter.c) in a row's values: groups as bwd_spans, nodes as fwd_calls,
+ * unattributed nodes as nodes, their time as bwd_us, the groups' node
+ * time as self_us, unattributed AccumulateGrad nodes as rc_calls and
+ * second-order nodes as rc_us. gt__agg_iter_finish maps them back.
+ */
+int gt__agg_totals_at(struct gt__agg *a, const struct gt__agg_rest *t,
+                      double ts)
+{
+    struct gt__agg_vals v = {
+        .bwd_spans = 1, .fwd_calls = (double)t->nodes,
+        .nodes = (double)t->un_nodes, .bwd_us = t->un_us,
+        .self_us = t->time_us, .rc_calls = (double)t->un_accg,
+        .rc_us = (double)t->order2};
+    gt__agg_totals(a, t);
+    return gt__agg_iter_span(a, &a->rest_it, ts, &v);
 }
 
 void gt__agg_iteration(struct gt__agg *a, double dur)
@@ -714,7 +734,9 @@ static void obs_totals(void *ud, const struct gt__totals_ev *t)
                              .un_accg = t->un_accg, .order2 = t->order2,
                              .time_us = us_of(t->time_ns),
                              .un_us = us_of(t->un_ns)};
-    gt__agg_totals(k->a, &r);
+    int rc = gt__agg_totals_at(k->a, &r, us_of(t->rel_ns));
+    if (rc && !k->err)
+        k->err = rc;
 }
 
 static void obs_iteration(void *ud, uint64_t step, uint64_t rel_ns,

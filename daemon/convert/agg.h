@@ -147,6 +147,9 @@ struct gt__agg {
     uint64_t gpu_kernels;         /* kernels with a layer, all rows */
     uint32_t nranks;              /* gt__agg_rank_summary's n */
     struct gt__agg_rest rest;
+    /* The remainder's per-iteration state, so that --iterations narrows
+     * it as it narrows the rows (agg_iter.c; NULL until needed). */
+    struct gt__agg_iters *rest_it;
     int finished;        /* gt__agg_finish ran */
     int iter_closed;     /* gt__agg_iter_finish ran */
     int32_t rank;        /* the input's rank (hello / distributedInfo),
@@ -212,6 +215,10 @@ GT__WUR int gt__agg_kernel(struct gt__agg *a, const char *path, int bwd,
 int gt__agg_top_kernel(const struct gt__agg_layer *l);
 /* Adds one pass group's totals ("backward totals"). */
 void gt__agg_totals(struct gt__agg *a, const struct gt__agg_rest *t);
+/* The same, for the group that ended at ts us: it also joins that
+ * iteration (the --iterations selection). @return 0 or -ENOMEM. */
+GT__WUR int gt__agg_totals_at(struct gt__agg *a, const struct gt__agg_rest *t,
+                              double ts);
 /* Resolves the tree (parents, depths) and gives containers their
  * children's forward and recompute sums. Call once, after the last span. */
 void gt__agg_finish(struct gt__agg *a);
@@ -244,7 +251,7 @@ void gt__agg_sort(struct gt__agg *a, enum gt__agg_order order);
 /* Between agg.c and agg_iter.c: span ts (us) of row l, values v, waits
  * for its iteration (@return 0 or -ENOMEM); and the last iteration's
  * values committed, the selection applied (from gt__agg_finish). */
-GT__WUR int gt__agg_iter_span(struct gt__agg *a, struct gt__agg_layer *l,
+GT__WUR int gt__agg_iter_span(struct gt__agg *a, struct gt__agg_iters **itp,
                               double ts, const struct gt__agg_vals *v);
 void gt__agg_iter_finish(struct gt__agg *a);
 /* Between agg.c and agg_iter.c (gt__agg_merge): row s's per-iteration

@@ -112,11 +112,11 @@ static void pending_close(struct gt__agg_iters *it, uint64_t step, double end)
     it->npend = k;
 }
 
-int gt__agg_iter_span(struct gt__agg *a, struct gt__agg_layer *l, double ts,
+int gt__agg_iter_span(struct gt__agg *a, struct gt__agg_iters **itp, double ts,
                       const struct gt__agg_vals *v)
 {
-    struct gt__agg_iters *it = l->it;
-    if (!it && !(it = l->it = gt__calloc(1, sizeof(*it))))
+    struct gt__agg_iters *it = *itp;
+    if (!it && !(it = *itp = gt__calloc(1, sizeof(*it))))
         return -ENOMEM;
     if (a->have_it && ts < a->it_e) {
         /* Its iteration has closed: the last one, or an older one. */
@@ -147,8 +147,8 @@ int gt__agg_step(struct gt__agg *a, uint64_t step, double ts, double dur)
         a->sel_steps++;
         a->sel_step_us += dur;
     }
-    for (size_t r = 0; r < a->n; r++) {
-        struct gt__agg_iters *it = a->layers[r].it;
+    for (size_t r = 0; r <= a->n; r++) {
+        struct gt__agg_iters *it = r < a->n ? a->layers[r].it : a->rest_it;
         if (!it)
             continue;
         held_commit(a, it);
@@ -196,6 +196,20 @@ static void row_select(struct gt__agg_layer *l)
         l->first_fwd_ts = -1;
 }
 
+/* The remainder of the selected iterations (gt__agg_totals_at's map). */
+static void rest_select(struct gt__agg *a)
+{
+    struct gt__agg_vals z = {0};
+    const struct gt__agg_vals *v = a->rest_it ? &a->rest_it->sel : &z;
+    a->rest.groups = (uint64_t)v->bwd_spans;
+    a->rest.nodes = (uint64_t)v->fwd_calls;
+    a->rest.un_nodes = (uint64_t)v->nodes;
+    a->rest.un_us = v->bwd_us;
+    a->rest.time_us = v->self_us;
+    a->rest.un_accg = (uint64_t)v->rc_calls;
+    a->rest.order2 = (uint64_t)v->rc_us;
+}
+
 void gt__agg_iter_finish(struct gt__agg *a)
 {
     if (a->iter_closed)
@@ -204,10 +218,13 @@ void gt__agg_iter_finish(struct gt__agg *a)
     for (size_t r = 0; r < a->n; r++)
         if (a->layers[r].it)
             held_commit(a, a->layers[r].it);
+    if (a->rest_it)
+        held_commit(a, a->rest_it);
     if (!a->select)
         return;
     for (size_t r = 0; r < a->n; r++)
         row_select(&a->layers[r]);
+    rest_select(a);
     a->steps = a->sel_steps;
     a->step_us = a->sel_step_us;
 }

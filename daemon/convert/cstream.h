@@ -169,6 +169,7 @@ struct gt__layer_ev {
 /* One pass group's totals over every node, with or without a layer. */
 struct gt__totals_ev {
     uint64_t ts;                    /* the group's end, monotonic ns */
+    uint64_t rel_ns;                /* the same as the trace's ts has it */
     uint64_t pass;                  /* UINT64_MAX: no pass marks */
     uint64_t nodes, time_ns;
     uint64_t un_nodes, un_ns;       /* nodes without a layer */

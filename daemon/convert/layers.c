@@ -390,8 +390,10 @@ static void emit_totals(struct gt__writer *c, uint64_t ts)
     p = PUT_KV(p, ",\"second_order_nodes\":", t.order2);
     p = GT__LIT(p, "}}");
     gt__ev_end(c, p);
-    if (c->s->obs && c->s->obs->totals)
+    if (c->s->obs && c->s->obs->totals) {
+        t.rel_ns = gt__rel(c, ts);
         c->s->obs->totals(c->s->obs->ud, &t);
+    }
 }
 
 /* The `Layers backward` track, made on first use; 0 when it cannot be. */

@@ -40,6 +40,11 @@ one() { # PY MODEL ITERS TAG
   "$B/gradtrace" report --format json "$gtr" >"$out.json" || die "$tag: json"
   "$PYTHON" "$R/check_report.py" "$json" "$out.csv" "$out.json" "$ROOT/schema/report.md" ||
     die "$tag: report numbers"
+  # --iterations: rows, remainder and step narrowed alike, still adding up.
+  "$B/gradtrace" report --format csv --iterations 1-2 "$gtr" >"$out.sel.csv" || die "$tag: sel csv"
+  "$B/gradtrace" report --format json --iterations 1-2 "$gtr" >"$out.sel.json" || die "$tag: sel json"
+  "$PYTHON" "$R/check_report.py" "$json" "$out.sel.csv" "$out.sel.json" "$ROOT/schema/report.md" 1-2 ||
+    die "$tag: report numbers of iterations 1-2"
   "$B/gradtrace" report --depth 2 --svg "$out.svg" "$gtr" >"$out.txt" || die "$tag: svg"
   grep -q "^hints:" "$out.txt" || die "$tag: no hints section"
   rsvg-convert -o "$out.png" "$out.svg" || die "$tag: rsvg-convert"

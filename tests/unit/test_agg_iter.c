@@ -68,6 +68,50 @@ Test(agg_iter, selection_sums_only_its_iterations)
     gt__agg_close(&a);
 }
 
+/* The unattributed remainder follows the selection too, so that the rows
+ * and it still add up to the selected steps: group k (ending after its
+ * iteration span, as the converter emits it) has k + 1 unattributed nodes
+ * of 3 us each. */
+Test(agg_iter, selection_narrows_the_unattributed_remainder)
+{
+    struct gt__agg a;
+    gt__agg_init(&a);
+    gt__agg_select(&a, 2, 3);
+    for (int k = 0; k < 4; k++) {
+        struct gt__agg_rest t = {.nodes = 10, .un_nodes = (uint64_t)k + 1,
+                                 .un_us = 3.0 * (k + 1), .time_us = 40,
+                                 .un_accg = 1, .order2 = (uint64_t)k};
+        span(&a, GT__AGG_PH_FWD, 100.0 * k + 1, 10);
+        cr_assert_eq(gt__agg_step(&a, (uint64_t)k + 1, 100.0 * k, 100), 0);
+        cr_assert_eq(gt__agg_totals_at(&a, &t, 100.0 * k + 60), 0);
+    }
+    gt__agg_finish(&a);
+    cr_assert_eq(a.rest.groups, 2);
+    cr_assert_eq(a.rest.nodes, 20);
+    cr_assert_eq(a.rest.un_nodes, 2 + 3);
+    cr_assert_float_eq(a.rest.un_us, 6.0 + 9.0, 1e-9);
+    cr_assert_float_eq(a.rest.time_us, 80.0, 1e-9);
+    cr_assert_eq(a.rest.un_accg, 2);
+    cr_assert_eq(a.rest.order2, 1 + 2);
+    gt__agg_close(&a);
+}
+
+/* Without a selection the remainder is every group's. */
+Test(agg_iter, without_selection_the_remainder_is_every_group)
+{
+    struct gt__agg a;
+    gt__agg_init(&a);
+    for (int k = 0; k < 3; k++) {
+        struct gt__agg_rest t = {.un_nodes = 1, .un_us = 2};
+        cr_assert_eq(gt__agg_step(&a, (uint64_t)k + 1, 100.0 * k, 100), 0);
+        cr_assert_eq(gt__agg_totals_at(&a, &t, 100.0 * k + 60), 0);
+    }
+    gt__agg_finish(&a);
+    cr_assert_eq(a.rest.groups, 3);
+    cr_assert_float_eq(a.rest.un_us, 6.0, 1e-9);
+    gt__agg_close(&a);
+}
+
 Test(agg_iter, spans_after_the_last_boundary_are_in_no_iteration)
 {
     struct gt__agg a;

@@ -1,7 +1,10 @@
 """Recomputes every number of `gradtrace report` from the trace's events,
 independently of the C code (stdlib only), and checks the table's shape:
 
-  check_report.py TRACE.json REPORT.csv REPORT.json SCHEMA.md
+  check_report.py TRACE.json REPORT.csv REPORT.json SCHEMA.md [A-B]
+
+With A-B (the report ran with --iterations A-B): only the events whose
+start falls in ProfilerStep#A..#B count, the unattributed remainder too.
 
 - per row: forward calls and time (layer_forward spans), recompute
   (layer_recompute), backward spans, time, self time, nodes and
@@ -46,14 +49,32 @@ def load_trace(paths):
     return evs
 
 
-def recompute(evs):
+def step_no(e):
+    m = re.match(r"ProfilerStep#(\d+)$", e.get("name", ""))
+    return int(m.group(1)) if m else None
+
+
+def recompute(evs, sel=None):
     rows = collections.defaultdict(lambda: collections.defaultdict(float))
-    iters = sorted((e["ts"], e["ts"] + e["dur"]) for e in evs if e.get("cat") == "iteration")
-    starts = [s for s, _ in iters]
+    all_iters = sorted((e["ts"], e["ts"] + e["dur"], step_no(e)) for e in evs
+                       if e.get("cat") == "iteration")
+    starts = [s for s, _, _ in all_iters]
     per_it = collections.defaultdict(lambda: collections.defaultdict(float))
     un = 0.0
+
+    def iteration(ts):
+        k = bisect.bisect_right(starts, ts) - 1
+        return k if k >= 0 and ts < all_iters[k][1] else None
+
+    def selected(k):
+        return sel is None or (k is not None and all_iters[k][2] is not None
+                               and sel[0] <= all_iters[k][2] <= sel[1])
+    iters = [(s, e) for k, (s, e, _) in enumerate(all_iters) if selected(k)]
     for e in evs:
         cat = e.get("cat", "")
+        if sel is not None and (cat == "backward_totals" or cat.startswith("layer_")
+                                or cat == "kernel") and not selected(iteration(e["ts"])):
+            continue
         if cat == "kernel" and "layer" in e.get("args", {}):
             ph = "gpu_bwd" if e["args"]["phase"] == "backward" else "gpu_fwd"
             rows[e["args"]["layer"]][ph] += e["dur"]
@@ -87,8 +108,8 @@ def recompute(evs):
                     r["top_us"] += a["top_node_us"]
                 elif r.get("top") is None or a["top_node_us"] > r["top_us"]:
                     r["top"], r["top_us"] = t, a["top_node_us"]
-        k = bisect.bisect_right(starts, e["ts"]) - 1
-        if k >= 0 and e["ts"] < iters[k][1]:
+        k = iteration(e["ts"])
+        if k is not None:
             per_it[path][k] += v
     return rows, iters, per_it, un
 
@@ -104,7 +125,7 @@ def near(a, b, what, tol=TOL):
         fail(f"{what}: report {a} != recomputed {b}")
 
 
-def check_rows(table, rows, iters, per_it, un):
+def check_rows(table, rows, iters, per_it, un, sel=None):
     layers = [r for r in table if not r["layer"].startswith("(")]
     extra = {r["layer"]: r for r in table if r["layer"].startswith("(")}
     step = sum(e - s for s, e in iters)
@@ -135,19 +156,20 @@ def check_rows(table, rows, iters, per_it, un):
             q = pending.pop()
             sub.append(q)
             pending += kids[q["layer"]]
-        for col, key in (("gpu_fwd_ms", "gpu_fwd"), ("gpu_bwd_ms", "gpu_bwd")):
-            want = sum(rows[q["layer"]][key] for q in sub) / 1e3
-            near(r[col], want, f"{p} {col} (inclusive)", TOL * (len(sub) + 1))
-        near(r["gpu_kernels"], x["gpu_kernels"], p + " gpu_kernels", 0)
-        kn = x.get("kernels")
-        if kn and len(kn) <= 4:  # exact below the report's top-4
-            name, us = max(kn.items(), key=lambda t: t[1])
-            if r["top_bwd_kernel"] != name:
-                fail(f"{p}: top_bwd_kernel {r['top_bwd_kernel']!r} != {name!r}")
-            near(r["top_bwd_kernel_ms"], us / 1e3, p + " top_bwd_kernel_ms")
-        if r["top_node"] != (x.get("top") or ""):
-            fail(f"{p}: top_node {r['top_node']!r} != {x.get('top')!r}")
-        near(r["top_node_ms"] or 0, x.get("top_us", 0) / 1e3, p + " top_node_ms")
+        if sel is None:  # names and GPU columns: the whole input's
+            for col, key in (("gpu_fwd_ms", "gpu_fwd"), ("gpu_bwd_ms", "gpu_bwd")):
+                want = sum(rows[q["layer"]][key] for q in sub) / 1e3
+                near(r[col], want, f"{p} {col} (inclusive)", TOL * (len(sub) + 1))
+            near(r["gpu_kernels"], x["gpu_kernels"], p + " gpu_kernels", 0)
+            kn = x.get("kernels")
+            if kn and len(kn) <= 4:  # exact below the report's top-4
+                name, us = max(kn.items(), key=lambda t: t[1])
+                if r["top_bwd_kernel"] != name:
+                    fail(f"{p}: top_bwd_kernel {r['top_bwd_kernel']!r} != {name!r}")
+                near(r["top_bwd_kernel_ms"], us / 1e3, p + " top_bwd_kernel_ms")
+            if r["top_node"] != (x.get("top") or ""):
+                fail(f"{p}: top_node {r['top_node']!r} != {x.get('top')!r}")
+            near(r["top_node_ms"] or 0, x.get("top_us", 0) / 1e3, p + " top_node_ms")
         if step > 0:
             tot = float(r["fwd_ms"]) + float(r["recompute_ms"]) + float(r["bwd_ms"])
             near(r["share"], tot / (step / 1e3), p + " share", 0.0002 + 3 * TOL / (step / 1e3))
@@ -221,9 +243,13 @@ def check_json(doc, fields, table):
 
 def main():
     trace, table_csv, report_json, schema = sys.argv[1:5]
-    rows, iters, per_it, un = recompute(load_trace(trace.split(",")))
+    sel = None
+    if len(sys.argv) > 5:
+        a, _, b = sys.argv[5].partition("-")
+        sel = (int(a), int(b or a))
+    rows, iters, per_it, un = recompute(load_trace(trace.split(",")), sel)
     table = list(csv.DictReader(open(table_csv)))
-    n = check_rows(table, rows, iters, per_it, un)
+    n = check_rows(table, rows, iters, per_it, un, sel)
     check_json(json.load(open(report_json)), schema_fields(schema), table)
     print(f"report recomputed: {n} rows, {len(iters)} iterations")
 
