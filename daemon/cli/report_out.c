@@ -6,9 +6,9 @@
  * and, for the table and JSON, the hints.
  *
  * Per-iteration columns (n, mean, p50, p95) are a layer's forward +
- * recompute + backward time in each iteration it ran in (agg_iter.c);
- * containers (no forward call of their own) show none, as their forward
- * is their children's sum and not a per-iteration value.
+ * recompute + backward time in each iteration it ran in (agg_iter.c); a
+ * container's forward (and the recompute of a row not recomputed itself)
+ * in an iteration is its children's, as in its totals.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -51,10 +51,10 @@ double gt__report_share(const struct gt__agg *r, const struct gt__agg_layer *l)
     return (l->fwd_us + l->rc_us + l->bwd_us) / r->step_us;
 }
 
-/* The per-iteration statistic a row shows, or NULL (container, none). */
+/* The per-iteration statistic a row shows, or NULL (none). */
 static const struct gt__agg_stat *row_stat(const struct gt__agg_layer *l)
 {
-    if (l->container || !l->it || l->it->st[GT__AGG_ST_ALL].n == 0)
+    if (!l->it || l->it->st[GT__AGG_ST_ALL].n == 0)
         return NULL;
     return &l->it->st[GT__AGG_ST_ALL];
 }

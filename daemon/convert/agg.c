@@ -229,9 +229,11 @@ int gt__agg_add(struct gt__agg *a, const struct gt__agg_ev *ev)
         return -ENOMEM;
     if (cls && !l->cls && !(l->cls = dup_n(cls, cls_len)))
         return -ENOMEM;
-    if (ev->parent && !l->parent &&
-        !(l->parent = dup_n(ev->parent, strlen(ev->parent))))
-        return -ENOMEM;
+    if (ev->parent && !l->parent) {
+        if (!(l->parent = dup_n(ev->parent, strlen(ev->parent))))
+            return -ENOMEM;
+        a->tree_dirty = 1;
+    }
     if (l->first_ts < 0 || ev->ts < l->first_ts)
         l->first_ts = ev->ts;
     if (ev->phase == GT__AGG_PH_FWD) {
@@ -477,8 +479,16 @@ static void tree_resolve(struct gt__agg *a)
     }
 }
 
-/* Row indexes, deepest first: children before their parents. */
-static size_t *by_depth(const struct gt__agg *a)
+void gt__agg_tree(struct gt__agg *a)
+{
+    if (a->tree_n == a->n + 1 && !a->tree_dirty)
+        return;
+    tree_resolve(a);
+    a->tree_n = a->n + 1;
+    a->tree_dirty = 0;
+}
+
+size_t *gt__agg_by_depth(const struct gt__agg *a)
 {
     size_t *ix = gt__malloc((a->n ? a->n : 1) * sizeof(*ix)), k = 0;
     int maxd = 0;
@@ -501,7 +511,7 @@ void gt__agg_finish(struct gt__agg *a)
     a->finished = 1;
     gt__agg_iter_finish(a);
     tree_resolve(a);
-    size_t *ix = by_depth(a);
+    size_t *ix = gt__agg_by_depth(a);
     if (!ix)
         return;
     for (size_t r = 0; r < a->n; r++) {
@@ -580,7 +590,7 @@ static int sort_model(struct gt__agg *a)
     struct ord_ent *e = gt__calloc(a->n, sizeof(*e));
     const struct ord_ent **pe = gt__calloc(a->n, sizeof(*pe));
     struct gt__agg_layer *nl = gt__malloc(a->n * sizeof(*nl));
-    size_t *ix = by_depth(a);
+    size_t *ix = gt__agg_by_depth(a);
     if (!e || !pe || !nl || !ix)
         goto out_free;
     for (size_t r = 0; r < a->n; r++) {

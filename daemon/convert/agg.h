@@ -72,6 +72,10 @@ struct gt__agg_iters {
     struct gt__agg_stat st[GT__AGG_NST];
     struct gt__agg_vals sel;   /* iterations inside the selection */
     uint64_t sel_iters;
+    /* The held iteration's forward and recompute of the children, for a
+     * row not called (or not recomputed) itself in it (a container). */
+    double kid_fwd, kid_rc;
+    int kid_set;
 };
 
 struct gt__agg_layer {
@@ -151,6 +155,8 @@ struct gt__agg {
      * it as it narrows the rows (agg_iter.c; NULL until needed). */
     struct gt__agg_iters *rest_it;
     int finished;        /* gt__agg_finish ran */
+    size_t tree_n;       /* rows when gt__agg_tree last ran, +1 */
+    int tree_dirty;      /* a parent was set since */
     int iter_closed;     /* gt__agg_iter_finish ran */
     int32_t rank;        /* the input's rank (hello / distributedInfo),
                           * -1 unknown; gt__agg_init sets -1 */
@@ -254,6 +260,11 @@ void gt__agg_sort(struct gt__agg *a, enum gt__agg_order order);
 GT__WUR int gt__agg_iter_span(struct gt__agg *a, struct gt__agg_iters **itp,
                               double ts, const struct gt__agg_vals *v);
 void gt__agg_iter_finish(struct gt__agg *a);
+/* Between agg.c and agg_iter.c: every row's up and depth set (again when
+ * rows or parents changed since), and the row indexes deepest first
+ * (children before parents; the caller frees it; NULL: out of memory). */
+void gt__agg_tree(struct gt__agg *a);
+size_t *gt__agg_by_depth(const struct gt__agg *a);
 /* Between agg.c and agg_iter.c (gt__agg_merge): row s's per-iteration
  * state into row d (@return 0 or -ENOMEM), and the iteration totals. */
 GT__WUR int gt__agg_iter_merge(struct gt__agg *a, struct gt__agg_layer *d,

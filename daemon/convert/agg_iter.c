@@ -74,25 +74,70 @@ static int in_selection(const struct gt__agg *a, uint64_t step)
     return !a->select || (step >= a->sel_lo && step <= a->sel_hi);
 }
 
+/* The held iteration's forward and recompute as the row shows them: its
+ * own when it was called (recomputed) itself in that iteration, else its
+ * children's (a container, like its totals in gt__agg_finish). */
+static double incl_fwd(const struct gt__agg_iters *it)
+{
+    return it->held.fwd_calls > 0 ? it->held.fwd_us : it->kid_fwd;
+}
+
+static double incl_rc(const struct gt__agg_iters *it)
+{
+    return it->held.rc_calls > 0 ? it->held.rc_us : it->kid_rc;
+}
+
 /* The held iteration's values into the statistics and the selection. */
 static void held_commit(struct gt__agg *a, struct gt__agg_iters *it)
 {
     const struct gt__agg_vals *v = &it->held;
-    if (!it->held_set)
+    double f = incl_fwd(it), r = incl_rc(it);
+    int set = it->held_set || it->kid_set;
+    uint64_t step = it->held_set ? it->held_step : a->it_step;
+
+    it->kid_set = 0;
+    it->kid_fwd = it->kid_rc = 0;
+    if (!set)
         return;
-    if (!in_selection(a, it->held_step)) {
-        it->held_set = 0;
-        memset(&it->held, 0, sizeof(it->held));
-        return;
+    if (in_selection(a, step)) {
+        stat_push(a, &it->st[GT__AGG_ST_FWD], f);
+        stat_push(a, &it->st[GT__AGG_ST_BWD], v->bwd_us);
+        stat_push(a, &it->st[GT__AGG_ST_RC], r);
+        stat_push(a, &it->st[GT__AGG_ST_ALL], f + v->bwd_us + r);
+        vals_add(&it->sel, v);
+        it->sel_iters++;
     }
-    stat_push(a, &it->st[GT__AGG_ST_FWD], v->fwd_us);
-    stat_push(a, &it->st[GT__AGG_ST_BWD], v->bwd_us);
-    stat_push(a, &it->st[GT__AGG_ST_RC], v->rc_us);
-    stat_push(a, &it->st[GT__AGG_ST_ALL], v->fwd_us + v->bwd_us + v->rc_us);
-    vals_add(&it->sel, v);
-    it->sel_iters++;
     it->held_set = 0;
     memset(&it->held, 0, sizeof(it->held));
+}
+
+/* Every row's held iteration committed, children's forward and recompute
+ * reaching their parents first (deepest rows first). Without memory for
+ * the order, rows keep their own values. */
+static void held_commit_all(struct gt__agg *a)
+{
+    size_t *ix;
+
+    gt__agg_tree(a);
+    ix = gt__agg_by_depth(a);
+    for (size_t k = 0; ix && k < a->n; k++) {
+        const struct gt__agg_layer *l = &a->layers[ix[k]];
+        struct gt__agg_layer *p = l->up >= 0 ? &a->layers[l->up] : NULL;
+        const struct gt__agg_iters *it = l->it;
+        if (!p || !it || !(it->held_set || it->kid_set))
+            continue;
+        if (!p->it && !(p->it = gt__calloc(1, sizeof(*p->it))))
+            continue;
+        p->it->kid_fwd += incl_fwd(it);
+        p->it->kid_rc += incl_rc(it);
+        p->it->kid_set = 1;
+    }
+    gt__free(ix);
+    for (size_t r = 0; r < a->n; r++)
+        if (a->layers[r].it)
+            held_commit(a, a->layers[r].it);
+    if (a->rest_it)
+        held_commit(a, a->rest_it);
 }
 
 /* Moves the pending spans that started before end into the held values
@@ -147,12 +192,11 @@ int gt__agg_step(struct gt__agg *a, uint64_t step, double ts, double dur)
         a->sel_steps++;
         a->sel_step_us += dur;
     }
+    held_commit_all(a);
     for (size_t r = 0; r <= a->n; r++) {
         struct gt__agg_iters *it = r < a->n ? a->layers[r].it : a->rest_it;
-        if (!it)
-            continue;
-        held_commit(a, it);
-        pending_close(it, step, end);
+        if (it)
+            pending_close(it, step, end);
     }
     a->have_it = 1;
     a->it_step = step;
@@ -215,11 +259,7 @@ void gt__agg_iter_finish(struct gt__agg *a)
     if (a->iter_closed)
         return;
     a->iter_closed = 1;
-    for (size_t r = 0; r < a->n; r++)
-        if (a->layers[r].it)
-            held_commit(a, a->layers[r].it);
-    if (a->rest_it)
-        held_commit(a, a->rest_it);
+    held_commit_all(a);
     if (!a->select)
         return;
     for (size_t r = 0; r < a->n; r++)

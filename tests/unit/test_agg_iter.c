@@ -112,6 +112,46 @@ Test(agg_iter, without_selection_the_remainder_is_every_group)
     gt__agg_close(&a);
 }
 
+static void named(struct gt__agg *a, enum gt__agg_phase ph, const char *name,
+                  double ts, double dur)
+{
+    struct gt__agg_ev ev = {.phase = ph, .name = name, .ts = ts, .dur = dur,
+                            .time_us = dur, .nodes = 1};
+    cr_assert_eq(gt__agg_add(a, &ev), 0);
+}
+
+/* A ModuleList never called itself: in each iteration its forward is its
+ * children's, its recompute too; its statistics are those sums plus its
+ * own backward span. Iteration k: children 1 + k and 2 us, a recompute of
+ * one child 4 us, the container's backward 10 us. */
+Test(agg_iter, a_container_has_statistics_from_its_children)
+{
+    struct gt__agg a;
+    gt__agg_init(&a);
+    for (int k = 0; k < 3; k++) {
+        double t = 100.0 * k;
+        named(&a, GT__AGG_PH_FWD, "blocks.0 (Linear) forward", t + 1, 1 + k);
+        named(&a, GT__AGG_PH_FWD, "blocks.1 (Linear) forward", t + 5, 2);
+        named(&a, GT__AGG_PH_RECOMPUTE, "blocks.1 (Linear) recompute", t + 40, 4);
+        cr_assert_eq(gt__agg_step(&a, (uint64_t)k, t, 100), 0);
+        named(&a, GT__AGG_PH_BWD, "blocks (ModuleList) backward", t + 50, 10);
+    }
+    gt__agg_finish(&a);
+    const struct gt__agg_layer *c = gt__agg_find(&a, "blocks");
+    cr_assert_not_null(c);
+    cr_assert(c->container);
+    cr_assert_float_eq(c->fwd_us, 3 * 3.0 + 0 + 1 + 2, 1e-9, "children's sum");
+    const struct gt__agg_stat *f = &c->it->st[GT__AGG_ST_FWD];
+    const struct gt__agg_stat *all = &c->it->st[GT__AGG_ST_ALL];
+    cr_assert_eq(f->n, 3);
+    cr_assert_float_eq(gt__agg_quantile(f, 0.5), 4.0, 1e-9, "iteration 1: 2 + 2");
+    cr_assert_float_eq(gt__agg_mean(&c->it->st[GT__AGG_ST_RC]), 4.0, 1e-9);
+    cr_assert_float_eq(gt__agg_quantile(all, 0.95), 5.0 + 4 + 10, 1e-9);
+    cr_assert_float_eq(gt__agg_mean(&gt__agg_find(&a, "blocks.1")->it->st[GT__AGG_ST_FWD]),
+                       2.0, 1e-9, "a called row keeps its own");
+    gt__agg_close(&a);
+}
+
 Test(agg_iter, spans_after_the_last_boundary_are_in_no_iteration)
 {
     struct gt__agg a;

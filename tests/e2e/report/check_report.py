@@ -59,7 +59,9 @@ def recompute(evs, sel=None):
     all_iters = sorted((e["ts"], e["ts"] + e["dur"], step_no(e)) for e in evs
                        if e.get("cat") == "iteration")
     starts = [s for s, _, _ in all_iters]
-    per_it = collections.defaultdict(lambda: collections.defaultdict(float))
+    # per_it[path][k] = [fwd calls, fwd us, rc calls, rc us, bwd us]
+    per_it = collections.defaultdict(
+        lambda: collections.defaultdict(lambda: [0, 0.0, 0, 0.0, 0.0]))
     un = 0.0
 
     def iteration(ts):
@@ -93,11 +95,11 @@ def recompute(evs, sel=None):
         r = rows[path]
         a = e.get("args", {})
         if phase == "forward":
-            r["fwd_calls"] += 1; r["fwd_us"] += e["dur"]; v = e["dur"]
+            r["fwd_calls"] += 1; r["fwd_us"] += e["dur"]; v = (0, e["dur"])
         elif phase == "recompute":
-            r["rc_calls"] += 1; r["rc_us"] += e["dur"]; v = e["dur"]
+            r["rc_calls"] += 1; r["rc_us"] += e["dur"]; v = (2, e["dur"])
         else:
-            r["bwd_spans"] += 1; r["bwd_us"] += a["time_us"]; v = a["time_us"]
+            r["bwd_spans"] += 1; r["bwd_us"] += a["time_us"]; v = (4, a["time_us"])
             r["self_us"] += a.get("self_us", 0); r["nodes"] += a.get("nodes", 0)
             r["accg_us"] += a.get("accumulate_grad_us", 0)
             if a.get("parent"):
@@ -110,7 +112,12 @@ def recompute(evs, sel=None):
                     r["top"], r["top_us"] = t, a["top_node_us"]
         k = iteration(e["ts"])
         if k is not None:
-            per_it[path][k] += v
+            slot = per_it[path][k]
+            if v[0] == 4:
+                slot[4] += v[1]
+            else:  # calls, then time
+                slot[v[0]] += 1
+                slot[v[0] + 1] += v[1]
     return rows, iters, per_it, un
 
 
@@ -123,6 +130,23 @@ def quantile(vals, p):
 def near(a, b, what, tol=TOL):
     if abs(float(a) - float(b)) > tol + 1e-9 * abs(float(b)):
         fail(f"{what}: report {a} != recomputed {b}")
+
+
+def iter_values(p, per_it, kids):
+    """{iteration: (fwd, rc, bwd us)} of row p in the iterations where it or
+    a descendant has a span: its own forward (recompute) when it was called
+    (recomputed) itself in that iteration, else its children's."""
+    out = {}
+    sub = {q["layer"]: iter_values(q["layer"], per_it, kids) for q in kids[p]}
+    ks = set(per_it.get(p, {})) | {k for v in sub.values() for k in v}
+    for k in ks:
+        fc, f, rcc, rc, b = per_it.get(p, {}).get(k, (0, 0.0, 0, 0.0, 0.0))
+        if not fc:
+            f = sum(v[k][0] for v in sub.values() if k in v)
+        if not rcc:
+            rc = sum(v[k][1] for v in sub.values() if k in v)
+        out[k] = (f, rc, b)
+    return out
 
 
 def check_rows(table, rows, iters, per_it, un, sel=None):
@@ -173,11 +197,16 @@ def check_rows(table, rows, iters, per_it, un, sel=None):
         if step > 0:
             tot = float(r["fwd_ms"]) + float(r["recompute_ms"]) + float(r["bwd_ms"])
             near(r["share"], tot / (step / 1e3), p + " share", 0.0002 + 3 * TOL / (step / 1e3))
-        if not cont and per_it.get(p):
-            vals = list(per_it[p].values())
+        its = iter_values(p, per_it, kids)
+        if its:
+            vals = [f + b + rc for f, rc, b in its.values()]
             near(r["iterations"], len(vals), p + " iterations", 0)
-            near(r["iter_p50_ms"], quantile(vals, 0.5) / 1e3, p + " p50")
-            near(r["iter_p95_ms"], quantile(vals, 0.95) / 1e3, p + " p95")
+            near(r["iter_p50_ms"], quantile(vals, 0.5) / 1e3, p + " p50",
+                 TOL * (len(kids[p]) + 1))
+            near(r["iter_p95_ms"], quantile(vals, 0.95) / 1e3, p + " p95",
+                 TOL * (len(kids[p]) + 1))
+        elif r["iterations"] not in ("", "0"):
+            fail(f"{p}: {r['iterations']} iterations, the trace has none")
         ks = kids[p]
         for col in ("fwd_ms", "bwd_ms"):
             s = sum(float(k[col]) for k in ks)
