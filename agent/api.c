@@ -361,6 +361,26 @@ GT_API int gt_capture_active(void)
     return gt__capture_on();
 }
 
+GT_API uint64_t gt_now_ns(void)
+{
+    return gt__now();
+}
+
+GT_API void gt_collective(uint32_t op_id, uint32_t group, uint32_t ranks,
+                          uint64_t seq, uint64_t begin_ns, uint64_t end_ns)
+{
+    /* Not gated by capture: merging windows of several ranks needs the
+     * collectives around them (the converter keeps them as metadata). */
+    RECORD(gt_r_collective, GT_R_COLLECTIVE, r, {
+        r->op = op_id;
+        r->group = group;
+        r->ranks = ranks;
+        r->seq = seq;
+        r->begin_ns = begin_ns;
+        r->end_ns = end_ns;
+    });
+}
+
 GT_API unsigned gt_api_version(void)
 {
     return GT_API_VERSION;

@@ -426,3 +426,17 @@ void gt__cs_on_warning(struct gt__cstream *s, const uint8_t *rec,
         (struct gt__warning){.code = r.code, .text = r.text, .ts = r.ts};
     s->note |= GT__NOTE_ADDED;
 }
+
+/* Kept even outside capture windows: every file's metadata lists the
+ * newest ones, so that windows of several ranks can be aligned. */
+void gt__cs_on_collective(struct gt__cstream *s, const uint8_t *rec,
+                          uint16_t size)
+{
+    struct gt_r_collective r;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    s->colls[s->ncoll_total % GT__MAX_COLLECTIVES] = (struct gt__coll){
+        .op = r.op, .group = r.group, .ranks = r.ranks, .seq = r.seq,
+        .begin_ns = r.begin_ns, .end_ns = r.end_ns};
+    s->ncoll_total++;
+}
