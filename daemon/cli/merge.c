@@ -368,8 +368,9 @@ static void put_proc_meta(struct merge *m, const struct proc *p, size_t k)
     fprintf(m->o, ",\"collectives\":%zu,\"collectives_matched\":%" PRIu64,
             p->ncolls, p->res.matched);
     if (p->res.method == GT__ALIGN_COLLECTIVES || p->res.method == GT__ALIGN_INCONSISTENT)
-        fprintf(m->o, ",\"bounds_ns\":[%" PRId64 ",%" PRId64 "],\"end_spread_ns\":%" PRId64,
-                p->res.lo_ns, p->res.hi_ns, p->res.spread_ns);
+        fprintf(m->o, ",\"bounds_ns\":[%" PRId64 ",%" PRId64 "],\"end_median_ns\":%" PRId64
+                      ",\"end_spread_ns\":%" PRId64,
+                p->res.lo_ns, p->res.hi_ns, p->res.end_median_ns, p->res.spread_ns);
     fputs(",\"files\":[", m->o);
     for (size_t i = 0, n = 0; i < m->nfiles; i++) {
         char path[4200];

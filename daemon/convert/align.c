@@ -2,7 +2,7 @@
  * Clock alignment from collectives (align.h says what is computed and
  * why it can be trusted). Both ranks' collectives are sorted by (group,
  * seq) and joined; each shared collective narrows the causal interval and
- * adds one end difference to the median.
+ * adds one end difference to the check median.
  */
 #include "daemon/convert/align.h"
 
@@ -48,25 +48,26 @@ static int64_t spread(int64_t *d, size_t n, int64_t est)
 static void solve(int64_t *d, size_t m, int64_t lo, int64_t hi,
                   struct gt__align_result *out)
 {
-    int64_t est = median(d, m);
+    int64_t end_median = median(d, m);
     out->matched = m;
     out->lo_ns = lo;
     out->hi_ns = hi;
+    out->end_median_ns = end_median;
     if (lo > hi) {
         out->method = GT__ALIGN_INCONSISTENT;
-        out->correction_ns = est;
-        out->spread_ns = spread(d, m, est);
+        out->correction_ns = end_median;
+        out->spread_ns = spread(d, m, end_median);
         out->uncertainty_ns = out->spread_ns;
         return;
     }
-    if (est < lo)
-        est = lo;
-    if (est > hi)
-        est = hi;
+    /* The interval's middle: the estimate whose guaranteed error is the
+     * smallest. The ends' median is kept beside it as a check (a gap
+     * between the two says the ranks leave a collective at systematically
+     * different times, e.g. the one hosting the store). */
     out->method = GT__ALIGN_COLLECTIVES;
-    out->correction_ns = est;
-    out->uncertainty_ns = est - lo > hi - est ? est - lo : hi - est;
-    out->spread_ns = spread(d, m, est);
+    out->correction_ns = lo + (hi - lo) / 2;
+    out->uncertainty_ns = hi - out->correction_ns;
+    out->spread_ns = spread(d, m, out->correction_ns);
 }
 
 int gt__align_pair(struct gt__align_coll *ref, size_t nref,

@@ -12,14 +12,17 @@
  *   - no rank leaves it before every rank has entered it (causality), so
  *     the true correction d_r (added to r's times) satisfies
  *       begin_q - end_r <= d_r - d_q <= end_q - begin_r;
- *     intersected over every c this is a guaranteed interval [lo, hi];
- *   - its ends happen at nearly the same instant on every rank (the last
- *     rank's arrival releases everyone), so end_q - end_r estimates
- *     d_r - d_q; the median over c is robust to a late wake-up.
- * The estimate is that median, moved into [lo, hi] when it falls outside;
- * the uncertainty is its distance to the farther edge, a bound the true
- * correction cannot exceed as long as the clocks do not drift against
- * each other over the collectives used (one constant per rank).
+ *     intersected over every c this is a guaranteed interval [lo, hi],
+ *     narrow when each rank is sometimes the last to arrive (its begin is
+ *     then just before everyone's end: the ends of the collectives, which
+ *     the last arrival releases at nearly one instant, are what bound it);
+ *   - its ends happen at nearly the same instant on every rank, so
+ *     end_q - end_r also estimates d_r - d_q (kept as a check: the median
+ *     over c).
+ * The estimate is the interval's middle and the uncertainty its half
+ * width: a bound the true correction cannot exceed as long as the clocks
+ * do not drift against each other over the collectives used (one
+ * constant per rank) and each rank's clock reads are where it says.
  * Pure computation, no I/O; internal to the converter library.
  */
 #ifndef GRADTRACE_DAEMON_CONV_ALIGN_H
@@ -44,7 +47,8 @@ enum {
     GT__ALIGN_REALTIME = 2,    /* none shared: realtime only, correction 0 */
     GT__ALIGN_INCONSISTENT = 3 /* the causal bounds contradict each other
                                 * (drift, or mismatched sequence numbers):
-                                * the median, uncertainty = the ends' spread */
+                                * the ends' median, uncertainty = their
+                                * spread around it */
 };
 
 struct gt__align_result {
@@ -52,6 +56,7 @@ struct gt__align_result {
     int64_t correction_ns;     /* add to the rank's first-estimate times */
     int64_t uncertainty_ns;    /* -1: unknown (GT__ALIGN_REALTIME) */
     int64_t lo_ns, hi_ns;      /* the causal interval (COLLECTIVES) */
+    int64_t end_median_ns;     /* median end difference (a check) */
     int64_t spread_ns;         /* median |end difference - estimate| */
     uint64_t matched;          /* collectives shared with the reference */
 };

@@ -101,12 +101,15 @@ Test(merge, align_recovers_offset_within_its_bound)
         cr_assert_eq(gt__align_pair(a, 40, b, 40, &r), 0);
         cr_assert_eq(r.method, GT__ALIGN_COLLECTIVES);
         cr_assert_eq(r.matched, 40);
-        /* The ends differ by skew: the median says off - skew. */
-        cr_assert_eq(r.correction_ns, offs[i] - 8000);
+        /* [off - exit - skew, off + exit]: its middle, half its width. */
+        cr_assert_eq(r.correction_ns, offs[i] - 4000);
+        cr_assert_eq(r.uncertainty_ns, 34000);
+        cr_assert_eq(r.lo_ns, offs[i] - 38000);
+        cr_assert_eq(r.hi_ns, offs[i] + 30000);
+        /* The ends differ by skew: their median says off - skew. */
+        cr_assert_eq(r.end_median_ns, offs[i] - 8000);
         cr_assert_leq(r.correction_ns - r.uncertainty_ns, offs[i]);
         cr_assert_geq(r.correction_ns + r.uncertainty_ns, offs[i]);
-        /* Bounded by the exit latency, not by the late arrivals. */
-        cr_assert_leq(r.uncertainty_ns, 30000 + 8000);
     }
 }
 

@@ -7,11 +7,24 @@ tightens the clock bounds `gradtrace merge` derives).
 usage: ranks.py STEPS   (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set)
 """
 import os
+import select
 import sys
 import time
 
 import torch
 import torch.distributed as dist
+
+
+def pause(seconds):
+    # select, not time.sleep: libfaketime 0.9.10 (which the tests use to
+    # shift CLOCK_REALTIME per "host") makes the clock_nanosleep behind
+    # time.sleep fail with EINVAL when it leaves CLOCK_MONOTONIC alone.
+    if seconds > 0:
+        select.select([], [], [], seconds)
+
+
+# torch.distributed's store-based barrier sleeps between its polls.
+time.sleep = pause
 
 
 def main():
@@ -32,7 +45,7 @@ def main():
         opt.step()
         for _ in range(2 if step % 2 == 0 else 1):
             if k % world == rank:
-                time.sleep(0.002)
+                pause(0.002)
             if k % 3 == 2:
                 dist.barrier()
             else:
@@ -41,7 +54,7 @@ def main():
             k += 1
         delay = float(os.environ.get("RANKS_STEP_SLEEP", "0"))
         if delay:
-            time.sleep(delay)
+            pause(delay)
     dist.barrier()
     dist.destroy_process_group()
 
