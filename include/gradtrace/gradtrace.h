@@ -187,6 +187,24 @@ GT_API uint64_t gt_now_ns(void);
 GT_API void gt_collective(uint32_t op_id, uint32_t group, uint32_t ranks,
                           uint64_t seq, uint64_t begin_ns, uint64_t end_ns);
 
+/*
+ * Job-wide triggers (`gradtrace trigger --job`): the daemon hands one
+ * agent of its host the spec; the job's Python side takes it here,
+ * carries it through the job's torch.distributed store to every rank with
+ * a common iteration, and each rank arms it with gt_trigger_arm.
+ * gt_job_trigger_take copies the pending spec NUL-terminated into buf:
+ * @return its length, 0 when none is pending, -ENOSPC when cap is too
+ * small. gt_trigger_arm arms a trigger spec (schema/control.md's syntax)
+ * in this process as a daemon's trigger would be: @return 0, 1 when its
+ * pids=/ranks= exclude this process, or a negative errno (bad spec, too
+ * many triggers). gt_iteration: the iteration triggers count (their
+ * `iteration=`) that this process is in now. Since API minor 2. Any
+ * thread; cold paths; not from signal handlers.
+ */
+GT_API int gt_job_trigger_take(char *buf, size_t cap);
+GT_API int gt_trigger_arm(const char *spec);
+GT_API uint64_t gt_iteration(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -494,6 +494,12 @@ enum gt_ctl_type {
     GT_CTL_ACK = 6,           /* text: "chunks=N seq=S": N chunks of this
                                * connection are in the daemon's files, S the
                                * highest seq among them */
+    /* 7..9 are other families'. */
+    GT_CTL_JOB_TRIGGER = 10,  /* text: a canonical trigger spec for every rank
+                               * of the job: not armed here, but handed to the
+                               * job's Python side (gt_job_trigger_take),
+                               * which carries it through the job's
+                               * torch.distributed store to every rank */
 };
 
 struct gt_ctl {

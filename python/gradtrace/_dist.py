@@ -1,4 +1,5 @@
-"""gradtrace and torch.distributed: collectives recorded for clock alignment.
+"""gradtrace and torch.distributed: collectives recorded for clock
+alignment, and job-wide triggers (_jobtrig.py).
 
 Every synchronous call of torch.distributed's collectives made from Python
 (all_reduce, barrier, broadcast, ...) is timed with the agent's clock and
@@ -105,4 +106,6 @@ def install():
         setattr(c10d, name, wrapped)
         if getattr(dist, name, None) is fn:
             setattr(dist, name, wrapped)
+    from . import _jobtrig
+    _jobtrig.install()
     return True
