@@ -8,6 +8,9 @@
 # then hold exactly one window file of its own rank, all for the same
 # iteration (file name and window metadata), and no rank may have died
 # at exit (a thread left inside the store's C++ code would abort it).
+# The windows merged (`gradtrace merge`, the typical use: one layer's
+# backward at one step on every rank) are aligned by the collectives
+# their metadata carries, recovering the injected realtime shifts.
 set -u
 . "$(dirname "$0")/daemon_lib.sh"
 . "$ROOT/tests/e2e/torch/lib.sh"
@@ -64,4 +67,18 @@ for it in "${its[@]}"; do
   [ "$it" = "${its[0]}" ] || die "windows at different iterations: ${its[*]}"
 done
 echo "every rank's window at iteration ${its[0]} (trigger sent to host $last only)"
+
+"$GT" merge host*/out/*.json -o windows.json || die "merge of the windows"
+"$PY" "$VALIDATOR" windows.json >/dev/null || die "merged windows invalid"
+"$PY" - windows.json "${HOSTS_REAL[*]}" <<'PY' || die "merged windows"
+import json, sys
+real = [round(float(x) * 1e9) for x in sys.argv[2].split()]
+ranks = json.load(open(sys.argv[1]))["gradtrace"]["merge"]["ranks"]
+for r in ranks[1:]:
+    want = real[0] - real[r["rank"]]
+    assert r["method"] == "collectives", r
+    assert abs(r["correction_ns"] - want) <= r["uncertainty_ns"], (r, want)
+    print("windows, rank %d: realtime shift %+.3f ms recovered as %+.3f ms +/- %.1f us"
+          % (r["rank"], want / 1e6, r["correction_ns"] / 1e6, r["uncertainty_ns"] / 1e3))
+PY
 echo ok

@@ -1,8 +1,10 @@
 """A data-parallel job for the job-wide trigger test: DDP over gloo,
-STEPS optimizer steps, RANKS_STEP_SLEEP seconds between them (so that a
-trigger sent while it runs lands well before the end). Rank 0 writes
-"ready" to READY_FILE after its first step, so the test knows when the
-job runs.
+STEPS optimizer steps, each followed by an all_reduce of the loss (as a
+job logging its mean loss does; before it, rank step % world waits a
+little, so that each rank is sometimes the last to arrive), and
+RANKS_STEP_SLEEP seconds between steps (so that a trigger sent while it
+runs lands well before the end). Rank 0 writes "ready" to READY_FILE
+after its first step, so the test knows when the job runs.
 
 usage: trig.py STEPS READY_FILE
 """
@@ -39,6 +41,9 @@ def main():
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if step % dist.get_world_size() == dist.get_rank():
+            pause(0.002)
+        dist.all_reduce(loss.detach())
         if step == 0 and dist.get_rank() == 0:
             with open(ready, "w") as f:
                 f.write("ready\n")
