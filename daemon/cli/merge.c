@@ -50,6 +50,10 @@ static const char merge_usage[] =
     "                            the lowest rank)\n"
     "exit status: 0 ok, 1 unreadable or unsuitable input, 2 usage\n";
 
+/* Largest believable correction (2^50 ns, 13 days): beyond it the inputs'
+ * collectives are not the same calls (or are hostile). */
+#define CORRECTION_MAX (1ll << 50)
+
 /* Where collectives are drawn, as a track of each rank's process. */
 #define COLL_TID 268435455u /* 2^28 - 1: above pid_max, below synthetic */
 
@@ -245,6 +249,14 @@ static int align_all(struct merge *m)
         if ((rc = gt__align_pair(r->al, r->ncolls, p->al, p->ncolls, &p->res)) < 0)
             return rc;
     }
+    for (size_t k = 0; k < m->nprocs; k++)
+        if (m->procs[k].res.correction_ns > CORRECTION_MAX ||
+            m->procs[k].res.correction_ns < -CORRECTION_MAX) {
+            fprintf(stderr, "gradtrace merge: rank %d's clock would move by more than "
+                            "13 days: its collectives do not match the reference's\n",
+                    m->procs[k].rank);
+            return -EINVAL;
+        }
     m->out_base = INT64_MAX;
     for (size_t i = 0; i < m->nfiles; i++) {
         const struct proc *p = &m->procs[m->files[i].proc];

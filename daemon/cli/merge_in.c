@@ -20,10 +20,25 @@
 #include "common/alloc.h"
 #include "daemon/cli/merge.h"
 
-static double num(const cJSON *o, const char *k, double dflt)
+/* Member k of o as a number in [lo, hi], else dflt: the metadata is
+ * untrusted, and an out-of-range double cast to an integer is undefined. */
+static double num_in(const cJSON *o, const char *k, double lo, double hi,
+                     double dflt)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi))
+        return dflt;
+    return v->valuedouble;
+}
+
+/* Times: at most 2^61 ns (CLOCK_REALTIME until 2043), so that the merge's
+ * sums and differences of a few of them never overflow an int64. */
+#define NS_MAX 2305843009213693952.0
+#define U32_MAX 4294967295.0
+
+static double num(const cJSON *o, const char *k, double dflt)
+{
+    return num_in(o, k, -NS_MAX, NS_MAX, dflt);
 }
 
 /* The tail text "{...}" (from the byte after "\n],"), and where the
@@ -77,9 +92,9 @@ static int read_colls(struct gt__merge_file *f, const cJSON *list)
         struct gt__merge_coll *k = &f->colls[i];
         if (i == n)
             break;
-        k->group = (uint32_t)num(c, "group", 0);
-        k->ranks = (uint32_t)num(c, "ranks", 0);
-        k->seq = (uint64_t)num(c, "seq", 0);
+        k->group = (uint32_t)num_in(c, "group", 0, U32_MAX, 0);
+        k->ranks = (uint32_t)num_in(c, "ranks", 0, U32_MAX, 0);
+        k->seq = (uint64_t)num_in(c, "seq", 0, 9e18, 0);
         k->begin_mono = (int64_t)num(c, "begin_ns", 0);
         k->end_mono = (int64_t)num(c, "end_ns", 0);
         snprintf(k->op, sizeof(k->op), "%s",
@@ -113,16 +128,16 @@ static int parse_tail(struct gt__merge_file *f, const char *text,
     } else {
         f->base_real = (int64_t)num(doc, "baseTimeNanoseconds", 0);
         f->base_mono = (int64_t)num(clk, "base_mono_ns", 0);
-        f->pid = (uint32_t)num(g, "pid", 0);
-        f->rank = (int32_t)num(g, "rank", -1);
-        f->world = (int32_t)num(g, "world_size", -1);
+        f->pid = (uint32_t)num_in(g, "pid", 0, U32_MAX, 0);
+        f->rank = (int32_t)num_in(g, "rank", -1, 2147483647.0, -1);
+        f->world = (int32_t)num_in(g, "world_size", -1, 2147483647.0, -1);
         snprintf(f->host, sizeof(f->host), "%s",
                  cJSON_IsString(host) ? host->valuestring : "?");
         const cJSON *lost = cJSON_GetObjectItemCaseSensitive(g, "lost");
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(g, "stream");
-        f->lost_events = (uint64_t)num(lost, "events", 0);
-        f->lost_cupti = (uint64_t)num(lost, "cupti", 0);
-        f->lost_chunks = (uint64_t)num(lost, "chunks", 0);
+        f->lost_events = (uint64_t)num_in(lost, "events", 0, NS_MAX, 0);
+        f->lost_cupti = (uint64_t)num_in(lost, "cupti", 0, NS_MAX, 0);
+        f->lost_chunks = (uint64_t)num_in(lost, "chunks", 0, NS_MAX, 0);
         f->truncated = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "truncated"));
         rc = read_colls(f, cJSON_GetObjectItemCaseSensitive(g, "collectives"));
     }

@@ -65,7 +65,7 @@ static void solve(int64_t *d, size_t m, int64_t lo, int64_t hi,
      * between the two says the ranks leave a collective at systematically
      * different times, e.g. the one hosting the store). */
     out->method = GT__ALIGN_COLLECTIVES;
-    out->correction_ns = lo + (hi - lo) / 2;
+    out->correction_ns = lo / 2 + hi / 2 + (lo % 2 + hi % 2) / 2; /* no overflow */
     out->uncertainty_ns = hi - out->correction_ns;
     out->spread_ns = spread(d, m, out->correction_ns);
 }

@@ -35,6 +35,8 @@ static int copy_string(struct scan *s, const char **str, size_t *len)
     *str = s->p + 1;
     *len = (size_t)(q - s->p - 1);
     q++;
+    if (q - s->p > s->oe - s->o)
+        return -ENOSPC; /* repeated keys grew the line past its room */
     memcpy(s->o, s->p, (size_t)(q - s->p));
     s->o += q - s->p;
     s->p = q;
@@ -91,7 +93,7 @@ static int read_num(struct scan *s, int64_t *ip, int64_t *milli, int *neg)
     while (fd++ < 3)
         f *= 10;
     *ip = v;
-    *milli = v * 1000 + f;
+    *milli = v < INT64_MAX / 1000 - 1 ? v * 1000 + f : -1; /* -1: too large */
     return 0;
 }
 
@@ -127,7 +129,8 @@ static int rewrite_value(struct scan *s, int kind)
             return 0; /* not a string: copied as it is */
         if (s->special == S_NONE) {
             /* The event's own name: note what kind of event this is. */
-            rc = copy_string(s, &str, &len);
+            if ((rc = copy_string(s, &str, &len)) < 0)
+                return rc;
             if (len == 12 && memcmp(str, "process_name", 12) == 0)
                 s->special = S_PROC_NAME;
             else if (len == 18 && memcmp(str, "process_sort_index", 18) == 0)
@@ -138,6 +141,8 @@ static int rewrite_value(struct scan *s, int kind)
         char *at = s->o + 1;
         if ((rc = copy_string(s, &str, &len)) < 0)
             return rc;
+        if ((size_t)(s->oe - s->o) < s->m->prefix_len)
+            return -ENOSPC;
         memmove(at + s->m->prefix_len, at, (size_t)(s->o - at));
         if (s->m->prefix_len)
             memcpy(at, s->m->prefix, s->m->prefix_len);
@@ -147,10 +152,9 @@ static int rewrite_value(struct scan *s, int kind)
     if ((rc = read_num(s, &ip, &ns, &neg)) < 0)
         return rc;
     if (kind == K_TS) {
-        ns = (neg ? -ns : ns) + s->m->delta_ns;
-        if (ns < 0)
-            ns = 0;
-        return put_us(s, ns);
+        if (ns < 0 || __builtin_add_overflow(neg ? -ns : ns, s->m->delta_ns, &ns))
+            return -EINVAL;
+        return put_us(s, ns < 0 ? 0 : ns);
     }
     if (neg)
         return -EINVAL;
@@ -184,12 +188,16 @@ ssize_t gt__mline_rewrite(const struct gt__mline *m, const char *in, size_t n,
                 return rc;
             if (s.p < s.e && *s.p == ':') {
                 int kind = key_kind(k, kl, depth, s.special);
+                if (s.o >= s.oe)
+                    return -ENOSPC;
                 *s.o++ = *s.p++;
                 if (kind != K_OTHER && (rc = rewrite_value(&s, kind)) < 0)
                     return rc;
             }
             continue;
         }
+        if (s.o >= s.oe)
+            return -ENOSPC;
         *s.o++ = *s.p++;
         if (ch == '{' || ch == '[') {
             depth++;

@@ -36,8 +36,9 @@ struct gt__mline {
  * Keys are recognised only at the event's top level (a key inside args or
  * a string is never touched).
  * @return bytes written (not NUL-terminated); -EINVAL when in holds no
- * whole JSON object or a rewritten value is not a number; -ENOSPC when
- * cap < n + prefix_len + GT__MLINE_SLACK.
+ * whole JSON object or a rewritten value is not a number (or would
+ * overflow); -ENOSPC when cap < n + prefix_len + GT__MLINE_SLACK, or when
+ * repeated keys (never in a converter's line) would need more than cap.
  */
 ssize_t gt__mline_rewrite(const struct gt__mline *m, const char *in, size_t n,
                           char *out, size_t cap);

@@ -70,7 +70,8 @@ Test(merge, line_refuses_what_is_not_an_event)
     struct gt__mline m = {.pid = 1};
     char out[512];
     const char *bad[] = {"", "],", "{\"pid\":1", "{\"ts\":\"x\"}", "{\"ts\":1e5}",
-                         "{\"pid\":-3}", "{\"name\":\"unterminated}"};
+                         "{\"pid\":-3}", "{\"name\":\"unterminated}",
+                         "{\"ts\":99999999999999999.000}"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         cr_assert_eq(gt__mline_rewrite(&m, bad[i], strlen(bad[i]), out, sizeof(out)),
                      -EINVAL, "%s", bad[i]);
