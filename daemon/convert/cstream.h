@@ -41,6 +41,7 @@
 #define GT__MAX_OPEN_WINDOWS 16u
 #define GT__MAX_WARNINGS 64u
 #define GT__MAX_COLLECTIVES 256u       /* the newest kept per stream */
+#define GT__MAX_NCCL_NAMES 32u         /* NCCL kernel names counted */
 #define GT__WAIT_CAP 4096u            /* nodes waiting for their creation */
 #define GT__MAX_WIN_OPEN 4u           /* window writers alive at once */
 #define GT__WIN_CORR_CAP (1u << 14)   /* CUDA corr ids launched in windows */
@@ -260,6 +261,10 @@ struct gt__cstream {
      * colls[ncoll_total % GT__MAX_COLLECTIVES] once it is full */
     struct gt__coll colls[GT__MAX_COLLECTIVES];
     uint64_t ncoll_total;
+    /* NCCL kernels taken as collectives: per kernel name (its group), how
+     * many were seen (their seq) */
+    struct { uint32_t group; uint64_t count; } nccl[GT__MAX_NCCL_NAMES];
+    uint32_t nnccl;
 
     /* capture windows: history, GT__MAX_WINDOWS at most (window.c) */
     struct gt__conv_window *winfo;
@@ -333,5 +338,7 @@ void gt__cs_on_warning(struct gt__cstream *s, const uint8_t *rec,
                        uint16_t size);
 void gt__cs_on_collective(struct gt__cstream *s, const uint8_t *rec,
                           uint16_t size);
+/* A GPU kernel's stream part: an NCCL kernel is also a collective. */
+void gt__cs_on_kernel(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
 
 #endif /* GRADTRACE_DAEMON_CONV_CSTREAM_H */

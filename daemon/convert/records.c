@@ -534,7 +534,7 @@ static const struct gt__rec_kind kinds[] = {
     {EXACT(GT_R_STEP, gt_r_mark), .writer = on_step},
     {EXACT(GT_R_INSTANT, gt_r_instant), .writer = on_instant},
     {EXACT(GT_R_GPU_KERNEL, gt_r_gpu_kernel), .route = GT__ROUTE_CORR,
-     CORR(gt_r_gpu_kernel), .writer = gt__on_kernel},
+     CORR(gt_r_gpu_kernel), .stream = gt__cs_on_kernel, .writer = gt__on_kernel},
     {EXACT(GT_R_GPU_MEMCPY, gt_r_gpu_memcpy), .route = GT__ROUTE_CORR,
      CORR(gt_r_gpu_memcpy), .writer = gt__on_memcpy},
     {EXACT(GT_R_GPU_MEMSET, gt_r_gpu_memset), .route = GT__ROUTE_CORR,

@@ -10,7 +10,10 @@ number among the group's recorded calls. Every member of a group makes the
 same calls in the same order (torch requires it), so (group, seq) names
 one collective on every rank, and `gradtrace merge` lines their ends up to
 put the ranks on one clock. Asynchronous calls (async_op=True) are not
-timed: their end is not the collective's.
+timed: their end is not the collective's. Nor are calls on an NCCL group:
+they return once the work is enqueued on the GPU, so their host times
+bracket nothing; the converter takes the NCCL kernels themselves as the
+collectives instead (their start and end on the GPU do bracket it).
 
 Cost: two clock reads and one record per collective, nothing per step.
 Inert without the agent (or with an agent older than API minor 2).
@@ -39,25 +42,32 @@ _COLLECTIVES = {
 
 _lock = threading.Lock()
 _seq = {}            # group number -> calls recorded so far
-_group_ids = {}      # id(group object) -> (group object, number, size)
+_group_ids = {}      # id(group object) -> (group object, (number, size) or None)
 _installed = False
 
 
 def _group_info(dist, group):
-    """(number, size) of a process group; (0, world) for the default."""
+    """(number, size) of a process group, (0, world) for the default one;
+    None for a group whose calls are not timed (NCCL)."""
     member = getattr(dist, "GroupMember", None)
-    if group is None or (member is not None and group is member.WORLD):
-        return 0, dist.get_world_size()
-    hit = _group_ids.get(id(group))
-    if hit is not None and hit[0] is group:
-        return hit[1], hit[2]
-    try:
-        ranks = dist.get_process_group_ranks(group)
-    except AttributeError:  # torch 1.13
-        ranks = sorted(dist.distributed_c10d._pg_group_ranks[group].keys())
-    number = zlib.crc32(",".join(str(r) for r in ranks).encode()) or 1
-    _group_ids[id(group)] = (group, number, len(ranks))
-    return number, len(ranks)
+    key = None if group is None or (member is not None and group is member.WORLD) \
+        else group
+    hit = _group_ids.get(id(key))
+    if hit is not None and hit[0] is key:
+        return hit[1]
+    if "nccl" in str(dist.get_backend(key)).lower():
+        info = None
+    elif key is None:
+        info = (0, dist.get_world_size())
+    else:
+        try:
+            ranks = dist.get_process_group_ranks(key)
+        except AttributeError:  # torch 1.13
+            ranks = sorted(dist.distributed_c10d._pg_group_ranks[key].keys())
+        info = (zlib.crc32(",".join(str(r) for r in ranks).encode()) or 1,
+                len(ranks))
+    _group_ids[id(key)] = (key, info)
+    return info
 
 
 def _wrap(dist, name, fn, gpos):
@@ -72,7 +82,10 @@ def _wrap(dist, name, fn, gpos):
         t1 = _now()
         try:
             group = kwargs.get("group", args[gpos] if len(args) > gpos else None)
-            number, size = _group_info(dist, group)
+            info = _group_info(dist, group)
+            if info is None:
+                return result
+            number, size = info
             with _lock:
                 seq = _seq.get(number, 0)
                 _seq[number] = seq + 1
