@@ -1,13 +1,17 @@
 /*
  * `gradtrace merge`'s library parts: the event-line rewriter
  * (daemon/convert/mergeline.h) and the clock alignment from collectives
- * (daemon/convert/align.h), on synthetic inputs whose answers are known.
+ * (daemon/convert/align.h), on synthetic inputs whose answers are known,
+ * and how it reads its inputs' metadata (daemon/cli/merge_in.c).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "daemon/cli/merge.h"
 #include "daemon/convert/align.h"
 #include "daemon/convert/mergeline.h"
 
@@ -158,4 +162,68 @@ Test(merge, align_flags_contradicting_bounds)
     cr_assert_eq(gt__align_pair(a, 6, b, 6, &r), 0);
     cr_assert_eq(r.method, GT__ALIGN_INCONSISTENT);
     cr_assert_gt(r.uncertainty_ns, 0);
+}
+
+/* ------------------------------------------------ inputs (daemon/cli/merge_in.c) */
+
+static const char *write_tmp(const char *text)
+{
+    static char path[64];
+    strcpy(path, "/tmp/gt-merge-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    return path;
+}
+
+#define EVENTS "{\"traceEvents\":[\t\n{\"ph\":\"X\",\"pid\":7,\"ts\":1.000,\"dur\":1.000,\"name\":\"a\"}\n],\n"
+
+Test(merge, input_metadata_is_read_from_the_tail)
+{
+    struct gt__merge_file f = {0};
+    const char *why;
+    const char *p = write_tmp(
+        EVENTS "\"displayTimeUnit\":\"ns\",\n\"baseTimeNanoseconds\":1700000000000000000,\n"
+        "\"gradtrace\":{\"pid\":7,\"rank\":3,\"world_size\":4,\"hostname\":\"n1\",\n"
+        "\"clock\":{\"base_mono_ns\":5000000000},\n\"collectives\":[{\"op\":\"barrier\","
+        "\"group\":0,\"ranks\":4,\"seq\":9,\"begin_ns\":5000000100,\"end_ns\":5000000200},"
+        "{\"op\":\"x\",\"seq\":1e30,\"begin_ns\":9,\"end_ns\":1},7]}\n}\n");
+    cr_assert_eq(gt__merge_file_open(&f, p, &why), 0, "%s", why ? why : "");
+    cr_assert_eq(f.rank, 3);
+    cr_assert_eq(f.world, 4);
+    cr_assert_eq(f.pid, 7);
+    cr_assert_str_eq(f.host, "n1");
+    cr_assert_eq(f.base_mono, 5000000000);
+    cr_assert_eq(f.base_real, 1700000000000000000);
+    cr_assert_eq(f.ncolls, 1, "the broken entries are left out");
+    cr_assert_eq(f.colls[0].seq, 9);
+    cr_assert_str_eq(f.colls[0].op, "barrier");
+    /* The events end where "]," starts. */
+    cr_assert_eq(f.events_end, (off_t)(strstr(EVENTS, "],") - EVENTS));
+    gt__merge_file_close(&f);
+    unlink(p);
+}
+
+Test(merge, unsuitable_inputs_say_why)
+{
+    static const struct {
+        const char *text, *why;
+    } cases[] = {
+        {"[]", "must start with"},
+        {"{\"traceEvents\":[\n{\"ph\":\"X\"},\n", "not a complete gradtrace trace"},
+        {EVENTS "\"gradtrace\":{\"merge\":{}}\n}\n", "already a merged trace"},
+        {EVENTS "\"baseTimeNanoseconds\":0,\"gradtrace\":{\"clock\":{\"base_mono_ns\":5}}\n}\n",
+         "clock is unknown"},
+        {EVENTS "\"gradtrace\":{}\n}\n", "no gradtrace clock metadata"},
+        {EVENTS "\"gradtrace\":{\n", "metadata is not JSON"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct gt__merge_file f = {0};
+        const char *why = NULL, *p = write_tmp(cases[i].text);
+        cr_assert_eq(gt__merge_file_open(&f, p, &why), -EINVAL, "case %zu", i);
+        cr_assert(why && strstr(why, cases[i].why), "case %zu: %s", i, why ? why : "(none)");
+        gt__merge_file_close(&f);
+        unlink(p);
+    }
 }
