@@ -38,6 +38,7 @@ import ctypes
 import datetime
 import os
 import re
+import socket
 import threading
 
 from . import _agent
@@ -65,10 +66,18 @@ def _lead():
 
 
 def _client(dist, timeout=WAIT_S):
-    """A store client of our own on the job's rendezvous store."""
+    """A store client of our own on the job's rendezvous store, or None
+    when nothing answers there (a job whose process group rendezvoused
+    elsewhere): TCPStore's constructor retries its connection while
+    holding the GIL, which would stall the training threads, so a plain
+    socket (GIL released) asks first."""
     host = os.environ.get("MASTER_ADDR")
     port = os.environ.get("MASTER_PORT")
     if not host or not port:
+        return None
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+    except (OSError, ValueError):
         return None
     return dist.TCPStore(host, int(port), None, False,
                          datetime.timedelta(seconds=timeout))
