@@ -8,7 +8,8 @@
 #     merged trace reports: each rank's correction = REAL_0 - REAL_r, and
 #     offset_r - offset_0 = MONO_0 - MONO_r;
 #   - line the all-reduce ends up (their median mismatch within twice the
-#     uncertainty; before the correction they were ~REAL_r - REAL_0 apart);
+#     uncertainty or 1 ms; with realtime alone they are ~REAL_0 - REAL_r
+#     apart, over 10 ms);
 #   - be one valid trace, a process group per rank sorted by rank with
 #     rank and host in its name, flows kept with unique ids;
 #   - show the alignment in `gradtrace report`;
@@ -95,8 +96,14 @@ for k in range(1, n):
     assert len(d) >= 10, len(d)
     mis = statistics.median(d) * 1e3
     u = ranks[k]["uncertainty_ns"]
-    print("rank %d: all_reduce ends after merging: median %+.3f us from rank 0's" % (k, mis / 1e3))
-    assert abs(mis) <= 2 * u, (mis, u)
+    before = mis - ranks[k]["correction_ns"]  # with realtime alone
+    print("rank %d: all_reduce ends after merging: median %+.3f us from rank 0's"
+          " (%+.3f ms with realtime alone)" % (k, mis / 1e3, before / 1e6))
+    # Ends are not one instant (a ring all-reduce releases ranks in turn,
+    # more so with 4 ranks on 2 cores), hence the 1 ms floor; without the
+    # correction they are the injected realtime shift apart.
+    assert abs(mis) <= max(2 * u, 1_000_000), (mis, u)
+    assert abs(before) > 10_000_000, before
 # Flows: ids unique across ranks, every start with its finish.
 starts = [e["id"] for e in evs if e.get("ph") == "s"]
 fins = [e["id"] for e in evs if e.get("ph") == "f"]
