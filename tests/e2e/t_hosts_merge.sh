@@ -114,6 +114,18 @@ for f in inputs:
 assert len(starts) == want, (len(starts), want)
 print("merged ok: %d ranks, %d events, %d flows" % (n, len(evs), len(starts)))
 PY
+# Another reference: rank 1's clock; rank 0 is then corrected the other way.
+"$GT" merge "${inputs[@]}" --reference-rank 1 -o ref1.json || die "merge --reference-rank 1"
+"$PY" - ref1.json "${HOSTS_REAL[*]}" <<'PY' || die "--reference-rank 1"
+import json, sys
+real = [round(float(x) * 1e9) for x in sys.argv[2].split()]
+m = json.load(open(sys.argv[1]))["gradtrace"]["merge"]
+r = {x["rank"]: x for x in m["ranks"]}
+assert m["reference_rank"] == 1 and r[1]["method"] == "reference", m
+assert abs(r[0]["correction_ns"] - (real[1] - real[0])) <= r[0]["uncertainty_ns"], r[0]
+PY
+"$GT" merge "${inputs[@]}" --reference-rank 9 -o x.json 2>err.txt; [ $? = 1 ] || die "unknown reference rank accepted"
+grep -q "no input of rank 9" err.txt || die "$(cat err.txt)"
 "$GT" report merged.json >report.txt || die "report of the merged trace"
 grep -q "^clock alignment (merged trace, reference rank 0)" report.txt || die "report shows no alignment"
 grep -Eq "^  rank 1 +host .* collectives +correction .* \+/- [0-9.]+ us" report.txt \
