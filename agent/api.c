@@ -9,10 +9,13 @@
  * open modules (the layer stack, kept even while not capturing because
  * node attribution needs it the moment a capture starts).
  */
+#include <errno.h>
+
 #include "agent/capture.h"
 #include "agent/core.h"
 #include "agent/cuda.h"
 #include "agent/ring.h"
+#include "agent/stream.h"
 #include "agent/torch.h"
 #include "agent/trigger.h"
 
@@ -359,6 +362,41 @@ GT_API void gt_capture_stop(void)
 GT_API int gt_capture_active(void)
 {
     return gt__capture_on();
+}
+
+GT_API uint64_t gt_now_ns(void)
+{
+    return gt__now();
+}
+
+GT_API void gt_collective(uint32_t op_id, uint32_t group, uint32_t ranks,
+                          uint64_t seq, uint64_t begin_ns, uint64_t end_ns)
+{
+    /* Not gated by capture: merging windows of several ranks needs the
+     * collectives around them (the converter keeps them as metadata). */
+    RECORD(gt_r_collective, GT_R_COLLECTIVE, r, {
+        r->op = op_id;
+        r->group = group;
+        r->ranks = ranks;
+        r->seq = seq;
+        r->begin_ns = begin_ns;
+        r->end_ns = end_ns;
+    });
+}
+
+GT_API int gt_job_trigger_take(char *buf, size_t cap)
+{
+    return buf ? gt__jobtrig_take(buf, cap) : -EINVAL;
+}
+
+GT_API int gt_trigger_arm(const char *spec)
+{
+    return spec ? gt__trig_arm(spec, strlen(spec)) : -EINVAL;
+}
+
+GT_API uint64_t gt_iteration(void)
+{
+    return gt__trig_iteration();
 }
 
 GT_API unsigned gt_api_version(void)

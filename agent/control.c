@@ -11,6 +11,7 @@
  * newer daemon can send messages this agent does not know.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <sys/socket.h>
 
 #include "agent/capture.h"
@@ -30,6 +31,40 @@ unsigned gt__triggers_count(void)
 const char *gt__trigger_text(unsigned i)
 {
     return i < ntriggers ? triggers[i] : NULL;
+}
+
+/* The newest job-wide trigger not yet taken by the Python side: written
+ * by the streamer, taken by the job's watcher thread (gt_job_trigger_take);
+ * a newer one replaces it. */
+static pthread_mutex_t jobtrig_lock = PTHREAD_MUTEX_INITIALIZER;
+static char jobtrig[GT_CTL_MAX_SIZE];
+static size_t jobtrig_len;
+
+static void jobtrig_put(const char *text, size_t len)
+{
+    if (len == 0 || len >= sizeof(jobtrig))
+        return;
+    pthread_mutex_lock(&jobtrig_lock);
+    memcpy(jobtrig, text, len);
+    jobtrig_len = len;
+    pthread_mutex_unlock(&jobtrig_lock);
+    GT__LOG("job-wide trigger received: %.*s", (int)len, text);
+}
+
+int gt__jobtrig_take(char *buf, size_t cap)
+{
+    int n = 0;
+    pthread_mutex_lock(&jobtrig_lock);
+    if (jobtrig_len && jobtrig_len < cap) {
+        memcpy(buf, jobtrig, jobtrig_len);
+        buf[jobtrig_len] = '\0';
+        n = (int)jobtrig_len;
+        jobtrig_len = 0;
+    } else if (jobtrig_len) {
+        n = -ENOSPC;
+    }
+    pthread_mutex_unlock(&jobtrig_lock);
+    return n;
 }
 
 static void ctl_handle(uint16_t type, const char *text, size_t len)
@@ -68,6 +103,9 @@ static void ctl_handle(uint16_t type, const char *text, size_t len)
         }
         break;
     }
+    case GT_CTL_JOB_TRIGGER:
+        jobtrig_put(text, len);
+        break;
     case GT_CTL_TRIGGER_CLEAR:
         GT__LOG("triggers cleared");
         gt__trig_clear();

@@ -127,6 +127,14 @@ void gt__control_drain(void);
  * (or with the stream lock).
  */
 #define GT__TRIGGERS_MAX 16
+
+/*
+ * The job-wide trigger (GT_CTL_JOB_TRIGGER) the daemon handed this agent,
+ * if not yet taken: copied NUL-terminated into buf and forgotten.
+ * @return its length, 0 when there is none, -ENOSPC when cap is too small
+ * (it stays). Any thread; cold path (a mutex).
+ */
+int gt__jobtrig_take(char *buf, size_t cap);
 unsigned gt__triggers_count(void);
 const char *gt__trigger_text(unsigned i);
 

@@ -22,6 +22,9 @@
 #      NVTX block and phase, optimizer kernels untagged, per-layer spans);
 #   3. a small torch 2.x model on the GPU (module scopes, autograd hooks,
 #      one iteration under emit_nvtx) under `gradtrace record --raw`;
+#   4. an NCCL DDP job (one rank per GPU, at most 2): its NCCL kernels in
+#      the traces' collectives, and with 2 GPUs `gradtrace merge` aligning
+#      the ranks by them;
 #   then reads the raw streams (build-gpu/progs/cuda_gtr_dump) and the
 #   Chrome traces, and prints a pass/fail table:
 #     kernels captured with names; each mlp_train kernel attributed (CUPTI
@@ -499,6 +502,58 @@ if "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'
   "$PY" -c 'import torch; print(torch.__version__, torch.version.cuda)' >"$OUT/torch_version.txt" 2>&1
 else
   row "torch run" FAIL "$PY has no torch with CUDA"
+fi
+
+# ------------------------------------------------ 4. NCCL collectives (merge)
+# NCCL kernels become collectives in the traces' metadata (group >= 2^31,
+# daemon/convert/stream.c), which `gradtrace merge` aligns ranks by; with
+# two GPUs, two ranks are recorded and merged (one GPU: one rank, so only
+# the metadata is checked: NCCL will not put two ranks on one device).
+cat >"$OUT/nccl_train.py" <<'PYEOF'
+import os, sys, torch, torch.distributed as dist
+dist.init_process_group("nccl")
+r = dist.get_rank()
+torch.cuda.set_device(r)
+m = torch.nn.Linear(256, 256).cuda()
+ddp = torch.nn.parallel.DistributedDataParallel(m, device_ids=[r])
+opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+for it in range(20):
+    loss = ddp(torch.randn(64, 256, device="cuda")).square().mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    dist.all_reduce(loss.detach())
+torch.cuda.synchronize()
+dist.destroy_process_group()
+PYEOF
+NR=$((NDEV >= 2 ? 2 : 1))
+if [ $TORCH_OK -eq 1 ]; then
+  NPORT=$(( 20000 + RANDOM % 20000 ))
+  for ((r = 0; r < NR; r++)); do
+    RANK=$r WORLD_SIZE=$NR LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$NPORT \
+      timeout 240 "$GT" record -o "$OUT/nccl$r" -- "$PY" "$OUT/nccl_train.py" \
+      >"$OUT/nccl$r.out" 2>"$OUT/nccl$r.err" &
+  done
+  wait
+  "$PY" - "$OUT" "$NR" "$GT" >>"$ROWS" 2>>"$LOG" <<'PYEOF' || row "nccl: analysis" FAIL "see gpu-check.log"
+import glob, json, subprocess, sys
+out, nr, gt = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+files = []
+for r in range(nr):
+    fs = sorted(glob.glob("%s/nccl%d/*.json" % (out, r)))
+    if not fs:
+        print("nccl: rank %d trace\tFAIL\tno trace (see nccl%d.err)" % (r, r)); sys.exit(0)
+    files.append(fs[0])
+    g = json.load(open(fs[0]))["gradtrace"]
+    nccl = [c for c in g.get("collectives", []) if c["group"] >= 2**31]
+    print("nccl: kernels as collectives, rank %d\t%s\t%d NCCL kernels of %d collectives"
+          % (r, "PASS" if nccl else "FAIL", len(nccl), len(g.get("collectives", []))))
+if nr == 2:
+    rc = subprocess.run([gt, "merge"] + files + ["-o", out + "/nccl-merged.json"]).returncode
+    ranks = json.load(open(out + "/nccl-merged.json"))["gradtrace"]["merge"]["ranks"] if rc == 0 else []
+    ok = rc == 0 and ranks[1]["method"] == "collectives"
+    print("nccl: merge aligned by NCCL kernels\t%s\t%s" % ("PASS" if ok else "FAIL",
+          "correction %s ns +/- %s ns" % (ranks[1]["correction_ns"], ranks[1]["uncertainty_ns"])
+          if ranks else "merge failed"))
+PYEOF
 fi
 
 analyze

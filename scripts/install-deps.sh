@@ -15,6 +15,7 @@ pkgs=(
   util-linux                 # setpriv: the cross-user refusal test
   cppcheck                   # make analyze
   librsvg2-bin               # rsvg-convert: the report --svg rendering test
+  libfaketime                # a per-"host" CLOCK_REALTIME in the multi-host tests
 )
 
 missing=()

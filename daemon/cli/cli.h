@@ -146,6 +146,13 @@ int gt__cmd_convert(int argc, char **argv);
 int gt__cmd_report(int argc, char **argv);
 
 /*
+ * `gradtrace merge TRACE... -o OUT` (merge.c): several ranks' traces in
+ * one Chrome-trace file, on one clock. Memory bounded by one line and the
+ * inputs' collectives. @return 0, 1 bad input, 2 usage.
+ */
+int gt__cmd_merge(int argc, char **argv);
+
+/*
  * `gradtrace diff [OPTIONS] BASE NEW` (diff.c): per-layer deltas of two
  * runs with a noise-aware verdict per row. @return 0, 1 unreadable input,
  * 2 usage, 3 when --fail-above is exceeded.

@@ -26,6 +26,7 @@ static const struct command commands[] = {
     {"convert", gt__cmd_convert, "convert a recorded stream (.gtr) to Chrome-trace JSON"},
     {"report", gt__cmd_report, "per-layer forward/backward table of a trace or .gtr"},
     {"diff", gt__cmd_diff, "per-layer deltas of two runs, regressions flagged"},
+    {"merge", gt__cmd_merge, "several ranks' traces in one, on one clock"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -232,6 +232,10 @@ static int read_json(struct gt__agg *r, const char *path, struct json_lost *jl)
             add_lost_line(jl, line);
             continue;
         }
+        if (strncmp(line, "\"merge\":{", 9) == 0) {
+            gt__report_note_merge(line);
+            continue;
+        }
         /* Cheap filter before parsing: only the categories we sum. */
         if (!strstr(line, "\"cat\":\"layer_") && !strstr(line, "\"cat\":\"iteration\"") &&
             !strstr(line, "\"cat\":\"kernel\"") &&
@@ -563,6 +567,9 @@ int gt__cmd_report(int argc, char **argv)
     }
     if (status == 0)
         status = write_outputs(&r, &o);
+    if (status == 0 && o.format == GT__REP_TABLE)
+        gt__report_print_clock(stdout);
+    gt__report_clock_close();
     gt__report_ranks_close(rk);
     gt__free(rk);
     gt__agg_close(&r);

@@ -102,4 +102,10 @@ struct gt__diff_rule {
 int gt__diff_verdict(const struct gt__diff_rule *o, double own, double base,
                      double se, double step);
 
+/* report_clock.c: a merged trace's clock alignment ("merge":{...} line
+ * of its metadata), kept while reading and printed after the table. */
+void gt__report_note_merge(const char *line);
+void gt__report_print_clock(FILE *f);
+void gt__report_clock_close(void);
+
 #endif /* GRADTRACE_DAEMON_CLI_REPORT_H */

@@ -15,11 +15,18 @@
 static const char trigger_usage[] =
     "usage: gradtrace trigger layer=NAME[,phase=P][,iteration=N|next][,count=N]\n"
     "                         [,ranks=R1,R2...][,pids=P1,P2...]\n"
+    "       gradtrace trigger --job SPEC\n"
     "       gradtrace trigger --clear\n"
     "Arms a capture window in matching agents (present and future): NAME is\n"
     "a module path or glob (layers.1?.mlp); phase forward, backward (default)\n"
     "or both; iteration a number or next (default); count windows (default\n"
-    "1). --clear disarms every trigger.\n";
+    "1). --clear disarms every trigger.\n"
+    "--job: for every rank of the job, on every host, at the same iteration:\n"
+    "this daemon hands the spec to one of its agents, whose Python side\n"
+    "writes it into the job's torch.distributed store; every rank arms it\n"
+    "for a common iteration a few steps ahead (iteration=N: N itself). Needs\n"
+    "the gradtrace Python package in the job (gradtrace record) and a\n"
+    "process group that uses MASTER_ADDR/MASTER_PORT's store.\n";
 
 static const char prog[] = "gradtrace trigger";
 
@@ -32,17 +39,19 @@ static int parse_request(int argc, char **argv, int *clear, cJSON **req)
 {
     static const struct option longopts[] = {
         {"clear", no_argument, NULL, 'c'},
+        {"job", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct gt__trigger t;
     char err[256];
-    int c;
+    int c, job = 0;
 
     gt__cli_opt_begin(argv, prog);
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'c': *clear = 1; break;
+        case 'j': job = 1; break;
         case 'h': fputs(trigger_usage, stdout); return GT__EXIT_OK;
         default: return GT__EXIT_USAGE; /* getopt said why */
         }
@@ -61,6 +70,10 @@ static int parse_request(int argc, char **argv, int *clear, cJSON **req)
     if (gt__trigger_parse_spec(argv[optind], &t, err, sizeof(err)) < 0)
         return gt__cli_usage_error(prog, "%s", err);
     *req = gt__trigger_to_json(&t);
+    if (*req && job) {
+        cJSON_ReplaceItemInObjectCaseSensitive(*req, "cmd", cJSON_CreateString("job_trigger"));
+        *clear = -1; /* the reply is a job trigger's */
+    }
     return -1;
 }
 
@@ -79,7 +92,12 @@ int gt__cmd_trigger(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", prog, err);
         goto out;
     }
-    if (clear) {
+    if (clear < 0) {
+        printf("job-wide trigger handed to pid %.0f (rank %.0f): %s\n"
+               "every rank arms it through the job's store\n",
+               gt__cli_num(reply, "pid"), gt__cli_num(reply, "rank"),
+               gt__cli_str(reply, "spec"));
+    } else if (clear) {
         printf("cleared %.0f trigger(s)\n", gt__cli_num(reply, "cleared"));
     } else {
         char *pids = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(reply, "pids"));

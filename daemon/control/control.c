@@ -205,8 +205,8 @@ static int parse_fields(const cJSON *obj, const char *cmd, struct gt__req *req,
             return rc;
         return parse_sel(obj, &req->sel, err, cap);
     }
-    if (strcmp(cmd, "trigger") == 0) {
-        req->cmd = GT__CMD_TRIGGER;
+    if (strcmp(cmd, "trigger") == 0 || strcmp(cmd, "job_trigger") == 0) {
+        req->cmd = cmd[0] == 't' ? GT__CMD_TRIGGER : GT__CMD_JOB_TRIGGER;
         if ((rc = check_members(obj, trigger_members, cmd, err, cap)) < 0)
             return rc;
         return gt__trigger_from_json(obj, &req->trig, err, cap);

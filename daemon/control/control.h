@@ -26,6 +26,7 @@ enum gt__cmd {
     GT__CMD_TRIGGER_CLEAR,
     GT__CMD_COLLECT,
     GT__CMD_SHUTDOWN,
+    GT__CMD_JOB_TRIGGER,        /* a trigger for every rank of the job */
 };
 
 struct gt__req {

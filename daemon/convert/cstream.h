@@ -40,6 +40,8 @@
 #define GT__REL_MAX (1ull << 52)      /* latest ts after the base (chrome.c) */
 #define GT__MAX_OPEN_WINDOWS 16u
 #define GT__MAX_WARNINGS 64u
+#define GT__MAX_COLLECTIVES 256u       /* the newest kept per stream */
+#define GT__MAX_NCCL_NAMES 32u         /* NCCL kernel names counted */
 #define GT__WAIT_CAP 4096u            /* nodes waiting for their creation */
 #define GT__MAX_WIN_OPEN 4u           /* window writers alive at once */
 #define GT__WIN_CORR_CAP (1u << 14)   /* CUDA corr ids launched in windows */
@@ -124,6 +126,12 @@ struct gt__dev_clock {
 struct gt__warning {
     uint32_t code, text;
     uint64_t ts;
+};
+
+/* A collective call (GT_R_COLLECTIVE): what `gradtrace merge` aligns by. */
+struct gt__coll {
+    uint32_t op, group, ranks;
+    uint64_t seq, begin_ns, end_ns;
 };
 
 /* Hash of an OS tid for the thread tables (stream's names, writers'). */
@@ -250,6 +258,14 @@ struct gt__cstream {
     uint32_t ndevclk;
     struct gt__warning warnings[GT__MAX_WARNINGS];
     uint32_t nwarnings;
+    /* collectives: a ring of the newest GT__MAX_COLLECTIVES, oldest at
+     * colls[ncoll_total % GT__MAX_COLLECTIVES] once it is full */
+    struct gt__coll colls[GT__MAX_COLLECTIVES];
+    uint64_t ncoll_total;
+    /* NCCL kernels taken as collectives: per kernel name (its group), how
+     * many were seen (their seq) */
+    struct { uint32_t group; uint64_t count; } nccl[GT__MAX_NCCL_NAMES];
+    uint32_t nnccl;
 
     /* capture windows: history, GT__MAX_WINDOWS at most (window.c) */
     struct gt__conv_window *winfo;
@@ -321,5 +337,9 @@ void gt__cs_on_goodbye(struct gt__cstream *s, const uint8_t *rec,
                        uint16_t size);
 void gt__cs_on_warning(struct gt__cstream *s, const uint8_t *rec,
                        uint16_t size);
+void gt__cs_on_collective(struct gt__cstream *s, const uint8_t *rec,
+                          uint16_t size);
+/* A GPU kernel's stream part: an NCCL kernel is also a collective. */
+void gt__cs_on_kernel(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
 
 #endif /* GRADTRACE_DAEMON_CONV_CSTREAM_H */

@@ -565,7 +565,7 @@ static const struct gt__rec_kind kinds[] = {
     {EXACT(GT_R_STEP, gt_r_mark), .writer = on_step},
     {EXACT(GT_R_INSTANT, gt_r_instant), .writer = on_instant},
     {EXACT(GT_R_GPU_KERNEL, gt_r_gpu_kernel), .route = GT__ROUTE_CORR,
-     CORR(gt_r_gpu_kernel), .writer = gt__on_kernel},
+     CORR(gt_r_gpu_kernel), .stream = gt__cs_on_kernel, .writer = gt__on_kernel},
     {EXACT(GT_R_GPU_MEMCPY, gt_r_gpu_memcpy), .route = GT__ROUTE_CORR,
      CORR(gt_r_gpu_memcpy), .writer = gt__on_memcpy},
     {EXACT(GT_R_GPU_MEMSET, gt_r_gpu_memset), .route = GT__ROUTE_CORR,
@@ -588,6 +588,11 @@ static const struct gt__rec_kind kinds[] = {
     {EXACT(GT_R_BWD_NODE_LAYER, gt_r_bwd_node_layer), .writer = on_node_layer},
     {EXACT(GT_R_GOODBYE, gt_r_goodbye), .route = GT__ROUTE_META,
      .stream = gt__cs_on_goodbye},
+    /* Numbers need not be dense: the rows from here are placed at their
+     * type's index, and a gap's zeroed row (type 0) is an unknown type. */
+    [GT_R_COLLECTIVE - 1] = {EXACT(GT_R_COLLECTIVE, gt_r_collective),
+                             .route = GT__ROUTE_META,
+                             .stream = gt__cs_on_collective},
 };
 
 #undef EXACT
@@ -595,8 +600,8 @@ static const struct gt__rec_kind kinds[] = {
 
 const struct gt__rec_kind *gt__rec_kind(uint16_t type)
 {
-    /* The table is in type order from 1 with no gaps: checked here once
-     * per lookup, which costs one compare. */
+    /* The table is indexed by type - 1 (gaps hold zeroed rows): checked
+     * here once per lookup, which costs one compare. */
     size_t i = (size_t)type - 1;
     if (type == 0 || i >= sizeof(kinds) / sizeof(kinds[0]) ||
         kinds[i].type != type)

@@ -25,6 +25,7 @@
 #include <errno.h>
 
 #include "common/alloc.h"
+#include "common/util.h"
 #include "daemon/convert/internal.h"
 
 /* ------------------------------------------------------------ lifecycle */
@@ -425,4 +426,57 @@ void gt__cs_on_warning(struct gt__cstream *s, const uint8_t *rec,
     s->warnings[s->nwarnings++] =
         (struct gt__warning){.code = r.code, .text = r.text, .ts = r.ts};
     s->note |= GT__NOTE_ADDED;
+}
+
+/* Kept even outside capture windows: every file's metadata lists the
+ * newest ones, so that windows of several ranks can be aligned. */
+static void add_coll(struct gt__cstream *s, struct gt__coll k)
+{
+    s->colls[s->ncoll_total % GT__MAX_COLLECTIVES] = k;
+    s->ncoll_total++;
+}
+
+void gt__cs_on_collective(struct gt__cstream *s, const uint8_t *rec,
+                          uint16_t size)
+{
+    struct gt_r_collective r;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    add_coll(s, (struct gt__coll){.op = r.op, .group = r.group, .ranks = r.ranks,
+                                  .seq = r.seq, .begin_ns = r.begin_ns,
+                                  .end_ns = r.end_ns});
+}
+
+/*
+ * On GPUs, torch.distributed's NCCL calls return once enqueued, so their
+ * host times bracket nothing (the Python package does not record them);
+ * the NCCL kernel itself does: it cannot end before every rank's kernel
+ * has started. So each kernel whose name starts with "nccl" (ncclKernel_*,
+ * ncclDevKernel_*; times already on the host clock) is a collective of
+ * group 2^31 | its name's hash, numbered per name: ranks that run the
+ * same collectives on one communicator launch the same kernels in the
+ * same order.
+ */
+void gt__cs_on_kernel(struct gt__cstream *s, const uint8_t *rec, uint16_t size)
+{
+    struct gt_r_gpu_kernel r;
+    const struct gt__str *name;
+    uint32_t group, i;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    if (r.name == 0 || r.name >= s->nstrs || !s->strs[r.name].ver ||
+        strncmp(s->strs[r.name].raw, "nccl", 4) != 0 || r.end < r.start)
+        return;
+    name = &s->strs[r.name];
+    group = 0x80000000u | (gt__fnv1a32(name->raw, name->raw_len) & 0x7fffffffu);
+    for (i = 0; i < s->nnccl && s->nccl[i].group != group; i++)
+        ;
+    if (i == s->nnccl) {
+        if (s->nnccl == GT__MAX_NCCL_NAMES)
+            return;
+        s->nccl[s->nnccl++].group = group;
+    }
+    add_coll(s, (struct gt__coll){.op = r.name, .group = group,
+                                  .seq = s->nccl[i].count++,
+                                  .begin_ns = r.start, .end_ns = r.end});
 }

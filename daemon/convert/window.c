@@ -408,6 +408,8 @@ void gt__win_record(struct gt__conv *c, uint16_t type, uint16_t size,
             (void)gt__bmap_put(&c->win_corr, 0, r.corr, &v);
         }
     }
+    if (route == GT__ROUTE_CORR && k->stream && gt__rec_size_ok(k, size))
+        k->stream(&c->s, rec, size); /* NCCL kernels are collectives too */
     if (route == GT__ROUTE_CORR && c->nwout && size >= k->corr_off + 4) {
         const struct gt__bmap_val *v =
             gt__bmap_get(&c->win_corr, 0, rec_u32(rec, k->corr_off));

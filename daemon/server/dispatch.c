@@ -331,6 +331,40 @@ static void do_trigger(struct gt__ctlconn *c, const struct gt__req *r, cJSON *id
     reply(c, o, id);
 }
 
+/*
+ * A job-wide trigger: handed to one agent of this host (the lowest rank),
+ * whose Python side carries it through the job's torch.distributed store
+ * to every rank (python/gradtrace/_jobtrig.py); the ranks arm it
+ * themselves, so the daemon keeps nothing armed.
+ */
+static void do_job_trigger(struct gt__ctlconn *c, const struct gt__req *r, cJSON *id)
+{
+    struct gt__server *s = c->srv;
+    struct gt__agent *best = NULL;
+    char spec[GT_CTL_MAX_SIZE];
+    int len = gt__trigger_format(&r->trig, spec, sizeof(spec));
+    cJSON *o;
+
+    if (len < 0 || (size_t)len + sizeof(struct gt_ctl) > GT_CTL_MAX_SIZE) {
+        reply_error(c, "trigger spec too long", id);
+        return;
+    }
+    for (struct gt__agent *a = s->agents; a; a = a->next)
+        if (a->hello_seen && !a->closing &&
+            (!best || (uint32_t)a->hello->h.rank < (uint32_t)best->hello->h.rank))
+            best = a;
+    if (!best || gt__agent_send(best, GT_CTL_JOB_TRIGGER, spec) < 0) {
+        reply_error(c, best ? "could not send to the agent" : "no agents connected", id);
+        return;
+    }
+    gt__log("job-wide trigger handed to pid %u: %s", (unsigned)best->hello->h.pid, spec);
+    o = ok_obj();
+    cJSON_AddNumberToObject(o, "pid", best->hello->h.pid);
+    cJSON_AddNumberToObject(o, "rank", best->hello->h.rank);
+    cJSON_AddStringToObject(o, "spec", spec);
+    reply(c, o, id);
+}
+
 static void do_trigger_clear(struct gt__ctlconn *c, cJSON *id)
 {
     struct gt__server *s = c->srv;
@@ -468,6 +502,7 @@ static void handle_line(struct gt__ctlconn *c, const char *line, size_t len)
     case GT__CMD_START:
     case GT__CMD_STOP: do_capture(c, r, id); break;
     case GT__CMD_TRIGGER: do_trigger(c, r, id); break;
+    case GT__CMD_JOB_TRIGGER: do_job_trigger(c, r, id); break;
     case GT__CMD_TRIGGER_CLEAR: do_trigger_clear(c, id); break;
     case GT__CMD_COLLECT: do_collect(c, r, id); break;
     case GT__CMD_SHUTDOWN: do_shutdown(c, id); break;

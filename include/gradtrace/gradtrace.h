@@ -43,7 +43,7 @@ extern "C" {
  * of the same major whose minor is >= m.
  */
 #define GT_API_VERSION_MAJOR 1
-#define GT_API_VERSION_MINOR 1
+#define GT_API_VERSION_MINOR 2
 #define GT_API_VERSION (GT_API_VERSION_MAJOR * 1000 + GT_API_VERSION_MINOR)
 /* The major number alone, as earlier headers defined it. */
 #define GRADTRACE_API_VERSION GT_API_VERSION_MAJOR
@@ -167,6 +167,43 @@ GT_API void gt_torch_param(uint64_t tensor_impl, uint32_t module,
  * Since API minor 1. Cold path; any thread; not from signal handlers.
  */
 GT_API void gt_set_rank(int32_t rank, int32_t world_size);
+
+/*
+ * The agent's clock: CLOCK_MONOTONIC nanoseconds, as every record's time.
+ * Since API minor 2. Any thread; async-signal-safe.
+ */
+GT_API uint64_t gt_now_ns(void);
+
+/*
+ * A collective call that has returned (torch.distributed all_reduce,
+ * barrier, ...): op_id names it (gt_intern), group is a process-group
+ * number (0: the default group), ranks its size, seq the call's number
+ * among the group's collectives (every rank of the group counts the same
+ * calls from 0), begin_ns / end_ns gt_now_ns() before the call and after
+ * it returned. Recorded whether or not capture is on (a few per training
+ * step): `gradtrace merge` aligns the clocks of ranks by them. Since API
+ * minor 2. Any thread; not from signal handlers.
+ */
+GT_API void gt_collective(uint32_t op_id, uint32_t group, uint32_t ranks,
+                          uint64_t seq, uint64_t begin_ns, uint64_t end_ns);
+
+/*
+ * Job-wide triggers (`gradtrace trigger --job`): the daemon hands one
+ * agent of its host the spec; the job's Python side takes it here,
+ * carries it through the job's torch.distributed store to every rank with
+ * a common iteration, and each rank arms it with gt_trigger_arm.
+ * gt_job_trigger_take copies the pending spec NUL-terminated into buf:
+ * @return its length, 0 when none is pending, -ENOSPC when cap is too
+ * small. gt_trigger_arm arms a trigger spec (schema/control.md's syntax)
+ * in this process as a daemon's trigger would be: @return 0, 1 when its
+ * pids=/ranks= exclude this process, or a negative errno (bad spec, too
+ * many triggers). gt_iteration: the iteration triggers count (their
+ * `iteration=`) that this process is in now. Since API minor 2. Any
+ * thread; cold paths; not from signal handlers.
+ */
+GT_API int gt_job_trigger_take(char *buf, size_t cap);
+GT_API int gt_trigger_arm(const char *spec);
+GT_API uint64_t gt_iteration(void);
 
 #ifdef __cplusplus
 }

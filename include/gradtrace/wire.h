@@ -149,6 +149,9 @@ enum gt_rec_type {
     GT_R_WINDOW_DONE = 24,  /* a window's last segment has ended */
     GT_R_BWD_NODE_LAYER = 25, /* the open backward node's layer/parameter */
     GT_R_GOODBYE = 26,      /* the agent's last record: the stream is whole */
+    /* 27..37 are reserved for other record families; numbers need not be
+     * dense (the codec's tables are indexed by type, gaps are unknown). */
+    GT_R_COLLECTIVE = 38,   /* a collective call ended (torch.distributed) */
     GT_R_TYPE_COUNT
 };
 
@@ -418,6 +421,28 @@ struct gt_r_goodbye {
 _Static_assert(sizeof(struct gt_r_goodbye) == 16, "goodbye");
 
 /*
+ * One collective call of the process (torch.distributed all_reduce,
+ * barrier, ...), written when it has returned: op names the operation
+ * (string id), seq is the call's number among the collectives of its
+ * group as this process counts them from 0 (every rank of the group
+ * counts the same calls, so (group, seq) names one collective job-wide),
+ * group a process-group number (0: the default group), ranks the group's
+ * size. begin_ns / end_ns: CLOCK_MONOTONIC before the call and after it
+ * returned. Recorded whether or not capture is on (a stream-level record,
+ * like clock pairs): `gradtrace merge` aligns the clocks of ranks by them.
+ */
+struct gt_r_collective {
+    struct gt_rec h;
+    uint32_t op;          /* string id */
+    uint32_t group;
+    uint32_t ranks;
+    uint64_t seq;
+    uint64_t begin_ns;
+    uint64_t end_ns;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_collective) == 40, "collective");
+
+/*
  * Fixed-size record types: X(type, struct). GT_R_STRING and
  * GT_R_PROCESS_INFO's sizes are minimums (STRING grows by its text).
  */
@@ -447,7 +472,8 @@ _Static_assert(sizeof(struct gt_r_goodbye) == 16, "goodbye");
     X(GT_R_WARNING, gt_r_warning)                   \
     X(GT_R_WINDOW_DONE, gt_r_window)                \
     X(GT_R_BWD_NODE_LAYER, gt_r_bwd_node_layer)     \
-    X(GT_R_GOODBYE, gt_r_goodbye)
+    X(GT_R_GOODBYE, gt_r_goodbye)                   \
+    X(GT_R_COLLECTIVE, gt_r_collective)
 
 /* ------------------------------------------------ daemon -> agent messages */
 
@@ -468,6 +494,12 @@ enum gt_ctl_type {
     GT_CTL_ACK = 6,           /* text: "chunks=N seq=S": N chunks of this
                                * connection are in the daemon's files, S the
                                * highest seq among them */
+    /* 7..9 are other families'. */
+    GT_CTL_JOB_TRIGGER = 10,  /* text: a canonical trigger spec for every rank
+                               * of the job: not armed here, but handed to the
+                               * job's Python side (gt_job_trigger_take),
+                               * which carries it through the job's
+                               * torch.distributed store to every rank */
 };
 
 struct gt_ctl {

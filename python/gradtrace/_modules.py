@@ -536,4 +536,6 @@ def install():
             _install_optimizer_hook()
         except Exception:  # scopes still work without step marks
             pass
+        from . import _dist  # collectives; job-wide triggers
+        _dist.install()
     return True

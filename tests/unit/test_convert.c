@@ -943,3 +943,70 @@ Test(convert, parents_precede_children_that_start_with_them, .timeout = 10)
     cJSON_Delete(doc);
     fx_close(&f);
 }
+
+Test(convert, collectives_are_kept_as_metadata_newest_256, .timeout = 10)
+{
+    struct conv_fx f;
+    fx_open(&f, 0, 0);
+    str(&f, 1, "all_reduce");
+    thr(&f, 100);
+    user_scope(&f, 1, 1, 2); /* something for the main file */
+    for (uint64_t k = 0; k < 300; k++) {
+        struct gt_r_collective r = {{GT_R_COLLECTIVE, sizeof(r)}, 1, 0, 4, k,
+                                    T0 + k * 1000, T0 + k * 1000 + 500};
+        add(&f, &r, sizeof(r));
+    }
+    feed(&f);
+    cJSON *doc = finish(&f, NULL);
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(doc, "gradtrace");
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(g, "collectives");
+    cr_assert_eq(i_of(g, "collectives_total"), 300);
+    cr_assert_eq(cJSON_GetArraySize(list), 256);
+    const cJSON *first = cJSON_GetArrayItem(list, 0), *last = cJSON_GetArrayItem(list, 255);
+    cr_assert_eq(i_of(first, "seq"), 44, "oldest kept first");
+    cr_assert_eq(i_of(last, "seq"), 299);
+    cr_assert_str_eq(s_of(last, "op"), "all_reduce");
+    cr_assert_eq(i_of(last, "ranks"), 4);
+    cr_assert_eq((int64_t)cJSON_GetObjectItemCaseSensitive(last, "end_ns")->valuedouble,
+                 (int64_t)(T0 + 299 * 1000 + 500));
+    cr_assert_eq(count(doc, "X", "collective"), 0, "metadata only");
+    cJSON_Delete(doc);
+    fx_close(&f);
+}
+
+Test(convert, nccl_kernels_are_collectives_numbered_per_name, .timeout = 10)
+{
+    struct conv_fx f;
+    fx_open(&f, 0, 0);
+    str(&f, 21, "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)");
+    str(&f, 22, "ncclDevKernel_Broadcast_RING_LL(ncclDevComm*)");
+    str(&f, 23, "volta_sgemm_128x64_nn");
+    thr(&f, 100);
+    user_scope(&f, 1, 1, 2);
+    uint32_t names[] = {21, 23, 22, 21, 21};
+    for (uint32_t i = 0; i < 5; i++) {
+        struct gt_r_gpu_kernel r = {{GT_R_GPU_KERNEL, sizeof(r)}, 0, 7, names[i], 100 + i,
+                                    T0 + i * 10000, T0 + i * 10000 + 900,
+                                    {1, 1, 1}, {1, 1, 1}, 0, 0};
+        add(&f, &r, sizeof(r));
+    }
+    feed(&f);
+    cJSON *doc = finish(&f, NULL);
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(doc, "gradtrace");
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(g, "collectives");
+    cr_assert_eq(cJSON_GetArraySize(list), 4, "the GEMM is no collective");
+    const cJSON *a0 = cJSON_GetArrayItem(list, 0), *b0 = cJSON_GetArrayItem(list, 1);
+    const cJSON *a2 = cJSON_GetArrayItem(list, 3);
+    cr_assert_eq(i_of(a0, "seq"), 0);
+    cr_assert_eq(i_of(b0, "seq"), 0, "numbered per kernel name");
+    cr_assert_eq(i_of(a2, "seq"), 2);
+    double ga = cJSON_GetObjectItemCaseSensitive(a0, "group")->valuedouble;
+    cr_assert_geq(ga, 2147483648.0, "NCCL groups have the top bit");
+    cr_assert_eq(ga, cJSON_GetObjectItemCaseSensitive(a2, "group")->valuedouble);
+    cr_assert_neq(ga, cJSON_GetObjectItemCaseSensitive(b0, "group")->valuedouble);
+    cr_assert_eq((int64_t)cJSON_GetObjectItemCaseSensitive(a2, "end_ns")->valuedouble,
+                 (int64_t)(T0 + 40900));
+    cr_assert_eq(count(doc, "X", "kernel"), 5, "kernels are still written");
+    cJSON_Delete(doc);
+    fx_close(&f);
+}

@@ -1,0 +1,55 @@
+# One machine playing several hosts, for the multi-"host" tests
+# (t_hosts_*.sh). Sourced. Each "host" h runs its rank under
+#   unshare --user --map-root-user --time --monotonic=MONO_h
+# (its own CLOCK_MONOTONIC, shifted by whole seconds) with libfaketime
+# shifting its CLOCK_REALTIME by REAL_h seconds (FAKETIME_DONT_FAKE_MONOTONIC:
+# the monotonic shift is the namespace's alone), and its own gradtrace
+# daemon: XDG_RUNTIME_DIR=$E2E_TMP/host<h>/run, so `gradtrace record`
+# starts a private daemon there. The ranks meet through torch's TCPStore on
+# 127.0.0.1, as the ranks of a real job meet at MASTER_ADDR.
+HOSTS_FAKETIME=${HOSTS_FAKETIME:-/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1}
+# Per host: monotonic shift (s) and realtime shift (s, libfaketime syntax).
+HOSTS_MONO=(3000 7000 11000 5000)
+HOSTS_REAL=(+0.1 +0.45 -0.2 +1.3)
+
+# hosts_require: skip (fail under CI) without libfaketime. Where time
+# namespaces are not allowed (unprivileged user namespaces off, as some
+# container runtimes and distributions have them), the "hosts" share
+# CLOCK_MONOTONIC (every MONO shift 0) and differ by their realtime only,
+# which is still what the alignment has to recover; said once
+# (HOSTS_NO_TIMENS=1 forces it, to test that path).
+HOSTS_TIMENS=1
+hosts_require() {
+  if [ ! -f "$HOSTS_FAKETIME" ]; then
+    local why="no libfaketime at $HOSTS_FAKETIME (scripts/install-deps.sh)"
+    [ -n "${CI:-}" ] && { echo "FAIL: $why (CI)" >&2; exit 1; }
+    echo "SKIP: $why" >&2
+    exit 77
+  fi
+  if [ -n "${HOSTS_NO_TIMENS:-}" ] ||
+     ! unshare --user --map-root-user --time --monotonic=5 true 2>/dev/null; then
+    echo "(unshare --time does not work here: hosts share CLOCK_MONOTONIC)"
+    HOSTS_TIMENS=0
+    HOSTS_MONO=(0 0 0 0)
+  fi
+}
+
+hosts_free_port() {
+  "$1" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# host_run H WORLD PORT CMD...: CMD as rank H of WORLD on "host" H (its own
+# clocks and runtime directory), from $E2E_TMP/host<H>.
+host_run() {
+  local h=$1 world=$2 port=$3; shift 3
+  local dir=$E2E_TMP/host$h
+  mkdir -p "$dir/run" && chmod 700 "$dir/run"
+  local ns=(unshare --user --map-root-user --time --monotonic="${HOSTS_MONO[$h]}" --)
+  [ "$HOSTS_TIMENS" = 1 ] || ns=()
+  ( cd "$dir" &&
+    env -u GRADTRACE_SOCKET -u GRADTRACE_CONTROL "${ns[@]}" \
+      env XDG_RUNTIME_DIR="$dir/run" FAKETIME="${HOSTS_REAL[$h]}" \
+          FAKETIME_DONT_FAKE_MONOTONIC=1 LD_PRELOAD="$HOSTS_FAKETIME" \
+          RANK=$h LOCAL_RANK=0 WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 \
+          MASTER_PORT=$port OMP_NUM_THREADS=1 "$@" )
+}
