@@ -597,7 +597,7 @@ void gt__layer_credit(struct gt__writer *c, uint32_t path_id,
 void gt__pass_begin(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
                     uint64_t value);
 void gt__pass_end(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
-                  uint64_t value);
+                  uint64_t value, uint32_t flags);
 void gt__step(struct gt__writer *c, uint64_t ts, uint64_t value);
 /*
  * Flushes the implicit group of nodes run outside any pass, if any, when

@@ -470,7 +470,7 @@ static void on_pass(struct gt__writer *c, const uint8_t *rec, uint16_t size)
     if (r.h.type == GT_R_BWD_PASS_BEGIN)
         gt__pass_begin(c, th, ts, r.value);
     else
-        gt__pass_end(c, th, ts, r.value);
+        gt__pass_end(c, th, ts, r.value, r.flags);
 }
 
 static void on_step(struct gt__writer *c, const uint8_t *rec, uint16_t size)

@@ -253,12 +253,21 @@ struct gt_r_bwd_node_end {
 } GT_PACKED;
 _Static_assert(sizeof(struct gt_r_bwd_node_end) == 32, "bwd_node_end");
 
-/* Backward pass begin/end, step marks: ts + a counter. */
+/*
+ * Backward pass begin/end, step marks: ts + a counter. value: the
+ * iteration the pass belongs to; for GT_R_STEP the number of the step
+ * that ends (from 0). flags (BWD_PASS_* only; zero elsewhere and from
+ * older agents): STEPS: this stream's iterations are GT_R_STEP marks, so
+ * the pass is no iteration boundary; EXTRA: the pass is no iteration
+ * (torch.autograd.grad, a second pass over a retained graph).
+ */
+#define GT_MARK_F_STEPS 0x1u
+#define GT_MARK_F_EXTRA 0x2u
 struct gt_r_mark {
     struct gt_rec h;
-    uint32_t flags;       /* zero */
+    uint32_t flags;       /* GT_MARK_F_* */
     uint64_t ts;
-    uint64_t value;       /* iteration (passes) or step number */
+    uint64_t value;       /* iteration, or step number */
 } GT_PACKED;
 _Static_assert(sizeof(struct gt_r_mark) == 24, "mark");
 

@@ -472,20 +472,50 @@ def _check_rank():
 
 
 _steps = weakref.WeakKeyDictionary()
+_step_max = [0]
 
 
 def _count_step(optimizer):
+    # A training step ends when some optimizer reaches a step count no
+    # optimizer had: one boundary per round when several optimizers step
+    # once each (a GAN's D and G), at the first of them. The agent numbers
+    # the steps itself (from 0, as triggers' iteration=N counts them).
     n = _steps.get(optimizer, 0) + 1
     _steps[optimizer] = n
-    _step(n)
+    if n > _step_max[0]:
+        _step_max[0] = n
+        _step(n - 1)
     if _rank_unknown:
         _check_rank()
+
+
+def _expect_steps():
+    # An optimizer exists: iterations are its steps from the first
+    # backward on, however many backward passes a step holds.
+    if _agent.step_expect is not None:
+        _agent.step_expect()
+
+
+def _hook_optimizer_init(optim):
+    original = optim.Optimizer.__init__
+
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        try:
+            _expect_steps()
+        except Exception:
+            pass
+
+    __init__.__wrapped__ = original
+    __init__.__doc__ = original.__doc__
+    optim.Optimizer.__init__ = __init__
 
 
 def _install_optimizer_hook():
     # torch 1.13's torch.optim deletes its `optimizer` attribute; the
     # module itself is still importable.
     optim = importlib.import_module("torch.optim.optimizer")
+    _hook_optimizer_init(optim)
     if hasattr(optim, "register_optimizer_step_post_hook"):
         optim.register_optimizer_step_post_hook(
             lambda opt, args, kwargs: _count_step(opt))
