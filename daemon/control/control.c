@@ -359,3 +359,15 @@ int gt__sel_match(const struct gt__sel *s, uint32_t pid, int32_t rank)
     /* Both lists given: an agent must satisfy both. */
     return pid_ok && rank_ok;
 }
+
+int gt__sel_match_later(const struct gt__sel *s, uint32_t pid, int32_t rank)
+{
+    struct gt__sel pids_only;
+
+    if (rank >= 0 || s->nranks == 0)
+        return gt__sel_match(s, pid, rank);
+    memcpy(pids_only.pids, s->pids, s->npids * sizeof(s->pids[0]));
+    pids_only.npids = s->npids;
+    pids_only.nranks = 0;
+    return gt__sel_match(&pids_only, pid, rank);
+}

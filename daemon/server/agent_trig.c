@@ -53,6 +53,45 @@ void gt__agent_trig_cleared(struct gt__agent *a)
         a->trigs[i].cleared = 1;
 }
 
+static struct gt__armed *armed_find(struct gt__server *s, uint64_t id)
+{
+    for (size_t i = 0; i < s->narmed; i++)
+        if (s->armed[i].id == id)
+            return &s->armed[i];
+    return NULL;
+}
+
+void gt__agent_trig_rank(struct gt__agent *a)
+{
+    struct gt__server *s = a->srv;
+    uint32_t pid = a->hello->h.pid;
+    int32_t rank = a->hello->h.rank;
+    size_t k = 0;
+
+    for (size_t i = 0; i < a->ntrigs; i++) {
+        struct gt__armed *t = armed_find(s, a->trigs[i].id);
+        if (t && !a->trigs[i].cleared && !gt__sel_match(&t->t.sel, pid, rank)) {
+            if (t->sent)
+                t->sent--;
+            gt__free(a->trigs[i].spec);
+            continue;
+        }
+        a->trigs[k++] = a->trigs[i];
+    }
+    a->ntrigs = k;
+    for (size_t i = 0; i < s->narmed; i++) {
+        struct gt__armed *t = &s->armed[i];
+        int sent = 0;
+        for (size_t j = 0; j < a->ntrigs && !sent; j++)
+            sent = a->trigs[j].id == t->id;
+        if (!sent && gt__sel_match(&t->t.sel, pid, rank) &&
+            gt__agent_send(a, GT_CTL_TRIGGER, t->spec) == 0) {
+            t->sent++;
+            gt__agent_trig_sent(a, t);
+        }
+    }
+}
+
 void gt__agent_trig_free(struct gt__agent *a)
 {
     for (size_t i = 0; i < a->ntrigs; i++)

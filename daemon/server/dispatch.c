@@ -317,7 +317,7 @@ static void do_trigger(struct gt__ctlconn *c, const struct gt__req *r, cJSON *id
     arr = o ? cJSON_AddArrayToObject(o, "pids") : NULL;
     for (struct gt__agent *a = s->agents; a; a = a->next) {
         if (!a->hello_seen || a->closing ||
-            !gt__sel_match(&t->t.sel, a->hello->h.pid, a->hello->h.rank) ||
+            !gt__sel_match_later(&t->t.sel, a->hello->h.pid, a->hello->h.rank) ||
             gt__agent_send(a, GT_CTL_TRIGGER, t->spec) < 0)
             continue;
         t->sent++;

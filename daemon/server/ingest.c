@@ -93,6 +93,31 @@ static int choose_stem(struct gt__agent *a)
     return 0;
 }
 
+/*
+ * The stream said its rank after the hello (gt_set_rank: mp.spawn sets no
+ * RANK): the agent is that rank from now on, for status, ranks= routing
+ * and file names; files already written are renamed to the new stem.
+ */
+static void rank_learnt(struct gt__agent *a, int32_t rank)
+{
+    char old[sizeof(a->stem)], from[4096 + 160], to[4096 + 160];
+    int32_t was = a->hello->h.rank;
+
+    memcpy(old, a->stem, sizeof(old));
+    a->hello->h.rank = rank;
+    if (choose_stem(a) < 0 || gt__conv_restem(a->conv, a->stem) < 0) {
+        memcpy(a->stem, old, sizeof(old));
+    } else if (a->raw_fd >= 0) {
+        snprintf(from, sizeof(from), "%s/%s.gtr", a->srv->out_dir, old);
+        snprintf(to, sizeof(to), "%s/%s.gtr", a->srv->out_dir, a->stem);
+        if (link(from, to) == 0)
+            (void)unlink(from);
+    }
+    gt__log("agent pid %u: rank %d (was %d): %s -> %s", (unsigned)a->hello->h.pid,
+            (int)rank, (int)was, old, a->stem);
+    gt__agent_trig_rank(a);
+}
+
 static int open_raw(struct gt__agent *a)
 {
     char path[4096 + 160];
@@ -217,6 +242,9 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
         }
     }
     int rc = gt__conv_chunk(a->conv, h, records, raw_size);
+    if (rc == 0 && gt__conv_rank(a->conv) >= 0 &&
+        gt__conv_rank(a->conv) != a->hello->h.rank)
+        rank_learnt(a, gt__conv_rank(a->conv));
     if (rc < 0 && gt__conv_disk_full(a->conv)) {
         /* A full disk is not the agent's fault: the stream stays open,
          * its output pauses until the sweep finds space again. */
@@ -697,7 +725,7 @@ void gt__agent_send_triggers(struct gt__agent *a)
     for (size_t i = 0; i < s->narmed; i++) {
         struct gt__armed *t = &s->armed[i];
 
-        if (gt__sel_match(&t->t.sel, a->hello->h.pid, a->hello->h.rank) &&
+        if (gt__sel_match_later(&t->t.sel, a->hello->h.pid, a->hello->h.rank) &&
             gt__agent_send(a, GT_CTL_TRIGGER, t->spec) == 0) {
             t->sent++;
             gt__agent_trig_sent(a, t);

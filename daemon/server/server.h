@@ -207,6 +207,10 @@ void gt__agent_send_triggers(struct gt__agent *a);
 void gt__agent_trig_sent(struct gt__agent *a, const struct gt__armed *t);
 void gt__agent_trig_cleared(struct gt__agent *a);
 void gt__agent_trig_free(struct gt__agent *a);
+/* The agent's rank changed (a->hello->h.rank is the new one): triggers
+ * whose ranks= leave it out are no longer its (the agent dropped them),
+ * armed ones that select it now are sent. */
+void gt__agent_trig_rank(struct gt__agent *a);
 /* {"triggers":[{id,spec,count,windows,state}], "windows":[{id,spec,layer,
  * phase,iteration,segments,state,file}]}; NULL on ENOMEM. */
 struct cJSON *gt__agent_trig_json(const struct gt__agent *a);

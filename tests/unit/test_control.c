@@ -273,6 +273,10 @@ Test(control, selection_matching)
     s.npids = 1;
     cr_assert_not(gt__sel_match(&s, 5, 3), "both lists: both must match");
     cr_assert(gt__sel_match(&s, 9, 3));
+    /* An agent whose rank is not known yet may still be ranks=3. */
+    cr_assert(gt__sel_match_later(&s, 9, -1));
+    cr_assert_not(gt__sel_match_later(&s, 5, -1), "its pid still has to match");
+    cr_assert_not(gt__sel_match_later(&s, 9, 2), "a known rank decides");
 }
 
 /* cJSON ends a string at an escaped NUL: "status\u0000x" would read as
