@@ -192,8 +192,9 @@ uint32_t gt__trig_layer_mask(uint32_t id)
  */
 #define NODE_SLOTS (1u << 16)
 #define NODE_MASK_BITS 0xfffull
-/* Flag beside the trigger bits: the creation was recorded (a forward
- * segment was open), so the window already holds its GT_R_NODE_CREATED. */
+/* Flag beside the trigger bits: the creation was recorded inside a
+ * segment (a forward one), so the window already holds its
+ * GT_R_NODE_CREATED. */
 #define NODE_RECORDED (1u << GT__TRIG_MAX)
 static _Atomic uint64_t *g_nodes;
 /* Per slot, written by the claiming thread before the node can run
@@ -300,11 +301,13 @@ static void segment_open(int i, uint32_t layer)
         return;
     if (!t->win_id)
         t->win_id = ++g_win_seq;
-    g_open = i;
-    window_record(GT_R_WINDOW_BEGIN, t, layer);
+    __atomic_store_n(&g_open, i, __ATOMIC_RELAXED);
     /* A capture already running (started by hand or by the daemon) is left
-     * as it is: the window only marks its span. */
+     * as it is: the main trace keeps the segment's records too (a shared
+     * begin), the window file gets a copy. */
     g_capture_ours = !gt__capture_on();
+    window_record(g_capture_ours ? GT_R_WINDOW_BEGIN : GT_R_WINDOW_BEGIN_SHARED,
+                  t, layer);
     if (g_capture_ours)
         gt__capture_set(1, 0);
     GT__LOG("window %u open (%s, iteration %llu)", t->win_id, t->s.layer,
@@ -322,7 +325,7 @@ static void segment_close(int i)
         gt__capture_set(0, 0);
     g_capture_ours = 0;
     window_record(GT_R_WINDOW_END, t, 0);
-    g_open = -1;
+    __atomic_store_n(&g_open, -1, __ATOMIC_RELAXED);
 }
 
 static int active_count(void)
@@ -612,8 +615,12 @@ void gt__trig_node_created(uint64_t seq, uint64_t fwd_tid, uint32_t mask,
     for (int i = 0; i < GT__TRIG_MAX; i++)
         if (mask & (1u << i))
             atomic_fetch_add_explicit(&g_trig[i].expected, 1, memory_order_relaxed);
-    /* Capture on now means the caller records this creation itself. */
-    node_put(seq, fwd_tid, mask | (gt__capture_on() ? NODE_RECORDED : 0), layer);
+    /* Inside a segment the caller records this creation into the window
+     * itself; outside one (also while a full capture runs) it goes to the
+     * main trace only, and is replayed into the window when the node runs. */
+    node_put(seq, fwd_tid,
+             mask | (__atomic_load_n(&g_open, __ATOMIC_RELAXED) >= 0 ? NODE_RECORDED : 0),
+             layer);
 }
 
 void gt__trig_bwd_node_begin(uint64_t seq, uint64_t fwd_tid)

@@ -337,6 +337,7 @@ struct gt__writer {
 struct gt__win_out {
     struct gt__writer *sub;
     uint32_t id;
+    int shared;           /* begun by WINDOW_BEGIN_SHARED: main gets a copy */
     int seg_open;         /* between WINDOW_BEGIN and WINDOW_END */
     uint64_t seg_begin, seg_end; /* last segment's times */
 };

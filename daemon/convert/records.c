@@ -557,6 +557,8 @@ static const struct gt__rec_kind kinds[] = {
     {EXACT(GT_R_BWD_NODE_LAYER, gt_r_bwd_node_layer), .writer = on_node_layer},
     {EXACT(GT_R_GOODBYE, gt_r_goodbye), .route = GT__ROUTE_META,
      .stream = gt__cs_on_goodbye},
+    /* window.c hands writers a WINDOW_BEGIN in its place. */
+    {EXACT(GT_R_WINDOW_BEGIN_SHARED, gt_r_window), .route = GT__ROUTE_WINDOW},
 };
 
 #undef EXACT

@@ -149,6 +149,10 @@ enum gt_rec_type {
     GT_R_WINDOW_DONE = 24,  /* a window's last segment has ended */
     GT_R_BWD_NODE_LAYER = 25, /* the open backward node's layer/parameter */
     GT_R_GOODBYE = 26,      /* the agent's last record: the stream is whole */
+    /* WINDOW_BEGIN while capture was on already (gradtrace start,
+     * GRADTRACE_CAPTURE=1): the segment's records belong to the main
+     * trace as well as to the window. */
+    GT_R_WINDOW_BEGIN_SHARED = 27,
     GT_R_TYPE_COUNT
 };
 
@@ -456,7 +460,8 @@ _Static_assert(sizeof(struct gt_r_goodbye) == 16, "goodbye");
     X(GT_R_WARNING, gt_r_warning)                   \
     X(GT_R_WINDOW_DONE, gt_r_window)                \
     X(GT_R_BWD_NODE_LAYER, gt_r_bwd_node_layer)     \
-    X(GT_R_GOODBYE, gt_r_goodbye)
+    X(GT_R_GOODBYE, gt_r_goodbye)                   \
+    X(GT_R_WINDOW_BEGIN_SHARED, gt_r_window)
 
 /* ------------------------------------------------ daemon -> agent messages */
 
