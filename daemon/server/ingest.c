@@ -452,6 +452,7 @@ static void close_agent(struct gt__agent *a, const char *reason, int failed)
         a->srv->bad_streams++;
     finish(a, reason, failed);
     unlink_agent(a);
+    gt__agent_trig_closed(a);
     uv_read_stop((uv_stream_t *)&a->pipe);
     uv_close((uv_handle_t *)&a->pipe, on_closed);
 }
@@ -722,6 +723,8 @@ void gt__agent_send_triggers(struct gt__agent *a)
 {
     struct gt__server *s = a->srv;
 
+    /* Triggers whose agents are all done belong to no later job. */
+    gt__armed_retire(s);
     for (size_t i = 0; i < s->narmed; i++) {
         struct gt__armed *t = &s->armed[i];
 
