@@ -79,8 +79,20 @@ static int stem_taken(const struct gt__agent *self, const char *stem)
 static int choose_stem(struct gt__agent *a)
 {
     const struct gt__hello_info *h = a->hello;
+    const char *cmd = h->cmdline;
     char base[100];
-    int n = gt__agent_stem(h->cmdline, h->h.rank, h->h.pid, base, sizeof(base));
+    int n;
+
+    /* "python -c ..." names no program: a worker that multiprocessing
+     * (torch.multiprocessing.spawn) started is named after its parent's. */
+    if (gt__command_is_code(cmd))
+        for (const struct gt__agent *p = a->srv->agents; p; p = p->next)
+            if (p != a && p->hello && p->hello->h.pid == h->h.ppid &&
+                !gt__command_is_code(p->hello->cmdline)) {
+                cmd = p->hello->cmdline;
+                break;
+            }
+    n = gt__agent_stem(cmd, h->h.rank, h->h.pid, base, sizeof(base));
 
     if (n < 0)
         return n;
