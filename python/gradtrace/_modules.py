@@ -59,6 +59,11 @@ module call on torch 1.13 and 2.6 us on 2.15 (including torch's own
 slower hook path), measured by calling nn.Identity in a loop (a root call
 each time) and a Sequential of 50 nn.Identity (nested calls).
 
+Steps. Iterations are training steps (schema/control.md): creating an
+optimizer calls gt_step_expect (Optimizer.__init__ is wrapped), and the
+first optimizer to reach a step count no optimizer had ends the step
+(gt_step); the agent numbers the steps from 0.
+
 Rank. Without RANK in the environment (torch.multiprocessing.spawn), the
 rank comes from torch.distributed once its default process group exists:
 checked when a new root is mapped and after each optimizer step until it
