@@ -62,7 +62,8 @@ each time) and a Sequential of 50 nn.Identity (nested calls).
 Steps. Iterations are training steps (schema/control.md): creating an
 optimizer calls gt_step_expect (Optimizer.__init__ is wrapped), and the
 first optimizer to reach a step count no optimizer had ends the step
-(gt_step); the agent numbers the steps from 0.
+(gt_step); an AMP GradScaler.step that skips the optimizer step (the
+gradients overflowed) ends it too. The agent numbers the steps from 0.
 
 Rank. Without RANK in the environment (torch.multiprocessing.spawn), the
 rank comes from torch.distributed once its default process group exists:
@@ -516,11 +517,44 @@ def _hook_optimizer_init(optim):
     optim.Optimizer.__init__ = __init__
 
 
+def _hook_grad_scaler():
+    # An AMP GradScaler skips optimizer.step() when the gradients
+    # overflowed: that training step still ends there. Only the scaler
+    # classes torch has already imported are wrapped (both versions import
+    # them with torch); a nested wrapper (a subclass calling its base)
+    # sees the step counted once.
+    for name in ("torch.amp.grad_scaler", "torch.cuda.amp.grad_scaler"):
+        mod = sys.modules.get(name)
+        cls = getattr(mod, "GradScaler", None) if mod is not None else None
+        original = getattr(cls, "step", None)
+        if original is None or getattr(original, "_gradtrace", False):
+            continue
+
+        def step(self, optimizer, *args, _original=original, **kwargs):
+            before = _steps.get(optimizer, 0)
+            out = _original(self, optimizer, *args, **kwargs)
+            try:
+                if _steps.get(optimizer, 0) == before:
+                    _count_step(optimizer)
+            except Exception:
+                pass
+            return out
+
+        step._gradtrace = True
+        step.__wrapped__ = original
+        step.__doc__ = original.__doc__
+        cls.step = step
+
+
 def _install_optimizer_hook():
     # torch 1.13's torch.optim deletes its `optimizer` attribute; the
     # module itself is still importable.
     optim = importlib.import_module("torch.optim.optimizer")
     _hook_optimizer_init(optim)
+    try:
+        _hook_grad_scaler()
+    except Exception:  # steps still end at optimizer steps
+        pass
     if hasattr(optim, "register_optimizer_step_post_hook"):
         optim.register_optimizer_step_post_hook(
             lambda opt, args, kwargs: _count_step(opt))

@@ -7,8 +7,10 @@
 #     blocks.17 nodes (4 segments), pass=2 exactly its third pass's;
 #   - torch.autograd.grad and a second backward over a retained graph are
 #     no iterations (with and without an optimizer);
-#   - torch 2.x: the same, and under torch.compile (aot_eager) iteration=0
-#     is step 0 (the compile-time backward is no iteration).
+#   - torch 2.x: the same; a GradScaler step that skips the optimizer
+#     step (overflow) still ends its training step; under torch.compile
+#     (aot_eager) iteration=0 is step 0 (the compile-time backward is no
+#     iteration).
 set -u
 . "$(dirname "$0")/trigger/lib.sh"
 trig_require
@@ -56,6 +58,10 @@ steps_case "$PY" t1
 PY2=$HOME/.cache/gradtrace/torch2-venv/bin/python
 if [ -x "$PY2" ] && "$PY2" -c "import torch" 2>/dev/null; then
   steps_case "$PY2" t2
+  # An AMP GradScaler that skips step 1's optimizer step (overflow): that
+  # training step still ends there.
+  PY=$PY2 file_run amp "" --iters 3 --amp-skip
+  $STEPS steps "$E2E_TMP/amp.json" --steps 3 --passes 1 || die "GradScaler skipped step"
   PY=$PY2 file_run cfull "" --iters 3 --compile aot_eager
   $STEPS steps "$E2E_TMP/cfull.json" --steps 3 || die "compile: steps"
   PY=$PY2 file_run c0 "layer=Net48,phase=backward,iteration=0" --iters 3 --compile aot_eager

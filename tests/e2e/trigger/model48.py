@@ -25,6 +25,9 @@ Options:
   --compile BACKEND  torch.compile(model, backend=BACKEND)
   --spawn N          run N ranks with torch.multiprocessing.spawn (gloo,
                      DistributedDataParallel, no RANK in the environment)
+  --amp-skip         step through a CPU torch.amp.GradScaler (torch 2.x)
+                     whose second step overflows, so it skips that
+                     optimizer step
 Prints nothing on success (the agent must not either).
 """
 
@@ -72,6 +75,7 @@ def main():
     ap.add_argument("--no-opt", action="store_true")
     ap.add_argument("--compile")
     ap.add_argument("--spawn", type=int, default=0)
+    ap.add_argument("--amp-skip", action="store_true")
     args = ap.parse_args()
     if args.spawn:
         import torch.multiprocessing as mp
@@ -90,8 +94,12 @@ def spawned(rank, args):
     dist.destroy_process_group()
 
 
-def micro_batch(model, x, y, extra):
+def micro_batch(model, x, y, extra, scaler=None, overflow=False):
     loss = nn.functional.cross_entropy(model(x), y)
+    if overflow:
+        loss = loss * float("inf")
+    if scaler is not None:
+        loss = scaler.scale(loss)
     if extra:
         first = next(model.parameters())
         torch.autograd.grad(loss, [first], retain_graph=True)
@@ -114,6 +122,7 @@ def train(args, ddp=False):
     opt = None
     if not args.no_opt:
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cpu") if args.amp_skip else None
     gen = torch.Generator().manual_seed(1)
     for it in range(args.iters):
         if opt is not None:
@@ -123,11 +132,14 @@ def train(args, ddp=False):
         for _ in range(args.accum):
             x = torch.randn(8, 16, generator=gen)
             y = torch.randint(0, 4, (8,), generator=gen)
-            micro_batch(model, x, y, args.extra)
+            micro_batch(model, x, y, args.extra, scaler, scaler is not None and it == 1)
         if dist is not None:
             for p in model.parameters():
                 dist.all_reduce(p.grad)
-        if opt is not None:
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+        elif opt is not None:
             opt.step()
         else:
             with torch.no_grad():
