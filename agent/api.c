@@ -102,6 +102,7 @@ void gt__layer_begin(uint32_t path_id, uint32_t class_id)
     uint32_t cap;
     int on;
 
+    gt__trig_forward_seen();
     /* A forward window opens at a matching module's entry, before the
      * capture state is read, so the module's own scope is in it. */
     if (GT__UNLIKELY(gt__capture_triggers()))
@@ -302,41 +303,56 @@ GT_API void gt_bwd_node_end(uint64_t seq, uint64_t fwd_tid)
         gt__trig_bwd_node_end(seq, fwd_tid);
 }
 
-static void mark(uint16_t type, uint64_t value)
+static void mark(uint16_t type, uint64_t value, uint32_t flags)
 {
     RECORD(gt_r_mark, type, r, {
-        r->flags = 0;
+        r->flags = flags;
         r->ts = gt__now();
         r->value = value;
     });
 }
 
-GT_API void gt_bwd_pass_begin(void)
+void gt__bwd_pass_begin(int extra)
 {
     /* Iterations are counted always, so a trigger armed later can name one. */
-    gt__trig_pass_begin();
+    gt__trig_pass_begin(extra);
     if (GT__LIKELY(!gt__capture_on()))
         return;
-    mark(GT_R_BWD_PASS_BEGIN, gt__capture_pass_next());
+    (void)gt__capture_pass_next();
+    mark(GT_R_BWD_PASS_BEGIN, gt__trig_iteration(), gt__trig_pass_flags());
+}
+
+GT_API void gt_bwd_pass_begin(void)
+{
+    gt__bwd_pass_begin(0);
 }
 
 GT_API void gt_bwd_pass_end(void)
 {
-    uint64_t n;
-
-    if (gt__capture_on()) {
-        n = gt__capture_passes();
-        mark(GT_R_BWD_PASS_END, n ? n - 1 : 0);
-    }
+    if (gt__capture_on())
+        mark(GT_R_BWD_PASS_END, gt__trig_iteration(), gt__trig_pass_flags());
     /* After the mark: the pass end may complete a window. */
     gt__trig_pass_end();
 }
 
+GT_API void gt_step_expect(void)
+{
+    gt__trig_step_expect();
+}
+
 GT_API void gt_step(uint64_t step)
 {
-    if (GT__LIKELY(!gt__capture_on()))
-        return;
-    mark(GT_R_STEP, step);
+    (void)step; /* the agent numbers steps itself, as triggers count them */
+    uint64_t ts = gt__now();
+    uint64_t n = gt__trig_step();
+
+    /* Stamped before the step's end may complete a window. */
+    if (gt__capture_on())
+        RECORD(gt_r_mark, GT_R_STEP, r, {
+            r->flags = 0;
+            r->ts = ts;
+            r->value = n;
+        });
 }
 
 GT_API void gt_instant(uint32_t name_id)

@@ -28,6 +28,7 @@
 #include "agent/crash.h"
 #include "agent/ring.h"
 #include "agent/stream.h"
+#include "agent/trigger.h"
 #include "agent/strings.h"
 #include "common/paths.h"
 #include "common/util.h"
@@ -88,6 +89,7 @@ GT_API void gt_set_rank(int32_t rank, int32_t world_size)
     if (world_size >= 0)
         __atomic_store_n(&gt__st.world_size, world_size, __ATOMIC_RELAXED);
     __atomic_store_n(&gt__st.meta_due, 1, __ATOMIC_RELEASE);
+    gt__trig_set_rank(rank);
 }
 
 void gt__stream_hello_build(void)

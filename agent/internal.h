@@ -163,6 +163,10 @@ int gt__emit(const void *rec, size_t size);
 /* @return the innermost module path id on this thread, 0 if none. */
 uint32_t gt__current_layer(void);
 
+/* gt_bwd_pass_begin with extra != 0 for a pass that is no iteration
+ * (agent/torch.c: autograd.grad, a retained graph's second pass). */
+void gt__bwd_pass_begin(int extra);
+
 /*
  * Opens / closes a layer on the calling thread (agent/api.c): the layer
  * stack node creations read, the module scope record, forward triggers

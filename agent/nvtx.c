@@ -410,7 +410,7 @@ static uint8_t layer_open(int kind, uint32_t id)
         gt__layer_bwd_begin(id);
         return LAYER_BWD_OPENED;
     case GT__NVTX_PHASE_BACKWARD:
-        gt__trig_pass_begin();
+        gt__trig_pass_begin(0);
         return LAYER_PASS;
     default:
         return LAYER_NONE;

@@ -115,6 +115,7 @@ uint64_t gt__rec_ts(const uint8_t *rec, uint16_t type, uint16_t size)
     case GT_R_CUDA_API: off = offsetof(struct gt_r_cuda_api, start); break;
     case GT_R_CLOCK_SYNC: off = offsetof(struct gt_r_clock_sync, mono_ns); break;
     case GT_R_WINDOW_BEGIN:
+    case GT_R_WINDOW_BEGIN_SHARED:
     case GT_R_WINDOW_END: off = offsetof(struct gt_r_window, ts); break;
     case GT_R_WARNING: off = offsetof(struct gt_r_warning, ts); break;
     default: return 0;

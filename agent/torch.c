@@ -108,6 +108,9 @@ static _Atomic(edge_fn) real_edge;
 static _Atomic(exec_fn) real_exec;
 
 static int torch_disabled; /* GRADTRACE_TORCH=0: pure pass-through */
+/* A node was created since the last counted backward pass ended: the next
+ * pass follows a forward. 1 at start (the first pass always counts). */
+static _Atomic int fwd_seen = 1;
 
 /* ------------------------------------------------------------ resolution */
 
@@ -388,6 +391,10 @@ uint64_t _ZN2at15sequence_number17get_and_incrementEv(void)
         fatal_unresolved(SYM_SEQ);
     uint64_t seq = real();
 
+    /* A forward ran since the last counted pass (see execute below). */
+    if (GT__UNLIKELY(!atomic_load_explicit(&fwd_seen, memory_order_relaxed)))
+        atomic_store_explicit(&fwd_seen, 1, memory_order_relaxed);
+    gt__trig_forward_seen();
     /* Armed triggers need node creations while capture is off (they count
      * the matching nodes of a window's layer in its forward). */
     int capturing = gt__capture_hooks();
@@ -524,6 +531,7 @@ static __thread unsigned tl_exec_depth
 
 struct pass_guard {
     int recorded;
+    int extra;
 };
 
 static void pass_guard_end(struct pass_guard *g)
@@ -531,8 +539,13 @@ static void pass_guard_end(struct pass_guard *g)
     tl_exec_depth--;
     if (tl_exec_depth == 0)
         gt__torch_layout_pass_done();
-    if (g->recorded)
+    if (g->recorded) {
+        /* Nodes a counted pass created itself (double backward, a
+         * recompute) are no next forward. */
+        if (!g->extra)
+            atomic_store_explicit(&fwd_seen, 0, memory_order_relaxed);
         gt_bwd_pass_end();
+    }
 }
 
 struct gt__cxx_vector
@@ -546,15 +559,21 @@ _ZN5torch8autograd6Engine7executeERKSt6vectorINS0_4EdgeESaIS3_EERKS2_IN2at6Tenso
     if (GT__UNLIKELY(!real))
         fatal_unresolved(SYM_EXEC);
 
-    struct pass_guard g __attribute__((cleanup(pass_guard_end))) = {0};
+    struct pass_guard g __attribute__((cleanup(pass_guard_end))) = {0, 0};
     /* Only the outermost pass on a thread is an iteration boundary. */
     if (tl_exec_depth++ == 0 && !torch_disabled) {
         if (GT__UNLIKELY(gt__torch_layout_learning()))
             gt__torch_layout_pass_begin();
+        /* Not an iteration: torch.autograd.grad (accumulate_grad false;
+         * torch.compile's compile-time backward is one), or a pass with no
+         * node created since the last counted one ended (a second
+         * backward over a retained graph). */
+        g.extra = !accumulate_grad ||
+                  !atomic_load_explicit(&fwd_seen, memory_order_relaxed);
         /* Always: passes are counted as iterations even while capture
-         * is off, so a trigger can name one (gt_bwd_pass_begin records a
-         * mark only while capturing). */
-        gt_bwd_pass_begin();
+         * is off, so a trigger can name one (gt__bwd_pass_begin records
+         * a mark only while capturing). */
+        gt__bwd_pass_begin(g.extra);
         g.recorded = 1;
     }
     return real(engine, roots, inputs, keep_graph, create_graph,

@@ -2,15 +2,24 @@
  * Trigger engine: capture windows that open and close inside a layer's
  * forward or backward, evaluated at the agent's hooks with no round trip.
  *
- * Iterations. The agent counts outermost backward passes for the whole
- * process life (gt__trig_pass_begin/end, also while nothing is armed;
- * passes are autograd's Engine::execute, gt_bwd_pass_begin/end, and an
- * NVTX `backward` phase range when NVTX ranges are layers):
- * iteration k is the forward that precedes the k-th backward pass (from 0)
- * and that pass itself. Nested passes (checkpointing, autograd.grad inside
- * backward) and passes of several threads at once count as one while any
- * is open. iteration=N means "the first iteration >= N in which the layer
- * runs"; iteration=next the first one after the current.
+ * Iterations are training steps (schema/control.md, "Iterations"). Once
+ * the program says it steps an optimizer (gt_step_expect, which the
+ * Python package calls when an optimizer is created, or its first
+ * gt_step), iteration k is the k-th optimizer step (from 0): everything
+ * from the end of step k-1 to gt_step, with any number of backward passes
+ * in it (gradient accumulation). Until then, iteration k is the k-th
+ * counted outermost backward pass (gt__trig_pass_begin/end, also while
+ * nothing is armed; passes are autograd's Engine::execute,
+ * gt_bwd_pass_begin/end, and an NVTX `backward` phase range when NVTX
+ * ranges are layers) and the forward before it. Extra passes are never
+ * iterations: torch.autograd.grad (torch.compile's compile-time backward
+ * is one), and a pass with no forward since the last counted one (a second
+ * backward over a retained graph); agent/torch.c tells them apart. Nested
+ * passes (checkpointing, autograd.grad inside backward) and passes of
+ * several threads at once count as one while any is open. iteration=N
+ * means "the first iteration >= N in which the layer runs"; iteration=next
+ * the first one after the current. pass=K keeps only the K-th counted
+ * pass of the step (from 0) and the forward before it.
  *
  * Attribution. A backward node belongs to a layer when it was created
  * while that layer's forward was running on the creating thread (the
@@ -46,8 +55,11 @@
  *     end, as forward segments are per call; a range inside an open
  *     node-counted segment only nests in it;
  *   both: the forward segments and the backward segment, one window.
- * The window is done at the end of the iteration's backward pass; with
- * count=N the trigger then re-arms for the next iteration, N times.
+ * The window is done at the end of the iteration: its step's gt_step, or
+ * without steps its backward pass. Every counted pass of a step starts a
+ * new count of the layer's nodes, so a step of four micro-batches gives a
+ * window of four backward segments (with pass=K, one). With count=N the
+ * trigger then re-arms for the next iteration, N times.
  * One segment is open at a time: a trigger whose layer starts while
  * another trigger's segment is open waits for it to close.
  *
@@ -71,8 +83,13 @@
 #include "agent/internal.h"
 #include "agent/strings.h"
 
-static _Atomic uint64_t g_iter;       /* completed outermost passes */
+static _Atomic uint64_t g_iter;       /* completed iterations (steps, passes) */
 static _Atomic int g_pass_depth;      /* passes open now, all threads */
+static _Atomic int g_steps;           /* iterations are optimizer steps */
+static _Atomic uint32_t g_step_pass;  /* counted passes ended in this step */
+static _Atomic int g_pass_extra;      /* the open outermost pass is extra */
+static _Atomic int32_t g_rank = -1;   /* gt__trig_set_rank; -1 unknown */
+_Atomic int gt__trig_begun;
 
 struct trig {
     int used;
@@ -90,6 +107,7 @@ struct trig {
     _Atomic int rng_depth;            /* open backward ranges of its layers */
     int rng_own;                      /* the open segment is the range's */
     int bwd_closed;                   /* backward segment finished */
+    int rank_wait;                    /* ranks= given, this rank unknown */
 };
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -174,8 +192,9 @@ uint32_t gt__trig_layer_mask(uint32_t id)
  */
 #define NODE_SLOTS (1u << 16)
 #define NODE_MASK_BITS 0xfffull
-/* Flag beside the trigger bits: the creation was recorded (a forward
- * segment was open), so the window already holds its GT_R_NODE_CREATED. */
+/* Flag beside the trigger bits: the creation was recorded inside a
+ * segment (a forward one), so the window already holds its
+ * GT_R_NODE_CREATED. */
 #define NODE_RECORDED (1u << GT__TRIG_MAX)
 static _Atomic uint64_t *g_nodes;
 /* Per slot, written by the claiming thread before the node can run
@@ -282,11 +301,13 @@ static void segment_open(int i, uint32_t layer)
         return;
     if (!t->win_id)
         t->win_id = ++g_win_seq;
-    g_open = i;
-    window_record(GT_R_WINDOW_BEGIN, t, layer);
+    __atomic_store_n(&g_open, i, __ATOMIC_RELAXED);
     /* A capture already running (started by hand or by the daemon) is left
-     * as it is: the window only marks its span. */
+     * as it is: the main trace keeps the segment's records too (a shared
+     * begin), the window file gets a copy. */
     g_capture_ours = !gt__capture_on();
+    window_record(g_capture_ours ? GT_R_WINDOW_BEGIN : GT_R_WINDOW_BEGIN_SHARED,
+                  t, layer);
     if (g_capture_ours)
         gt__capture_set(1, 0);
     GT__LOG("window %u open (%s, iteration %llu)", t->win_id, t->s.layer,
@@ -304,7 +325,7 @@ static void segment_close(int i)
         gt__capture_set(0, 0);
     g_capture_ours = 0;
     window_record(GT_R_WINDOW_END, t, 0);
-    g_open = -1;
+    __atomic_store_n(&g_open, -1, __ATOMIC_RELAXED);
 }
 
 static int active_count(void)
@@ -356,9 +377,27 @@ static void iteration_done(int i)
 
 /* ------------------------------------------------------------ arming */
 
-static int for_this_process(const struct gt__trigger *s)
+/* The rank triggers' ranks= is matched against: the environment's, else
+ * what gt__trig_set_rank learnt, else -1. */
+static int32_t this_rank(void)
 {
     int32_t rank = gt__config_id(getenv("RANK"));
+
+    return rank >= 0 ? rank : atomic_load(&g_rank);
+}
+
+static int rank_selected(const struct gt__trigger *s, int32_t rank)
+{
+    for (size_t i = 0; i < s->sel.nranks; i++)
+        if (s->sel.ranks[i] == rank)
+            return 1;
+    return 0;
+}
+
+/* @return 1 for this process, 0 not, 2 for it once its rank is known. */
+static int for_this_process(const struct gt__trigger *s)
+{
+    int32_t rank = this_rank();
     int ok;
 
     if (s->sel.npids) {
@@ -369,11 +408,9 @@ static int for_this_process(const struct gt__trigger *s)
             return 0;
     }
     if (s->sel.nranks) {
-        ok = 0;
-        for (size_t i = 0; i < s->sel.nranks; i++)
-            ok |= rank >= 0 && s->sel.ranks[i] == rank;
-        if (!ok)
-            return 0;
+        if (rank < 0)
+            return 2;
+        return rank_selected(s, rank);
     }
     return 1;
 }
@@ -384,7 +421,7 @@ int gt__trig_arm(const char *spec, size_t len)
     static pthread_mutex_t arm_lock = PTHREAD_MUTEX_INITIALIZER;
     char text[GT_CTL_MAX_SIZE + 1];
     char err[160];
-    int rc, slot = -1;
+    int rc, slot = -1, mine = 0;
     uint64_t it;
 
     if (len > GT_CTL_MAX_SIZE)
@@ -393,7 +430,7 @@ int gt__trig_arm(const char *spec, size_t len)
     text[len] = '\0';
     pthread_mutex_lock(&arm_lock);
     rc = gt__trigger_parse_spec(text, &s, err, sizeof(err));
-    if (rc == 0 && !for_this_process(&s))
+    if (rc == 0 && !(mine = for_this_process(&s)))
         rc = 1;
     if (rc != 0) {
         pthread_mutex_unlock(&arm_lock);
@@ -432,12 +469,15 @@ int gt__trig_arm(const char *spec, size_t len)
     g_trig[slot].spec_id = gt__intern(spec, len);
     it = atomic_load(&g_iter);
     /* "next", or a past iteration: the first one that starts from now on.
-     * A target equal to the current iteration may already be in its
-     * forward, so its node count would be incomplete. */
-    if (s.iteration == GT__ITER_NEXT || (uint64_t)s.iteration <= it)
+     * The current iteration only while its forward has not begun (armed
+     * at start, or between iterations): once it has, its node count
+     * would be incomplete. */
+    if (s.iteration == GT__ITER_NEXT || (uint64_t)s.iteration < it ||
+        ((uint64_t)s.iteration == it && atomic_load(&gt__trig_begun)))
         retarget(&g_trig[slot], it + 1, 1);
     else
         retarget(&g_trig[slot], (uint64_t)s.iteration, 1);
+    g_trig[slot].rank_wait = mine == 2;
     g_trig[slot].used = 1;
     atomic_fetch_add(&g_gen, 1);
     gt__capture_arm(1);
@@ -476,10 +516,13 @@ void gt__trig_info(struct gt__trig_info *out)
 static uint32_t live_mask(int phase)
 {
     uint64_t it = atomic_load_explicit(&g_iter, memory_order_relaxed);
+    int32_t pass = (int32_t)atomic_load_explicit(&g_step_pass, memory_order_relaxed);
     uint32_t m = 0;
 
     for (int i = 0; i < GT__TRIG_MAX; i++)
-        if (g_trig[i].used && (g_trig[i].s.phase & phase) && g_trig[i].target == it)
+        if (g_trig[i].used && (g_trig[i].s.phase & phase) && g_trig[i].target == it &&
+            !g_trig[i].rank_wait &&
+            (g_trig[i].s.pass == GT__PASS_ALL || g_trig[i].s.pass == pass))
             m |= 1u << i;
     return m;
 }
@@ -572,8 +615,12 @@ void gt__trig_node_created(uint64_t seq, uint64_t fwd_tid, uint32_t mask,
     for (int i = 0; i < GT__TRIG_MAX; i++)
         if (mask & (1u << i))
             atomic_fetch_add_explicit(&g_trig[i].expected, 1, memory_order_relaxed);
-    /* Capture on now means the caller records this creation itself. */
-    node_put(seq, fwd_tid, mask | (gt__capture_on() ? NODE_RECORDED : 0), layer);
+    /* Inside a segment the caller records this creation into the window
+     * itself; outside one (also while a full capture runs) it goes to the
+     * main trace only, and is replayed into the window when the node runs. */
+    node_put(seq, fwd_tid,
+             mask | (__atomic_load_n(&g_open, __ATOMIC_RELAXED) >= 0 ? NODE_RECORDED : 0),
+             layer);
 }
 
 void gt__trig_bwd_node_begin(uint64_t seq, uint64_t fwd_tid)
@@ -658,14 +705,55 @@ void gt__trig_bwd_range_end(uint32_t path_id)
     pthread_mutex_unlock(&g_lock);
 }
 
-void gt__trig_pass_begin(void)
+/* An iteration boundary. @return the iteration that ended. */
+static uint64_t iteration_next(void)
 {
-    atomic_fetch_add(&g_pass_depth, 1);
+    atomic_store(&gt__trig_begun, 0);
+    return atomic_fetch_add(&g_iter, 1);
+}
+
+void gt__trig_pass_begin(int extra)
+{
+    if (atomic_fetch_add(&g_pass_depth, 1) == 0)
+        atomic_store(&g_pass_extra, extra);
+}
+
+/* g_lock held: the outermost pass of the current iteration ended. */
+static void pass_done(int extra)
+{
+    uint64_t it = atomic_load(&g_iter);
+    int steps = atomic_load(&g_steps);
+
+    for (int i = 0; i < GT__TRIG_MAX; i++) {
+        struct trig *t = &g_trig[i];
+        if (!t->used || t->target != it)
+            continue;
+        if (!steps && !extra) {
+            iteration_done(i);
+            continue;
+        }
+        /* A step goes on (or an extra pass ends): the segment of this
+         * pass closes; the next counted pass counts its nodes afresh, an
+         * extra one may run the same nodes again. */
+        segment_close(i);
+        t->bwd_closed = 0;
+        atomic_store(&t->seen, 0);
+        atomic_store(&t->rc_depth, 0);
+        atomic_store(&t->rc_count, 0);
+        if (!extra)
+            atomic_store(&t->expected, 0);
+    }
+    /* A step keeps its nodes until it ends (gt__trig_step): a second pass
+     * over a retained graph after this one runs them again. */
+    if (!extra && !steps)
+        node_clear();
 }
 
 void gt__trig_pass_end(void)
 {
     int was = atomic_fetch_sub(&g_pass_depth, 1);
+    int extra = atomic_load(&g_pass_extra);
+    int steps = atomic_load(&g_steps);
 
     if (was <= 0) {
         /* An end without a begin (hook installed mid-pass): undo. */
@@ -675,19 +763,86 @@ void gt__trig_pass_end(void)
     if (was != 1)
         return;
     if (gt__capture_triggers()) {
-        uint64_t it = atomic_load(&g_iter);
         pthread_mutex_lock(&g_lock);
-        for (int i = 0; i < GT__TRIG_MAX; i++)
-            if (g_trig[i].used && g_trig[i].target == it)
-                iteration_done(i);
-        node_clear();
-        atomic_fetch_add(&g_iter, 1);
+        pass_done(extra);
+        if (!extra && steps)
+            atomic_fetch_add(&g_step_pass, 1);
+        else if (!extra)
+            iteration_next();
         if (!active_count())
             gt__capture_arm(0);
         pthread_mutex_unlock(&g_lock);
         return;
     }
-    atomic_fetch_add(&g_iter, 1);
+    if (!extra && steps)
+        atomic_fetch_add(&g_step_pass, 1);
+    else if (!extra)
+        iteration_next();
+}
+
+void gt__trig_step_expect(void)
+{
+    atomic_store(&g_steps, 1);
+}
+
+uint64_t gt__trig_step(void)
+{
+    uint64_t it;
+
+    if (!atomic_exchange(&g_steps, 1)) {
+        /* Steps nobody announced (gt_step_expect): the backward pass that
+         * just ended was counted as an iteration and closed it already;
+         * this step mark is that iteration's end, and the next ones count. */
+        atomic_store(&g_step_pass, 0);
+        it = atomic_load(&g_iter);
+        if (it > 0 && !atomic_load(&g_pass_depth))
+            return it - 1;
+    }
+    if (!gt__capture_triggers()) {
+        atomic_store(&g_step_pass, 0);
+        return iteration_next();
+    }
+    pthread_mutex_lock(&g_lock);
+    it = atomic_load(&g_iter);
+    for (int i = 0; i < GT__TRIG_MAX; i++)
+        if (g_trig[i].used && g_trig[i].target == it)
+            iteration_done(i);
+    node_clear();
+    atomic_store(&g_step_pass, 0);
+    (void)iteration_next();
+    if (!active_count())
+        gt__capture_arm(0);
+    pthread_mutex_unlock(&g_lock);
+    return it;
+}
+
+uint32_t gt__trig_pass_flags(void)
+{
+    return (atomic_load_explicit(&g_steps, memory_order_relaxed) ? GT_MARK_F_STEPS : 0) |
+           (atomic_load_explicit(&g_pass_extra, memory_order_relaxed) ? GT_MARK_F_EXTRA : 0);
+}
+
+void gt__trig_set_rank(int32_t rank)
+{
+    if (rank < 0)
+        return;
+    pthread_mutex_lock(&g_lock);
+    atomic_store(&g_rank, rank);
+    for (int i = 0; i < GT__TRIG_MAX; i++) {
+        struct trig *t = &g_trig[i];
+        if (!t->used || !t->rank_wait)
+            continue;
+        t->rank_wait = 0;
+        if (rank_selected(&t->s, this_rank()))
+            continue;
+        if (g_open == i)
+            segment_close(i);
+        t->used = 0;
+    }
+    atomic_fetch_add(&g_gen, 1);
+    if (!active_count())
+        gt__capture_arm(0);
+    pthread_mutex_unlock(&g_lock);
 }
 
 uint64_t gt__trig_iteration(void)

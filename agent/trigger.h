@@ -54,11 +54,37 @@ void gt__trig_bwd_range_begin(uint32_t path_id);
 void gt__trig_bwd_range_end(uint32_t path_id);
 
 /*
- * Backward passes, always counted (also without triggers): the iteration
- * is the number of outermost backward passes completed in this process.
+ * Iterations, always counted (also without triggers): training steps once
+ * the program steps an optimizer, else counted outermost backward passes
+ * (agent/trigger.c). gt__trig_pass_begin: extra != 0 for a pass that is
+ * no iteration (autograd.grad, a second pass over a retained graph); only
+ * the outermost pass's flag counts.
  */
-void gt__trig_pass_begin(void);
+void gt__trig_pass_begin(int extra);
 void gt__trig_pass_end(void);
+/* From now on iterations are steps (gt_step_expect, or the first step). */
+void gt__trig_step_expect(void);
+/* gt_step: the current step ends. @return its number (from 0). */
+uint64_t gt__trig_step(void);
+/* GT_MARK_F_* flags for the open outermost pass's BWD_PASS marks. */
+uint32_t gt__trig_pass_flags(void);
+/* The rank became known (gt_set_rank): triggers waiting for it with
+ * ranks= arm or drop. Any thread. */
+void gt__trig_set_rank(int32_t rank);
+/*
+ * Nonzero once the current iteration's forward has begun (a module entered
+ * or a node created since the last iteration boundary): a trigger for the
+ * current iteration then waits for the next (its node count would be
+ * short). Set by gt__trig_forward_seen, from the hooks, also while idle.
+ */
+extern _Atomic int gt__trig_begun;
+static inline void gt__trig_forward_seen(void)
+{
+    if (__builtin_expect(!atomic_load_explicit(&gt__trig_begun, memory_order_relaxed), 0))
+        atomic_store_explicit(&gt__trig_begun, 1, memory_order_relaxed);
+}
+
+/* @return the current iteration (completed steps or counted passes). */
 uint64_t gt__trig_iteration(void);
 int gt__trig_in_backward(void);
 

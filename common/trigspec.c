@@ -54,6 +54,7 @@ void gt__trigger_defaults(struct gt__trigger *t)
     t->phase = GT__PHASE_BACKWARD;
     t->iteration = GT__ITER_NEXT;
     t->count = 1;
+    t->pass = GT__PASS_ALL;
 }
 
 enum list_field { LIST_NONE, LIST_PIDS, LIST_RANKS };
@@ -121,13 +122,21 @@ static int spec_field(struct gt__trigger *t, const char *key, size_t klen,
         t->count = (uint32_t)v;
         return 0;
     }
+    if (KEY("pass")) {
+        if (gt__parse_u64n(val, vlen, 0, GT__PASS_MAX, &v) < 0)
+            return gt__fail(err, cap, -EINVAL,
+                            "pass: \"%.*s\" is not an integer from 0 to %d",
+                            (int)(vlen > 40 ? 40 : vlen), val, GT__PASS_MAX);
+        t->pass = (int32_t)v;
+        return 0;
+    }
     if (KEY("ranks") || KEY("pids")) {
         *lf = KEY("ranks") ? LIST_RANKS : LIST_PIDS;
         return add_list_item(t, *lf, val, vlen, err, cap);
     }
 #undef KEY
     return gt__fail(err, cap, -EINVAL, "unknown field \"%.*s\" (layer, phase, iteration, "
-                    "count, ranks, pids)", (int)(klen > 40 ? 40 : klen), key);
+                    "count, pass, ranks, pids)", (int)(klen > 40 ? 40 : klen), key);
 }
 
 int gt__trigger_parse_spec(const char *spec, struct gt__trigger *t, char *err,
@@ -198,6 +207,8 @@ int gt__trigger_format(const struct gt__trigger *t, char *out, size_t cap)
     else
         PUT("%lld", (long long)t->iteration);
     PUT(",count=%u", (unsigned)t->count);
+    if (t->pass != GT__PASS_ALL)
+        PUT(",pass=%d", (int)t->pass);
     for (size_t i = 0; i < t->sel.npids; i++)
         PUT("%s%u", i ? "," : ",pids=", (unsigned)t->sel.pids[i]);
     for (size_t i = 0; i < t->sel.nranks; i++)

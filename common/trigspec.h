@@ -3,7 +3,7 @@
  * (common/trigspec.c). Syntax (schema/control.md):
  *
  *   layer=NAME[,phase=forward|backward|both][,iteration=N|next][,count=N]
- *   [,pids=P1,P2...][,ranks=R1,R2...]
+ *   [,pass=K][,pids=P1,P2...][,ranks=R1,R2...]
  *
  * Fields in any order; a bare value after a list field continues the
  * list. gt__trigger_format writes the canonical text: every field, fixed
@@ -32,16 +32,22 @@ struct gt__sel {
 enum gt__phase { GT__PHASE_FORWARD = 1, GT__PHASE_BACKWARD, GT__PHASE_BOTH };
 
 #define GT__ITER_NEXT (-1)
+#define GT__PASS_ALL (-1)
+/* Largest pass= selector. */
+#define GT__PASS_MAX 1000000
 
 struct gt__trigger {
     char layer[GT__LAYER_MAX + 1];
     enum gt__phase phase;       /* default backward */
     int64_t iteration;          /* >= 0, or GT__ITER_NEXT (default) */
     uint32_t count;             /* >= 1, default 1 */
+    int32_t pass;               /* backward pass within the step (from 0),
+                                 * or GT__PASS_ALL (default) */
     struct gt__sel sel;
 };
 
-/* Defaults: phase backward, iteration next, count 1, every agent. */
+/* Defaults: phase backward, iteration next, count 1, every pass of the
+ * step, every agent. */
 void gt__trigger_defaults(struct gt__trigger *t);
 
 /*
@@ -55,15 +61,16 @@ int gt__trigger_set_phase(struct gt__trigger *t, const char *s, char *err,
 
 /*
  * Parses the CLI spelling layer=NAME[,phase=P][,iteration=N|next]
- * [,count=N][,ranks=0,3][,pids=..] into t.
+ * [,count=N][,pass=K][,ranks=0,3][,pids=..] into t.
  * @return 0 or -EINVAL with a message naming the bad field.
  */
 int gt__trigger_parse_spec(const char *spec, struct gt__trigger *t, char *err,
                            size_t errcap) GT__WUR;
 
 /*
- * Writes the canonical spec text (every field, fixed order) — the text
- * agents receive in GT_CTL_TRIGGER and the daemon reports.
+ * Writes the canonical spec text (every field, fixed order; pass only
+ * when it selects one) — the text agents receive in GT_CTL_TRIGGER and
+ * the daemon reports.
  * @return its length, or -ENOSPC when cap is too small.
  */
 int gt__trigger_format(const struct gt__trigger *t, char *out, size_t cap) GT__WUR;

@@ -116,8 +116,18 @@ static void print_status(const cJSON *r)
     print_agents(cJSON_GetObjectItemCaseSensitive(r, "agents"));
     printf("\ntriggers armed: %d\n", cJSON_GetArraySize(trig));
     cJSON_ArrayForEach(a, trig)
-        printf("  #%.0f %s (sent to %.0f agent(s))\n", gt__cli_num(a, "id"),
-               gt__cli_str(a, "spec"), gt__cli_num(a, "sent_to"));
+        printf("  #%.0f %s (%s: sent to %.0f agent(s), held by %d, %.0f window(s))\n",
+               gt__cli_num(a, "id"), gt__cli_str(a, "spec"), gt__cli_str(a, "state"),
+               gt__cli_num(a, "sent_to"),
+               cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(a, "agents")),
+               gt__cli_num(a, "fired"));
+    trig = cJSON_GetObjectItemCaseSensitive(r, "retired");
+    if (cJSON_GetArraySize(trig) > 0)
+        printf("triggers retired (newest first):\n");
+    cJSON_ArrayForEach(a, trig)
+        printf("  #%.0f %s (%s: sent to %.0f agent(s), %.0f window(s))\n",
+               gt__cli_num(a, "id"), gt__cli_str(a, "spec"), gt__cli_str(a, "why"),
+               gt__cli_num(a, "sent_to"), gt__cli_num(a, "fired"));
     print_finished(cJSON_GetObjectItemCaseSensitive(r, "finished"));
     if (tot)
         printf("\ntotals: %.0f connections (%.0f refused, %.0f bad streams), "

@@ -145,6 +145,13 @@ int gt__trigger_from_json(const struct cJSON *obj, struct gt__trigger *t,
                             "count: must be an integer from 1 to 1000000");
         t->count = (uint32_t)x;
     }
+    v = cJSON_GetObjectItemCaseSensitive(obj, "pass");
+    if (v) {
+        if (json_int(v, 0, GT__PASS_MAX, &x) < 0)
+            return gt__fail(err, cap, -EINVAL,
+                            "pass: must be an integer from 0 to %d", GT__PASS_MAX);
+        t->pass = (int32_t)x;
+    }
     return parse_sel(obj, &t->sel, err, cap);
 }
 
@@ -153,7 +160,8 @@ static const char *const startstop_members[] = {
     "cmd", "id", "pids", "ranks", "duration_ms", "iterations", NULL};
 static const char *const stop_members[] = {"cmd", "id", "pids", "ranks", NULL};
 static const char *const trigger_members[] = {
-    "cmd", "id", "layer", "phase", "iteration", "count", "pids", "ranks", NULL};
+    "cmd", "id", "layer", "phase", "iteration", "count", "pass", "pids", "ranks",
+    NULL};
 static const char *const collect_members[] = {"cmd", "id", "pid", "since_ns",
                                                NULL};
 
@@ -321,6 +329,8 @@ struct cJSON *gt__trigger_to_json(const struct gt__trigger *t)
               ? cJSON_AddStringToObject(o, "iteration", "next") != NULL
               : cJSON_AddNumberToObject(o, "iteration", (double)t->iteration) != NULL) &&
          cJSON_AddNumberToObject(o, "count", t->count);
+    if (ok && t->pass != GT__PASS_ALL)
+        ok = cJSON_AddNumberToObject(o, "pass", t->pass) != NULL;
     if (ok && t->sel.npids) {
         ok = (pids = cJSON_AddArrayToObject(o, "pids")) != NULL;
         for (size_t i = 0; ok && i < t->sel.npids; i++)
@@ -348,4 +358,16 @@ int gt__sel_match(const struct gt__sel *s, uint32_t pid, int32_t rank)
         rank_ok = s->ranks[i] == rank;
     /* Both lists given: an agent must satisfy both. */
     return pid_ok && rank_ok;
+}
+
+int gt__sel_match_later(const struct gt__sel *s, uint32_t pid, int32_t rank)
+{
+    struct gt__sel pids_only;
+
+    if (rank >= 0 || s->nranks == 0)
+        return gt__sel_match(s, pid, rank);
+    memcpy(pids_only.pids, s->pids, s->npids * sizeof(s->pids[0]));
+    pids_only.npids = s->npids;
+    pids_only.nranks = 0;
+    return gt__sel_match(&pids_only, pid, rank);
 }

@@ -69,5 +69,9 @@ struct cJSON *gt__trigger_to_json(const struct gt__trigger *t);
 
 /* @return 1 when (pid, rank) is selected by s (empty lists select all). */
 int gt__sel_match(const struct gt__sel *s, uint32_t pid, int32_t rank);
+/* As gt__sel_match, but an agent whose rank is unknown (-1) matches any
+ * ranks list: it may learn a rank later (torch.multiprocessing.spawn), and
+ * the agent keeps such a trigger until it does. */
+int gt__sel_match_later(const struct gt__sel *s, uint32_t pid, int32_t rank);
 
 #endif /* GRADTRACE_DAEMON_CONTROL_H */

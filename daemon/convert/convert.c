@@ -21,6 +21,8 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -68,6 +70,115 @@ size_t gt__conv_files(const struct gt__conv *c, const char *const **paths)
     static const char *const none[1] = {NULL};
     *paths = c->s.all_paths ? (const char *const *)c->s.all_paths : none;
     return c->s.nall;
+}
+
+int32_t gt__conv_rank(const struct gt__conv *c)
+{
+    return c->s.rank;
+}
+
+/* ------------------------------------------------------------ restem */
+
+/*
+ * *p with its leading `from` (a path prefix ending in the old stem)
+ * replaced by `to`, when *p starts with it and the stem ends there (a
+ * '.' or '-' follows). @return 1 replaced, 0 not this stem's, -ENOMEM.
+ */
+static int restem_one(char **p, const char *from, const char *to)
+{
+    size_t fl = strlen(from), tl = strlen(to);
+    char *n;
+
+    if (!*p || strncmp(*p, from, fl) != 0 || ((*p)[fl] != '.' && (*p)[fl] != '-'))
+        return 0;
+    n = gt__malloc(tl + strlen(*p + fl) + 1);
+    if (!n)
+        return -ENOMEM;
+    memcpy(n, to, tl);
+    strcpy(n + tl, *p + fl);
+    gt__free(*p);
+    *p = n;
+    return 1;
+}
+
+/* A file's new name, when nothing is there yet (never clobbers). */
+static int rename_noreplace(const char *from, const char *to)
+{
+    if (link(from, to) != 0)
+        return -errno;
+    (void)unlink(from);
+    return 0;
+}
+
+/* A copy of a path the stream's list has: renamed when the file was. */
+static void restem_copy(char **p, const char *from, const char *to)
+{
+    char *old = *p ? gt__strdup(*p) : NULL;
+
+    if (old && restem_one(p, from, to) == 1 && access(*p, F_OK) != 0) {
+        gt__free(*p);
+        *p = old;
+        return;
+    }
+    gt__free(old);
+}
+
+static void restem_writer(struct gt__writer *w, const char *from, const char *to,
+                          const char *sfrom, const char *sto)
+{
+    if (!w)
+        return;
+    for (size_t i = 0; i < w->nfiles; i++)
+        restem_copy(&w->files[i].path, from, to);
+    (void)restem_one(&w->stem, sfrom, sto);
+    if (w->stem && strcmp(w->stem, sfrom) == 0) {
+        char *n = gt__strdup(sto);
+        if (n) {
+            gt__free(w->stem);
+            w->stem = n;
+        }
+    }
+}
+
+int gt__conv_restem(struct gt__conv *c, const char *stem)
+{
+    struct gt__cstream *s = &c->s;
+    char *from = NULL, *to = NULL, *nstem = gt__strdup(stem);
+    int rc = -ENOMEM;
+
+    if (!s->stem || !s->out_dir || s->out_path) {
+        rc = -EINVAL;
+        goto out;
+    }
+    if (!nstem || asprintf(&from, "%s/%s", s->out_dir, s->stem) < 0 ||
+        asprintf(&to, "%s/%s", s->out_dir, stem) < 0)
+        goto out;
+    for (size_t i = 0; i < s->nall; i++) {
+        char *old = gt__strdup(s->all_paths[i]);
+        if (!old)
+            goto out;
+        if (restem_one(&s->all_paths[i], from, to) == 1 &&
+            !s->no_files && rename_noreplace(old, s->all_paths[i]) != 0) {
+            gt__free(s->all_paths[i]); /* taken: that file keeps its name */
+            s->all_paths[i] = old;
+            old = NULL;
+        }
+        gt__free(old);
+    }
+    for (uint32_t i = 0; i < s->nwinfo; i++)
+        restem_copy((char **)&s->winfo[i].file, from, to);
+    restem_writer(c->main, from, to, s->stem, stem);
+    for (uint32_t i = 0; i < c->nwout; i++)
+        restem_writer(c->wout[i].sub, from, to, s->stem, stem);
+    gt__free(s->stem);
+    s->stem = nstem;
+    nstem = NULL;
+    rc = 0;
+out:
+    free(from);
+    free(to);
+    gt__free(nstem);
+    return rc;
 }
 
 static int writer_flush(struct gt__writer *w)

@@ -107,6 +107,20 @@ enum {
 size_t gt__conv_windows(const struct gt__conv *c,
                        const struct gt__conv_window **out);
 
+/* The stream's rank now: the hello's, or a later GT_R_PROCESS_INFO's
+ * (gt_set_rank: torch.multiprocessing.spawn sets no RANK). -1 unknown. */
+int32_t gt__conv_rank(const struct gt__conv *c);
+
+/*
+ * Names the stream's files after stem from now on, and renames the files
+ * already written under the old stem (<dir>/<old stem>... becomes
+ * <dir>/<stem>...; open files keep being written through their fds). A
+ * file whose new name exists keeps its old one. Only for converters
+ * created with out_dir + stem. @return 0, -EINVAL (no stem to replace) or
+ * -ENOMEM (then nothing changed).
+ */
+GT__WUR int gt__conv_restem(struct gt__conv *c, const char *stem);
+
 /* Events written so far, across files. */
 uint64_t gt__conv_events(const struct gt__conv *c);
 

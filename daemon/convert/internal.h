@@ -337,6 +337,7 @@ struct gt__writer {
 struct gt__win_out {
     struct gt__writer *sub;
     uint32_t id;
+    int shared;           /* begun by WINDOW_BEGIN_SHARED: main gets a copy */
     int seg_open;         /* between WINDOW_BEGIN and WINDOW_END */
     uint64_t seg_begin, seg_end; /* last segment's times */
 };
@@ -597,7 +598,7 @@ void gt__layer_credit(struct gt__writer *c, uint32_t path_id,
 void gt__pass_begin(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
                     uint64_t value);
 void gt__pass_end(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
-                  uint64_t value);
+                  uint64_t value, uint32_t flags);
 void gt__step(struct gt__writer *c, uint64_t ts, uint64_t value);
 /*
  * Flushes the implicit group of nodes run outside any pass, if any, when

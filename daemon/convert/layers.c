@@ -38,7 +38,8 @@
  * Memory: one entry per distinct layer path (capped), no per-node state.
  *
  * Iterations: see schema/trace-output.md, "Iterations". Until the stream
- * has a GT_R_STEP, each backward pass end is an iteration boundary; the
+ * has a GT_R_STEP, each backward pass end not flagged GT_MARK_F_STEPS or
+ * GT_MARK_F_EXTRA is an iteration boundary; the
  * span it closes is held back one boundary, so that when the first STEP
  * arrives it replaces the pass-based boundary instead of cutting the
  * iteration in two.
@@ -620,7 +621,7 @@ void gt__pass_begin(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
     if (th && th->pass_open) {
         /* A begin without the previous end: close that pass here. */
         c->an.pass_unbalanced++;
-        gt__pass_end(c, th, ts, value);
+        gt__pass_end(c, th, ts, value, 0);
     }
     if (c->passes_open == 0) {
         if (c->group_ended)
@@ -640,7 +641,7 @@ void gt__pass_begin(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
 }
 
 void gt__pass_end(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
-                  uint64_t value)
+                  uint64_t value, uint32_t flags)
 {
     uint64_t start;
     if (!th || !th->pass_open || c->passes_open == 0) {
@@ -649,7 +650,10 @@ void gt__pass_end(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
     }
     th->pass_open = 0;
     c->passes_open--;
-    if (!c->saw_step && iteration_start(c, ts, &start)) {
+    /* A stream whose iterations are steps, and a pass that is no
+     * iteration, draw no pass-based boundary. */
+    if (!c->saw_step && !(flags & (GT_MARK_F_STEPS | GT_MARK_F_EXTRA)) &&
+        iteration_start(c, ts, &start)) {
         if (c->pend_iter)
             emit_iteration(c, c->pend_start, c->pend_end, c->pend_value);
         c->pend_iter = 1;

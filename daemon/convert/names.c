@@ -137,9 +137,10 @@ static int is_launcher(const char *w, size_t len)
  * The script or module a python command line runs, past the interpreter's
  * own flags: single-letter flags may be grouped (-uB), -X and -W take a
  * value (attached, -Wignore, or the next word), -m names a module, -c and
- * "-" (stdin) name nothing. @return its length at *w, 0 for none.
+ * "-" (stdin) name nothing (*code set for -c). @return its length at *w,
+ * 0 for none.
  */
-static size_t python_target(const char *s, size_t *pos, const char **w)
+static size_t python_target(const char *s, size_t *pos, const char **w, int *code)
 {
     size_t len;
 
@@ -156,8 +157,10 @@ static size_t python_target(const char *s, size_t *pos, const char **w)
         for (size_t i = 1; i < len; i++) {
             char c = a[i];
 
-            if (c == 'c')
+            if (c == 'c') {
+                *code = 1;
                 return 0;
+            }
             if (c == 'm') {
                 if (i + 1 < len) { /* -mpkg.mod */
                     *w = a + i + 1;
@@ -175,19 +178,42 @@ static size_t python_target(const char *s, size_t *pos, const char **w)
     return 0;
 }
 
+int gt__command_is_code(const char *cmdline)
+{
+    size_t pos = 0, len;
+    const char *w, *a;
+    int code = 0;
+
+    len = next_word(cmdline, &pos, &w);
+    word_basename(&w, &len);
+    if (len >= 6 && strncmp(w, "python", 6) == 0)
+        (void)python_target(cmdline, &pos, &a, &code);
+    return code;
+}
+
+
 size_t gt__command_name(const char *cmdline, char *out, size_t cap)
 {
     size_t pos = 0;
     const char *w, *a;
     size_t len = next_word(cmdline, &pos, &w), alen = 0;
+    int code = 0;
 
     word_basename(&w, &len);
     /* For "python3 train.py" the script says more than the interpreter;
      * for "python3 -m pkg.mod" the module does; for a launcher
      * (torchrun, -m torch.distributed.run) the training script it starts
-     * does. "python3 -c ..." keeps the interpreter's name. */
+     * does. "python3 -c ..." is "python3-c". */
     if (len >= 6 && strncmp(w, "python", 6) == 0)
-        alen = python_target(cmdline, &pos, &a);
+        alen = python_target(cmdline, &pos, &a, &code);
+    if (code) {
+        char buf[GT__NAME_PART_MAX + 3];
+        size_t n = len < GT__NAME_PART_MAX ? len : GT__NAME_PART_MAX;
+
+        memcpy(buf, w, n);
+        memcpy(buf + n, "-c", 2);
+        return gt__sanitize_part(buf, n + 2, out, cap);
+    }
     else if (is_launcher(w, len))
         alen = launcher_target(cmdline, &pos, &a);
     if (alen > 0 && is_launcher(a, alen)) {

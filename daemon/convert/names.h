@@ -24,11 +24,16 @@ size_t gt__sanitize_part(const char *in, size_t len, char *out, size_t cap);
 /*
  * A short program name from a hello command line (arguments joined by
  * spaces): the basename of argv[0]; for python interpreters the script or
- * -m module name past the interpreter's flags (-u, -X opt, ...); for
- * torchrun or -m torch.distributed.run the training script it launches.
+ * -m module name past the interpreter's flags (-u, -X opt, ...), or
+ * "<interpreter>-c" for -c; for torchrun or -m torch.distributed.run the
+ * training script it launches.
  * @return the sanitized length written into out.
  */
 size_t gt__command_name(const char *cmdline, char *out, size_t cap);
+
+/* 1 when the command line runs code given on it (python -c CODE), which
+ * names no program: gt__command_name gives "<interpreter>-c". */
+int gt__command_is_code(const char *cmdline);
 
 /*
  * The file stem of one agent's outputs: "<command>-rank<R>-pid<P>" or

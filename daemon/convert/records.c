@@ -501,7 +501,7 @@ static void on_pass(struct gt__writer *c, const uint8_t *rec, uint16_t size)
     if (r.h.type == GT_R_BWD_PASS_BEGIN)
         gt__pass_begin(c, th, ts, r.value);
     else
-        gt__pass_end(c, th, ts, r.value);
+        gt__pass_end(c, th, ts, r.value, r.flags);
 }
 
 static void on_step(struct gt__writer *c, const uint8_t *rec, uint16_t size)
@@ -588,6 +588,8 @@ static const struct gt__rec_kind kinds[] = {
     {EXACT(GT_R_BWD_NODE_LAYER, gt_r_bwd_node_layer), .writer = on_node_layer},
     {EXACT(GT_R_GOODBYE, gt_r_goodbye), .route = GT__ROUTE_META,
      .stream = gt__cs_on_goodbye},
+    /* window.c hands writers a WINDOW_BEGIN in its place. */
+    {EXACT(GT_R_WINDOW_BEGIN_SHARED, gt_r_window), .route = GT__ROUTE_WINDOW},
     /* Numbers need not be dense: the rows from here are placed at their
      * type's index, and a gap's zeroed row (type 0) is an unknown type. */
     [GT_R_COLLECTIVE - 1] = {EXACT(GT_R_COLLECTIVE, gt_r_collective),

@@ -19,6 +19,13 @@
  *     go to window id (the agent keeps each thread's order and drains all
  *     threads every 20 ms); everything else goes to main, whose file is
  *     created only with its first event (chrome.c);
+ *   - a segment begun by WINDOW_BEGIN_SHARED (capture was on outside the
+ *     window too) is the window's and main's: its records go to both, so
+ *     the main trace keeps everything it would have had without the
+ *     trigger; only node creations the agent replays into the window
+ *     (timed before the segment began: main has the original) stay out
+ *     of main. Main also gets the window's begin and end, so its
+ *     "Capture windows" track shows where the window was;
  *   - CUDA API records (CUPTI delivers them late, in batches) go to the
  *     window whose segment contains their start time, and GPU activity and
  *     external correlations follow their launch's correlation id to its
@@ -295,13 +302,18 @@ static void on_window(struct gt__conv *c, uint16_t type, uint16_t size,
                       const uint8_t *rec)
 {
     struct gt_r_window r;
-    int i;
+    int i, shared = type == GT_R_WINDOW_BEGIN_SHARED;
 
     if (size != sizeof(r)) {
         c->main->an.bad_records++;
         return;
     }
     memcpy(&r, rec, sizeof(r));
+    if (shared) {
+        /* Writers see a plain begin. */
+        type = r.h.type = GT_R_WINDOW_BEGIN;
+        rec = (const uint8_t *)&r;
+    }
     gt__see_ts(c->main, r.ts);
     i = wout_index(c, r.id);
     if (type == GT_R_WINDOW_BEGIN && i < 0 && (i = win_open(c, &r)) < 0)
@@ -324,15 +336,20 @@ static void on_window(struct gt__conv *c, uint16_t type, uint16_t size,
             c->wout[c->route - 1].seg_end = r.ts;
         }
         c->route = (uint32_t)i + 1;
+        o->shared = shared;
         o->seg_open = 1;
         o->seg_begin = r.ts;
         o->seg_end = UINT64_MAX;
         if (info)
             info->segments++;
         gt__writer_record(o->sub, type, size, rec);
+        if (shared)
+            gt__writer_record(c->main, type, size, rec);
         break;
     case GT_R_WINDOW_END:
         gt__writer_record(o->sub, type, size, rec);
+        if (o->shared)
+            gt__writer_record(c->main, type, size, rec);
         o->seg_open = 0;
         o->seg_end = r.ts;
         if (c->route == (uint32_t)i + 1)
@@ -383,6 +400,18 @@ static uint32_t rec_u32(const uint8_t *rec, size_t off)
     return v;
 }
 
+/* A node creation the agent replays into a window (timed before its
+ * segment began): the main trace has the original. */
+static int replayed(const struct gt__win_out *o, const uint8_t *rec, uint16_t size)
+{
+    struct gt_r_node_created r;
+
+    if (size != sizeof(r))
+        return 0;
+    memcpy(&r, rec, sizeof(r));
+    return r.ts < o->seg_begin;
+}
+
 void gt__win_record(struct gt__conv *c, uint16_t type, uint16_t size,
                     const uint8_t *rec)
 {
@@ -418,6 +447,8 @@ void gt__win_record(struct gt__conv *c, uint16_t type, uint16_t size,
             o = &c->wout[i];
     }
     gt__writer_record(o ? o->sub : c->main, type, size, rec);
+    if (o && o->shared && !(type == GT_R_NODE_CREATED && replayed(o, rec, size)))
+        gt__writer_record(c->main, type, size, rec);
 }
 
 void gt__win_chunk_begin(struct gt__conv *c, const struct gt_chunk_header *h)

@@ -177,14 +177,9 @@ static cJSON *status_json(struct gt__server *s)
         if (a->hello_seen && !a->closing)
             cJSON_AddItemToArray(arr, gt__agent_json(a));
     arr = cJSON_AddArrayToObject(o, "triggers");
-    for (size_t i = 0; arr && i < s->narmed; i++) {
-        cJSON *t = cJSON_CreateObject();
-
-        cJSON_AddNumberToObject(t, "id", (double)s->armed[i].id);
-        cJSON_AddStringToObject(t, "spec", s->armed[i].spec);
-        cJSON_AddNumberToObject(t, "sent_to", s->armed[i].sent);
-        cJSON_AddItemToArray(arr, t);
-    }
+    for (size_t i = 0; arr && i < s->narmed; i++)
+        cJSON_AddItemToArray(arr, gt__armed_json(s, i));
+    cJSON_AddItemToObject(o, "retired", gt__retired_json(s));
     /* The most recent finished agents; totals cover all of them. */
     arr = cJSON_AddArrayToObject(o, "finished");
     for (struct gt__done *d = s->done; arr && d && n < 20; d = d->next, n++)
@@ -317,7 +312,7 @@ static void do_trigger(struct gt__ctlconn *c, const struct gt__req *r, cJSON *id
     arr = o ? cJSON_AddArrayToObject(o, "pids") : NULL;
     for (struct gt__agent *a = s->agents; a; a = a->next) {
         if (!a->hello_seen || a->closing ||
-            !gt__sel_match(&t->t.sel, a->hello->h.pid, a->hello->h.rank) ||
+            !gt__sel_match_later(&t->t.sel, a->hello->h.pid, a->hello->h.rank) ||
             gt__agent_send(a, GT_CTL_TRIGGER, t->spec) < 0)
             continue;
         t->sent++;
@@ -380,7 +375,7 @@ static void do_trigger_clear(struct gt__ctlconn *c, cJSON *id)
     o = ok_obj();
     cJSON_AddNumberToObject(o, "cleared", (double)s->narmed);
     cJSON_AddNumberToObject(o, "agents", n);
-    s->narmed = 0;
+    gt__armed_clear(s);
     reply(c, o, id);
 }
 

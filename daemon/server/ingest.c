@@ -79,8 +79,20 @@ static int stem_taken(const struct gt__agent *self, const char *stem)
 static int choose_stem(struct gt__agent *a)
 {
     const struct gt__hello_info *h = a->hello;
+    const char *cmd = h->cmdline;
     char base[100];
-    int n = gt__agent_stem(h->cmdline, h->h.rank, h->h.pid, base, sizeof(base));
+    int n;
+
+    /* "python -c ..." names no program: a worker that multiprocessing
+     * (torch.multiprocessing.spawn) started is named after its parent's. */
+    if (gt__command_is_code(cmd))
+        for (const struct gt__agent *p = a->srv->agents; p; p = p->next)
+            if (p != a && p->hello && p->hello->h.pid == h->h.ppid &&
+                !gt__command_is_code(p->hello->cmdline)) {
+                cmd = p->hello->cmdline;
+                break;
+            }
+    n = gt__agent_stem(cmd, h->h.rank, h->h.pid, base, sizeof(base));
 
     if (n < 0)
         return n;
@@ -91,6 +103,31 @@ static int choose_stem(struct gt__agent *a)
         snprintf(a->stem, sizeof(a->stem), "%s-%u", base, i);
     }
     return 0;
+}
+
+/*
+ * The stream said its rank after the hello (gt_set_rank: mp.spawn sets no
+ * RANK): the agent is that rank from now on, for status, ranks= routing
+ * and file names; files already written are renamed to the new stem.
+ */
+static void rank_learnt(struct gt__agent *a, int32_t rank)
+{
+    char old[sizeof(a->stem)], from[4096 + 160], to[4096 + 160];
+    int32_t was = a->hello->h.rank;
+
+    memcpy(old, a->stem, sizeof(old));
+    a->hello->h.rank = rank;
+    if (choose_stem(a) < 0 || gt__conv_restem(a->conv, a->stem) < 0) {
+        memcpy(a->stem, old, sizeof(old));
+    } else if (a->raw_fd >= 0) {
+        snprintf(from, sizeof(from), "%s/%s.gtr", a->srv->out_dir, old);
+        snprintf(to, sizeof(to), "%s/%s.gtr", a->srv->out_dir, a->stem);
+        if (link(from, to) == 0)
+            (void)unlink(from);
+    }
+    gt__log("agent pid %u: rank %d (was %d): %s -> %s", (unsigned)a->hello->h.pid,
+            (int)rank, (int)was, old, a->stem);
+    gt__agent_trig_rank(a);
 }
 
 static int open_raw(struct gt__agent *a)
@@ -217,6 +254,9 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
         }
     }
     int rc = gt__conv_chunk(a->conv, h, records, raw_size);
+    if (rc == 0 && gt__conv_rank(a->conv) >= 0 &&
+        gt__conv_rank(a->conv) != a->hello->h.rank)
+        rank_learnt(a, gt__conv_rank(a->conv));
     if (rc < 0 && gt__conv_disk_full(a->conv)) {
         /* A full disk is not the agent's fault: the stream stays open,
          * its output pauses until the sweep finds space again. */
@@ -424,6 +464,7 @@ static void close_agent(struct gt__agent *a, const char *reason, int failed)
         a->srv->bad_streams++;
     finish(a, reason, failed);
     unlink_agent(a);
+    gt__agent_trig_closed(a);
     uv_read_stop((uv_stream_t *)&a->pipe);
     uv_close((uv_handle_t *)&a->pipe, on_closed);
 }
@@ -694,10 +735,12 @@ void gt__agent_send_triggers(struct gt__agent *a)
 {
     struct gt__server *s = a->srv;
 
+    /* Triggers whose agents are all done belong to no later job. */
+    gt__armed_retire(s);
     for (size_t i = 0; i < s->narmed; i++) {
         struct gt__armed *t = &s->armed[i];
 
-        if (gt__sel_match(&t->t.sel, a->hello->h.pid, a->hello->h.rank) &&
+        if (gt__sel_match_later(&t->t.sel, a->hello->h.pid, a->hello->h.rank) &&
             gt__agent_send(a, GT_CTL_TRIGGER, t->spec) == 0) {
             t->sent++;
             gt__agent_trig_sent(a, t);

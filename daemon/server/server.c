@@ -181,6 +181,7 @@ static void on_sweep(uv_timer_t *t)
              * error is the converter's to report when the stream ends. */
             gt__agent_ack(a);
     }
+    gt__armed_retire(s);
     gt__ctl_sweep(s);
 }
 

@@ -36,6 +36,7 @@ void gt__log_set_fd(int fd);
 
 
 #define GT__ARMED_MAX 64        /* armed triggers kept by the daemon */
+#define GT__RETIRED_MAX 20      /* retired triggers remembered for status */
 #define GT__AGENTS_MAX 1024     /* live agent connections */
 #define GT__DONE_MAX 4096       /* finished agents remembered for status */
 #define GT__LOST_SLOTS 64       /* (thread, kind) lost counters per agent */
@@ -116,6 +117,15 @@ struct gt__armed {
     struct gt__trigger t;
     char spec[1024];
     uint32_t sent;              /* agents it was sent to */
+    uint32_t fired;             /* windows done by agents that ended */
+};
+
+/* A trigger no longer armed (agent_trig.c): why, and what it did. */
+struct gt__retired {
+    uint64_t id;
+    char spec[1024];
+    uint32_t sent, fired;
+    int cleared;                /* trigger_clear; else its agents were done */
 };
 
 struct gt__ctlconn;
@@ -144,6 +154,8 @@ struct gt__server {
     size_t ndone;
     struct gt__armed armed[GT__ARMED_MAX];
     size_t narmed;
+    struct gt__retired retired[GT__RETIRED_MAX]; /* newest last */
+    size_t nretired;
     uint64_t next_trigger_id;
     struct gt__ctlconn *ctls;
     int nctls;
@@ -207,6 +219,26 @@ void gt__agent_send_triggers(struct gt__agent *a);
 void gt__agent_trig_sent(struct gt__agent *a, const struct gt__armed *t);
 void gt__agent_trig_cleared(struct gt__agent *a);
 void gt__agent_trig_free(struct gt__agent *a);
+/*
+ * Trigger lifetime (schema/control.md, "Trigger lifetime"): a trigger the
+ * daemon holds is retired once it reached agents and none of them holds
+ * it any more (each has ended, finished its count of windows, or dropped
+ * it for its rank), so an unrelated later job never gets it.
+ * gt__armed_retire sweeps (any time: before sending to a new agent, from
+ * the sweep timer); gt__agent_trig_closed is called once an agent is
+ * unlinked, and sweeps. gt__armed_clear retires every trigger as cleared.
+ */
+void gt__armed_retire(struct gt__server *s);
+void gt__agent_trig_closed(struct gt__agent *a);
+void gt__armed_clear(struct gt__server *s);
+/* Status: {id, spec, sent_to, state, agents, fired} of armed trigger i;
+ * the retired list. NULL on ENOMEM. */
+struct cJSON *gt__armed_json(const struct gt__server *s, size_t i);
+struct cJSON *gt__retired_json(const struct gt__server *s);
+/* The agent's rank changed (a->hello->h.rank is the new one): triggers
+ * whose ranks= leave it out are no longer its (the agent dropped them),
+ * armed ones that select it now are sent. */
+void gt__agent_trig_rank(struct gt__agent *a);
 /* {"triggers":[{id,spec,count,windows,state}], "windows":[{id,spec,layer,
  * phase,iteration,segments,state,file}]}; NULL on ENOMEM. */
 struct cJSON *gt__agent_trig_json(const struct gt__agent *a);

@@ -106,15 +106,29 @@ GT_API void gt_bwd_node_begin(uint32_t name_id, uint64_t seq, uint64_t fwd_tid);
 GT_API void gt_bwd_node_end(uint64_t seq, uint64_t fwd_tid);
 
 /*
- * A backward pass starts/ends. The records carry the iteration: the number
- * of passes begun since the capture started (first pass = 0); the end
- * carries the same number as its begin.
+ * A backward pass starts/ends. The records carry the iteration it belongs
+ * to (schema/control.md, "Iterations": the step, or without steps the
+ * number of passes before it, from 0); the end carries the same number as
+ * its begin.
  */
 GT_API void gt_bwd_pass_begin(void);
 GT_API void gt_bwd_pass_end(void);
 
-/* Marks training step `step` (e.g. the optimizer step count). */
+/*
+ * Ends the current training step (after the optimizer step). From the
+ * first call on, iterations (trigger iteration=N, ProfilerStep#N) are
+ * steps, numbered by the agent from 0; `step` is ignored (kept for
+ * programs written against earlier versions).
+ */
 GT_API void gt_step(uint64_t step);
+
+/*
+ * Says that this program will mark its training steps with gt_step, so
+ * that iterations are steps from the start even when a step holds several
+ * backward passes (gradient accumulation). Call before the first backward
+ * pass (the Python package does when an optimizer is created). Any thread.
+ */
+GT_API void gt_step_expect(void);
 
 /* An instant event named by name_id. */
 GT_API void gt_instant(uint32_t name_id);

@@ -149,7 +149,11 @@ enum gt_rec_type {
     GT_R_WINDOW_DONE = 24,  /* a window's last segment has ended */
     GT_R_BWD_NODE_LAYER = 25, /* the open backward node's layer/parameter */
     GT_R_GOODBYE = 26,      /* the agent's last record: the stream is whole */
-    /* 27..37 are reserved for other record families; numbers need not be
+    /* WINDOW_BEGIN while capture was on already (gradtrace start,
+     * GRADTRACE_CAPTURE=1): the segment's records belong to the main
+     * trace as well as to the window. */
+    GT_R_WINDOW_BEGIN_SHARED = 27,
+    /* 28..37 are reserved for other record families; numbers need not be
      * dense (the codec's tables are indexed by type, gaps are unknown). */
     GT_R_COLLECTIVE = 38,   /* a collective call ended (torch.distributed) */
     GT_R_TYPE_COUNT
@@ -256,12 +260,21 @@ struct gt_r_bwd_node_end {
 } GT_PACKED;
 _Static_assert(sizeof(struct gt_r_bwd_node_end) == 32, "bwd_node_end");
 
-/* Backward pass begin/end, step marks: ts + a counter. */
+/*
+ * Backward pass begin/end, step marks: ts + a counter. value: the
+ * iteration the pass belongs to; for GT_R_STEP the number of the step
+ * that ends (from 0). flags (BWD_PASS_* only; zero elsewhere and from
+ * older agents): STEPS: this stream's iterations are GT_R_STEP marks, so
+ * the pass is no iteration boundary; EXTRA: the pass is no iteration
+ * (torch.autograd.grad, a second pass over a retained graph).
+ */
+#define GT_MARK_F_STEPS 0x1u
+#define GT_MARK_F_EXTRA 0x2u
 struct gt_r_mark {
     struct gt_rec h;
-    uint32_t flags;       /* zero */
+    uint32_t flags;       /* GT_MARK_F_* */
     uint64_t ts;
-    uint64_t value;       /* iteration (passes) or step number */
+    uint64_t value;       /* iteration, or step number */
 } GT_PACKED;
 _Static_assert(sizeof(struct gt_r_mark) == 24, "mark");
 
@@ -473,6 +486,7 @@ _Static_assert(sizeof(struct gt_r_collective) == 40, "collective");
     X(GT_R_WINDOW_DONE, gt_r_window)                \
     X(GT_R_BWD_NODE_LAYER, gt_r_bwd_node_layer)     \
     X(GT_R_GOODBYE, gt_r_goodbye)                   \
+    X(GT_R_WINDOW_BEGIN_SHARED, gt_r_window)        \
     X(GT_R_COLLECTIVE, gt_r_collective)
 
 /* ------------------------------------------------ daemon -> agent messages */

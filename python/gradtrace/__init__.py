@@ -18,8 +18,10 @@ What the agent gets, through its C API (include/gradtrace/gradtrace.h):
   - gt_torch_param for every parameter of a mapped root (its TensorImpl
     address, owning module path, name), so AccumulateGrad nodes get the
     layer of the parameter's module;
-  - gt_step after every optimizer step (torch's global optimizer step hook
-    on 2.x, the profiler's per-step entry point on 1.13).
+  - gt_step_expect when an optimizer is created, and gt_step at the end
+    of each training step (torch's global optimizer step hook on 2.x, the
+    profiler's per-step entry point on 1.13), so that iterations are
+    optimizer steps however many backward passes a step holds.
 """
 
 import contextlib

@@ -63,6 +63,9 @@ def _load_optional(name, restype, argtypes):
 set_rank = _load_optional("gt_set_rank", None,
                           [ctypes.c_int32, ctypes.c_int32])
 
+# gt_step_expect(): API minor 2.
+step_expect = _load_optional("gt_step_expect", None, [])
+
 # gt_torch_param(tensor_impl, module path id, parameter name id).
 torch_param = _load_optional("gt_torch_param", None,
                              [ctypes.c_uint64, ctypes.c_uint32,

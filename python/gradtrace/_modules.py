@@ -59,6 +59,12 @@ module call on torch 1.13 and 2.6 us on 2.15 (including torch's own
 slower hook path), measured by calling nn.Identity in a loop (a root call
 each time) and a Sequential of 50 nn.Identity (nested calls).
 
+Steps. Iterations are training steps (schema/control.md): creating an
+optimizer calls gt_step_expect (Optimizer.__init__ is wrapped), and the
+first optimizer to reach a step count no optimizer had ends the step
+(gt_step); an AMP GradScaler.step that skips the optimizer step (the
+gradients overflowed) ends it too. The agent numbers the steps from 0.
+
 Rank. Without RANK in the environment (torch.multiprocessing.spawn), the
 rank comes from torch.distributed once its default process group exists:
 checked when a new root is mapped and after each optimizer step until it
@@ -472,20 +478,83 @@ def _check_rank():
 
 
 _steps = weakref.WeakKeyDictionary()
+_step_max = [0]
 
 
 def _count_step(optimizer):
+    # A training step ends when some optimizer reaches a step count no
+    # optimizer had: one boundary per round when several optimizers step
+    # once each (a GAN's D and G), at the first of them. The agent numbers
+    # the steps itself (from 0, as triggers' iteration=N counts them).
     n = _steps.get(optimizer, 0) + 1
     _steps[optimizer] = n
-    _step(n)
+    if n > _step_max[0]:
+        _step_max[0] = n
+        _step(n - 1)
     if _rank_unknown:
         _check_rank()
+
+
+def _expect_steps():
+    # An optimizer exists: iterations are its steps from the first
+    # backward on, however many backward passes a step holds.
+    if _agent.step_expect is not None:
+        _agent.step_expect()
+
+
+def _hook_optimizer_init(optim):
+    original = optim.Optimizer.__init__
+
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        try:
+            _expect_steps()
+        except Exception:
+            pass
+
+    __init__.__wrapped__ = original
+    __init__.__doc__ = original.__doc__
+    optim.Optimizer.__init__ = __init__
+
+
+def _hook_grad_scaler():
+    # An AMP GradScaler skips optimizer.step() when the gradients
+    # overflowed: that training step still ends there. Only the scaler
+    # classes torch has already imported are wrapped (both versions import
+    # them with torch); a nested wrapper (a subclass calling its base)
+    # sees the step counted once.
+    for name in ("torch.amp.grad_scaler", "torch.cuda.amp.grad_scaler"):
+        mod = sys.modules.get(name)
+        cls = getattr(mod, "GradScaler", None) if mod is not None else None
+        original = getattr(cls, "step", None)
+        if original is None or getattr(original, "_gradtrace", False):
+            continue
+
+        def step(self, optimizer, *args, _original=original, **kwargs):
+            before = _steps.get(optimizer, 0)
+            out = _original(self, optimizer, *args, **kwargs)
+            try:
+                if _steps.get(optimizer, 0) == before:
+                    _count_step(optimizer)
+            except Exception:
+                pass
+            return out
+
+        step._gradtrace = True
+        step.__wrapped__ = original
+        step.__doc__ = original.__doc__
+        cls.step = step
 
 
 def _install_optimizer_hook():
     # torch 1.13's torch.optim deletes its `optimizer` attribute; the
     # module itself is still importable.
     optim = importlib.import_module("torch.optim.optimizer")
+    _hook_optimizer_init(optim)
+    try:
+        _hook_grad_scaler()
+    except Exception:  # steps still end at optimizer steps
+        pass
     if hasattr(optim, "register_optimizer_step_post_hook"):
         optim.register_optimizer_step_post_hook(
             lambda opt, args, kwargs: _count_step(opt))

@@ -7,7 +7,10 @@
 #     plain path) fires on rank 1 only; a trigger naming no layer is
 #     reported with the closest paths;
 #   - DDP under torch.multiprocessing.spawn (no RANK): the rank comes from
-#     torch.distributed and names the processes in the traces;
+#     torch.distributed, names the processes in the traces and their
+#     files (renamed from the pid-only stem; the workers' python -c takes
+#     the parent's script name), and a ranks=1 trigger fires on rank 1
+#     only;
 #   - torch.compile (aot_eager): the model is "Net", no `_orig_mod`, and
 #     nothing from gradtrace on the job's stderr;
 #   - checkpoint_wrapper: plain paths (torch 1.13).
@@ -77,6 +80,17 @@ sf=$(sed -n 's/^  \(.*\.json\)$/\1/p' spawn.stderr)
 validate $sf
 check paths $sf || die "layer paths under spawn"
 check ranks 0,1 $sf || die "rank not learnt from torch.distributed"
+# Named by rank, and by the parent's script (the workers run python -c).
+echo "$sf" | grep -q -- '/wrapped-rank0-pid[0-9]*\.json$' && echo "$sf" | grep -q -- '/wrapped-rank1-pid[0-9]*\.json$' \
+  || die "spawn files not named by script and rank: $sf"
+
+echo "== torch.multiprocessing.spawn, DDP, ranks=1 trigger"
+dist_record spawnt --trigger layer=blocks.1,phase=backward,iteration=2,ranks=1 \
+    -- "$PY2" "$TORCH_DIR/wrapped.py" spawn
+files=$(ls spawnt)
+[ -n "$files" ] && [ "$files" = "$(ls spawnt | grep -- '^wrapped-rank1-pid[0-9]*-w1-blocks.1-backward-it2.json$')" ] \
+  || die "want one window file of rank 1 under spawn, got: $files"
+validate spawnt/*.json
 
 echo "== torch.compile (aot_eager)"
 "$GT" record -o comp -- "$PY2" "$TORCH_DIR/wrapped.py" compile >comp.stdout 2>comp.stderr \

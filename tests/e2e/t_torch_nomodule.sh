@@ -67,7 +67,9 @@ steps = [e["value"] for e in t.of(gtr.T_STEP)]
 passes = t.of(gtr.T_PASS_BEGIN)
 mods = {p for _t, p, _c, _b, _e in t.module_calls()}
 print("steps", steps, "passes", len(passes), "modules", len(mods))
-assert steps == [1, 2, 3, 4], steps
+# Steps are numbered by the agent from 0, as iterations (each pass is in
+# the step of its number).
+assert steps == [0, 1, 2, 3], steps
 assert len(passes) == 4 and [p["value"] for p in passes] == [0, 1, 2, 3]
 assert {"SmallNet", "proj", "blocks.0.fc1", "blocks.1.fc2", "head"} <= mods, mods
 PY

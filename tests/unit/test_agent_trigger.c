@@ -283,3 +283,128 @@ Test(agent_trigger, backward_ranges_open_backward_and_both_windows)
     cr_assert_eq(info.windows, 2);
     cr_assert_eq(info.armed, 0);
 }
+
+/*
+ * Iterations are steps once the program announces them: a step of two
+ * micro-batches (two passes) is one iteration, and its window has one
+ * backward segment per pass; pass=1 keeps only the second.
+ */
+static void step_of_two(uint32_t net, uint32_t blk, uint64_t *seq, int *on)
+{
+    iteration(net, blk, seq, on);
+    iteration(net, blk, seq, on + 3);
+    gt_step(0);
+}
+
+Test(agent_trigger, a_step_of_several_passes_is_one_iteration)
+{
+    uint32_t net = gt_intern("Net"), blk = gt_intern("blocks.3");
+    uint64_t seq = 1;
+    int on[6];
+    struct gt__trig_info info;
+    const char *spec = "layer=blocks.3,iteration=1";
+
+    gt_step_expect();
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+    for (int it = 0; it < 3; it++) {
+        step_of_two(net, blk, &seq, on);
+        cr_assert_eq(on[0], it == 1, "step %d, first pass", it);
+        cr_assert_eq(on[3], it == 1, "step %d, second pass", it);
+        cr_assert_not(on[1] || on[2] || on[4] || on[5]);
+    }
+    gt__trig_info(&info);
+    cr_assert_eq(info.windows, 1);
+    cr_assert_eq(gt__trig_iteration(), 3, "three steps, six passes");
+}
+
+Test(agent_trigger, pass_selects_one_pass_of_the_step)
+{
+    uint32_t net = gt_intern("Net"), blk = gt_intern("blocks.3");
+    uint64_t seq = 1;
+    int on[6];
+    const char *spec = "layer=blocks.3,iteration=0,pass=1";
+
+    gt_step_expect();
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+    step_of_two(net, blk, &seq, on);
+    cr_assert_not(on[0], "pass 0 of step 0 is not selected");
+    cr_assert(on[3], "pass 1 of step 0 is");
+}
+
+Test(agent_trigger, extra_passes_are_no_iterations)
+{
+    uint32_t net = gt_intern("Net"), blk = gt_intern("blocks.3");
+    uint64_t seq = 1;
+    int on[3];
+
+    /* Without steps: a pass flagged extra (autograd.grad, a retained
+     * graph's second pass) between two counted ones adds no iteration. */
+    iteration(net, blk, &seq, on);
+    gt__bwd_pass_begin(1);
+    gt_bwd_pass_end();
+    cr_assert_eq(gt__trig_iteration(), 1);
+    iteration(net, blk, &seq, on);
+    cr_assert_eq(gt__trig_iteration(), 2);
+}
+
+Test(agent_trigger, unannounced_steps_keep_the_numbering)
+{
+    uint32_t net = gt_intern("Net"), blk = gt_intern("blocks.3");
+    uint64_t seq = 1;
+    int on[3];
+    const char *spec = "layer=blocks.3,iteration=1";
+
+    /* A C program marking a step after each pass, without gt_step_expect:
+     * the first step confirms the pass's iteration instead of adding one. */
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+    for (int it = 0; it < 3; it++) {
+        iteration(net, blk, &seq, on);
+        gt_step(0);
+        cr_assert_eq(on[0], it == 1, "iteration %d", it);
+        cr_assert_eq(gt__trig_iteration(), (uint64_t)it + 1);
+    }
+}
+
+Test(agent_trigger, iteration_zero_armed_at_start_is_step_zero)
+{
+    uint32_t net = gt_intern("Net"), blk = gt_intern("blocks.3");
+    uint64_t seq = 1;
+    int on[6];
+    const char *spec = "layer=blocks.3,iteration=0";
+
+    gt_step_expect();
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+    step_of_two(net, blk, &seq, on);
+    cr_assert(on[0] && on[3], "step 0's passes");
+    /* Once a forward has begun, iteration=<current> means the next one. */
+    gt_module_begin(net, 0);
+    gt_module_end();
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+    step_of_two(net, blk, &seq, on);
+    cr_assert_not(on[0] || on[3], "step 1 had begun when it was armed");
+    step_of_two(net, blk, &seq, on);
+    cr_assert(on[0] && on[3], "so step 2 has the window");
+}
+
+Test(agent_trigger, ranks_wait_for_a_late_rank)
+{
+    uint32_t net = gt_intern("Net"), blk = gt_intern("blocks.3");
+    uint64_t seq = 1;
+    int on[3];
+    struct gt__trig_info info;
+    const char *one = "layer=blocks.3,iteration=0,ranks=1";
+    const char *zero = "layer=blocks.3,iteration=0,ranks=0";
+
+    unsetenv("RANK");
+    cr_assert_eq(gt__trig_arm(one, strlen(one)), 0, "armed while the rank is unknown");
+    cr_assert_eq(gt__trig_arm(zero, strlen(zero)), 0);
+    iteration(net, blk, &seq, on);
+    cr_assert_not(on[0], "no window before the rank is known");
+    gt__trig_set_rank(1);
+    gt__trig_info(&info);
+    cr_assert_eq(info.armed, 1, "ranks=0 dropped for rank 1");
+    iteration(net, blk, &seq, on);
+    cr_assert(on[0], "ranks=1 fires on rank 1");
+    gt__trig_info(&info);
+    cr_assert_eq(info.windows, 1);
+}

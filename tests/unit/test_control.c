@@ -203,6 +203,26 @@ Test(control, trigger_spec_defaults_and_canonical_order)
     cr_assert_eq(gt__trigger_format(&trig, text, 10), -ENOSPC);
 }
 
+Test(control, trigger_spec_pass_selector)
+{
+    char text[512], err2[256];
+    struct gt__trigger back;
+    cJSON *o;
+
+    cr_assert_eq(spec("layer=fc1,iteration=4,pass=2,ranks=1"), 0, "%s", err);
+    cr_assert_eq(trig.pass, 2);
+    cr_assert_gt(gt__trigger_format(&trig, text, sizeof(text)), 0);
+    cr_assert_str_eq(text, "layer=fc1,phase=backward,iteration=4,count=1,pass=2,ranks=1");
+    o = gt__trigger_to_json(&trig);
+    cr_assert_eq(gt__trigger_from_json(o, &back, err2, sizeof(err2)), 0, "%s", err2);
+    cr_assert_eq(back.pass, 2);
+    cJSON_Delete(o);
+    cr_assert_eq(spec("layer=fc1"), 0, "%s", err);
+    cr_assert_eq(trig.pass, GT__PASS_ALL, "default: every pass of the step");
+    spec_refused("layer=x,pass=-1", "pass");
+    spec_refused("layer=x,pass=next", "pass");
+}
+
 Test(control, trigger_spec_round_trips_through_json)
 {
     char err2[256];
@@ -253,6 +273,10 @@ Test(control, selection_matching)
     s.npids = 1;
     cr_assert_not(gt__sel_match(&s, 5, 3), "both lists: both must match");
     cr_assert(gt__sel_match(&s, 9, 3));
+    /* An agent whose rank is not known yet may still be ranks=3. */
+    cr_assert(gt__sel_match_later(&s, 9, -1));
+    cr_assert_not(gt__sel_match_later(&s, 5, -1), "its pid still has to match");
+    cr_assert_not(gt__sel_match_later(&s, 9, 2), "a known rank decides");
 }
 
 /* cJSON ends a string at an escaped NUL: "status\u0000x" would read as

@@ -110,7 +110,11 @@ Test(sanitize, command_name_uses_script_for_python)
     gt__command_name("python3.11 -m torch.distributed.run x", out, sizeof(out));
     cr_assert_str_eq(out, "x");
     gt__command_name("python3 -c pass", out, sizeof(out));
-    cr_assert_str_eq(out, "python3");
+    cr_assert_str_eq(out, "python3-c");
+    cr_assert(gt__command_is_code("python3 -u -c pass"));
+    cr_assert(gt__command_is_code("/usr/bin/python -c 'from multiprocessing.spawn import spawn_main' --multiprocessing-fork"));
+    cr_assert_not(gt__command_is_code("python3 train.py -c 3"), "the script's own -c");
+    cr_assert_not(gt__command_is_code("./prog -c"));
     gt__command_name("/opt/bin/agent_threads 8", out, sizeof(out));
     cr_assert_str_eq(out, "agent_threads");
     gt__command_name("", out, sizeof(out));
@@ -127,7 +131,7 @@ Test(sanitize, command_name_skips_interpreter_flags)
         {"python3 -Xdev -Wignore::UserWarning /a/b/train.py", "train"},
         {"python3 -u -m pkg.train --x", "pkg.train"},
         {"python3 -mpkg.train", "pkg.train"},
-        {"python3 -u -c pass", "python3"},
+        {"python3 -u -c pass", "python3-c"},
         {"python3 -", "python3"},
         {"python3 --version", "python3"},
         {"python3 -W", "python3"},
