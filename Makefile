@@ -256,10 +256,11 @@ test: deps
 	$(MAKE) e2e
 
 # ThreadSanitizer over the agent with real threads (tests/tsan/run.sh says
-# why not Criterion): a TSan agent and workload, the normal daemon.
+# why not Criterion): a TSan agent and workload, and a TSan daemon (its
+# loop and conversion pool).
 tsan: all
 	$(MAKE) SANITIZER=thread build-thread/libgradtrace.so build-thread/progs/agent_threads \
-	  build-thread/progs/agent_check
+	  build-thread/progs/agent_check build-thread/gradtraced
 	TSAN_BUILD=build-thread BUILD=$(BUILD) tests/tsan/run.sh
 
 # Static analysis of the project's code; tests/cppcheck.supp lists the
