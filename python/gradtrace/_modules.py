@@ -54,10 +54,13 @@ registered it). A parameter is forgotten when it is garbage-collected.
 Cost. Paths and the agent's string ids are computed once per root (and
 again when a module shows up that the cached map does not know, in case
 the model changed), so a forward call costs a dict lookup, a weakref call
-and one ctypes call on entry, one ctypes call on exit: about 1.3 us per
-module call on torch 1.13 and 2.6 us on 2.15 (including torch's own
-slower hook path), measured by calling nn.Identity in a loop (a root call
-each time) and a Sequential of 50 nn.Identity (nested calls).
+and the agent's gt_module_begin on entry, gt_module_end on exit. The
+common case runs in C (the _gthooks extension built from _hooks.c, which
+hands every other case to the Python hooks here, so behaviour is theirs);
+where it cannot load (not built for this interpreter, or
+GRADTRACE_C_HOOKS=0) the Python hooks run, calling the agent through
+ctypes. Figures (per module call, ours on top of torch's own hook path)
+are in schema/torch.md and tests/bench/bench_torch.py.
 
 Rank. Without RANK in the environment (torch.multiprocessing.spawn), the
 rank comes from torch.distributed once its default process group exists:
@@ -438,14 +441,34 @@ def _post_hook(module, args, output):
     return None
 
 
+def _load_c_hooks():
+    """(pre, post) of the C extension (_hooks.c), which does what
+    _pre_hook/_post_hook do in their common case and calls them for
+    everything else; (_pre_hook, _post_hook) where it cannot load (not
+    built for this interpreter, GRADTRACE_C_HOOKS=0)."""
+    if os.environ.get("GRADTRACE_C_HOOKS", "1") == "0":
+        return _pre_hook, _post_hook
+    try:
+        from . import _gthooks
+        addr = ctypes.cast(_begin, ctypes.c_void_p).value
+        end = ctypes.cast(_end, ctypes.c_void_p).value
+        _gthooks.setup(addr, end, _tls, _known, _pre_hook, _post_hook)
+        return _gthooks.pre_hook, _gthooks.post_hook
+    except Exception:
+        return _pre_hook, _post_hook
+
+
+_fast_pre, _fast_post = _load_c_hooks()
+
+
 def _compiling_pre_hook(module, args):
     if not _is_compiling():
-        _pre_hook(module, args)
+        _fast_pre(module, args)
 
 
 def _compiling_post_hook(module, args, output):
     if not _is_compiling():
-        _post_hook(module, args, output)
+        _fast_post(module, args, output)
 
 
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
@@ -513,7 +536,7 @@ def install():
         reg_post = torch.nn.modules.module.register_module_forward_hook
         # torch 2.x: stay out of graphs dynamo is tracing.
         pre, post = ((_compiling_pre_hook, _compiling_post_hook)
-                     if _is_compiling else (_pre_hook, _post_hook))
+                     if _is_compiling else (_fast_pre, _fast_post))
         reg_pre(pre)
         try:
             reg_post(post, always_call=True)
