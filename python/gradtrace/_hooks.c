@@ -33,6 +33,11 @@ static PyObject *known;         /* _modules._known */
 static PyObject *py_pre;        /* _modules._pre_hook: everything else */
 static PyObject *py_post;
 static PyObject *s_stack, *s_ents, *s_root_map;
+/* This thread's tls.stack and tls.ents: _modules.py sets them once per
+ * thread (_Thread.__init__) and only appends and pops after, so they are
+ * looked up once and kept (a reference each; a thread that ends leaves
+ * two small lists behind). root_map is reassigned and read every time. */
+static _Thread_local PyObject *t_stack, *t_ents;
 
 /* Registry entry fields (see _modules.py): (weakref, path, path_id,
  * class_id, map, _Root, opens a scope). */
@@ -67,6 +72,26 @@ static int in_stack(PyObject *stack, PyObject *module)
     return 0;
 }
 
+/* Borrowed: this thread's stack and ents lists. @return 0, or -1. */
+static int thread_lists(PyObject **stack, PyObject **ents)
+{
+    if (!t_stack) {
+        PyObject *s = PyObject_GetAttr(tls, s_stack);
+        PyObject *e = s ? PyObject_GetAttr(tls, s_ents) : NULL;
+
+        if (!e || !PyList_CheckExact(s) || !PyList_CheckExact(e)) {
+            Py_XDECREF(s);
+            Py_XDECREF(e);
+            return -1;
+        }
+        t_stack = s;
+        t_ents = e;
+    }
+    *stack = t_stack;
+    *ents = t_ents;
+    return 0;
+}
+
 static PyObject *call_py(PyObject *fn, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *r = PyObject_Vectorcall(fn, args, (size_t)nargs, NULL);
@@ -96,12 +121,10 @@ static void open_scope(PyObject *ent)
  * an error after which the Python hook must not run (state changed). */
 static int pre_fast(PyObject *module)
 {
-    PyObject *stack = NULL, *ents = NULL, *map = NULL, *ent;
+    PyObject *stack, *ents, *map = NULL, *ent;
     int rc = 0;
 
-    stack = PyObject_GetAttr(tls, s_stack);
-    ents = stack ? PyObject_GetAttr(tls, s_ents) : NULL;
-    if (!ents || !PyList_CheckExact(stack) || !PyList_CheckExact(ents))
+    if (thread_lists(&stack, &ents) < 0)
         goto out;
     if (PyList_GET_SIZE(stack) > 0) {
         if (in_stack(stack, module))
@@ -125,8 +148,6 @@ static int pre_fast(PyObject *module)
     rc = 1;
 out:
     Py_XDECREF(map);
-    Py_XDECREF(ents);
-    Py_XDECREF(stack);
     if (PyErr_Occurred())
         PyErr_Clear();
     return rc;
@@ -146,13 +167,11 @@ static PyObject *pre_hook(PyObject *self, PyObject *const *args, Py_ssize_t narg
  * 0 the Python hook must run. */
 static int post_fast(PyObject *module)
 {
-    PyObject *stack, *ents = NULL, *ent;
+    PyObject *stack, *ents, *ent;
     Py_ssize_t n;
     int rc = 0;
 
-    stack = PyObject_GetAttr(tls, s_stack);
-    ents = stack ? PyObject_GetAttr(tls, s_ents) : NULL;
-    if (!ents || !PyList_CheckExact(stack) || !PyList_CheckExact(ents))
+    if (thread_lists(&stack, &ents) < 0)
         goto out;
     n = PyList_GET_SIZE(stack);
     if (n == 0) {
@@ -176,8 +195,6 @@ static int post_fast(PyObject *module)
     Py_DECREF(ent);
     rc = 1;
 out:
-    Py_XDECREF(ents);
-    Py_XDECREF(stack);
     if (PyErr_Occurred())
         PyErr_Clear();
     return rc;
@@ -221,6 +238,12 @@ static PyObject *setup(PyObject *self, PyObject *args)
     if (!b || !e || !PyCallable_Check(pp) || !PyCallable_Check(po)) {
         PyErr_SetString(PyExc_ValueError, "setup: bad arguments");
         return NULL;
+    }
+    if (t != tls) {
+        /* Another registry: this thread's cached lists are not its.
+         * (Other threads keep theirs: setup is for tests and start-up.) */
+        Py_CLEAR(t_stack);
+        Py_CLEAR(t_ents);
     }
     set_ref(&tls, t);
     set_ref(&known, k);
