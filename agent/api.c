@@ -361,6 +361,11 @@ GT_API int gt_capture_active(void)
     return gt__capture_on();
 }
 
+GT_API int gt_hooks_wanted(void)
+{
+    return gt__capture_hooks();
+}
+
 GT_API unsigned gt_api_version(void)
 {
     return GT_API_VERSION;

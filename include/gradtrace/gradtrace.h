@@ -43,7 +43,7 @@ extern "C" {
  * of the same major whose minor is >= m.
  */
 #define GT_API_VERSION_MAJOR 1
-#define GT_API_VERSION_MINOR 1
+#define GT_API_VERSION_MINOR 2
 #define GT_API_VERSION (GT_API_VERSION_MAJOR * 1000 + GT_API_VERSION_MINOR)
 /* The major number alone, as earlier headers defined it. */
 #define GRADTRACE_API_VERSION GT_API_VERSION_MAJOR
@@ -128,6 +128,15 @@ GT_API void gt_capture_stop(void);
 
 /* @return 1 while capturing, else 0. */
 GT_API int gt_capture_active(void);
+
+/*
+ * @return 1 while capturing or while a trigger is armed (the trigger
+ * engine then follows module scopes to open its windows), else 0: when
+ * gt_module_begin/gt_module_end do anything. The Python package installs
+ * its module hooks only then, at an optimizer-step boundary. Any thread;
+ * one relaxed load. Since API minor 2.
+ */
+GT_API int gt_hooks_wanted(void);
 
 /*
  * Lets a program check at run time which agent it got (the header it was

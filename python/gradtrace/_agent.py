@@ -63,6 +63,9 @@ def _load_optional(name, restype, argtypes):
 set_rank = _load_optional("gt_set_rank", None,
                           [ctypes.c_int32, ctypes.c_int32])
 
+# gt_hooks_wanted(): API minor 2; without it module hooks stay installed.
+hooks_wanted = _load_optional("gt_hooks_wanted", ctypes.c_int, [])
+
 # gt_torch_param(tensor_impl, module path id, parameter name id).
 torch_param = _load_optional("gt_torch_param", None,
                              [ctypes.c_uint64, ctypes.c_uint32,

@@ -90,6 +90,7 @@ import importlib
 import os
 import sys
 import threading
+import time
 import warnings
 import weakref
 
@@ -527,21 +528,120 @@ def _install_optimizer_hook():
     optim.Optimizer._optimizer_step_code = _optimizer_step_code
 
 
+# Idle = free. While nothing is captured and no trigger is armed the
+# agent ignores module scopes, and torch's own path for calling global
+# hooks costs more than our hooks do, so the module hooks are installed
+# only while the agent wants them (gt_hooks_wanted: capturing, or a
+# trigger armed). They are put in and taken out at an iteration boundary
+# (after an optimizer step), so a step's layers are complete from its
+# first module: a trigger for step N, armed before step N begins, has
+# the hooks in place by then. A program that steps no optimizer, or has
+# not stepped for much longer than its steps take, gets them from a
+# watcher thread at once instead (a capture started in the middle of the
+# run: inner modules are named from their root's map, so they are right
+# even when the call around them started before). Taking them out is
+# left to boundaries, where no module is open. With an agent older than
+# API minor 2 they stay installed, as before.
+_hooks_wanted = _agent.hooks_wanted
+_handles = None          # (pre, post) RemovableHandles while installed
+_last_step = None        # time.monotonic() of the last step boundary
+_step_gap = 0.0          # seconds between the last two boundaries
+_WATCH_S = 0.1           # watcher poll period
+_OVERDUE_MIN_S = 2.0     # a boundary this late (or 3 steps' worth) is missed
+
+
+def _hooks_on():
+    global _handles
+    if _handles is not None:
+        return
+    reg_pre = torch.nn.modules.module.register_module_forward_pre_hook
+    reg_post = torch.nn.modules.module.register_module_forward_hook
+    # torch 2.x: stay out of graphs dynamo is tracing.
+    pre, post = ((_compiling_pre_hook, _compiling_post_hook)
+                 if _is_compiling else (_fast_pre, _fast_post))
+    h_pre = reg_pre(pre)
+    try:
+        h_post = reg_post(post, always_call=True)
+    except TypeError:  # torch < 2.1
+        h_post = reg_post(post)
+    _handles = (h_pre, h_post)
+
+
+def _hooks_off():
+    global _handles
+    h, _handles = _handles, None
+    if h is not None:
+        h[0].remove()
+        h[1].remove()
+
+
+def _sync_hooks():
+    """At an iteration boundary: module hooks in while the agent wants
+    them, out while it does not."""
+    global _last_step, _step_gap
+    now = time.monotonic()
+    if _last_step is not None:
+        _step_gap = now - _last_step
+    _last_step = now
+    if _hooks_wanted is None:
+        return
+    try:
+        with _install_lock:
+            if _hooks_wanted():
+                _hooks_on()
+            elif not _tls.stack:
+                _hooks_off()
+    except Exception:
+        pass
+
+
+def _watch():
+    while True:
+        time.sleep(_WATCH_S)
+        try:
+            if _handles is not None or not _hooks_wanted():
+                continue
+            last = _last_step
+            if last is not None and time.monotonic() - last < \
+                    max(_OVERDUE_MIN_S, 3 * _step_gap):
+                continue  # the next boundary will do it
+            with _install_lock:
+                _hooks_on()
+        except Exception:
+            pass
+
+
+def _step_boundary(*_args):
+    try:
+        _sync_hooks()
+    except Exception:
+        pass
+
+
+def _install_boundary_hook():
+    optim = importlib.import_module("torch.optim.optimizer")
+    if hasattr(optim, "register_optimizer_step_post_hook"):
+        optim.register_optimizer_step_post_hook(_step_boundary)
+        return
+    # torch 1.13: after the step counting's wrapper (which this one wraps).
+    original = optim.Optimizer._optimizer_step_code
+
+    def _optimizer_step_code(self):
+        try:
+            return original(self)
+        finally:
+            _step_boundary()
+
+    optim.Optimizer._optimizer_step_code = _optimizer_step_code
+
+
 def install():
     global _installed
     with _install_lock:
         if _installed:
             return True
-        reg_pre = torch.nn.modules.module.register_module_forward_pre_hook
-        reg_post = torch.nn.modules.module.register_module_forward_hook
-        # torch 2.x: stay out of graphs dynamo is tracing.
-        pre, post = ((_compiling_pre_hook, _compiling_post_hook)
-                     if _is_compiling else (_fast_pre, _fast_post))
-        reg_pre(pre)
-        try:
-            reg_post(post, always_call=True)
-        except TypeError:  # torch < 2.1
-            reg_post(post)
+        if _hooks_wanted is None or _hooks_wanted():
+            _hooks_on()
         _installed = True
         if _seen_dir is not None:
             import atexit
@@ -559,4 +659,11 @@ def install():
             _install_optimizer_hook()
         except Exception:  # scopes still work without step marks
             pass
+        if _hooks_wanted is not None:
+            try:
+                _install_boundary_hook()
+            except Exception:  # no boundaries: the watcher does it all
+                pass
+            threading.Thread(target=_watch, name="gradtrace-hooks",
+                             daemon=True).start()
     return True
