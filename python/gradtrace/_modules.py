@@ -59,8 +59,12 @@ common case runs in C (the _gthooks extension built from _hooks.c, which
 hands every other case to the Python hooks here, so behaviour is theirs);
 where it cannot load (not built for this interpreter, or
 GRADTRACE_C_HOOKS=0) the Python hooks run, calling the agent through
-ctypes. Figures (per module call, ours on top of torch's own hook path)
-are in schema/torch.md and tests/bench/bench_torch.py.
+ctypes. The hooks reach torch through a wrapper of nn.Module.__call__,
+which keeps torch's no-hooks fast path (torch's global-hook path costs
+more than the hooks), and only while the agent wants module scopes
+(capturing or a trigger armed), switched at optimizer steps: see "Idle =
+free" below and schema/torch.md, which has the figures (per module call:
+ours, and torch's own hook path) from tests/bench/bench_torch.py.
 
 Rank. Without RANK in the environment (torch.multiprocessing.spawn), the
 rank comes from torch.distributed once its default process group exists:
@@ -75,8 +79,9 @@ say which paths ran when a trigger's layer matched none of them.
 Each thread keeps its own stack of open calls, so models run from several
 Python threads get their own layers (the agent's layer stack is per thread
 too). A module called twice in one forward opens two scopes. When a forward
-raises, torch 2.x still calls the post-hook (always_call=True); on 1.13 it
-does not, so every post-hook closes any inner scopes left open by an
+raises, the __call__ wrapper still calls the post-hook (and torch 2.x's
+global hooks do with always_call=True, GRADTRACE_MODULE_HOOKS=global); on
+1.13's global hooks it does not, so every post-hook closes any inner scopes left open by an
 exception caught inside the forward, and a pre-hook for a module that is
 already open closes that stale call first (a module instance calling itself
 recursively is far rarer than a forward that raised).
@@ -528,7 +533,7 @@ def _install_optimizer_hook():
     optim.Optimizer._optimizer_step_code = _optimizer_step_code
 
 
-# Idle = free. While nothing is captured and no trigger is armed the
+# Idle = free (see the module docstring). While nothing is captured and no trigger is armed the
 # agent ignores module scopes, and torch's own path for calling global
 # hooks costs more than our hooks do, so the module hooks are installed
 # only while the agent wants them (gt_hooks_wanted: capturing, or a
@@ -550,29 +555,96 @@ _WATCH_S = 0.1           # watcher poll period
 _OVERDUE_MIN_S = 2.0     # a boundary this late (or 3 steps' worth) is missed
 
 
+# How the hooks reach torch. By default nn.Module.__call__ is wrapped: with
+# no global hook registered, torch's _call_impl keeps its fast path, and
+# the wrapper costs less than that path's slow branch (which on 2.x is
+# over a microsecond per call by itself). The wrapper calls the same
+# pre/post hooks, the post-hook also when the forward raises (torch 2.x's
+# always_call); it opens the scope before the module's own pre-hooks and
+# closes it after its forward hooks. GRADTRACE_MODULE_HOOKS=global uses
+# torch's global module hooks instead (register_module_forward_*_hook).
+_use_global = os.environ.get("GRADTRACE_MODULE_HOOKS", "") == "global"
+_orig_call = None        # nn.Module.__call__ before the wrapper
+_wrapper_on = False      # the wrapper calls the hooks (a reference to it
+                         # kept elsewhere, e.g. torch.compile's bound
+                         # forward, stays harmless once hooks are out)
+
+
+def _make_wrapper(orig):
+    pre, post = _fast_pre, _fast_post
+    compiling = _is_compiling
+
+    if compiling is not None:
+        def __call__(self, *args, **kwargs):
+            # torch 2.x: dynamo folds this check, so a C hook never shows
+            # up in a graph it traces.
+            if not _wrapper_on or compiling():
+                return orig(self, *args, **kwargs)
+            pre(self, args)
+            try:
+                return orig(self, *args, **kwargs)
+            finally:
+                post(self, args, None)
+    else:
+        def __call__(self, *args, **kwargs):
+            if not _wrapper_on:
+                return orig(self, *args, **kwargs)
+            pre(self, args)
+            try:
+                return orig(self, *args, **kwargs)
+            finally:
+                post(self, args, None)
+    return __call__
+
+
+_call_wrapper = None
+
+
 def _hooks_on():
-    global _handles
+    global _handles, _orig_call, _call_wrapper, _wrapper_on
     if _handles is not None:
         return
-    reg_pre = torch.nn.modules.module.register_module_forward_pre_hook
-    reg_post = torch.nn.modules.module.register_module_forward_hook
-    # torch 2.x: stay out of graphs dynamo is tracing.
-    pre, post = ((_compiling_pre_hook, _compiling_post_hook)
-                 if _is_compiling else (_fast_pre, _fast_post))
-    h_pre = reg_pre(pre)
-    try:
-        h_post = reg_post(post, always_call=True)
-    except TypeError:  # torch < 2.1
-        h_post = reg_post(post)
-    _handles = (h_pre, h_post)
+    if _use_global:
+        reg_pre = torch.nn.modules.module.register_module_forward_pre_hook
+        reg_post = torch.nn.modules.module.register_module_forward_hook
+        # torch 2.x: stay out of graphs dynamo is tracing.
+        pre, post = ((_compiling_pre_hook, _compiling_post_hook)
+                     if _is_compiling else (_fast_pre, _fast_post))
+        h_pre = reg_pre(pre)
+        try:
+            h_post = reg_post(post, always_call=True)
+        except TypeError:  # torch < 2.1
+            h_post = reg_post(post)
+        _handles = (h_pre, h_post)
+        return
+    mod = torch.nn.Module
+    if _call_wrapper is None or mod.__call__ is not _call_wrapper:
+        _orig_call = mod.__call__
+        _call_wrapper = _make_wrapper(_orig_call)
+        mod.__call__ = _call_wrapper
+    _wrapper_on = True
+    _handles = ("wrapper",)
 
 
 def _hooks_off():
-    global _handles
+    global _handles, _wrapper_on
     h, _handles = _handles, None
-    if h is not None:
+    if h is None:
+        return
+    if h[0] != "wrapper":
         h[0].remove()
         h[1].remove()
+        return
+    _wrapper_on = False
+    # Put the original back unless someone wrapped ours meanwhile (then
+    # ours stays in place, calling no hook while _wrapper_on is off).
+    if torch.nn.Module.__call__ is _call_wrapper:
+        torch.nn.Module.__call__ = _orig_call
+
+
+def hooks_installed():
+    """Whether module scopes are being reported now (tests, benchmarks)."""
+    return _handles is not None
 
 
 def _sync_hooks():

@@ -5,7 +5,9 @@
 # (every node created in a captured step has its layer); capture stopped
 # takes them out at the next boundary; an armed trigger has them from the
 # start; a program without optimizer gets them from the watcher thread.
-# On torch 1.13 and, when its venv exists, torch 2.x.
+# On torch 1.13 and, when its venv exists, torch 2.x; with the hooks
+# reaching torch through the nn.Module.__call__ wrapper (the default) and
+# through torch's global module hooks (GRADTRACE_MODULE_HOOKS=global).
 set -u
 . "$(dirname "$0")/torch/lib.sh"
 PY=${PYTHON:-/usr/bin/python3}
@@ -18,7 +20,9 @@ run() {
 }
 rc=0
 for py in "${pys[@]}"; do
-  echo "== $py"
+for how in wrapper global; do
+  export GRADTRACE_MODULE_HOOKS=$how
+  echo "== $py ($how)"
   run GRADTRACE_FILE="$E2E_TMP/steps.gtr" GRADTRACE_CAPTURE=0 \
     "$py" "$TORCH_DIR/idle_hooks.py" steps "$E2E_TMP/seen.txt" || { rc=1; continue; }
   TORCH_DIR=$TORCH_DIR "$PY" - "$E2E_TMP/steps.gtr" <<'PY' || rc=1
@@ -41,5 +45,6 @@ PY
     "$py" "$TORCH_DIR/idle_hooks.py" armed || rc=1
   run GRADTRACE_FILE="$E2E_TMP/nostep.gtr" GRADTRACE_CAPTURE=0 \
     "$py" "$TORCH_DIR/idle_hooks.py" nostep || rc=1
+done
 done
 exit $rc
