@@ -80,11 +80,12 @@ Each thread keeps its own stack of open calls, so models run from several
 Python threads get their own layers (the agent's layer stack is per thread
 too). A module called twice in one forward opens two scopes. When a forward
 raises, the __call__ wrapper still calls the post-hook (and torch 2.x's
-global hooks do with always_call=True, GRADTRACE_MODULE_HOOKS=global); on
-1.13's global hooks it does not, so every post-hook closes any inner scopes left open by an
-exception caught inside the forward, and a pre-hook for a module that is
-already open closes that stale call first (a module instance calling itself
-recursively is far rarer than a forward that raised).
+global hooks do with always_call=True, GRADTRACE_MODULE_HOOKS=global);
+1.13's global hooks do not, so every post-hook closes any inner scopes
+left open by an exception caught inside the forward, and a pre-hook for
+a module that is already open closes that stale call first (a module
+instance calling itself recursively is far rarer than a forward that
+raised).
 
 The hooks never return anything (so they cannot change inputs or outputs)
 and never raise into the model.
@@ -533,7 +534,7 @@ def _install_optimizer_hook():
     optim.Optimizer._optimizer_step_code = _optimizer_step_code
 
 
-# Idle = free (see the module docstring). While nothing is captured and no trigger is armed the
+# Idle = free. While nothing is captured and no trigger is armed the
 # agent ignores module scopes, and torch's own path for calling global
 # hooks costs more than our hooks do, so the module hooks are installed
 # only while the agent wants them (gt_hooks_wanted: capturing, or a
@@ -548,7 +549,8 @@ def _install_optimizer_hook():
 # left to boundaries, where no module is open. With an agent older than
 # API minor 2 they stay installed, as before.
 _hooks_wanted = _agent.hooks_wanted
-_handles = None          # (pre, post) RemovableHandles while installed
+_handles = None          # while installed: ("wrapper",), or the pre and
+                         # post RemovableHandles of global hooks
 _last_step = None        # time.monotonic() of the last step boundary
 _step_gap = 0.0          # seconds between the last two boundaries
 _WATCH_S = 0.1           # watcher poll period
