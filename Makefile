@@ -108,10 +108,18 @@ PROGRAMS := $(BUILD)/gradtraced $(BUILD)/gradtrace
 UNIT_BIN := $(BUILD)/unit-tests
 
 .PHONY: check-layers all test unit e2e fuzz fuzz-regress bench demo deps install uninstall clean kernels \
-        tsan analyze soak
+        tsan analyze soak pyext
 .DEFAULT_GOAL := all
 
-all: $(AGENT_SO) $(PROGRAMS) $(PROG_BIN) $(CUDA_BIN) $(TORCH_PROG_BIN)
+all: $(AGENT_SO) $(PROGRAMS) $(PROG_BIN) $(CUDA_BIN) $(TORCH_PROG_BIN) pyext
+
+# The module hooks in C (python/gradtrace/_hooks.c -> _gthooks<EXT_SUFFIX>
+# beside the package), once per interpreter ABI with headers: $(PYTHON)
+# (torch 1.13) and the torch 2.x venv's. Never sanitized: it loads into
+# a plain python. Where it is missing the package uses its Python hooks.
+TORCH2_PY ?= $(wildcard $(HOME)/.cache/gradtrace/torch2-venv/bin/python)
+pyext:
+	@scripts/build-pyext.sh "$(CC)" "$(CFLAGS_BASE)" $(PYTHON) $(TORCH2_PY)
 
 deps:
 	@scripts/install-deps.sh --quiet
@@ -256,10 +264,11 @@ test: deps
 	$(MAKE) e2e
 
 # ThreadSanitizer over the agent with real threads (tests/tsan/run.sh says
-# why not Criterion): a TSan agent and workload, the normal daemon.
+# why not Criterion): a TSan agent and workload, and a TSan daemon (its
+# loop and conversion pool).
 tsan: all
 	$(MAKE) SANITIZER=thread build-thread/libgradtrace.so build-thread/progs/agent_threads \
-	  build-thread/progs/agent_check
+	  build-thread/progs/agent_check build-thread/gradtraced
 	TSAN_BUILD=build-thread BUILD=$(BUILD) tests/tsan/run.sh
 
 # Static analysis of the project's code; tests/cppcheck.supp lists the
@@ -300,5 +309,6 @@ uninstall:
 
 clean:
 	rm -rf build build-*
+	rm -f python/gradtrace/_gthooks*.so
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -415,6 +415,11 @@ GT_API uint64_t gt_iteration(void)
     return gt__trig_iteration();
 }
 
+GT_API int gt_hooks_wanted(void)
+{
+    return gt__capture_hooks();
+}
+
 GT_API unsigned gt_api_version(void)
 {
     return GT_API_VERSION;

@@ -11,6 +11,7 @@ pkgs=(
   libuv1-dev libcjson-dev libzstd-dev zstd libcriterion-dev
   clang libclang-rt-14-dev   # libFuzzer targets and sanitizer runtimes
   python3-torch python3-torchvision python3-numpy
+  python3-dev                # Python.h: the module hooks in C (_gthooks)
   libtorch-dev               # the C++ training program of the NVTX layer tests
   util-linux                 # setpriv: the cross-user refusal test
   cppcheck                   # make analyze

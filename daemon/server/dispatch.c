@@ -190,11 +190,11 @@ static cJSON *status_json(struct gt__server *s)
         cJSON_AddNumberToObject(tot, "refused", (double)s->refused);
         cJSON_AddNumberToObject(tot, "control_cut", (double)s->ctl_cut);
         cJSON_AddNumberToObject(tot, "files_repaired", (double)s->repaired);
-        cJSON_AddNumberToObject(tot, "disk_full", (double)s->disk_full);
+        cJSON_AddNumberToObject(tot, "disk_full", (double)gt__stat(&s->disk_full));
         cJSON_AddNumberToObject(tot, "bad_streams", (double)s->bad_streams);
         cJSON_AddNumberToObject(tot, "bytes", (double)s->bytes);
-        cJSON_AddNumberToObject(tot, "chunks", (double)s->chunks);
-        cJSON_AddNumberToObject(tot, "records", (double)s->records);
+        cJSON_AddNumberToObject(tot, "chunks", (double)gt__stat(&s->chunks));
+        cJSON_AddNumberToObject(tot, "records", (double)gt__stat(&s->records));
         cJSON_AddNumberToObject(tot, "events_finished", (double)s->events);
         cJSON_AddNumberToObject(tot, "lost_events_finished", (double)s->lost_events);
         cJSON_AddNumberToObject(tot, "lost_chunks_finished", (double)s->lost_chunks);

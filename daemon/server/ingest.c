@@ -18,9 +18,18 @@
  * that arrive before the hello is complete are held (at most a hello's
  * worth plus one read) until the stem is known.
  *
- * Conversion runs on the loop thread. When it is slower than an agent
- * produces, the socket fills, the agent's non-blocking sends fail and the
- * agent drops and counts chunks: the daemon never blocks a training job.
+ * Threads: the loop reads sockets; everything up to and including the
+ * hello is fed to the framer on the loop (it picks the stem, answers and
+ * sends triggers, which only the loop may do). Every later read goes, in
+ * order, to the agent's queue in the conversion pool (workq.h), whose
+ * worker decodes and converts it under the agent's wq.lock: the loop
+ * keeps answering control requests meanwhile. A queue holding
+ * GT__AGENT_QUEUE_BYTES stops reading that socket until the pool has
+ * converted half of it; the socket then fills, the agent's non-blocking
+ * sends fail and the agent drops and counts chunks: the daemon never
+ * blocks a training job, and every loss is counted. EOF or a bad stream
+ * found by a worker close the agent on the loop, once its queue is done
+ * (the pool wakes the loop through s->wake).
  */
 #include "daemon/server/server.h"
 
@@ -39,7 +48,7 @@
 #include "common/util.h"
 #include "daemon/convert/convert.h"
 
-#define PRE_MAX (GT_HELLO_MAX_SIZE + sizeof(((struct gt__agent *)0)->rbuf))
+#define PRE_MAX (GT_HELLO_MAX_SIZE + GT__READ_BYTES)
 /* A control message queue this long means the agent stopped reading. */
 #define WRITE_QUEUE_MAX (256u * 1024u)
 /* One drain call reads at most this much, so a busy agent cannot stall a
@@ -109,17 +118,24 @@ static int choose_stem(struct gt__agent *a)
  * The stream said its rank after the hello (gt_set_rank: mp.spawn sets no
  * RANK): the agent is that rank from now on, for status, ranks= routing
  * and file names; files already written are renamed to the new stem.
+ * On the loop (other agents' stems, the armed triggers and sends are the
+ * loop's), holding the agent's wq.lock while its converter and hello
+ * change (a worker may be converting its next buffer).
  */
 static void rank_learnt(struct gt__agent *a, int32_t rank)
 {
     char old[sizeof(a->stem)], from[4096 + 160], to[4096 + 160];
     int32_t was = a->hello->h.rank;
+    int ok;
 
+    pthread_mutex_lock(&a->wq.lock);
     memcpy(old, a->stem, sizeof(old));
     a->hello->h.rank = rank;
-    if (choose_stem(a) < 0 || gt__conv_restem(a->conv, a->stem) < 0) {
+    ok = choose_stem(a) == 0 && gt__conv_restem(a->conv, a->stem) == 0;
+    if (!ok)
         memcpy(a->stem, old, sizeof(old));
-    } else if (a->raw_fd >= 0) {
+    pthread_mutex_unlock(&a->wq.lock);
+    if (ok && a->raw_fd >= 0) {
         snprintf(from, sizeof(from), "%s/%s.gtr", a->srv->out_dir, old);
         snprintf(to, sizeof(to), "%s/%s.gtr", a->srv->out_dir, a->stem);
         if (link(from, to) == 0)
@@ -235,12 +251,12 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
         /* Paused: counted, and written as lost when space is back. */
         a->disk_full_records += h->record_count;
         a->records += h->record_count;
-        a->srv->records += h->record_count;
+        gt__stat_add(&a->srv->records, h->record_count);
         return 0;
     }
     a->records += h->record_count;
-    a->srv->records += h->record_count;
-    a->srv->chunks++;
+    gt__stat_add(&a->srv->records, h->record_count);
+    gt__stat_add(&a->srv->chunks, 1);
     a->last_seq = h->seq;
     /* Only the few records status reports on are looked at here; the
      * converter validates everything else. */
@@ -255,8 +271,12 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
     }
     int rc = gt__conv_chunk(a->conv, h, records, raw_size);
     if (rc == 0 && gt__conv_rank(a->conv) >= 0 &&
-        gt__conv_rank(a->conv) != a->hello->h.rank)
-        rank_learnt(a, gt__conv_rank(a->conv));
+        gt__conv_rank(a->conv) != a->hello->h.rank && !a->rank_news) {
+        /* A worker (wq.lock held): the loop does the rest. */
+        a->rank_news = 1;
+        a->rank_new = gt__conv_rank(a->conv);
+        uv_async_send(&a->srv->wake);
+    }
     if (rc < 0 && gt__conv_disk_full(a->conv)) {
         /* A full disk is not the agent's fault: the stream stays open,
          * its output pauses until the sweep finds space again. */
@@ -264,13 +284,13 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
                 "counted as lost until space returns",
                 (unsigned)a->hello->h.pid, a->stem);
         a->disk_full = 1;
-        a->srv->disk_full++;
+        gt__stat_add(&a->srv->disk_full, 1);
         return 0;
     }
     return rc;
 }
 
-void gt__agent_disk_retry(struct gt__agent *a)
+static void disk_retry(struct gt__agent *a)
 {
     struct statvfs st;
     int rc;
@@ -292,6 +312,8 @@ static void on_closed(uv_handle_t *h)
 {
     struct gt__agent *a = (struct gt__agent *)h;
 
+    gt__workq_item_destroy(&a->wq);
+    gt__free(a->rd);
     gt__framer_free(a->framer);
     gt__conv_free(a->conv);
     gt__agent_trig_free(a);
@@ -355,7 +377,7 @@ static int ack_text(const struct gt__agent *a, char *buf, size_t cap)
     return st->chunks != a->acked;
 }
 
-void gt__agent_ack(struct gt__agent *a)
+static void agent_ack(struct gt__agent *a)
 {
     char text[64];
 
@@ -365,6 +387,21 @@ void gt__agent_ack(struct gt__agent *a)
         gt__conv_ack_mark(a->conv) == 0 &&
         gt__agent_send(a, GT_CTL_ACK, text) == 0)
         a->acked = gt__framer_stats(a->framer)->chunks;
+}
+
+void gt__agent_sweep(struct gt__agent *a)
+{
+    if (!a->hello_seen || a->closing)
+        return;
+    pthread_mutex_lock(&a->wq.lock);
+    if (a->disk_full)
+        disk_retry(a);
+    else if (a->conv && gt__conv_flush(a->conv) == 0)
+        /* A daemon killed now loses at most the last second, and the
+         * agent counts exactly what was not acknowledged. A write error
+         * is the converter's to report when the stream ends. */
+        agent_ack(a);
+    pthread_mutex_unlock(&a->wq.lock);
 }
 
 /* The stream is finished and written: the last ACK goes out now, before
@@ -462,7 +499,25 @@ static void close_agent(struct gt__agent *a, const char *reason, int failed)
     a->closing = 1;
     if (failed)
         a->srv->bad_streams++;
+    /* Nothing of a runs on a worker after this; what is still queued is
+     * converted first, unless the stream is bad. */
+    if (a->framer) {
+        if (failed)
+            gt__workq_discard(a->srv->wq, &a->wq);
+        else
+            gt__workq_wait_idle(a->srv->wq, &a->wq);
+        pthread_mutex_lock(&a->wq.lock);
+        if (a->rank_news && !failed && a->rank_new != a->hello->h.rank) {
+            /* Its last buffers said the rank: name the files by it. */
+            a->rank_news = 0;
+            pthread_mutex_unlock(&a->wq.lock);
+            rank_learnt(a, a->rank_new);
+            pthread_mutex_lock(&a->wq.lock);
+        }
+    }
     finish(a, reason, failed);
+    if (a->framer)
+        pthread_mutex_unlock(&a->wq.lock);
     unlink_agent(a);
     gt__agent_trig_closed(a);
     uv_read_stop((uv_stream_t *)&a->pipe);
@@ -474,52 +529,101 @@ void gt__agent_close(struct gt__agent *a, const char *reason)
     close_agent(a, reason, 0);
 }
 
-static void process(struct gt__agent *a, const uint8_t *data, size_t n)
+/* The raw capture is written on the loop as bytes arrive, so a .gtr is
+ * complete as soon as its agent's bytes are read, converted or not. */
+static void raw_write(struct gt__agent *a, const uint8_t *data, size_t n)
+{
+    int rc;
+
+    if (a->raw_fd >= 0 && (rc = gt__write_all(a->raw_fd, data, n, 0, 0)) < 0) {
+        gt__log("agent pid %u: raw capture %s.gtr stopped: %s",
+                (unsigned)a->hello->h.pid, a->stem, strerror(-rc));
+        close(a->raw_fd);
+        a->raw_fd = -1;
+    }
+}
+
+/* Feeds the framer; the loop before the hello, a worker (wq.lock held)
+ * after it. @return 0, or < 0 with the reason a stream error closes the
+ * agent for. */
+static int feed(struct gt__agent *a, const uint8_t *data, size_t n,
+                char *reason, size_t cap)
+{
+    int rc = gt__framer_feed(a->framer, data, n);
+
+    if (rc < 0) {
+        snprintf(reason, cap, "closing: bad stream: %s", gt__strerror(rc));
+        gt__log("agent pid %u: %s",
+                (unsigned)(a->hello ? a->hello->h.pid : a->peer_pid), reason);
+    }
+    return rc;
+}
+
+void gt__agent_convert(struct gt__workq_item *it, const uint8_t *data,
+                       size_t len)
+{
+    struct gt__agent *a = (struct gt__agent *)
+        ((char *)it - offsetof(struct gt__agent, wq));
+
+    if (!a->failed &&
+        feed(a, data, len, a->fail_reason, sizeof(a->fail_reason)) < 0) {
+        a->failed = 1;
+        gt__workq_item_fail(a->srv->wq, it);
+    }
+}
+
+/* Bytes up to the end of the hello, on the loop. */
+static void process_hello(struct gt__agent *a, const uint8_t *data, size_t n)
 {
     char reason[160];
-    int rc, had_hello = a->hello_seen;
+    uint8_t *p = gt__realloc(a->pre, a->pre_len + n);
 
-    a->bytes += n;
-    a->srv->bytes += n;
-    if (!had_hello) {
-        uint8_t *p = gt__realloc(a->pre, a->pre_len + n);
-
-        /* The framer fails a hello longer than GT_HELLO_MAX_SIZE, so this
-         * holds at most a hello plus one read. */
-        if (!p || a->pre_len + n > PRE_MAX) {
-            gt__free(p ? p : a->pre);
-            a->pre = NULL;
-            close_agent(a, "closing: out of memory for hello", 1);
-            return;
-        }
-        a->pre = p;
-        memcpy(a->pre + a->pre_len, data, n);
-        a->pre_len += n;
+    /* The framer fails a hello longer than GT_HELLO_MAX_SIZE, so this
+     * holds at most a hello plus one read. */
+    if (!p || a->pre_len + n > PRE_MAX) {
+        gt__free(p ? p : a->pre);
+        a->pre = NULL;
+        close_agent(a, "closing: out of memory for hello", 1);
+        return;
     }
-    rc = gt__framer_feed(a->framer, data, n);
-    if (a->raw_fd >= 0) {
-        int wrc = had_hello ? gt__write_all(a->raw_fd, data, n, 0, 0)
-                            : gt__write_all(a->raw_fd, a->pre, a->pre_len, 0, 0);
-
-        if (wrc < 0) {
-            gt__log("agent pid %u: raw capture %s.gtr stopped: %s",
-                    (unsigned)a->hello->h.pid, a->stem, strerror(-wrc));
-            close(a->raw_fd);
-            a->raw_fd = -1;
-        }
-    }
+    a->pre = p;
+    memcpy(a->pre + a->pre_len, data, n);
+    a->pre_len += n;
+    int rc = feed(a, data, n, reason, sizeof(reason));
+    raw_write(a, a->pre, a->pre_len);
     if (a->hello_seen && a->pre) {
         gt__free(a->pre);
         a->pre = NULL;
         a->pre_len = 0;
     }
-    if (rc < 0) {
-        snprintf(reason, sizeof(reason), "closing: bad stream: %s",
-                 gt__strerror(rc));
-        gt__log("agent pid %u: %s",
-                (unsigned)(a->hello ? a->hello->h.pid : a->peer_pid), reason);
+    if (rc < 0)
         close_agent(a, reason, 1);
+}
+
+/* One read of n bytes into a->rd: converted on the loop until the hello
+ * is seen, queued for the pool after it. @return 1 when the queue is
+ * full (stop reading), else 0. */
+static int take_read(struct gt__agent *a, size_t n)
+{
+    struct gt__workq_buf *b = a->rd;
+
+    a->bytes += n;
+    a->srv->bytes += n;
+    if (!a->hello_seen) {
+        process_hello(a, b->data, n);
+        return 0;
     }
+    raw_write(a, b->data, n);
+    a->rd = NULL;
+    b->len = n;
+    return gt__workq_push(a->srv->wq, &a->wq, b);
+}
+
+static int ensure_rd(struct gt__agent *a)
+{
+    if (!a->rd)
+        a->rd = gt__workq_buf_new(GT__READ_BYTES);
+    return a->rd ? 0 : -ENOMEM;
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -527,8 +631,22 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     struct gt__agent *a = (struct gt__agent *)h;
 
     (void)suggested;
-    buf->base = (char *)a->rbuf;
-    buf->len = sizeof(a->rbuf);
+    if (ensure_rd(a) < 0) {
+        buf->base = NULL;
+        buf->len = 0;               /* libuv reports UV_ENOBUFS */
+        return;
+    }
+    buf->base = (char *)a->rd->data;
+    buf->len = a->rd->cap;
+}
+
+/* EOF: the agent closes once the pool has converted what it sent. */
+static void end_of_stream(struct gt__agent *a)
+{
+    a->eof = 1;
+    uv_read_stop((uv_stream_t *)&a->pipe);
+    if (gt__workq_pending(a->srv->wq, &a->wq) == 0)
+        close_agent(a, "disconnected", 0);
 }
 
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
@@ -537,14 +655,17 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     char reason[128];
 
     (void)buf;
-    if (a->closing)
+    if (a->closing || a->eof)
         return;
     if (nread > 0) {
-        process(a, a->rbuf, (size_t)nread);
+        if (take_read(a, (size_t)nread) && !a->closing) {
+            uv_read_stop(st);
+            a->paused = 1;
+        }
     } else if (nread == UV_EOF || nread == UV_ECONNRESET) {
         /* A reset only means the agent exited with our messages unread;
          * everything it sent was read before. */
-        close_agent(a, "disconnected", 0);
+        end_of_stream(a);
     } else if (nread < 0) {
         snprintf(reason, sizeof(reason), "closing: read error: %s",
                  uv_strerror((int)nread));
@@ -552,37 +673,104 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     }
 }
 
+void gt__agent_wake(struct gt__server *s)
+{
+    struct gt__agent *a, *next;
+
+    for (a = s->agents; a; a = next) {
+        int failed;
+        char reason[160];
+
+        next = a->next;
+        if (a->closing || !a->hello_seen)
+            continue;
+        int32_t rank = -1;
+
+        pthread_mutex_lock(&a->wq.lock);
+        failed = a->failed;
+        memcpy(reason, a->fail_reason, sizeof(reason));
+        if (a->rank_news) {
+            rank = a->rank_new;
+            a->rank_news = 0;
+        }
+        pthread_mutex_unlock(&a->wq.lock);
+        if (!failed && rank >= 0 && rank != a->hello->h.rank)
+            rank_learnt(a, rank);
+        if (failed)
+            close_agent(a, reason, 1);
+        else if (a->eof && gt__workq_pending(s->wq, &a->wq) == 0)
+            close_agent(a, "disconnected", 0);
+        else if (a->paused && !a->eof && gt__workq_below(s->wq, &a->wq)) {
+            a->paused = 0;
+            uv_read_start((uv_stream_t *)&a->pipe, on_alloc, on_read);
+        }
+    }
+}
+
+/* Closes a when the pool found its stream bad. @return 1 closed. */
+static int close_if_failed(struct gt__agent *a)
+{
+    char reason[160];
+    int failed;
+
+    pthread_mutex_lock(&a->wq.lock);
+    failed = a->failed;
+    memcpy(reason, a->fail_reason, sizeof(reason));
+    pthread_mutex_unlock(&a->wq.lock);
+    if (failed)
+        close_agent(a, reason, 1);
+    return failed;
+}
+
+/* Reads what the socket holds into the queue; a full queue is waited
+ * for here (shutdown and collect want everything converted). @return
+ * 1 at EOF, 0 when the socket is empty, < 0 on a read error. */
+static int drain_socket(struct gt__agent *a, int fd)
+{
+    size_t total = 0;
+
+    while (total < DRAIN_MAX && !a->closing) {
+        if (ensure_rd(a) < 0)
+            return -ENOMEM;
+        ssize_t n = read(fd, a->rd->data, a->rd->cap);
+
+        if (n > 0) {
+            total += (size_t)n;
+            if (take_read(a, (size_t)n))
+                gt__workq_wait_idle(a->srv->wq, &a->wq);
+        } else if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+            return 1;
+        } else if (errno != EINTR) {
+            return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+        }
+    }
+    return 0;
+}
+
 int gt__agent_drain(struct gt__agent *a)
 {
     uv_os_fd_t fd;
-    size_t total = 0;
+    int rc;
 
     if (a->closing)
         return 1;
     if (uv_fileno((uv_handle_t *)&a->pipe, &fd) != 0)
         return 0;
-    /* libuv made the socket non-blocking, so this never waits. */
-    while (total < DRAIN_MAX) {
-        ssize_t n = read(fd, a->rbuf, sizeof(a->rbuf));
-
-        if (n > 0) {
-            total += (size_t)n;
-            process(a, a->rbuf, (size_t)n);
-            if (a->closing)
-                return 1;
-        } else if (n == 0) {
-            close_agent(a, "disconnected", 0);
-            return 1;
-        } else if (errno != EINTR) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return 0;
-            if (errno == ECONNRESET) {
-                close_agent(a, "disconnected", 0);
-                return 1;
-            }
-            close_agent(a, "closing: read error", 1);
-            return 1;
-        }
+    /* libuv made the socket non-blocking, so reading never waits; the
+     * pool is waited for, so the agent's files are complete after. */
+    rc = drain_socket(a, fd);
+    if (a->closing)
+        return 1;
+    gt__workq_wait_idle(a->srv->wq, &a->wq);
+    if (close_if_failed(a))
+        return 1;
+    if (rc == 1 || a->eof) {
+        close_agent(a, "disconnected", 0);
+        return 1;
+    }
+    if (rc < 0) {
+        close_agent(a, "closing: read error", 1);
+        return 1;
     }
     return 0;
 }
@@ -634,7 +822,12 @@ static struct gt__agent *new_agent(struct gt__server *s)
     }
     a->srv = s;
     a->raw_fd = -1;
+    if (gt__workq_item_init(&a->wq) < 0) {
+        gt__free(a);
+        return NULL;
+    }
     if (uv_pipe_init(s->loop, &a->pipe, 0) != 0) {
+        gt__workq_item_destroy(&a->wq);
         gt__free(a);
         return NULL;
     }
@@ -757,7 +950,7 @@ static cJSON *files_json(const char *const *paths, size_t n)
     return arr;
 }
 
-cJSON *gt__agent_json(const struct gt__agent *a)
+static cJSON *agent_json_locked(const struct gt__agent *a)
 {
     const struct gt__framer_stats *st = gt__framer_stats(a->framer);
     const struct gt__hello_info *h = a->hello;
@@ -816,5 +1009,16 @@ cJSON *gt__done_json(const struct gt__done *d)
     cJSON_AddItemToObject(o, "files",
                           files_json((const char *const *)d->files, d->nfiles));
     gt__trig_json_merge(o, d->trig);
+    return o;
+}
+
+cJSON *gt__agent_json(struct gt__agent *a)
+{
+    cJSON *o;
+
+    /* Waits at most for the one buffer a worker is converting. */
+    pthread_mutex_lock(&a->wq.lock);
+    o = agent_json_locked(a);
+    pthread_mutex_unlock(&a->wq.lock);
     return o;
 }

@@ -25,6 +25,7 @@
 static const char usage[] =
     "usage: gradtraced [--output-dir DIR] [--foreground] [--raw]\n"
     "                  [--max-file-mb N] [--control-idle-s N] [--log FILE]\n"
+    "                  [--workers N] [--queue-kb N]\n"
     "\n"
     "Collects what gradtrace agents stream and writes Chrome-trace JSON.\n"
     "\n"
@@ -35,6 +36,10 @@ static const char usage[] =
     "                        converter's, sized for trace viewers)\n"
     "      --control-idle-s N  close control connections idle for N s\n"
     "                        (default 30)\n"
+    "      --workers N       conversion threads (1-8; default: one fewer\n"
+    "                        than the cores, at least 1)\n"
+    "      --queue-kb N      unconverted KB per agent at which its socket is\n"
+    "                        no longer read (default 4096)\n"
     "      --log FILE        log file when detached (default: gradtraced.log\n"
     "                        beside the agent socket)\n"
     "\n"
@@ -95,6 +100,8 @@ static int parse_args(int argc, char **argv, struct args *a)
         {"max-file-mb", required_argument, NULL, 'm'},
         {"log", required_argument, NULL, 'l'},
         {"control-idle-s", required_argument, NULL, 'i'},
+        {"workers", required_argument, NULL, 'w'},
+        {"queue-kb", required_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -119,6 +126,18 @@ static int parse_args(int argc, char **argv, struct args *a)
         case 'i':
             if (gt__parse_u64(optarg, 1, 86400, &a->o.ctl_idle_s) < 0) {
                 fprintf(stderr, "gradtraced: --control-idle-s: bad value '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'w':
+            if (gt__parse_u64(optarg, 1, 8, &a->o.workers) < 0) {
+                fprintf(stderr, "gradtraced: --workers: bad value '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'q':
+            if (gt__parse_u64(optarg, 64, 1u << 20, &a->o.queue_kb) < 0) {
+                fprintf(stderr, "gradtraced: --queue-kb: bad value '%s'\n", optarg);
                 return 2;
             }
             break;

@@ -173,16 +173,46 @@ static void on_sweep(uv_timer_t *t)
         next = a->next;
         if (!a->hello_seen && now - a->connected_ns > GT__HELLO_TIMEOUT_S * 1000000000ull)
             gt__agent_close(a, "closing: no hello within the time limit");
-        else if (a->disk_full)
-            gt__agent_disk_retry(a);
-        else if (a->conv && gt__conv_flush(a->conv) == 0)
-            /* A daemon killed now loses at most the last second, and the
-             * agent counts exactly what was not acknowledged. A write
-             * error is the converter's to report when the stream ends. */
-            gt__agent_ack(a);
+        else
+            gt__agent_sweep(a);
     }
     gt__armed_retire(s);
     gt__ctl_sweep(s);
+}
+
+/* A worker has news (any thread): the loop looks at its agents. */
+static void wake_loop(void *ud)
+{
+    struct gt__server *s = ud;
+
+    uv_async_send(&s->wake);
+}
+
+static void on_wake(uv_async_t *h)
+{
+    gt__agent_wake(h->data);
+}
+
+/* The conversion pool and the handle its workers wake the loop with. */
+static int start_pool(struct gt__server *s, const struct gt__daemon_opts *o)
+{
+    unsigned n = o->workers ? (unsigned)o->workers
+                            : gt__workq_threads_for(sysconf(_SC_NPROCESSORS_ONLN));
+    size_t high = o->queue_kb ? (size_t)o->queue_kb << 10 : GT__AGENT_QUEUE_BYTES;
+    int rc = uv_async_init(s->loop, &s->wake, on_wake);
+
+    if (rc != 0)
+        return rc;
+    s->wake.data = s;
+    s->wq = gt__workq_create(n, high, gt__agent_convert, wake_loop, s);
+    if (!s->wq) {
+        uv_close((uv_handle_t *)&s->wake, NULL);
+        gt__log("cannot start the conversion pool");
+        return -ENOMEM;
+    }
+    gt__log("conversion pool: %u thread%s, %zu KB queued per agent at most",
+            n, n == 1 ? "" : "s", high >> 10);
+    return 0;
 }
 
 static int take_lock(struct gt__server *s)
@@ -334,12 +364,14 @@ int gt__server_init(struct gt__server *s, uv_loop_t *loop,
     if ((rc = take_lock(s)) < 0)
         return rc;
     repair_out_dir(s);
+    if ((rc = start_pool(s, o)) < 0)
+        goto out_unlock;
     if ((rc = clear_stale_socket(s->agent_path)) < 0 ||
         (rc = clear_stale_socket(s->control_path)) < 0)
-        goto out_unlock;
+        goto out_stop_pool;
     if ((rc = listen_on(s, &s->agent_srv, s->agent_path,
                         gt__agent_on_connection)) != 0)
-        goto out_unlock;
+        goto out_stop_pool;
     if ((rc = listen_on(s, &s->ctl_srv, s->control_path,
                         gt__ctl_on_connection)) != 0)
         goto out_close_agent_srv;
@@ -360,6 +392,10 @@ int gt__server_init(struct gt__server *s, uv_loop_t *loop,
 out_close_agent_srv:
     uv_close((uv_handle_t *)&s->agent_srv, NULL);
     unlink(s->agent_path);
+out_stop_pool:
+    uv_close((uv_handle_t *)&s->wake, NULL);
+    gt__workq_free(s->wq);
+    s->wq = NULL;
 out_unlock:
     close(s->lock_fd);
     s->lock_fd = -1;
@@ -390,6 +426,7 @@ void gt__server_shutdown(struct gt__server *s)
             gt__agent_close(a, "daemon shutting down");
     }
     uv_close((uv_handle_t *)&s->sweep, NULL);
+    uv_close((uv_handle_t *)&s->wake, NULL);
     uv_close((uv_handle_t *)&s->sig_int, NULL);
     uv_close((uv_handle_t *)&s->sig_term, NULL);
     gt__ctl_close_all(s);
@@ -406,10 +443,13 @@ void gt__server_cleanup(struct gt__server *s)
         d = next;
     }
     s->done = NULL;
+    /* Every agent was closed (and waited for) by the shutdown. */
+    gt__workq_free(s->wq);
+    s->wq = NULL;
     if (s->lock_fd >= 0)
         close(s->lock_fd);
     s->lock_fd = -1;
     gt__log("stopped: %llu connections, %llu records, %llu files",
             (unsigned long long)s->connections,
-            (unsigned long long)s->records, (unsigned long long)s->files);
+            (unsigned long long)gt__stat(&s->records), (unsigned long long)s->files);
 }

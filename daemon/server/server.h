@@ -8,9 +8,14 @@
  *   agent_trig.c triggers sent to an agent and the windows it fired
  *   dispatch.c   control connections: JSON lines in, one reply per line
  *   log.c        the daemon's log (stderr or a file)
+ *   workq.c      the conversion pool: agents' bytes decoded and converted
+ *                off the loop thread, one bounded ordered queue per agent
  *
- * Everything here runs on the daemon's single loop thread unless a doc
- * block says otherwise.
+ * Everything here runs on the daemon's loop thread unless a doc block or
+ * a field's comment says otherwise. An agent's conversion state (framer,
+ * converter, the counters it updates) belongs to whichever thread holds
+ * its wq.lock: a pool worker while a buffer converts, the loop while it
+ * reads status, flushes, acknowledges or finishes.
  */
 #ifndef GRADTRACE_DAEMON_SERVER_H
 #define GRADTRACE_DAEMON_SERVER_H
@@ -24,6 +29,7 @@
 #include "common/version.h"
 #include "daemon/control/control.h"
 #include "daemon/convert/names.h"
+#include "daemon/server/workq.h"
 
 struct cJSON;
 
@@ -47,6 +53,20 @@ void gt__log_set_fd(int fd);
                                  * traffic this long is closed */
 #define GT__CTL_QUEUE_MAX (1u << 20) /* reply bytes queued to a client that
                                       * does not read them: cut past this */
+#define GT__READ_BYTES (64u * 1024u)  /* one socket read */
+#define GT__AGENT_QUEUE_BYTES (4u << 20) /* an agent's unconverted bytes at
+                                          * which its socket is not read */
+
+/* Server totals that pool workers add to: atomic, read with gt__stat. */
+static inline void gt__stat_add(uint64_t *p, uint64_t n)
+{
+    __atomic_fetch_add(p, n, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t gt__stat(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
 
 struct gt__server;
 
@@ -75,7 +95,17 @@ struct gt__agent {
     int closing;
     int hello_seen;
     int capture;                /* last capture state the daemon knows */
+    int eof;                    /* socket ended; closes once converted */
+    int paused;                 /* not read: its queue is full */
     uint64_t connected_ns;
+    struct gt__workq_item wq;   /* its queue; wq.lock: the fields below */
+    struct gt__workq_buf *rd;   /* the buffer the next read fills (loop) */
+    int failed;                 /* a worker found the stream bad */
+    char fail_reason[160];
+    /* The stream said its rank after the hello (a worker saw it); the
+     * loop renames and re-targets (rank_learnt in ingest.c). */
+    int rank_news;
+    int32_t rank_new;
     struct gt__framer *framer;
     struct gt__conv *conv;
     int raw_fd;                 /* -1 without --raw */
@@ -93,7 +123,6 @@ struct gt__agent {
     size_t nlost;
     struct gt__agent_trig trigs[GT__ARMED_MAX];
     size_t ntrigs;
-    uint8_t rbuf[64 * 1024];
 };
 
 /* What remains of a finished agent (status, collect). */
@@ -138,6 +167,8 @@ struct gt__server {
     uv_signal_t sig_int;
     uv_signal_t sig_term;
     uv_timer_t sweep;           /* closes connections that never say hello */
+    uv_async_t wake;            /* a pool worker has news for the loop */
+    struct gt__workq *wq;       /* the conversion pool */
     char agent_path[108];
     char control_path[108];
     char out_dir[4096];
@@ -165,6 +196,8 @@ struct gt__server {
     uint64_t disk_full;         /* times an agent's output hit a full disk */
     struct gt__timer *timers;
     /* totals over every connection since start */
+    /* records, chunks and disk_full are added to by pool workers:
+     * gt__stat_add / gt__stat */
     uint64_t connections, refused, bytes, records, events, chunks;
     uint64_t lost_events, lost_chunks, seq_gaps, bad_streams, files;
 };
@@ -174,6 +207,8 @@ struct gt__daemon_opts {
     int raw;
     uint64_t max_file_bytes;
     uint64_t ctl_idle_s;        /* 0: GT__CTL_IDLE_S */
+    uint64_t workers;           /* 0: gt__workq_threads_for(cores) */
+    uint64_t queue_kb;          /* 0: GT__AGENT_QUEUE_BYTES */
 };
 
 /* server.c */
@@ -198,19 +233,23 @@ void gt__agent_on_connection(uv_stream_t *server, int status);
 void gt__agent_accept_pending(struct gt__server *s);
 /* Sends a control message (type from enum gt_ctl_type, text may be ""). */
 int gt__agent_send(struct gt__agent *a, uint16_t type, const char *text) GT__WUR;
-/* Reads what the socket already holds without blocking; finishes and
- * closes the agent on EOF or error. @return 1 finished, 0 still live. */
+/* Reads what the socket already holds without blocking and waits until
+ * the pool has converted it all; finishes and closes the agent on EOF or
+ * error. @return 1 finished, 0 still live. */
 int gt__agent_drain(struct gt__agent *a);
-/* Disk full: when the output directory has GT__DISK_RESUME_BYTES free
- * again, the agent's cut files are finished and its output resumes
- * (called by the once-a-second sweep). */
-void gt__agent_disk_retry(struct gt__agent *a);
-/* Sends GT_CTL_ACK when chunks were written out since the last one
- * (called right after the sweep's flush). */
-void gt__agent_ack(struct gt__agent *a);
+/* Once a second: flushes a's files and acknowledges what they hold, or
+ * retries a paused output (disk full). */
+void gt__agent_sweep(struct gt__agent *a);
+/* The pool has news (a stream idle, failed, or below its queue limit):
+ * closes finished and failed agents, resumes reading paused ones. */
+void gt__agent_wake(struct gt__server *s);
+/* The pool's callback: converts one buffer of an agent (a worker). */
+void gt__agent_convert(struct gt__workq_item *it, const uint8_t *data,
+                       size_t len);
 /* Finishes the conversion and closes the connection with a logged reason. */
 void gt__agent_close(struct gt__agent *a, const char *reason);
-struct cJSON *gt__agent_json(const struct gt__agent *a);
+/* Status of a live agent (takes its wq.lock). */
+struct cJSON *gt__agent_json(struct gt__agent *a);
 struct cJSON *gt__done_json(const struct gt__done *d);
 /* Sends the armed triggers that select this agent. */
 void gt__agent_send_triggers(struct gt__agent *a);

@@ -144,6 +144,15 @@ GT_API void gt_capture_stop(void);
 GT_API int gt_capture_active(void);
 
 /*
+ * @return 1 while capturing or while a trigger is armed (the trigger
+ * engine then follows module scopes to open its windows), else 0: when
+ * gt_module_begin/gt_module_end do anything. The Python package installs
+ * its module hooks only then, at an optimizer-step boundary. Any thread;
+ * one relaxed load. Since API minor 2.
+ */
+GT_API int gt_hooks_wanted(void);
+
+/*
  * Lets a program check at run time which agent it got (the header it was
  * built with says GT_API_VERSION): for example
  *     gt_api_version() / 1000 == GT_API_VERSION_MAJOR &&

@@ -54,10 +54,17 @@ registered it). A parameter is forgotten when it is garbage-collected.
 Cost. Paths and the agent's string ids are computed once per root (and
 again when a module shows up that the cached map does not know, in case
 the model changed), so a forward call costs a dict lookup, a weakref call
-and one ctypes call on entry, one ctypes call on exit: about 1.3 us per
-module call on torch 1.13 and 2.6 us on 2.15 (including torch's own
-slower hook path), measured by calling nn.Identity in a loop (a root call
-each time) and a Sequential of 50 nn.Identity (nested calls).
+and the agent's gt_module_begin on entry, gt_module_end on exit. The
+common case runs in C (the _gthooks extension built from _hooks.c, which
+hands every other case to the Python hooks here, so behaviour is theirs);
+where it cannot load (not built for this interpreter, or
+GRADTRACE_C_HOOKS=0) the Python hooks run, calling the agent through
+ctypes. The hooks reach torch through a wrapper of nn.Module.__call__,
+which keeps torch's no-hooks fast path (torch's global-hook path costs
+more than the hooks), and only while the agent wants module scopes
+(capturing or a trigger armed), switched at optimizer steps: see "Idle =
+free" below and schema/torch.md, which has the figures (per module call:
+ours, and torch's own hook path) from tests/bench/bench_torch.py.
 
 Steps. Iterations are training steps (schema/control.md): creating an
 optimizer calls gt_step_expect (Optimizer.__init__ is wrapped), and the
@@ -78,11 +85,13 @@ say which paths ran when a trigger's layer matched none of them.
 Each thread keeps its own stack of open calls, so models run from several
 Python threads get their own layers (the agent's layer stack is per thread
 too). A module called twice in one forward opens two scopes. When a forward
-raises, torch 2.x still calls the post-hook (always_call=True); on 1.13 it
-does not, so every post-hook closes any inner scopes left open by an
-exception caught inside the forward, and a pre-hook for a module that is
-already open closes that stale call first (a module instance calling itself
-recursively is far rarer than a forward that raised).
+raises, the __call__ wrapper still calls the post-hook (and torch 2.x's
+global hooks do with always_call=True, GRADTRACE_MODULE_HOOKS=global);
+1.13's global hooks do not, so every post-hook closes any inner scopes
+left open by an exception caught inside the forward, and a pre-hook for
+a module that is already open closes that stale call first (a module
+instance calling itself recursively is far rarer than a forward that
+raised).
 
 The hooks never return anything (so they cannot change inputs or outputs)
 and never raise into the model.
@@ -93,6 +102,7 @@ import importlib
 import os
 import sys
 import threading
+import time
 import warnings
 import weakref
 
@@ -444,14 +454,34 @@ def _post_hook(module, args, output):
     return None
 
 
+def _load_c_hooks():
+    """(pre, post) of the C extension (_hooks.c), which does what
+    _pre_hook/_post_hook do in their common case and calls them for
+    everything else; (_pre_hook, _post_hook) where it cannot load (not
+    built for this interpreter, GRADTRACE_C_HOOKS=0)."""
+    if os.environ.get("GRADTRACE_C_HOOKS", "1") == "0":
+        return _pre_hook, _post_hook
+    try:
+        from . import _gthooks
+        addr = ctypes.cast(_begin, ctypes.c_void_p).value
+        end = ctypes.cast(_end, ctypes.c_void_p).value
+        _gthooks.setup(addr, end, _tls, _known, _pre_hook, _post_hook)
+        return _gthooks.pre_hook, _gthooks.post_hook
+    except Exception:
+        return _pre_hook, _post_hook
+
+
+_fast_pre, _fast_post = _load_c_hooks()
+
+
 def _compiling_pre_hook(module, args):
     if not _is_compiling():
-        _pre_hook(module, args)
+        _fast_pre(module, args)
 
 
 def _compiling_post_hook(module, args, output):
     if not _is_compiling():
-        _post_hook(module, args, output)
+        _fast_post(module, args, output)
 
 
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
@@ -573,21 +603,188 @@ def _install_optimizer_hook():
     optim.Optimizer._optimizer_step_code = _optimizer_step_code
 
 
+# Idle = free. While nothing is captured and no trigger is armed the
+# agent ignores module scopes, and torch's own path for calling global
+# hooks costs more than our hooks do, so the module hooks are installed
+# only while the agent wants them (gt_hooks_wanted: capturing, or a
+# trigger armed). They are put in and taken out at an iteration boundary
+# (after an optimizer step), so a step's layers are complete from its
+# first module: a trigger for step N, armed before step N begins, has
+# the hooks in place by then. A program that steps no optimizer, or has
+# not stepped for much longer than its steps take, gets them from a
+# watcher thread at once instead (a capture started in the middle of the
+# run: inner modules are named from their root's map, so they are right
+# even when the call around them started before). Taking them out is
+# left to boundaries, where no module is open. With an agent older than
+# API minor 2 they stay installed, as before.
+_hooks_wanted = _agent.hooks_wanted
+_handles = None          # while installed: ("wrapper",), or the pre and
+                         # post RemovableHandles of global hooks
+_last_step = None        # time.monotonic() of the last step boundary
+_step_gap = 0.0          # seconds between the last two boundaries
+_WATCH_S = 0.1           # watcher poll period
+_OVERDUE_MIN_S = 2.0     # a boundary this late (or 3 steps' worth) is missed
+
+
+# How the hooks reach torch. By default nn.Module.__call__ is wrapped: with
+# no global hook registered, torch's _call_impl keeps its fast path, and
+# the wrapper costs less than that path's slow branch (which on 2.x is
+# over a microsecond per call by itself). The wrapper calls the same
+# pre/post hooks, the post-hook also when the forward raises (torch 2.x's
+# always_call); it opens the scope before the module's own pre-hooks and
+# closes it after its forward hooks. GRADTRACE_MODULE_HOOKS=global uses
+# torch's global module hooks instead (register_module_forward_*_hook).
+_use_global = os.environ.get("GRADTRACE_MODULE_HOOKS", "") == "global"
+_orig_call = None        # nn.Module.__call__ before the wrapper
+_wrapper_on = False      # the wrapper calls the hooks (a reference to it
+                         # kept elsewhere, e.g. torch.compile's bound
+                         # forward, stays harmless once hooks are out)
+
+
+def _make_wrapper(orig):
+    pre, post = _fast_pre, _fast_post
+    compiling = _is_compiling
+
+    if compiling is not None:
+        def __call__(self, *args, **kwargs):
+            # torch 2.x: dynamo folds this check, so a C hook never shows
+            # up in a graph it traces.
+            if not _wrapper_on or compiling():
+                return orig(self, *args, **kwargs)
+            pre(self, args)
+            try:
+                return orig(self, *args, **kwargs)
+            finally:
+                post(self, args, None)
+    else:
+        def __call__(self, *args, **kwargs):
+            if not _wrapper_on:
+                return orig(self, *args, **kwargs)
+            pre(self, args)
+            try:
+                return orig(self, *args, **kwargs)
+            finally:
+                post(self, args, None)
+    return __call__
+
+
+_call_wrapper = None
+
+
+def _hooks_on():
+    global _handles, _orig_call, _call_wrapper, _wrapper_on
+    if _handles is not None:
+        return
+    if _use_global:
+        reg_pre = torch.nn.modules.module.register_module_forward_pre_hook
+        reg_post = torch.nn.modules.module.register_module_forward_hook
+        # torch 2.x: stay out of graphs dynamo is tracing.
+        pre, post = ((_compiling_pre_hook, _compiling_post_hook)
+                     if _is_compiling else (_fast_pre, _fast_post))
+        h_pre = reg_pre(pre)
+        try:
+            h_post = reg_post(post, always_call=True)
+        except TypeError:  # torch < 2.1
+            h_post = reg_post(post)
+        _handles = (h_pre, h_post)
+        return
+    mod = torch.nn.Module
+    if _call_wrapper is None or mod.__call__ is not _call_wrapper:
+        _orig_call = mod.__call__
+        _call_wrapper = _make_wrapper(_orig_call)
+        mod.__call__ = _call_wrapper
+    _wrapper_on = True
+    _handles = ("wrapper",)
+
+
+def _hooks_off():
+    global _handles, _wrapper_on
+    h, _handles = _handles, None
+    if h is None:
+        return
+    if h[0] != "wrapper":
+        h[0].remove()
+        h[1].remove()
+        return
+    _wrapper_on = False
+    # Put the original back unless someone wrapped ours meanwhile (then
+    # ours stays in place, calling no hook while _wrapper_on is off).
+    if torch.nn.Module.__call__ is _call_wrapper:
+        torch.nn.Module.__call__ = _orig_call
+
+
+def hooks_installed():
+    """Whether module scopes are being reported now (tests, benchmarks)."""
+    return _handles is not None
+
+
+def _sync_hooks():
+    """At an iteration boundary: module hooks in while the agent wants
+    them, out while it does not."""
+    global _last_step, _step_gap
+    now = time.monotonic()
+    if _last_step is not None:
+        _step_gap = now - _last_step
+    _last_step = now
+    if _hooks_wanted is None:
+        return
+    try:
+        with _install_lock:
+            if _hooks_wanted():
+                _hooks_on()
+            elif not _tls.stack:
+                _hooks_off()
+    except Exception:
+        pass
+
+
+def _watch():
+    while True:
+        time.sleep(_WATCH_S)
+        try:
+            if _handles is not None or not _hooks_wanted():
+                continue
+            last = _last_step
+            if last is not None and time.monotonic() - last < \
+                    max(_OVERDUE_MIN_S, 3 * _step_gap):
+                continue  # the next boundary will do it
+            with _install_lock:
+                _hooks_on()
+        except Exception:
+            pass
+
+
+def _step_boundary(*_args):
+    try:
+        _sync_hooks()
+    except Exception:
+        pass
+
+
+def _install_boundary_hook():
+    optim = importlib.import_module("torch.optim.optimizer")
+    if hasattr(optim, "register_optimizer_step_post_hook"):
+        optim.register_optimizer_step_post_hook(_step_boundary)
+        return
+    # torch 1.13: after the step counting's wrapper (which this one wraps).
+    original = optim.Optimizer._optimizer_step_code
+
+    def _optimizer_step_code(self):
+        try:
+            return original(self)
+        finally:
+            _step_boundary()
+
+    optim.Optimizer._optimizer_step_code = _optimizer_step_code
+
+
 def install():
     global _installed
     with _install_lock:
         if _installed:
             return True
-        reg_pre = torch.nn.modules.module.register_module_forward_pre_hook
-        reg_post = torch.nn.modules.module.register_module_forward_hook
-        # torch 2.x: stay out of graphs dynamo is tracing.
-        pre, post = ((_compiling_pre_hook, _compiling_post_hook)
-                     if _is_compiling else (_pre_hook, _post_hook))
-        reg_pre(pre)
-        try:
-            reg_post(post, always_call=True)
-        except TypeError:  # torch < 2.1
-            reg_post(post)
+        if _hooks_wanted is None or _hooks_wanted():
+            _hooks_on()
         _installed = True
         if _seen_dir is not None:
             import atexit
@@ -605,6 +802,13 @@ def install():
             _install_optimizer_hook()
         except Exception:  # scopes still work without step marks
             pass
+        if _hooks_wanted is not None:
+            try:
+                _install_boundary_hook()
+            except Exception:  # no boundaries: the watcher does it all
+                pass
+            threading.Thread(target=_watch, name="gradtrace-hooks",
+                             daemon=True).start()
         from . import _dist  # collectives; job-wide triggers
         _dist.install()
     return True

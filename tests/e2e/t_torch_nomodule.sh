@@ -27,6 +27,8 @@ with gradtrace.scope("x"):
     pass
 hooks = len(mm._global_forward_pre_hooks) + len(mm._global_forward_hooks)
 assert hooks == 0, "%d global hooks installed without the agent" % hooks
+assert torch.nn.Module.__call__.__module__ == "torch.nn.modules.module", \
+    "nn.Module.__call__ wrapped without the agent"
 print("inert")
 PY
 ) || rc=1
@@ -39,9 +41,10 @@ import os
 open(os.environ["CHAIN_MARK"], "w").write("user sitecustomize ran")
 PY
 out=$(env LD_PRELOAD="$AGENT" GRADTRACE_FILE="$E2E_TMP/chain.gtr" CHAIN_MARK="$E2E_TMP/mark" \
-        PYTHONPATH="$ROOT/python:$E2E_TMP/usersite" "$PY" -c '
-import torch, torch.nn.modules.module as mm
-print(len(mm._global_forward_pre_hooks))') || rc=1
+        GRADTRACE_CAPTURE=1 PYTHONPATH="$ROOT/python:$E2E_TMP/usersite" "$PY" -c '
+import sys, torch
+m = sys.modules.get("gradtrace._modules")
+print(int(m is not None and m._installed and m.hooks_installed()))') || rc=1
 [ "$out" = "1" ] || { echo "gradtrace hooks not installed via sitecustomize: $out"; rc=1; }
 [ "$(cat "$E2E_TMP/mark" 2>/dev/null)" = "user sitecustomize ran" ] || {
   echo "user sitecustomize did not run"; rc=1; }

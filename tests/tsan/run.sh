@@ -4,7 +4,9 @@
 # preloaded into the TSan-built workload (tests/progs/agent_threads), its
 # producer threads racing the streamer thread that drains their rings,
 # in file mode (threads in waves, so thread states are recycled) and in
-# socket mode against a daemon (reconnects included). Every record must
+# socket mode against a daemon (reconnects included), the daemon built
+# with TSan too (its loop thread and conversion pool, status requests
+# racing the workers' conversion). Every record must
 # arrive (agent_check) and TSan must report nothing (halt_on_error).
 # Criterion's runner cannot start under TSan here (its arena mapping
 # fails), so these run as plain programs.
@@ -27,15 +29,21 @@ LD_PRELOAD=$TB/libgradtrace.so GRADTRACE_FILE=$T/file.gtr \
 echo "== socket sink: 8 threads x 200k events, daemon up"
 chmod 700 "$T"
 export GRADTRACE_SOCKET=$T/agent.sock GRADTRACE_CONTROL=$T/control.sock
-"$B/gradtraced" --foreground --raw --output-dir "$T/out" 2>"$T/daemon.log" & dpid=$!
+"$TB/gradtraced" --foreground --raw --output-dir "$T/out" 2>"$T/daemon.log" & dpid=$!
 for _ in $(seq 1 100); do [ -S "$T/control.sock" ] && break; sleep 0.05; done
-LD_PRELOAD=$TB/libgradtrace.so "$TB/progs/agent_threads" 8 200000
+LD_PRELOAD=$TB/libgradtrace.so "$TB/progs/agent_threads" 8 200000 & prog=$!
+# Status while the pool converts: reads each agent's state under its lock.
+while kill -0 $prog 2>/dev/null; do "$B/gradtrace" status >/dev/null 2>&1 || true; sleep 0.05; done
+wait $prog
 echo "== socket sink: daemon killed and restarted while the agent streams"
 LD_PRELOAD=$TB/libgradtrace.so "$TB/progs/agent_threads" 4 50000 --then-sleep 1500 & prog=$!
 sleep 0.3; kill -9 $dpid; wait $dpid 2>/dev/null || true
-"$B/gradtraced" --foreground --raw --output-dir "$T/out" 2>>"$T/daemon.log" & dpid=$!
+"$TB/gradtraced" --foreground --raw --output-dir "$T/out" 2>>"$T/daemon.log" & dpid=$!
 wait $prog
-kill $dpid; wait $dpid 2>/dev/null || true; dpid=
+kill $dpid; wait $dpid || { echo "tsan: daemon failed"; cat "$T/daemon.log"; exit 1; }; dpid=
 raw=$(ls -S "$T"/out/agent_threads-pid*.gtr | head -1)
 "$TB/progs/agent_check" "$raw" --threads 8 --events 200000
+if grep -q ThreadSanitizer "$T/daemon.log"; then
+  echo "tsan: the daemon reported a race"; cat "$T/daemon.log"; exit 1
+fi
 echo "tsan: ok"

@@ -63,6 +63,19 @@ Test(agent_capture, triggers_bit_is_independent_of_capture)
     cr_assert_not(gt__capture_hooks());
 }
 
+Test(agent_capture, hooks_wanted_while_capturing_or_armed)
+{
+    cr_assert_not(gt_hooks_wanted(), "idle: module hooks not wanted");
+    gt__capture_arm(1);
+    cr_assert(gt_hooks_wanted(), "an armed trigger follows module scopes");
+    gt__capture_arm(0);
+    cr_assert_not(gt_hooks_wanted());
+    gt_capture_start();
+    cr_assert(gt_hooks_wanted());
+    gt_capture_stop();
+    cr_assert_not(gt_hooks_wanted());
+}
+
 Test(agent_capture, pass_count_restarts_with_each_capture)
 {
     gt__capture_set(1, 0);

@@ -1,0 +1,285 @@
+/*
+ * gradtrace._gthooks: the module forward pre/post hooks of _modules.py in
+ * C, for their common case only.
+ *
+ * The Python hooks (_modules._pre_hook/_post_hook) stay the definition:
+ * this file does exactly what they do when the module is already mapped
+ * and the thread's stack is in order, reading and writing the same
+ * Python state (the threading.local's stack, ents and root_map lists,
+ * the _known registry, the registry entries), and hands every other call
+ * to them unchanged: a module not yet mapped, a new root, a stale call
+ * left open by an exception, anything unexpected. So both can run in one
+ * process, in any mix, and behaviour is the Python hooks' by
+ * construction.
+ *
+ * The agent's gt_module_begin/gt_module_end are called through the
+ * addresses ctypes found for them (setup()), so this extension links
+ * nothing of gradtrace and loads wherever CPython does. Errors are never
+ * raised into the model: any failure clears the error and returns None,
+ * as the Python hooks' `except Exception: pass` does.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+
+typedef void (*begin_fn)(uint32_t path_id, uint32_t class_id);
+typedef void (*end_fn)(void);
+
+static begin_fn gt_begin;
+static end_fn gt_end;
+static PyObject *tls;           /* _modules._tls (a threading.local) */
+static PyObject *known;         /* _modules._known */
+static PyObject *py_pre;        /* _modules._pre_hook: everything else */
+static PyObject *py_post;
+static PyObject *s_stack, *s_ents, *s_root_map;
+/* This thread's tls.stack and tls.ents: _modules.py sets them once per
+ * thread (_Thread.__init__) and only appends and pops after, so they are
+ * looked up once and kept (a reference each; a thread that ends leaves
+ * two small lists behind). root_map is reassigned and read every time. */
+static _Thread_local PyObject *t_stack, *t_ents;
+
+/* Registry entry fields (see _modules.py): (weakref, path, path_id,
+ * class_id, map, _Root, opens a scope). */
+enum { E_REF, E_PATH, E_PATH_ID, E_CLASS_ID, E_MAP, E_ROOT, E_OPENS, E_N };
+
+/* ent when it is an entry of module (its weakref still points at it). */
+static PyObject *entry_of(PyObject *map, PyObject *module)
+{
+    PyObject *key, *ent, *obj;
+
+    if (!PyDict_Check(map))
+        return NULL;
+    key = PyLong_FromVoidPtr(module);   /* id(module) */
+    if (!key)
+        return NULL;
+    ent = PyDict_GetItemWithError(map, key);
+    Py_DECREF(key);
+    if (!ent || !PyTuple_CheckExact(ent) || PyTuple_GET_SIZE(ent) != E_N ||
+        !PyWeakref_CheckRef(PyTuple_GET_ITEM(ent, E_REF)))
+        return NULL;
+    obj = PyWeakref_GetObject(PyTuple_GET_ITEM(ent, E_REF));
+    return obj == module ? ent : NULL;
+}
+
+static int in_stack(PyObject *stack, PyObject *module)
+{
+    Py_ssize_t n = PyList_GET_SIZE(stack);
+
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (PyList_GET_ITEM(stack, i) == module)
+            return 1;
+    return 0;
+}
+
+/* Borrowed: this thread's stack and ents lists. @return 0, or -1. */
+static int thread_lists(PyObject **stack, PyObject **ents)
+{
+    if (!t_stack) {
+        PyObject *s = PyObject_GetAttr(tls, s_stack);
+        PyObject *e = s ? PyObject_GetAttr(tls, s_ents) : NULL;
+
+        if (!e || !PyList_CheckExact(s) || !PyList_CheckExact(e)) {
+            Py_XDECREF(s);
+            Py_XDECREF(e);
+            return -1;
+        }
+        t_stack = s;
+        t_ents = e;
+    }
+    *stack = t_stack;
+    *ents = t_ents;
+    return 0;
+}
+
+static PyObject *call_py(PyObject *fn, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *r = PyObject_Vectorcall(fn, args, (size_t)nargs, NULL);
+
+    if (!r)
+        PyErr_Clear();
+    Py_XDECREF(r);
+    Py_RETURN_NONE;
+}
+
+/* Opens module's scope when ent says so. */
+static void open_scope(PyObject *ent)
+{
+    if (PyTuple_GET_ITEM(ent, E_OPENS) != Py_True)
+        return;
+    long path = PyLong_AsLong(PyTuple_GET_ITEM(ent, E_PATH_ID));
+    long cls = PyLong_AsLong(PyTuple_GET_ITEM(ent, E_CLASS_ID));
+
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return;
+    }
+    gt_begin((uint32_t)path, (uint32_t)cls);
+}
+
+/* The fast pre-hook. @return 1 done, 0 the Python hook must run, -1 on
+ * an error after which the Python hook must not run (state changed). */
+static int pre_fast(PyObject *module)
+{
+    PyObject *stack, *ents, *map = NULL, *ent;
+    int rc = 0;
+
+    if (thread_lists(&stack, &ents) < 0)
+        goto out;
+    if (PyList_GET_SIZE(stack) > 0) {
+        if (in_stack(stack, module))
+            goto out;               /* a stale call: the Python hook */
+        map = PyObject_GetAttr(tls, s_root_map);
+        if (!map || !(ent = entry_of(map, module)))
+            goto out;
+    } else {
+        if (!(ent = entry_of(known, module)))
+            goto out;
+        if (PyObject_SetAttr(tls, s_root_map, PyTuple_GET_ITEM(ent, E_MAP)) < 0)
+            goto out;
+    }
+    if (PyList_Append(stack, module) < 0)
+        goto out;
+    if (PyList_Append(ents, ent) < 0) {
+        rc = -1;                    /* stack grew: no second push */
+        goto out;
+    }
+    open_scope(ent);
+    rc = 1;
+out:
+    Py_XDECREF(map);
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    return rc;
+}
+
+static PyObject *pre_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 2 || !gt_begin)
+        Py_RETURN_NONE;
+    if (pre_fast(args[0]) == 0)
+        return call_py(py_pre, args, nargs);
+    Py_RETURN_NONE;
+}
+
+/* The fast post-hook: the module on top of the stack. @return 1 done,
+ * 0 the Python hook must run. */
+static int post_fast(PyObject *module)
+{
+    PyObject *stack, *ents, *ent;
+    Py_ssize_t n;
+    int rc = 0;
+
+    if (thread_lists(&stack, &ents) < 0)
+        goto out;
+    n = PyList_GET_SIZE(stack);
+    if (n == 0) {
+        rc = 1;                     /* nothing open: nothing to close */
+        goto out;
+    }
+    if (PyList_GET_ITEM(stack, n - 1) != module ||
+        PyList_GET_SIZE(ents) != n)
+        goto out;
+    ent = PyList_GET_ITEM(ents, n - 1);
+    Py_INCREF(ent);
+    if (PyList_SetSlice(stack, n - 1, n, NULL) < 0 ||
+        PyList_SetSlice(ents, n - 1, n, NULL) < 0) {
+        Py_DECREF(ent);
+        rc = 1;
+        goto out;
+    }
+    if (PyTuple_CheckExact(ent) && PyTuple_GET_SIZE(ent) == E_N &&
+        PyTuple_GET_ITEM(ent, E_OPENS) == Py_True)
+        gt_end();
+    Py_DECREF(ent);
+    rc = 1;
+out:
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    return rc;
+}
+
+static PyObject *post_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 3 || !gt_end)
+        Py_RETURN_NONE;
+    if (!post_fast(args[0]))
+        return call_py(py_post, args, nargs);
+    Py_RETURN_NONE;
+}
+
+/* A hook that does nothing, in C: what torch's own hook path costs is
+ * measured with it (tests/bench/bench_torch.py). */
+static PyObject *noop(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    (void)args;
+    (void)nargs;
+    Py_RETURN_NONE;
+}
+
+static void set_ref(PyObject **slot, PyObject *v)
+{
+    Py_XINCREF(v);
+    Py_XSETREF(*slot, v);
+}
+
+/* setup(begin_addr, end_addr, tls, known, py_pre, py_post) */
+static PyObject *setup(PyObject *self, PyObject *args)
+{
+    unsigned long long b, e;
+    PyObject *t, *k, *pp, *po;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "KKOO!OO", &b, &e, &t, &PyDict_Type, &k, &pp, &po))
+        return NULL;
+    if (!b || !e || !PyCallable_Check(pp) || !PyCallable_Check(po)) {
+        PyErr_SetString(PyExc_ValueError, "setup: bad arguments");
+        return NULL;
+    }
+    if (t != tls) {
+        /* Another registry: this thread's cached lists are not its.
+         * (Other threads keep theirs: setup is for tests and start-up.) */
+        Py_CLEAR(t_stack);
+        Py_CLEAR(t_ents);
+    }
+    set_ref(&tls, t);
+    set_ref(&known, k);
+    set_ref(&py_pre, pp);
+    set_ref(&py_post, po);
+    gt_begin = (begin_fn)(uintptr_t)b;
+    gt_end = (end_fn)(uintptr_t)e;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"setup", setup, METH_VARARGS,
+     "setup(begin_addr, end_addr, tls, known, py_pre_hook, py_post_hook)"},
+    {"pre_hook", (PyCFunction)(void (*)(void))pre_hook, METH_FASTCALL,
+     "pre_hook(module, args): _modules._pre_hook, its common case in C"},
+    {"post_hook", (PyCFunction)(void (*)(void))post_hook, METH_FASTCALL,
+     "post_hook(module, args, output): _modules._post_hook, likewise"},
+    {"noop", (PyCFunction)(void (*)(void))noop, METH_FASTCALL,
+     "noop(*args): returns None (a baseline for hook costs)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moddef = {
+    PyModuleDef_HEAD_INIT, "_gthooks",
+    "gradtrace's module hooks in C (see _modules.py)", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__gthooks(void);
+
+PyMODINIT_FUNC PyInit__gthooks(void)
+{
+    s_stack = PyUnicode_InternFromString("stack");
+    s_ents = PyUnicode_InternFromString("ents");
+    s_root_map = PyUnicode_InternFromString("root_map");
+    if (!s_stack || !s_ents || !s_root_map)
+        return NULL;
+    return PyModule_Create(&moddef);
+}

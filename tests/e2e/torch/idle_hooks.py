@@ -1,0 +1,74 @@
+"""Idle = free (issue #16): the module hooks are in torch only while the
+agent wants them (capturing or a trigger armed), put in and taken out at
+optimizer-step boundaries, so every step captured is attributed from its
+first module.
+
+  idle_hooks.py steps OUT.txt   capture off at start: no hooks while idle;
+      capture started in the middle of step 3 (between its forward and
+      backward): no hooks until step 3's optimizer step, then in; stopped
+      in step 6: out after its step. Writes the step numbers at which
+      hooks were seen, for the shell side to compare with the trace.
+  idle_hooks.py armed           GRADTRACE_TRIGGER set: hooks from install.
+  idle_hooks.py nostep          no optimizer: a capture started later gets
+      the hooks from the watcher thread without any step.
+"""
+import sys
+import time
+
+import torch
+from torch import nn
+import torch.nn.modules.module as MM
+
+
+def hooked():
+    # Either way the package reaches torch (GRADTRACE_MODULE_HOOKS).
+    call = nn.Module.__call__
+    return len(MM._global_forward_pre_hooks) > 0 or \
+        getattr(call, "__module__", "") == "gradtrace._modules"
+
+
+class Loss(nn.Module):
+    def forward(self, y):
+        return y.pow(2).mean()
+
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8), Loss())
+x = torch.randn(4, 8)
+mode = sys.argv[1]
+import gradtrace  # noqa: E402  (sitecustomize installed it with torch)
+
+if mode == "steps":
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    seen = []
+    for step in range(1, 9):
+        opt.zero_grad()
+        loss = model(x)
+        if step == 3:
+            gradtrace.capture_start()
+            assert not hooked(), "hooks in before the step boundary"
+        if step == 6:
+            gradtrace.capture_stop()
+        loss.backward()
+        opt.step()
+        seen.append(int(hooked()))
+        if step < 3:
+            assert not hooked(), "hooks in while idle (step %d)" % step
+    with open(sys.argv[2], "w") as f:
+        f.write(" ".join(map(str, seen)) + "\n")
+    assert seen == [0, 0, 1, 1, 1, 0, 0, 0], seen
+elif mode == "armed":
+    assert hooked(), "a trigger is armed: hooks from the start"
+    model(x)
+elif mode == "nostep":
+    with torch.no_grad():
+        model(x)
+    assert not hooked()
+    gradtrace.capture_start()
+    for _ in range(600):           # the watcher polls every 0.1 s
+        if hooked():
+            break
+        time.sleep(0.05)
+    assert hooked(), "no hooks without steps"
+    model(x)
+print("ok", mode)
