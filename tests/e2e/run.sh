@@ -5,17 +5,22 @@
 #   BUILD   build directory relative to the repo root (default build)
 #   PYTHON  interpreter with torch (default /usr/bin/python3)
 #   E2E_TMP a fresh private directory for this script
-# Usage: tests/e2e/run.sh [pattern]   (pattern filters script names)
+# Usage: tests/e2e/run.sh [pattern...]   (a script runs if its name
+# contains any of the patterns; no pattern: every script)
 set -u
 cd "$(dirname "$0")/../.."
 export BUILD=${BUILD:-build} PYTHON=${PYTHON:-/usr/bin/python3}
 export ROOT=$PWD
-pattern=${1:-}
+patterns=("$@")
 pass=0 fail=0 skip=0 failed=()
 for t in tests/e2e/t_*.sh; do
   [ -e "$t" ] || continue
   name=$(basename "$t" .sh)
-  [ -n "$pattern" ] && [[ "$name" != *$pattern* ]] && continue
+  if [ ${#patterns[@]} -gt 0 ]; then
+    hit=0
+    for p in "${patterns[@]}"; do [[ "$name" == *$p* ]] && hit=1; done
+    [ $hit -eq 1 ] || continue
+  fi
   E2E_TMP=$(mktemp -d /tmp/gt-e2e.XXXXXX)
   export E2E_TMP
   start=$(date +%s%N)

@@ -13,7 +13,7 @@ done
 T=$E2E_TMP
 
 "$B/progs/gen_gtr" -o "$T/run.gtr" --iterations 40 --layers 4 --worker \
-  --gpu --steps --chunk-kb 16 >"$T/expect.json"
+  --gpu --steps --ops --chunk-kb 16 >"$T/expect.json"
 "$B/gradtrace" convert "$T/run.gtr" -o "$T/run.json" --max-file-events 3000 \
   >"$T/stdout" 2>"$T/stderr"
 cat "$T/stderr"
@@ -56,7 +56,8 @@ checks = {
     ("f", "ac2g"): want["kernels"],
     ("X", "layer_backward"): it * want["layer_spans_per_pass"],
     ("X", "backward_pass"): it,
-    ("X", "iteration"): it,
+    ("X", "user_annotation"): it,
+    ("X", "cpu_op"): want["ops"],
 }
 bad = {k: (count.get(k, 0), v) for k, v in checks.items() if count.get(k, 0) != v}
 assert not bad, "got, want: %r" % bad
@@ -67,4 +68,4 @@ echo "== default output name, --quiet"
 cp "$T/run.gtr" "$T/other.gtr"
 "$B/gradtrace" convert "$T/other.gtr" --quiet 2>"$T/q.err"
 [ ! -s "$T/q.err" ] || { echo "--quiet printed:"; cat "$T/q.err"; exit 1; }
-"$PY" "$ROOT/tests/tools/validate_trace.py" "$T/other.json"
+"$PY" "$ROOT/tests/tools/validate_trace.py" "$T/other.pt.trace.json"

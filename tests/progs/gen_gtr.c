@@ -3,7 +3,7 @@
  * stdout as one JSON object, the counts its conversion must show.
  *
  *   gen_gtr -o OUT.gtr [--iterations N] [--layers L] [--worker] [--gpu]
- *           [--steps] [--level Z] [--chunk-kb K]
+ *           [--steps] [--ops] [--level Z] [--chunk-kb K]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +45,8 @@ int main(int argc, char **argv)
             o.gpu = 1;
         } else if (!strcmp(a, "--steps")) {
             o.steps = 1;
+        } else if (!strcmp(a, "--ops")) {
+            o.ops = 1;
         } else {
             fprintf(stderr, "gen_gtr: bad argument '%s'\n", a);
             return 2;
@@ -52,7 +54,7 @@ int main(int argc, char **argv)
     }
     if (!out || o.layers == 0 || o.chunk_kb == 0 || o.chunk_kb > 8192) {
         fprintf(stderr, "usage: gen_gtr -o OUT.gtr [--iterations N] "
-                        "[--layers L] [--worker] [--gpu] [--steps] "
+                        "[--layers L] [--worker] [--gpu] [--steps] [--ops] "
                         "[--level Z] [--chunk-kb K]\n");
         return 2;
     }
@@ -70,12 +72,13 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("{\"iterations\":%llu,\"module_scopes\":%llu,\"nodes\":%llu,"
-           "\"kernels\":%llu,\"api_calls\":%llu,"
+           "\"kernels\":%llu,\"api_calls\":%llu,\"ops\":%llu,"
            "\"layer_spans_per_pass\":%llu,\"chunks\":%llu,\"records\":%llu,"
            "\"bytes\":%llu,\"raw_bytes\":%llu}\n",
            (unsigned long long)n.iterations,
            (unsigned long long)n.module_scopes, (unsigned long long)n.nodes,
            (unsigned long long)n.kernels, (unsigned long long)n.api_calls,
+           (unsigned long long)n.ops,
            (unsigned long long)n.layer_spans_per_pass,
            (unsigned long long)n.chunks, (unsigned long long)n.records,
            (unsigned long long)n.bytes, (unsigned long long)n.raw_bytes);

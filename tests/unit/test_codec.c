@@ -91,7 +91,11 @@ Test(codec, round_trip_every_record_type)
         uint8_t *chunk = malloc(cap), *raw = malloc(65536);
         int n = 0;
 
+        int ntypes = 0;
         for (uint16_t t = 1; t < GT_R_TYPE_COUNT; t++) {
+            if (gt__rec_size(t) == 0)
+                continue; /* a number reserved, not yet a type */
+            ntypes++;
             if (t == GT_R_STRING)
                 cr_assert_eq(gt__recbuf_string(&b, 7, "layers.17.mlp", 13), 0);
             else
@@ -100,7 +104,7 @@ Test(codec, round_trip_every_record_type)
         make_chunk(cctx, level, &b, 0, chunk, cap);
         cr_assert_eq(gt__chunk_header_parse(chunk, cap, &h), 0);
         cr_assert_eq(h.flags & GT_CHUNK_RAW, level == 0 ? GT_CHUNK_RAW : 0);
-        cr_assert_eq(h.record_count, GT_R_TYPE_COUNT - 1);
+        cr_assert_eq(h.record_count, (uint32_t)ntypes);
         cr_assert_eq(gt__chunk_decode(dctx, &h, chunk, raw, 65536), 0);
         cr_assert_eq(h.raw_size, b.len);
         cr_assert_eq(memcmp(raw, b.data, b.len), 0);
@@ -112,7 +116,7 @@ Test(codec, round_trip_every_record_type)
         while (gt__rec_next(&it, &type, &size, &r) == 1) {
             uint8_t out[256], want[256];
             n++;
-            cr_assert_eq(type, (uint16_t)n);
+            cr_assert_gt(gt__rec_size(type), 0);
             if (type == GT_R_STRING) {
                 struct gt_r_string s;
                 cr_assert_eq(gt__rec_get(r, size, &s, sizeof(s)), 0);
@@ -125,7 +129,7 @@ Test(codec, round_trip_every_record_type)
             make_record(type, want, 1);
             cr_assert_eq(memcmp(out, want, gt__rec_size(type)), 0, "%s", gt__rec_name(type));
         }
-        cr_assert_eq(n, GT_R_TYPE_COUNT - 1);
+        cr_assert_eq(n, ntypes);
         gt__recbuf_free(&b);
         free(chunk);
         free(raw);

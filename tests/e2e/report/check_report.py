@@ -48,7 +48,8 @@ def load_trace(paths):
 
 def recompute(evs):
     rows = collections.defaultdict(lambda: collections.defaultdict(float))
-    iters = sorted((e["ts"], e["ts"] + e["dur"]) for e in evs if e.get("cat") == "iteration")
+    iters = sorted((e["ts"], e["ts"] + e["dur"]) for e in evs
+             if e.get("name", "").startswith("ProfilerStep#") and "window" not in e.get("args", {}))
     starts = [s for s, _ in iters]
     per_it = collections.defaultdict(lambda: collections.defaultdict(float))
     un = 0.0
