@@ -50,14 +50,14 @@ static uint32_t stream_track(struct gt__writer *c, uint32_t device,
 
 /*
  * Appends Kineto's ,"External id":N (the operator that launched it, from
- * a GT_EXT_OP correlation; without one, the correlation id itself, so a
- * launch and its GPU work still share one), then ,"layer":..,"phase":..
- * and ,"seq":.. from the other GT_R_EXT_CORR kinds.
+ * a GT_EXT_OP correlation; 0 without one, as Kineto writes a launch no
+ * operator encloses, so that it never names another operator), then
+ * ,"layer":..,"phase":.. and ,"seq":.. from the other GT_R_EXT_CORR kinds.
  */
 static char *put_ext(struct gt__writer *c, char *p, uint32_t corr)
 {
     const struct gt__bmap_val *v = gt__bmap_get(&c->ext, GT__EXT_OP_KEY, corr);
-    p = PUT_KV(p, ",\"External id\":", v ? v->x : corr);
+    p = PUT_KV(p, ",\"External id\":", v ? v->x : 0);
     if (corr == 0 || !(v = gt__bmap_get(&c->ext, 0, corr)))
         return p;
     if (v->p) {

@@ -35,6 +35,8 @@ struct gen_opts {
     int gpu;       /* CUDA API calls, kernels, external correlation */
     int steps;     /* GT_R_STEP after each iteration */
     int ops;       /* an aten operator around each forward launch/creation */
+    uint32_t scale; /* every duration times this (0: 1); 1000 makes every
+                     * time a whole microsecond, as HTA rounds them */
     int level;     /* zstd level, <= 0 raw chunks */
     uint32_t chunk_kb;
 };
@@ -134,8 +136,14 @@ static void gen_thread(struct gen *g, uint32_t tid)
         gen_rec(g, &r, sizeof(r)); /* else gen_rec adds it with the next */
 }
 
+static uint64_t gen_scaled(const struct gen *g, uint64_t ns)
+{
+    return ns * (g->o->scale ? g->o->scale : 1);
+}
+
 static uint64_t gen_tick(struct gen *g, uint64_t ns)
 {
+    ns = gen_scaled(g, ns);
     g->now += ns;
     if (!g->first_ns)
         g->first_ns = g->now;
@@ -193,7 +201,8 @@ static void gen_launch(struct gen *g, uint32_t tid, uint32_t path, int bwd,
     struct gt_r_cuda_api a = {{GT_R_CUDA_API, sizeof(a)}, tid, 211, corr,
                               S_LAUNCH, s, e};
     struct gt_r_gpu_kernel k = {{GT_R_GPU_KERNEL, sizeof(k)}, 0, 7, kname,
-                                corr, e + 3000, e + 3000 + 1800,
+                                corr, e + gen_scaled(g, 3000),
+                                e + gen_scaled(g, 3000 + 1800),
                                 {64, 1, 1}, {256, 1, 1}, 4096, 32};
     if (gt__recbuf_append(&g->gpu, &x, sizeof(x)))
         g->err = -1;

@@ -3,7 +3,7 @@
  * stdout as one JSON object, the counts its conversion must show.
  *
  *   gen_gtr -o OUT.gtr [--iterations N] [--layers L] [--worker] [--gpu]
- *           [--steps] [--ops] [--level Z] [--chunk-kb K]
+ *           [--steps] [--ops] [--scale K] [--level Z] [--chunk-kb K]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +36,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--level") && v) {
             o.level = atoi(v);
             i++;
+        } else if (!strcmp(a, "--scale") && v) {
+            o.scale = (uint32_t)strtoul(v, NULL, 10);
+            i++;
         } else if (!strcmp(a, "--chunk-kb") && v) {
             o.chunk_kb = (uint32_t)strtoul(v, NULL, 10);
             i++;
@@ -54,7 +57,7 @@ int main(int argc, char **argv)
     }
     if (!out || o.layers == 0 || o.chunk_kb == 0 || o.chunk_kb > 8192) {
         fprintf(stderr, "usage: gen_gtr -o OUT.gtr [--iterations N] "
-                        "[--layers L] [--worker] [--gpu] [--steps] [--ops] "
+                        "[--layers L] [--worker] [--gpu] [--steps] [--ops] [--scale K] "
                         "[--level Z] [--chunk-kb K]\n");
         return 2;
     }
