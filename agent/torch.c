@@ -108,6 +108,7 @@ static _Atomic(edge_fn) real_edge;
 static _Atomic(exec_fn) real_exec;
 
 static int torch_disabled; /* GRADTRACE_TORCH=0: pure pass-through */
+static _Atomic int ops_tried; /* the operator callback was offered */
 
 /* ------------------------------------------------------------ resolution */
 
@@ -405,6 +406,15 @@ uint64_t _ZN2at15sequence_number17get_and_incrementEv(void)
     tl_last_ok = tl_last_ok ? 2 : 1;
     if (capturing)
         gt_node_created(seq, tid);
+    /* libtorch is loaded now: time to register the operator callback
+     * (agent/ops.c), from its own handle (Python loads it RTLD_LOCAL). */
+    if (GT__UNLIKELY(capturing && !atomic_load_explicit(&ops_tried,
+                                                        memory_order_relaxed))) {
+        atomic_store_explicit(&ops_tried, 1, memory_order_relaxed);
+        void *h = torch_handle(NULL);
+        if (h)
+            gt__ops_register(h);
+    }
     return seq;
 }
 

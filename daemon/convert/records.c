@@ -459,6 +459,15 @@ static void on_node_created(struct gt__writer *c, const uint8_t *rec,
                                      th->scopes.depth > 0 ? GT__CREATION_INSIDE
                                                           : 0));
     uint64_t in = !replay && th->scopes.depth > 0 ? GT__CREATION_INSIDE : 0;
+    /* The operator that creates a node gets its sequence number (Kineto's
+     * "Sequence number"; the agent cannot read it at the operator). */
+    if (in) {
+        struct gt__open *top = &th->scopes.e[th->scopes.depth - 1];
+        if (top->kind == GT__KIND_OP && top->seq == UINT64_MAX) {
+            top->seq = r.seq;
+            top->fwd_tid = r.fwd_tid;
+        }
+    }
     struct gt__bmap_val v = {
         .x = ts, .p = th->os_tid, .q = layer,
         .y = order | (used ? GT__CREATION_USED : 0) | in |

@@ -19,9 +19,16 @@ process-to-process noise.
 Configurations:
   none      no agent, no profiler
   idle      agent + Python module loaded, capture off
-  capture   agent + Python module, capturing (GRADTRACE_FILE, no daemon)
+  capture   agent + Python module, capturing (GRADTRACE_FILE, no daemon),
+            forward operators on (every aten op a cpu_op: agent/ops.c)
+  no-ops    the same with GRADTRACE_OPS=0 (no operator records)
   c-only    agent capturing, no Python module (C hooks only, no layers)
   profiler  no agent, torch.autograd.profiler.profile(use_kineto=False)
+  kineto    no agent, torch.profiler.profile(activities=[CPU]): Kineto
+            with every operator, the detail "capture" records
+
+The per-operator cost is (capture - no-ops) over the operators one
+iteration records (counted in the capture's trace).
 
 Benchmarks print figures; they never pass or fail on time.
 Usage: bench_torch.py [--rounds R] [--iters N] [--tiny-iters N]
@@ -39,7 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.environ.get("ROOT") or os.path.abspath(os.path.join(HERE, "..", ".."))
 BUILD = os.environ.get("BUILD", "build")
 AGENT = os.path.join(ROOT, BUILD, "libgradtrace.so")
-CONFIGS = ["none", "idle", "capture", "c-only", "profiler"]
+CONFIGS = ["none", "idle", "capture", "no-ops", "c-only", "profiler", "kineto"]
 
 
 def child(args):
@@ -59,13 +66,17 @@ def child(args):
         def forward(self, x):
             return x + self.fc2(self.act(self.fc1(x)))
 
-    model = nn.Sequential(*[Block(args.hidden) for _ in range(args.blocks)])
+    if args.model == "decoder":
+        model, x, loss_of = decoder(args)
+    else:
+        model = nn.Sequential(*[Block(args.hidden) for _ in range(args.blocks)])
+        x = torch.randn(args.batch, args.hidden)
+        loss_of = lambda y: y.pow(2).mean()  # noqa: E731
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
-    x = torch.randn(args.batch, args.hidden)
 
     def step():
         opt.zero_grad()
-        model(x).pow(2).mean().backward()
+        loss_of(model(x)).backward()
         opt.step()
 
     for _ in range(args.warmup):
@@ -81,9 +92,48 @@ def child(args):
     if args.config == "profiler":
         with torch.autograd.profiler.profile(use_kineto=False):
             run()
+    elif args.config == "kineto":
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU]):
+            run()
     else:
         run()
     print(" ".join("%.9f" % t for t in times))
+
+
+def decoder(args):
+    """A small decoder-only language model: token embedding, 2 causal
+    self-attention blocks (d_model 128, 4 heads, seq 64, batch 8), the
+    vocabulary head and cross-entropy on the next token."""
+    import torch
+    from torch import nn
+
+    vocab, d, seq, batch = 512, 128, 64, 8
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, d)
+            self.blocks = nn.ModuleList([
+                nn.TransformerEncoderLayer(d, 4, 4 * d, dropout=0.0,
+                                           batch_first=True)
+                for _ in range(2)])
+            self.head = nn.Linear(d, vocab)
+            self.register_buffer("mask", torch.triu(
+                torch.full((seq, seq), float("-inf")), diagonal=1))
+
+        def forward(self, t):
+            h = self.emb(t)
+            for b in self.blocks:
+                h = b(h, src_mask=self.mask)
+            return self.head(h)
+
+    tokens = torch.randint(0, vocab, (batch, seq + 1))
+
+    def loss_of(logits):
+        return nn.functional.cross_entropy(logits.reshape(-1, vocab),
+                                           tokens[:, 1:].reshape(-1))
+    return Decoder(), tokens[:, :-1], loss_of
 
 
 def pernode(args):
@@ -128,19 +178,34 @@ def launch(config, args, tmp):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     env.pop("PYTHONPATH", None)
-    if config in ("idle", "capture", "c-only", "pernode"):
+    if config in ("idle", "capture", "no-ops", "c-only", "pernode"):
         env["LD_PRELOAD"] = AGENT
         env["GRADTRACE_FILE"] = os.path.join(tmp, config + ".gtr")
         env["GRADTRACE_CAPTURE"] = "0" if config == "idle" else "1"
+        if config == "no-ops":
+            env["GRADTRACE_OPS"] = "0"
         if config != "c-only":
             env["PYTHONPATH"] = os.path.join(ROOT, "python")
     cmd = [sys.executable, os.path.abspath(__file__), "--child", config,
            "--iters", str(args.iters), "--warmup", str(args.warmup),
            "--blocks", str(args.blocks), "--hidden", str(args.hidden),
-           "--batch", str(args.batch)]
+           "--batch", str(args.batch), "--model", args.model]
     out = subprocess.run(cmd, env=env, check=True, capture_output=True,
                          text=True).stdout
     return [float(v) for v in out.split()]
+
+
+def ops_per_iteration(gtr, tmp):
+    """cpu_op events per ProfilerStep in a capture, from its conversion."""
+    import json
+    out = os.path.join(tmp, "ops.json")
+    gt = os.path.join(ROOT, BUILD, "gradtrace")
+    if subprocess.run([gt, "convert", "--quiet", "-o", out, gtr]).returncode:
+        return 0
+    ev = json.load(open(out))["traceEvents"]
+    steps = [e for e in ev if e.get("name", "").startswith("ProfilerStep#")]
+    ops = sum(1 for e in ev if e.get("cat") == "cpu_op")
+    return ops / len(steps) if steps else 0
 
 
 def measure(args, tmp, label):
@@ -179,6 +244,9 @@ def main():
     ap.add_argument("--blocks", type=int, default=24)
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--model", default="mlp", choices=["mlp", "decoder"])
+    ap.add_argument("--no-decoder", action="store_true",
+                    help="skip the small decoder model's measurement")
     args = ap.parse_args()
     if args.config == "pernode":
         pernode(args)
@@ -192,12 +260,23 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         measure(args, tmp, "realistic")
+        if not args.no_decoder:
+            dec = argparse.Namespace(**vars(args))
+            dec.model = "decoder"
+            dres = measure(dec, tmp, "small decoder")
+            dops = ops_per_iteration(os.path.join(tmp, "capture.gtr"), tmp)
+            over = lambda c: dres[c] - dres["none"]  # noqa: E731
+            print("  decoder: gradtrace capture %+.2f ms per step, torch.profiler "
+                  "(CPU, every op) %+.2f ms: ratio %.2f; %.0f operators per step"
+                  % (over("capture") * 1e3, over("kineto") * 1e3,
+                     over("capture") / max(over("kineto"), 1e-12), dops))
         big = {c: os.path.getsize(os.path.join(tmp, c + ".gtr"))
                for c in ("capture", "c-only")}
         tiny = argparse.Namespace(**vars(args))
         tiny.hidden, tiny.batch, tiny.iters = 8, 1, args.tiny_iters
         tiny.rounds, tiny.warmup = max(3, args.rounds), 20
         res = measure(tiny, tmp, "overhead-bound")
+        ops = ops_per_iteration(os.path.join(tmp, "capture.gtr"), tmp)
         off, on = launch("pernode", args, tmp)
     # Events per iteration of this model: per block fc1, fc2 (addmm + t
     # nodes each), gelu, add -> 6 created + 6 run backward; plus pow, mean.
@@ -213,6 +292,15 @@ def main():
     print("  full capture (capture - none):            %+8.1f us"
           " = %.2f us per module call if all of it is Python" %
           (per_iter("capture", "none"), per_iter("capture", "none") / modules))
+    if ops:
+        d = per_iter("capture", "no-ops")
+        print("  forward operators (capture - no-ops):     %+8.1f us"
+              " = %.0f ns per operator (%.0f operators per iteration)"
+              % (d, d * 1e3 / ops, ops))
+    print("  torch.profiler, CPU, every operator (kineto - none): %+8.1f us"
+          % per_iter("kineto", "none"))
+    print("  gradtrace capture / torch.profiler overhead: %.2f"
+          % (per_iter("capture", "none") / max(per_iter("kineto", "none"), 1e-9)))
     print("C hooks per autograd node, one process, capture toggled: "
           "%.0f ns per op off, %.0f ns on: %+.0f ns per node (created and "
           "run backward: 3 records)" % (off * 1e9, on * 1e9, (on - off) * 1e9))
