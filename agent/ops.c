@@ -46,6 +46,7 @@
 
 #define GT__OPS_DEPTH 64
 #define GT__OPS_NAMES 128 /* per-thread name cache, power of two */
+#define GT__OPS_HEAD 16   /* bytes of a cached name compared on a hit */
 
 #define SYM_ADD "_ZN2at17addGlobalCallbackENS_22RecordFunctionCallbackE"
 #define SYM_NAME "_ZNK2at14RecordFunction4nameEv"
@@ -67,18 +68,29 @@ static __thread struct {
     uint32_t depth;
     struct op_open e[GT__OPS_DEPTH];
     const char *key[GT__OPS_NAMES];
+    char head[GT__OPS_NAMES][GT__OPS_HEAD];
     uint32_t id[GT__OPS_NAMES];
-} tl_ops __attribute__((tls_model("initial-exec")));
+} tl_ops; /* the default TLS model: too large for the static TLS surplus a
+           * dlopen'ed agent gets (t_agent_dlopen) */
 
-/* The interned id of an operator name, cached per thread by pointer. */
+/*
+ * The interned id of an operator name, cached per thread by pointer. A
+ * dispatched operator's name points into its registered schema; a
+ * RECORD_FUNCTION with a temporary std::string name may reuse a pointer
+ * for another text, so a hit also compares the text's first bytes.
+ */
 static uint32_t op_name_id(const char *name)
 {
     uintptr_t k = (uintptr_t)name;
     uint32_t slot = (uint32_t)((k >> 4) ^ (k >> 12)) & (GT__OPS_NAMES - 1);
-    if (GT__LIKELY(tl_ops.key[slot] == name))
+    if (!name)
+        return 0;
+    if (GT__LIKELY(tl_ops.key[slot] == name &&
+                   strncmp(tl_ops.head[slot], name, GT__OPS_HEAD) == 0))
         return tl_ops.id[slot];
-    uint32_t id = name ? gt__intern(name, strlen(name)) : 0;
+    uint32_t id = gt__intern(name, strlen(name));
     tl_ops.key[slot] = name;
+    strncpy(tl_ops.head[slot], name, GT__OPS_HEAD);
     tl_ops.id[slot] = id;
     return id;
 }

@@ -69,3 +69,17 @@ cp "$T/run.gtr" "$T/other.gtr"
 "$B/gradtrace" convert "$T/other.gtr" --quiet 2>"$T/q.err"
 [ ! -s "$T/q.err" ] || { echo "--quiet printed:"; cat "$T/q.err"; exit 1; }
 "$PY" "$ROOT/tests/tools/validate_trace.py" "$T/other.pt.trace.json"
+
+echo "== the validator's flow rule: an arrow off its slice is refused"
+"$PY" - "$T/other.pt.trace.json" "$T/moved.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"]
+s = next(e for e in ev if e.get("ph") == "s" and e.get("cat") == "fwdbwd")
+s["ts"] = min(e["ts"] for e in ev if e.get("ph") == "X") / 2  # before every slice
+json.dump(d, open(sys.argv[2], "w"))
+PY
+if "$PY" "$ROOT/tests/tools/validate_trace.py" "$T/moved.json" 2>"$T/moved.err"; then
+  echo "a flow start outside any slice passed the validator"; exit 1
+fi
+grep -q "is in no slice of its track" "$T/moved.err"
