@@ -32,12 +32,14 @@
  * GT__OPS_DEPTH records nothing.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent/capture.h"
+#include "common/alloc.h"
 #include "agent/core.h"
 #include "agent/cuda.h"
 #include "agent/internal.h"
@@ -64,14 +66,44 @@ struct op_open {
     _Bool pushed;    /* a CUPTI external id was pushed for it */
 };
 
-static __thread struct {
+/*
+ * A thread's operator state, allocated at its first operator (a cold
+ * path, like a thread's first record) and freed when it exits: 5 KiB,
+ * too large for TLS in an agent that may be dlopen'ed (the static TLS
+ * surplus is a few hundred bytes; t_agent_dlopen).
+ */
+struct ops_tls {
     uint32_t depth;
     struct op_open e[GT__OPS_DEPTH];
     const char *key[GT__OPS_NAMES];
     char head[GT__OPS_NAMES][GT__OPS_HEAD];
     uint32_t id[GT__OPS_NAMES];
-} tl_ops; /* the default TLS model: too large for the static TLS surplus a
-           * dlopen'ed agent gets (t_agent_dlopen) */
+};
+
+static __thread struct ops_tls *tl_ops_p
+    __attribute__((tls_model("initial-exec")));
+static pthread_key_t ops_key;
+
+static void ops_tls_free(void *p)
+{
+    tl_ops_p = NULL; /* runs on the exiting thread itself */
+    gt__free(p);
+}
+
+/* This thread's state, NULL when it cannot be allocated (nothing is then
+ * recorded on it). */
+static struct ops_tls *ops_tls(void)
+{
+    struct ops_tls *t = tl_ops_p;
+    if (GT__LIKELY(t != NULL))
+        return t;
+    t = gt__calloc(1, sizeof(*t));
+    if (t) {
+        tl_ops_p = t;
+        (void)pthread_setspecific(ops_key, t);
+    }
+    return t;
+}
 
 /*
  * The interned id of an operator name, cached per thread by pointer. A
@@ -79,19 +111,19 @@ static __thread struct {
  * RECORD_FUNCTION with a temporary std::string name may reuse a pointer
  * for another text, so a hit also compares the text's first bytes.
  */
-static uint32_t op_name_id(const char *name)
+static uint32_t op_name_id(struct ops_tls *tl_ops, const char *name)
 {
     uintptr_t k = (uintptr_t)name;
     uint32_t slot = (uint32_t)((k >> 4) ^ (k >> 12)) & (GT__OPS_NAMES - 1);
     if (!name)
         return 0;
-    if (GT__LIKELY(tl_ops.key[slot] == name &&
-                   strncmp(tl_ops.head[slot], name, GT__OPS_HEAD) == 0))
-        return tl_ops.id[slot];
+    if (GT__LIKELY(tl_ops->key[slot] == name &&
+                   strncmp(tl_ops->head[slot], name, GT__OPS_HEAD) == 0))
+        return tl_ops->id[slot];
     uint32_t id = gt__intern(name, strlen(name));
-    tl_ops.key[slot] = name;
-    strncpy(tl_ops.head[slot], name, GT__OPS_HEAD);
-    tl_ops.id[slot] = id;
+    tl_ops->key[slot] = name;
+    strncpy(tl_ops->head[slot], name, GT__OPS_HEAD);
+    tl_ops->id[slot] = id;
     return id;
 }
 
@@ -100,17 +132,20 @@ static uint32_t op_name_id(const char *name)
 static void **op_start(void **ctx_out, const void *rf)
 {
     *ctx_out = NULL;
+    struct ops_tls *tl_ops = ops_tls();
+    if (GT__UNLIKELY(!tl_ops))
+        return ctx_out;
     /* Every begin takes a stack entry, so that every end pops its own. */
-    uint32_t d = tl_ops.depth++;
+    uint32_t d = tl_ops->depth++;
     if (GT__UNLIKELY(d >= GT__OPS_DEPTH))
         return ctx_out;
-    struct op_open *o = &tl_ops.e[d];
+    struct op_open *o = &tl_ops->e[d];
     o->epoch = 0;
     o->pushed = 0;
     if (GT__LIKELY(!gt__capture_on()) || !gt__thread_self())
         return ctx_out;
     o->id = atomic_fetch_add_explicit(&op_next_id, 1, memory_order_relaxed) + 1;
-    o->name = op_name_id(rf_name(rf));
+    o->name = op_name_id(tl_ops, rf_name(rf));
     o->epoch = gt__capture_epoch();
     o->pushed = gt__cuda_ext_push != NULL;
     struct gt_r_op_begin *r = gt__reserve_inline(sizeof(*r));
@@ -134,11 +169,12 @@ static void op_end(const void *rf, void *ctx)
 {
     (void)rf;
     (void)ctx;
-    if (GT__LIKELY(tl_ops.depth == 0))
+    struct ops_tls *tl_ops = tl_ops_p;
+    if (GT__UNLIKELY(!tl_ops) || tl_ops->depth == 0)
         return;
-    if (--tl_ops.depth >= GT__OPS_DEPTH)
+    if (--tl_ops->depth >= GT__OPS_DEPTH)
         return;
-    const struct op_open *o = &tl_ops.e[tl_ops.depth];
+    const struct op_open *o = &tl_ops->e[tl_ops->depth];
     if (o->pushed)
         gt__cuda_ext_pop(GT_EXT_OP);
     /* Begun while not capturing, or a capture stopped or restarted since
@@ -175,6 +211,10 @@ void gt__ops_register(void *handle)
     }
     if (!atomic_compare_exchange_strong(&ops_state, &expect, OPS_ON))
         return; /* another thread registers */
+    if (pthread_key_create(&ops_key, ops_tls_free) != 0) {
+        atomic_store(&ops_state, OPS_OFF);
+        return;
+    }
     *(void **)&rf_name = name;
     struct gt__rf_callback cb = {.start = op_start, .end = op_end,
                                  .sampling_prob = 1.0};

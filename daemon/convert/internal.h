@@ -202,6 +202,8 @@ struct gt__wthread {
     uint32_t pass_open;
     uint32_t opens;       /* scopes and nodes pushed so far (gt__open.ord) */
     uint64_t last_ts;
+    uint64_t first_begin; /* start of its first scope or operator ... */
+    int began;            /* ... once it had one */
     struct gt__stack scopes;
     struct gt__stack nodes;
     struct gt__held *held;  /* see scope_closed in convert.c */
@@ -342,9 +344,14 @@ struct gt__writer {
      * current iteration with nothing open on it, 0 when none,
      * GT__ANY_TRACK when the iteration starts at the stream's start. */
     uint32_t iter_start_track;
+    /* A slice began on that track exactly at iter_start: the step would
+     * start with it but be written after it (viewers nest equal starts by
+     * file order), so it goes to the Iterations track. */
+    int iter_start_clash;
     int pend_iter;          /* a pass-based iteration span held back */
     uint64_t pend_start, pend_end, pend_value;
     uint32_t pend_track, pend_start_track;
+    int pend_start_clash;
     uint64_t steps_written;  /* ProfilerStep spans this writer wrote */
     uint32_t win_tid;        /* window writer: the thread that opened it */
     int finished_layers;     /* window writer: writing its own step */
@@ -628,6 +635,9 @@ void gt__pass_end(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
                   uint64_t value);
 void gt__step(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
               uint64_t value);
+/* A scope or operator begins on th at ts (what step placement needs). */
+void gt__step_note_begin(struct gt__writer *c, struct gt__wthread *th,
+                         uint64_t ts);
 /*
  * Flushes the implicit group of nodes run outside any pass, if any, when
  * something at ts shows the next forward has begun: ts after the group's

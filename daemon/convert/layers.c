@@ -567,14 +567,14 @@ static void emit_iteration(struct gt__writer *c, uint64_t s, uint64_t e,
                       (unsigned long long)value);
     /* A window's own step (window_step) says so: it covers the window,
      * not the whole iteration, and gradtrace report skips it. */
-    int al = c->window && !c->saw_step && !c->pend_iter && c->finished_layers
+    int al = c->finished_layers
                  ? snprintf(args, sizeof(args), "\"step\":%llu,\"window\":%u",
                             (unsigned long long)value, c->win_id)
                  : snprintf(args, sizeof(args), "\"step\":%llu",
                             (unsigned long long)value);
     gt__emit_x(c, t, "user_annotation", name, (uint32_t)nl, "", 0, "", 0, s,
                e, args, (size_t)al);
-    if (c->s->obs && c->s->obs->iteration && !c->window)
+    if (c->s->obs && c->s->obs->iteration && !c->finished_layers)
         c->s->obs->iteration(c->s->obs->ud, value,
                              s < c->s->base_ns ? 0 : s - c->s->base_ns,
                              e < s ? 0 : e - s);
@@ -593,10 +593,24 @@ static uint32_t step_track(struct gt__writer *c, const struct gt__wthread *th)
 {
     if (!th || th->scopes.depth > 0 || th->nheld > 0)
         return 0;
-    if (c->have_iter_start && c->iter_start_track != GT__ANY_TRACK &&
-        c->iter_start_track != th->track)
+    if (!c->have_iter_start || c->iter_start_track == GT__ANY_TRACK)
+        /* From the stream's start: its first slice must start later. */
+        return th->began && th->first_begin <= c->min_ts ? 0 : th->track;
+    if (c->iter_start_track != th->track || c->iter_start_clash)
         return 0;
     return th->track;
+}
+
+void gt__step_note_begin(struct gt__writer *c, struct gt__wthread *th,
+                         uint64_t ts)
+{
+    if (!th->began) {
+        th->began = 1;
+        th->first_begin = ts;
+    }
+    if (c->have_iter_start && ts == c->iter_start &&
+        c->iter_start_track == th->track)
+        c->iter_start_clash = 1;
 }
 
 /* What the next iteration may start on: th's track when nothing is open
@@ -647,12 +661,14 @@ void gt__step(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
         c->pend_iter = 0;
         c->iter_start = c->pend_start;
         c->iter_start_track = c->pend_start_track;
+        c->iter_start_clash = c->pend_start_clash;
     }
     if (!iteration_start(c, ts, &start))
         return;
     emit_iteration(c, start, ts, value, step_track(c, th));
     c->iter_start = ts;
     c->iter_start_track = next_start_track(th);
+    c->iter_start_clash = 0;
     c->have_iter_start = 1;
 }
 
@@ -702,8 +718,10 @@ void gt__pass_end(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
         c->pend_track = step_track(c, th);
         c->pend_start_track = c->have_iter_start ? c->iter_start_track
                                                  : GT__ANY_TRACK;
+        c->pend_start_clash = c->iter_start_clash;
         c->iter_start = ts;
         c->iter_start_track = next_start_track(th);
+        c->iter_start_clash = 0;
         c->have_iter_start = 1;
     }
     if (c->passes_open == 0) {

@@ -312,6 +312,7 @@ static void on_scope_begin(struct gt__writer *c, const uint8_t *rec,
             }
         }
     }
+    gt__step_note_begin(c, th, ts);
     struct gt__open *o = stack_push(c, &th->scopes);
     if (!o)
         return;
@@ -363,6 +364,7 @@ static void on_op_begin(struct gt__writer *c, const uint8_t *rec,
     if (!(th = cur_thread(c)))
         return;
     uint64_t ts = thread_ts(c, th, r.ts);
+    gt__step_note_begin(c, th, ts);
     struct gt__open *o = stack_push(c, &th->scopes);
     if (!o)
         return;
