@@ -49,7 +49,8 @@ AGENT = os.path.join(ROOT, BUILD, "libgradtrace.so")
 CONFIGS = ["none", "idle", "capture", "no-ops", "c-only", "profiler", "kineto"]
 
 
-def child(args):
+def build(args):
+    """The model, its input and its loss for args.model; returns step()."""
     import torch
     from torch import nn
 
@@ -78,7 +79,13 @@ def child(args):
         opt.zero_grad()
         loss_of(model(x)).backward()
         opt.step()
+    return step
 
+
+def child(args):
+    import torch
+
+    step = build(args)
     for _ in range(args.warmup):
         step()
     times = []
@@ -136,6 +143,58 @@ def decoder(args):
     return Decoder(), tokens[:, :-1], loss_of
 
 
+def ab(args):
+    """In one process: steps timed with the measured thing off and on,
+    alternately (best of short runs each, the training thread's CPU time),
+    so that the difference is its cost per step without
+    process-to-process noise. args.config:
+    ab-ops / ab-noops (gradtrace capture toggled, forward operators on /
+    GRADTRACE_OPS=0), ab-kineto (torch.profiler, CPU activity, started
+    and stopped)."""
+    import contextlib
+    if args.config != "ab-kineto":
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+        import gradtrace
+    step = build(args)
+    k = max(3, args.iters)
+
+    def best(ctx):
+        b = 1e9
+        for _ in range(15):
+            with ctx():
+                # The training thread's CPU time: on this shared machine
+                # wall time mostly measures other jobs (the streamer's
+                # compression runs on its own thread and is not counted).
+                t = time.thread_time()
+                for _ in range(k):
+                    step()
+                b = min(b, (time.thread_time() - t) / k)
+        return b
+
+    if args.config == "ab-kineto":
+        from torch.profiler import ProfilerActivity, profile
+        on_ctx = lambda: profile(activities=[ProfilerActivity.CPU])  # noqa: E731
+        off_ctx = contextlib.nullcontext
+    else:
+        @contextlib.contextmanager
+        def on_ctx():
+            gradtrace.capture_start()
+            yield
+
+        @contextlib.contextmanager
+        def off_ctx():
+            gradtrace.capture_stop()
+            yield
+    for _ in range(args.warmup):
+        with on_ctx():
+            step()
+    off, on = [], []
+    for _ in range(args.rounds):
+        off.append(best(off_ctx))
+        on.append(best(on_ctx))
+    print("%.9f %.9f" % (min(off), min(on)))
+
+
 def pernode(args):
     """In one agent process: a chain of N multiplies (one node created and
     one run backward each), timed with capture off and on alternately, so
@@ -178,11 +237,12 @@ def launch(config, args, tmp):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     env.pop("PYTHONPATH", None)
-    if config in ("idle", "capture", "no-ops", "c-only", "pernode"):
+    if config in ("idle", "capture", "no-ops", "c-only", "pernode", "ab-ops",
+                  "ab-noops"):
         env["LD_PRELOAD"] = AGENT
         env["GRADTRACE_FILE"] = os.path.join(tmp, config + ".gtr")
         env["GRADTRACE_CAPTURE"] = "0" if config == "idle" else "1"
-        if config == "no-ops":
+        if config in ("no-ops", "ab-noops"):
             env["GRADTRACE_OPS"] = "0"
         if config != "c-only":
             env["PYTHONPATH"] = os.path.join(ROOT, "python")
@@ -206,6 +266,31 @@ def ops_per_iteration(gtr, tmp):
     steps = [e for e in ev if e.get("name", "").startswith("ProfilerStep#")]
     ops = sum(1 for e in ev if e.get("cat") == "cpu_op")
     return ops / len(steps) if steps else 0
+
+
+def in_process(args, tmp, label, ops):
+    """The A/B figures (see ab()): the step overhead of gradtrace with and
+    without forward operators and of torch.profiler, and per operator."""
+    a = argparse.Namespace(**vars(args))
+    a.iters = 5 if args.model == "mlp" else 2
+    r = {c: launch(c, a, tmp) for c in ("ab-ops", "ab-noops", "ab-kineto")}
+    d = {c: (on - off) * 1e6 for c, (off, on) in r.items()}
+    print("%s, in one process, toggled (best of 15 x %d steps, %d rounds): step "
+          "%.1f us; overhead gradtrace %+.1f us (no operators %+.1f), "
+          "torch.profiler CPU %+.1f us" % (label, a.iters, a.rounds,
+                                           r["ab-noops"][0] * 1e6, d["ab-ops"],
+                                           d["ab-noops"], d["ab-kineto"]))
+    if ops:
+        print("  forward operators: %+.0f ns per operator (%.0f per step); "
+              "gradtrace / torch.profiler overhead: %.2f"
+              % ((d["ab-ops"] - d["ab-noops"]) * 1e3 / ops, ops,
+                 d["ab-ops"] / d["ab-kineto"] if d["ab-kineto"] > 0 else float("nan")))
+    # RecordFunction's own bookkeeping once the callback exists (it runs
+    # for every operator, capturing or not): the "off" steps of the two
+    # gradtrace processes.
+    print("  libtorch RecordFunction with the callback registered, capture "
+          "off: %+.1f us per step (across processes)"
+          % ((r["ab-ops"][0] - r["ab-noops"][0]) * 1e6))
 
 
 def measure(args, tmp, label):
@@ -251,6 +336,9 @@ def main():
     if args.config == "pernode":
         pernode(args)
         return 0
+    if args.config and args.config.startswith("ab-"):
+        ab(args)
+        return 0
     if args.config:
         child(args)
         return 0
@@ -266,10 +354,10 @@ def main():
             dres = measure(dec, tmp, "small decoder")
             dops = ops_per_iteration(os.path.join(tmp, "capture.gtr"), tmp)
             over = lambda c: dres[c] - dres["none"]  # noqa: E731
-            print("  decoder: gradtrace capture %+.2f ms per step, torch.profiler "
-                  "(CPU, every op) %+.2f ms: ratio %.2f; %.0f operators per step"
-                  % (over("capture") * 1e3, over("kineto") * 1e3,
-                     over("capture") / max(over("kineto"), 1e-12), dops))
+            print("  decoder, across processes: gradtrace capture %+.2f ms per "
+                  "step, torch.profiler (CPU, every op) %+.2f ms; %.0f operators "
+                  "per step" % (over("capture") * 1e3, over("kineto") * 1e3, dops))
+            in_process(dec, tmp, "small decoder", dops)
         big = {c: os.path.getsize(os.path.join(tmp, c + ".gtr"))
                for c in ("capture", "c-only")}
         tiny = argparse.Namespace(**vars(args))
@@ -277,6 +365,7 @@ def main():
         tiny.rounds, tiny.warmup = max(3, args.rounds), 20
         res = measure(tiny, tmp, "overhead-bound")
         ops = ops_per_iteration(os.path.join(tmp, "capture.gtr"), tmp)
+        in_process(tiny, tmp, "overhead-bound", ops)
         off, on = launch("pernode", args, tmp)
     # Events per iteration of this model: per block fc1, fc2 (addmm + t
     # nodes each), gelu, add -> 6 created + 6 run backward; plus pow, mean.
