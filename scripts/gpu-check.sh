@@ -265,7 +265,7 @@ ls = ta.get_cuda_kernel_launch_stats(ranks=[0], visualize=False)[0]
 aten = ta.get_aten_op_kernels_and_delay(ranks=[0])[0]
 with contextlib.redirect_stdout(io.StringIO()):
     g, ok = ta.critical_path_analysis(rank=0, annotation="ProfilerStep",
-                                      instance_id=steps[len(steps) // 2])
+                                      instance_id=len(steps) // 2)
 print("%d steps, %d kernel names, %d launches, %d aten op sequences, "
       "critical path %s" % (len(steps), len(km), len(ls), len(aten), ok))
 sys.exit(0 if steps and len(km) and len(ls) and len(aten) and ok else 1)

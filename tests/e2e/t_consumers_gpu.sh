@@ -7,6 +7,8 @@
 # numbers the trace's own events imply (tests/e2e/consumers/check_hta.py);
 # the plugin's loader finds the steps, one operator row per cpu_op name
 # with its calls, the kernel view and no negative time (check_tb.py).
+# A capture window's file alone (gen_gtr --window: one iteration's
+# backward) is one iteration to HTA, whose critical path runs on it.
 set -eu
 . "$ROOT/tests/e2e/consumers/lib.sh"
 consumers_require
@@ -21,4 +23,12 @@ ls "$T"/g/*.pt.trace.json >/dev/null
 "${PYTHON:-/usr/bin/python3}" "$ROOT/tests/tools/validate_trace.py" "$T"/g/*.json
 "$CPY" "$CDIR/check_hta.py" gpu "$T/g" | grep '^hta:'
 "$CPY" "$CDIR/check_tb.py" "$T"/g/*.json 2>/dev/null
+
+mkdir "$T/w" "$T/wmain"
+"$B/progs/gen_gtr" -o "$T/w.gtr" --iterations 5 --layers 3 --gpu --steps --ops \
+  --scale 1000 --window 2 >/dev/null
+"$B/gradtrace" convert --quiet -o "$T/wmain/w.pt.trace.json" "$T/w.gtr"
+mv "$T"/wmain/w-w1-*.json "$T/w/"
+"${PYTHON:-/usr/bin/python3}" "$ROOT/tests/tools/validate_trace.py" "$T"/w/*.json
+"$CPY" "$CDIR/check_hta.py" window "$T/w" 2 | grep '^hta:'
 echo ok

@@ -35,6 +35,9 @@ struct gen_opts {
     int gpu;       /* CUDA API calls, kernels, external correlation */
     int steps;     /* GT_R_STEP after each iteration */
     int ops;       /* an aten operator around each forward launch/creation */
+    uint64_t window; /* 1 + the iteration whose backward is a capture
+                      * window (WINDOW_BEGIN/END around it, DONE after
+                      * its GPU records); 0 none */
     uint32_t scale; /* every duration times this (0: 1); 1000 makes every
                      * time a whole microsecond, as HTA rounds them */
     int level;     /* zstd level, <= 0 raw chunks */
@@ -69,7 +72,7 @@ struct gen {
 enum {
     S_NET = 1, S_NETCLS, S_BLOCK, S_LINEAR, S_GELU, S_ADDMM, S_GELUB,
     S_LAUNCH, S_GEMM, S_GELUK, S_MAIN, S_WORKER, S_HOST, S_CMD, S_WARN,
-    S_OP_ADDMM, S_OP_GELU,
+    S_OP_ADDMM, S_OP_GELU, S_WSPEC, S_WLAYER,
     S_FIRST_PATH /* then 4 per layer: layers.i, .fc1, .act, .fc2 */
 };
 
@@ -237,6 +240,14 @@ static void gen_gpu_batch(struct gen *g)
     gt__recbuf_reset(&g->gpu);
 }
 
+/* WINDOW_BEGIN/END/DONE of window 1 in iteration it, now. */
+static void gen_window(struct gen *g, uint16_t type, uint64_t it)
+{
+    struct gt_r_window w = {{type, sizeof(w)}, 1, S_WSPEC, S_WLAYER,
+                            gen_tick(g, 10), it};
+    gen_rec(g, &w, sizeof(w));
+}
+
 static void gen_iteration(struct gen *g, uint64_t it)
 {
     const struct gen_opts *o = g->o;
@@ -268,6 +279,9 @@ static void gen_iteration(struct gen *g, uint64_t it)
         gen_scope(g, 0, gen_path(l, 0), 0);
     }
     gen_scope(g, 0, S_NET, 0);
+    int win = o->window && o->window - 1 == it;
+    if (win)
+        gen_window(g, GT_R_WINDOW_BEGIN, it);
     struct gt_r_mark m = {{GT_R_BWD_PASS_BEGIN, sizeof(m)}, 0,
                           gen_tick(g, 5000), it};
     gen_rec(g, &m, sizeof(m));
@@ -291,6 +305,8 @@ static void gen_iteration(struct gen *g, uint64_t it)
     m.h.type = GT_R_BWD_PASS_END;
     m.ts = gen_tick(g, 800);
     gen_rec(g, &m, sizeof(m));
+    if (win)
+        gen_window(g, GT_R_WINDOW_END, it);
     if (o->steps) {
         m.h.type = GT_R_STEP;
         m.ts = gen_tick(g, 20000);
@@ -299,6 +315,8 @@ static void gen_iteration(struct gen *g, uint64_t it)
     }
     if (o->gpu)
         gen_gpu_batch(g);
+    if (win)
+        gen_window(g, GT_R_WINDOW_DONE, it);
     g->n->iterations++;
 }
 
@@ -342,7 +360,7 @@ static int gen_run(const struct gen_opts *o, gen_sink sink, void *ud,
         "GeluBackward0", "cudaLaunchKernel", "gemm_kernel<float, 128>",
         "gelu_kernel", "MainThread", "pt_autograd_0", "genhost",
         "python3 train.py", "synthetic \"warning\"\n", "aten::addmm",
-        "aten::gelu"};
+        "aten::gelu", "layer=layers.*,phase=backward", "layers.*"};
     for (uint32_t i = 1; i < S_FIRST_PATH; i++)
         gen_string(&g, i, names[i]);
     for (uint32_t l = 0; l < o->layers; l++) {

@@ -3,7 +3,8 @@
  * stdout as one JSON object, the counts its conversion must show.
  *
  *   gen_gtr -o OUT.gtr [--iterations N] [--layers L] [--worker] [--gpu]
- *           [--steps] [--ops] [--scale K] [--level Z] [--chunk-kb K]
+ *           [--steps] [--ops] [--scale K] [--window IT] [--level Z]
+ *           [--chunk-kb K]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--level") && v) {
             o.level = atoi(v);
             i++;
+        } else if (!strcmp(a, "--window") && v) {
+            o.window = strtoull(v, NULL, 10) + 1;
+            i++;
         } else if (!strcmp(a, "--scale") && v) {
             o.scale = (uint32_t)strtoul(v, NULL, 10);
             i++;
@@ -58,6 +62,7 @@ int main(int argc, char **argv)
     if (!out || o.layers == 0 || o.chunk_kb == 0 || o.chunk_kb > 8192) {
         fprintf(stderr, "usage: gen_gtr -o OUT.gtr [--iterations N] "
                         "[--layers L] [--worker] [--gpu] [--steps] [--ops] [--scale K] "
+                        "[--window IT] "
                         "[--level Z] [--chunk-kb K]\n");
         return 2;
     }

@@ -6,6 +6,8 @@ launches not linked) fails.
 
   check_hta.py ranks DIR R1,R2,...   every rank loads, steps as in the files
   check_hta.py gpu DIR               the analyses on one GPU trace
+  check_hta.py window DIR IT         a capture window's file alone: its
+                                     step is IT and the critical path runs
 
 Exit status 0 when everything matches, else 1 with the reason.
 """
@@ -70,7 +72,7 @@ def check_ranks(d, want):
 class Gpu:
     """What one GPU trace holds, in HTA's units (microseconds)."""
 
-    def __init__(self, path):
+    def __init__(self, path, need_ops=True):
         evs = load_events(path)
         self.kernels = [e for e in evs if e.get("cat") == "kernel"]
         self.runtime = {e["args"]["correlation"]: e for e in evs
@@ -78,7 +80,7 @@ class Gpu:
         self.ops = {e["args"]["External id"]: e for e in evs if e.get("cat") == "cpu_op"}
         self.steps = sorted((e for e in evs if e.get("name", "").startswith("ProfilerStep#")),
                             key=lambda e: e["ts"])
-        if not self.kernels or not self.runtime or not self.ops:
+        if not self.kernels or not self.runtime or (need_ops and not self.ops):
             fail("the trace lacks kernels, launches or operators")
 
     def busy(self, ks):
@@ -169,15 +171,18 @@ def check_aten(ta, g):
     return want
 
 
-def check_critical_path(ta, g):
-    step = g.steps[1]
+def check_critical_path(ta, g, instance=1):
+    # instance_id is the position of the ProfilerStep, not its number.
+    step = g.steps[instance]
     ok_graph, ok = ta.critical_path_analysis(rank=0, annotation="ProfilerStep",
-                                             instance_id=1)
+                                             instance_id=instance)
     if not ok:
         fail("critical path analysis refused the trace")
     # The host waits for nothing here: the path is the step's kernel chain,
     # GPU time for the kernels and kernel-to-kernel overhead for the gaps.
-    ks = [k for k in g.kernels if step["ts"] <= k["ts"] < step["ts"] + step["dur"]]
+    # HTA takes the GPU work whose launch is in the step.
+    ks = [k for k in g.kernels
+          if step["ts"] <= g.runtime[k["args"]["correlation"]]["ts"] <= step["ts"] + step["dur"]]
     share = 100.0 * g.busy(ks) / g.span(ks)
     s = ok_graph.summary()
     near(s.get("gpu_compute_bound", 0.0), share, "critical path GPU-compute share (%)",
@@ -210,7 +215,24 @@ def check_gpu(d):
              ", ".join("%s %.1f%%" % kv for kv in cp.items())))
 
 
+def check_window(d, it):
+    files = glob.glob(os.path.join(d, "*.json"))
+    if len(files) != 1:
+        fail("want one window trace in %s, got %r" % (d, files))
+    g = Gpu(files[0], need_ops=False)
+    ta = analysis(d)
+    hs = [int(s) for s in ta.get_profiler_steps()]
+    if hs != [it]:
+        fail("window steps %r, want [%d] (the window's iteration)" % (hs, it))
+    cp = check_critical_path(ta, g, instance=0)
+    print("hta: window: step %r, %d kernels; critical path %s"
+          % (hs, len(g.kernels), ", ".join("%s %.1f%%" % kv for kv in cp.items())))
+
+
 def main(argv):
+    if len(argv) == 4 and argv[1] == "window":
+        check_window(argv[2], int(argv[3]))
+        return 0
     if len(argv) == 4 and argv[1] == "ranks":
         check_ranks(argv[2], [int(r) for r in argv[3].split(",")])
     elif len(argv) == 3 and argv[1] == "gpu":
