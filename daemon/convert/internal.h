@@ -192,6 +192,12 @@ struct gt__stack {
     uint32_t dropped;     /* begins dropped beyond GT__STACK_MAX, still open */
 };
 
+#define GT__EQC_MAX 8
+
+struct gt__eqc_key {
+    uint64_t fwd_tid, seq;
+};
+
 struct gt__wthread {
     uint32_t os_tid;      /* its name: gt__cstream_tname */
     uint32_t track;       /* scopes */
@@ -204,6 +210,13 @@ struct gt__wthread {
     uint64_t last_ts;
     uint64_t first_begin; /* start of its first scope or operator ... */
     int began;            /* ... once it had one */
+    /* The last creations made inside a slice, all at time eqc_ts: if
+     * every slice open around them ends at that very time, none of them
+     * contains it (viewers take a slice's end as outside), and they lose
+     * GT__CREATION_INSIDE (gt__scope_closed). */
+    uint64_t eqc_ts;
+    uint32_t eqc_n;
+    struct gt__eqc_key eqc[GT__EQC_MAX];
     struct gt__stack scopes;
     struct gt__stack nodes;
     struct gt__held *held;  /* see scope_closed in convert.c */

@@ -188,6 +188,16 @@ void gt__scope_closed(struct gt__writer *c, struct gt__wthread *th,
                          const struct gt__open *o, uint64_t end, int unclosed)
 {
     struct gt__stack *s = &th->scopes;
+    if (s->depth == 0 && th->eqc_n && end == th->eqc_ts) {
+        /* Creations at this very end are in no slice any more. */
+        for (uint32_t i = 0; i < th->eqc_n; i++) {
+            struct gt__bmap_val *v =
+                gt__bmap_find(&c->nodes, th->eqc[i].fwd_tid, th->eqc[i].seq);
+            if (v)
+                v->y &= ~(uint64_t)GT__CREATION_INSIDE;
+        }
+        th->eqc_n = 0;
+    }
     if (o->kind == GT_SCOPE_MODULE && (o->flags & GT__OPEN_BACKWARD)) {
         /* Its time is not its enclosing backward range's own time. */
         for (uint32_t i = s->depth; i > 0; i--) {
@@ -456,11 +466,21 @@ static void on_node_created(struct gt__writer *c, const uint8_t *rec,
      * the backward, not the next forward. */
     if (th->nodes.depth == 0)
         gt__layers_outside_pass(c, ts);
+    /* A late creation's arrow is written now, before the slice around it
+     * has ended: it always gets a slice of its own (no INSIDE). */
     int used = gt__node_created_late(c, r.fwd_tid, r.seq, ts, th->os_tid,
-                                     layer, order | (!replay &&
-                                     th->scopes.depth > 0 ? GT__CREATION_INSIDE
-                                                          : 0));
+                                     layer, order);
     uint64_t in = !replay && th->scopes.depth > 0 ? GT__CREATION_INSIDE : 0;
+    if (in) {
+        if (th->eqc_ts != ts || th->eqc_n == 0) {
+            th->eqc_ts = ts;
+            th->eqc_n = 0;
+        }
+        if (th->eqc_n < GT__EQC_MAX)
+            th->eqc[th->eqc_n++] = (struct gt__eqc_key){r.fwd_tid, r.seq};
+        else
+            in = 0; /* cannot be corrected later: a slice of its own */
+    }
     /* The operator that creates a node gets its sequence number (Kineto's
      * "Sequence number"; the agent cannot read it at the operator). */
     if (in) {

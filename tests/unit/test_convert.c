@@ -1064,13 +1064,18 @@ Test(convert, arrows_of_nodes_created_outside_any_slice_start_on_one,
     created(&f, 1, 1, 11);
     se(&f, GT_SCOPE_MODULE, 1, 20);
     created(&f, 0, 2, 25); /* the loss: outside any module */
+    sb(&f, GT_SCOPE_MODULE, 1, 2, 30);
+    created(&f, 1, 3, 35); /* at the very end of its only slice: outside */
+    se(&f, GT_SCOPE_MODULE, 1, 35);
     thr(&f, 101);
     node(&f, 3, 2, 50, 55);
     node(&f, 4, 1, 56, 60);
+    node(&f, 4, 3, 61, 62);
     feed(&f);
     cJSON *doc = finish(&f, NULL); /* check_file: every arrow in a slice */
-    cr_assert_eq(count(doc, "s", "fwdbwd"), 2);
-    cr_assert_eq(count(doc, "X", "node_created"), 1, "only the loss's");
+    cr_assert_eq(count(doc, "s", "fwdbwd"), 3);
+    cr_assert_eq(count(doc, "X", "node_created"), 2,
+                 "the loss's and the one at its slice's end");
     const cJSON *c = find(doc, "X", "NllLossBackward0 created", 0);
     cr_assert_not_null(c);
     cr_assert_eq(i_of(c, "tid"), 100);
