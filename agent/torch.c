@@ -407,9 +407,13 @@ uint64_t _ZN2at15sequence_number17get_and_incrementEv(void)
     if (capturing)
         gt_node_created(seq, tid);
     /* libtorch is loaded now: time to register the operator callback
-     * (agent/ops.c), from its own handle (Python loads it RTLD_LOCAL). */
+     * (agent/ops.c), from its own handle (Python loads it RTLD_LOCAL);
+     * only once something is recorded (not for armed triggers alone):
+     * from then on every operator pays libtorch's RecordFunction
+     * bookkeeping. */
     if (GT__UNLIKELY(capturing && !atomic_load_explicit(&ops_tried,
-                                                        memory_order_relaxed))) {
+                                                        memory_order_relaxed) &&
+                     gt__capture_on())) {
         atomic_store_explicit(&ops_tried, 1, memory_order_relaxed);
         void *h = torch_handle(NULL);
         if (h)
