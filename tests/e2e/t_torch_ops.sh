@@ -3,7 +3,8 @@
 # a Python process) on torch 1.13 and 2.x: aten operators as cpu_op
 # events nested in their modules, arrows from the operators that created
 # the nodes, Sequence numbers (tests/e2e/torch/check_ops.py); and
-# GRADTRACE_OPS=0 records none.
+# GRADTRACE_OPS=0 records none. A C++ program linked with libtorch
+# (tests/progs/torch_layers) gets them too: registered at agent start.
 set -u
 . "$(dirname "$0")/daemon_lib.sh"
 need "$B/gradtrace" "$B/libgradtrace.so"
@@ -31,4 +32,13 @@ for py in "${pys[@]}"; do
   f=$(run "off$v" "$py" GRADTRACE_OPS=0) || exit 1
   "$PY1" "$ROOT/tests/e2e/torch/check_ops.py" $f --none || die "torch $v GRADTRACE_OPS=0"
 done
+if [ -x "$B/progs/torch_layers" ]; then
+  LD_PRELOAD=$B/libgradtrace.so GRADTRACE_FILE=$E2E_TMP/cxx.gtr \
+    "$B/progs/torch_layers" capi "$E2E_TMP/cxx.txt" 3 >/dev/null || die "torch_layers"
+  "$B/gradtrace" convert --quiet -o cxx.pt.trace.json cxx.gtr || die "convert cxx"
+  validate cxx.pt.trace.json
+  n=$("$PY1" -c 'import json,sys; print(sum(e.get("cat") == "cpu_op" for e in json.load(open(sys.argv[1]))["traceEvents"]))' cxx.pt.trace.json)
+  [ "$n" -gt 0 ] || die "no cpu_op in the C++ program's trace"
+  echo "C++ program: $n cpu_op"
+fi
 echo ok
