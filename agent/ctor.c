@@ -61,6 +61,8 @@ __attribute__((constructor)) static void gt__agent_ctor(void)
         gt__torch_init();
     if (gt__recordfn_init)
         gt__recordfn_init();
+    if (gt__ops_init)
+        gt__ops_init();
     if (gt__cuda_init)
         gt__cuda_init();
 }

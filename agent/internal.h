@@ -11,7 +11,7 @@
  *           undelivered.[ch]: the streamer thread, its sink, the daemon's
  *           control messages and acknowledgements, the crash flush, and
  *           the life cycle (start, exit flush, fork);
- *   hooks   api.c torch.[ch] torch_layout.c torch_params.c recordfn.c
+ *   hooks   api.c torch.[ch] torch_layout.c torch_params.c recordfn.c ops.c
  *           cupti.c cupti_internal.h cupti_abi.h cupti_records.c
  *           cupti_sync.c nvtx.[ch]: the event sources (public C API,
  *           PyTorch, libtorch RecordFunction, CUDA, NVTX);
@@ -306,6 +306,10 @@ extern void gt__torch_init(void) __attribute__((weak));
 /* RecordFunction layers (agent/recordfn.c): registers libtorch callbacks
  * when GRADTRACE_LAYERS asks for them. Constructor only. */
 extern void gt__recordfn_init(void) __attribute__((weak));
+/* Operators as cpu_op events (agent/ops.c): reads GRADTRACE_OPS and
+ * registers libtorch's callback when libtorch is already in the global
+ * scope (a C++ program). Constructor only. */
+extern void gt__ops_init(void) __attribute__((weak));
 extern void gt__cuda_init(void) __attribute__((weak));
 
 #endif /* GRADTRACE_AGENT_INTERNAL_H */

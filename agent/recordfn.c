@@ -36,19 +36,6 @@
 #include "agent/nvtx.h"
 #include "agent/torch.h"
 
-#define RF_NUM_SCOPES 10
-#define RF_USER_SCOPE 7
-
-struct rf_callback {
-    void **(*start)(void **ctx_out, const void *rf);
-    void (*end)(const void *rf, void *ctx);
-    double sampling_prob;
-    _Bool scopes[RF_NUM_SCOPES];
-    _Bool needs_inputs, needs_outputs, needs_ids;
-};
-_Static_assert(sizeof(struct rf_callback) == 40,
-               "at::RecordFunctionCallback is 40 bytes");
-
 static const char *(*rf_name)(const void *rf);
 
 /* The start callback: *ctx_out is the (null) ObserverContext. */
@@ -68,8 +55,8 @@ static void rf_end(const void *rf, void *ctx)
 
 void gt__recordfn_init(void)
 {
-    uint64_t (*add)(struct rf_callback), handle;
-    struct rf_callback cb = {
+    uint64_t (*add)(struct gt__rf_callback), handle;
+    struct gt__rf_callback cb = {
         .start = rf_start, .end = rf_end, .sampling_prob = 1.0,
     };
 
@@ -85,7 +72,7 @@ void gt__recordfn_init(void)
                       "linked): no RecordFunction layers");
         return;
     }
-    cb.scopes[RF_USER_SCOPE] = 1;
+    cb.scopes[GT__RF_USER_SCOPE] = 1;
     handle = add(cb);
     GT__LOG("recordfunction: user-scope callback %llu registered",
             (unsigned long long)handle);

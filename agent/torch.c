@@ -111,6 +111,7 @@ static int torch_disabled; /* GRADTRACE_TORCH=0: pure pass-through */
 /* A node was created since the last counted backward pass ended: the next
  * pass follows a forward. 1 at start (the first pass always counts). */
 static _Atomic int fwd_seen = 1;
+static _Atomic int ops_tried; /* the operator callback was offered */
 
 /* ------------------------------------------------------------ resolution */
 
@@ -412,6 +413,19 @@ uint64_t _ZN2at15sequence_number17get_and_incrementEv(void)
     tl_last_ok = tl_last_ok ? 2 : 1;
     if (capturing)
         gt_node_created(seq, tid);
+    /* libtorch is loaded now: time to register the operator callback
+     * (agent/ops.c), from its own handle (Python loads it RTLD_LOCAL);
+     * only once something is recorded (not for armed triggers alone):
+     * from then on every operator pays libtorch's RecordFunction
+     * bookkeeping. */
+    if (GT__UNLIKELY(capturing && !atomic_load_explicit(&ops_tried,
+                                                        memory_order_relaxed) &&
+                     gt__capture_on())) {
+        atomic_store_explicit(&ops_tried, 1, memory_order_relaxed);
+        void *h = torch_handle(NULL);
+        if (h)
+            gt__ops_register(h);
+    }
     return seq;
 }
 

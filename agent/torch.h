@@ -22,6 +22,7 @@ enum gt__torch_warn {
     GT__TORCH_WARN_ACC = 0x7404,     /* AccumulateGrad variable not found */
     GT__TORCH_WARN_PARAMS = 0x7405,  /* parameter table full */
     GT__TORCH_WARN_RECORDFN = 0x7406, /* RecordFunction layers unavailable */
+    GT__TORCH_WARN_OPS = 0x740A,     /* operator (cpu_op) records unavailable */
 };
 
 /*
@@ -162,6 +163,33 @@ int gt__torch_acc_lookup(const void *node, uint32_t *module, uint32_t *name);
 
 /* Test and diagnostics: the settled word index, -1 while unknown. */
 int gt__torch_acc_word(void);
+
+/*
+ * at::RecordFunctionCallback as libtorch 1.13 and 2.x lay it out
+ * (ATen/record_function.h; agent/recordfn.c explains the ABI): passed by
+ * value to at::addGlobalCallback. x86-64 only.
+ */
+struct gt__rf_callback {
+    void **(*start)(void **ctx_out, const void *rf);
+    void (*end)(const void *rf, void *ctx);
+    double sampling_prob;
+    _Bool scopes[10];     /* at::RecordScope::NUM_SCOPES */
+    _Bool needs_inputs, needs_outputs, needs_ids;
+};
+_Static_assert(sizeof(struct gt__rf_callback) == 40,
+               "at::RecordFunctionCallback is 40 bytes");
+
+#define GT__RF_FUNCTION 0   /* at::RecordScope::FUNCTION: aten operators */
+#define GT__RF_USER_SCOPE 7 /* at::RecordScope::USER_SCOPE */
+
+/*
+ * Operators (agent/ops.c; gt__ops_init in agent/internal.h).
+ * gt__ops_register: registers the callback from libtorch_cpu's handle (the
+ * autograd hook, once libtorch is loaded); a no-op once registered or
+ * turned off. gt__ops_wanted: 1 while no registration was made or refused.
+ */
+void gt__ops_register(void *handle);
+int gt__ops_wanted(void);
 
 /* Records GT_R_BWD_NODE_LAYER (caller checked that capture is on). */
 void gt__torch_bwd_node_layer(uint32_t layer, uint32_t param);

@@ -51,7 +51,7 @@ AGENT_ROLES = {
     "api": "hooks", "torch": "hooks", "torch_layout": "hooks", "torch_params": "hooks",
     "cupti": "hooks",
     "cupti_internal": "hooks", "cupti_abi": "hooks", "cupti_records": "hooks",
-    "cupti_sync": "hooks", "nvtx": "hooks", "recordfn": "hooks",
+    "cupti_sync": "hooks", "nvtx": "hooks", "recordfn": "hooks", "ops": "hooks",
     "ctor": "entry",
 }
 

@@ -34,7 +34,13 @@
 #     stages; torch autograd interposition (nodes, backward nodes, seq
 #     layout) and torch kernels attributed to layers in forward and
 #     backward; NVTX seq correlation; CUPTI dropped-record count reported;
-#     no CUPTI warning; traces valid and with ac2g flows.
+#     no CUPTI warning; traces valid and with ac2g flows; torch operators
+#     (cpu_op) linked by External id to their launches and kernels, with
+#     the launch's correlation naming the kernel; and, when a Python with
+#     HolisticTraceAnalysis is given (GT_HTA_PYTHON, default the consumers
+#     venv of scripts/install-consumers.sh if present), HTA on the torch
+#     trace: steps, kernel breakdown, launch statistics, operator-to-kernel
+#     delay and critical path (SKIP rows when there is no HTA).
 # Everything (traces, dumps, logs, table.txt) goes to OUTDIR.
 # Exit 0 when every row passes, 1 otherwise, 2 on usage.
 set -u
@@ -206,6 +212,71 @@ def check_traces(tag, pattern):
         any(d >= 0 and (u or 0) > 0 for d, u in clocks.items()),
         ", ".join("GPU%s +-%s ns" % (d, u) for d, u in sorted(clocks.items())) or "none")
 
+def check_op_links(pattern):
+    """Operator -> launch -> kernel (schema/trace-output.md, "Kineto
+    conventions"): a kernel's External id names a cpu_op, its launch
+    (same correlation) names the same one, and the launch lies inside that
+    operator's time on the operator's thread's process."""
+    ops, api, ks = {}, {}, []
+    for fn in sorted(glob.glob(pattern)):
+        try:
+            evs = json.load(open(fn)).get("traceEvents", [])
+        except Exception:
+            continue
+        for e in evs:
+            a = e.get("args") or {}
+            if e.get("cat") == "cpu_op":
+                ops[a.get("External id")] = e
+            elif e.get("cat") == "cuda_runtime":
+                api[a.get("correlation")] = e
+            elif e.get("cat") == "kernel":
+                ks.append(e)
+    linked = bad = 0
+    for k in ks:
+        a = k["args"]
+        op = ops.get(a.get("External id"))
+        r = api.get(a.get("correlation"))
+        if op is None or a.get("External id", 0) == 0:
+            continue
+        if r is None or r["args"].get("External id") != a["External id"] or \
+                not (op["ts"] <= r["ts"] and r["ts"] + r["dur"] <= op["ts"] + op["dur"]):
+            bad += 1
+        else:
+            linked += 1
+    row("torch: operator -> launch -> kernel", len(ops) > 0 and linked > 0 and bad == 0,
+        "%d cpu_op, %d kernels linked to their operator through their launch, %d "
+        "inconsistent, %d kernels in all" % (len(ops), linked, bad, len(ks)))
+
+def check_hta(d):
+    """HTA on the torch run's trace, in its own interpreter."""
+    py = os.environ.get("GT_HTA_PYTHON") or os.path.expanduser(
+        "~/.cache/gradtrace/consumers-venv/bin/python")
+    if not os.path.exists(py) or subprocess.run([py, "-c", "import hta"],
+                                                capture_output=True).returncode:
+        rows.append("torch: HTA\tSKIP\tno Python with HTA (GT_HTA_PYTHON, "
+                    "scripts/install-consumers.sh)")
+        return
+    code = r"""
+import sys, os, io, contextlib, warnings, logging
+warnings.filterwarnings("ignore"); logging.disable(logging.WARNING)
+from hta.trace_analysis import TraceAnalysis
+with contextlib.redirect_stdout(io.StringIO()):
+    ta = TraceAnalysis(trace_dir=sys.argv[1], include_last_profiler_step=True)
+steps = [int(s) for s in ta.get_profiler_steps()]
+kt, km = ta.get_gpu_kernel_breakdown(visualize=False)
+ls = ta.get_cuda_kernel_launch_stats(ranks=[0], visualize=False)[0]
+aten = ta.get_aten_op_kernels_and_delay(ranks=[0])[0]
+with contextlib.redirect_stdout(io.StringIO()):
+    g, ok = ta.critical_path_analysis(rank=0, annotation="ProfilerStep",
+                                      instance_id=len(steps) // 2)
+print("%d steps, %d kernel names, %d launches, %d aten op sequences, "
+      "critical path %s" % (len(steps), len(km), len(ls), len(aten), ok))
+sys.exit(0 if steps and len(km) and len(ls) and len(aten) and ok else 1)
+"""
+    r = subprocess.run([py, "-c", code, d], capture_output=True, text=True)
+    lines = (r.stdout + r.stderr).strip().splitlines()
+    row("torch: HTA analyses", r.returncode == 0, lines[-1] if lines else "")
+
 MLP_ITERS = int(os.environ.get("GT_MLP_ITERS", "30"))
 FWD = {"gemm_nn", "gelu_fwd"}
 BWD = {"gemm_tn", "gemm_nt", "gelu_bwd", "bias_grad"}
@@ -319,6 +390,8 @@ if torch_ok and os.path.exists(os.path.join(out, "torch.dump")):
     row("torch: NVTX seq correlation", seqs > 0, "%d launches tagged with an emit_nvtx seq" % seqs)
     common_checks("torch", d)
     check_traces("torch", os.path.join(out, "torch", "*.json"))
+    check_op_links(os.path.join(out, "torch", "*.json"))
+    check_hta(os.path.join(out, "torch"))
 elif os.path.exists(os.path.join(out, "torch_train.py")) and not torch_ok:
     row("torch: recorded run", False, "torch_train.py under gradtrace record failed (see torch.err)")
 

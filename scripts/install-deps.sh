@@ -51,3 +51,14 @@ if [ "${GRADTRACE_SKIP_TORCH2:-0}" != 1 ]; then
     [ -z "${CI:-}" ] || exit 1
   fi
 fi
+
+# The trace consumers (HolisticTraceAnalysis, the TensorBoard profiler
+# plugin's loader) for tests/e2e/t_consumers_*.sh, in a venv cached the
+# same way (scripts/install-consumers.sh: ~45 MB of wheels, no jupyterlab
+# or tensorboard). GRADTRACE_SKIP_CONSUMERS=1 skips it; fatal in CI.
+if [ "${GRADTRACE_SKIP_CONSUMERS:-0}" != 1 ]; then
+  if ! "$(dirname "$0")/install-consumers.sh" "${1:-}"; then
+    echo "install-deps: the trace consumers could not be installed (see above)" >&2
+    [ -z "${CI:-}" ] || exit 1
+  fi
+fi

@@ -22,6 +22,7 @@
 #include "common/util.h"
 #include "daemon/cli/cli.h"
 #include "daemon/convert/repair.h"
+#include "daemon/convert/names.h"
 #include "daemon/convert/sink.h"
 
 static const char usage[] =
@@ -33,7 +34,7 @@ static const char usage[] =
     "Perfetto and chrome://tracing load. Output rotates to OUT.1.json,\n"
     "OUT.2.json, ... past the size or event limit (default 200 MB, 4M\n"
     "events); every file is a complete trace. Default OUT: IN with .gtr\n"
-    "replaced by .json.\n"
+    "replaced by .pt.trace.json (rotating to IN.1.pt.trace.json, ...).\n"
     "\n"
     "Truncated or partly corrupt input converts what is whole; the trace's\n"
     "metadata says what was lost.\n"
@@ -85,16 +86,16 @@ static void on_progress(void *ud, uint64_t done, uint64_t total)
     }
 }
 
-/* Default output: IN minus .gtr plus .json. */
+/* Default output: IN minus .gtr plus .pt.trace.json (Kineto's suffix). */
 static char *default_out(const char *in)
 {
     size_t n = strlen(in);
     if (n > 4 && strcmp(in + n - 4, ".gtr") == 0)
         n -= 4;
-    char *out = gt__malloc(n + 6);
+    char *out = gt__malloc(n + sizeof(GT__TRACE_EXT));
     if (out) {
         memcpy(out, in, n);
-        memcpy(out + n, ".json", 6);
+        memcpy(out + n, GT__TRACE_EXT, sizeof(GT__TRACE_EXT));
     }
     return out;
 }

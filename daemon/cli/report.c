@@ -113,7 +113,13 @@ static int add_event(struct gt__agg *r, const cJSON *ev)
                               dur->valuedouble,
                               cJSON_IsString(name) ? name->valuestring : NULL);
     }
-    if (strcmp(cat->valuestring, "iteration") == 0)
+    /* ProfilerStep#N: cat user_annotation (Kineto's, since converter
+     * 0.2), cat iteration before; a window file's own step is no
+     * iteration (it covers only the window). */
+    if (strcmp(cat->valuestring, "iteration") == 0 ||
+        (strcmp(cat->valuestring, "user_annotation") == 0 &&
+         strncmp(name->valuestring, "ProfilerStep#", 13) == 0 &&
+         !cJSON_GetObjectItemCaseSensitive(args, "window")))
         return gt__agg_step(r, (uint64_t)num_of(args, "step", 0),
                             num_of(ev, "ts", 0), dur->valuedouble);
     for (size_t i = 0; i < sizeof(layer_cats) / sizeof(layer_cats[0]); i++) {
@@ -238,6 +244,7 @@ static int read_json(struct gt__agg *r, const char *path, struct json_lost *jl)
         }
         /* Cheap filter before parsing: only the categories we sum. */
         if (!strstr(line, "\"cat\":\"layer_") && !strstr(line, "\"cat\":\"iteration\"") &&
+            !strstr(line, "\"cat\":\"user_annotation\"") &&
             !strstr(line, "\"cat\":\"kernel\"") &&
             !strstr(line, "\"cat\":\"backward_totals\""))
             continue;

@@ -25,13 +25,15 @@
 
 #include "common/alloc.h"
 #include "daemon/convert/internal.h"
+#include "daemon/convert/names.h"
 
 #define COUNT_WIDTH 12 /* bytes reserved for the patched file_count value */
 #define GT__ALT_NAMES_MAX 1000 /* "-<k>" names tried when a name is taken */
 
 /* ------------------------------------------------------------ files */
 
-/* Path of file index i: out_path or <dir>/<stem>.json, then .<i>.json. */
+/* Path of file index i: out_path or <dir>/<stem>.pt.trace.json, then
+ * <stem>.<i>.pt.trace.json (for out_path, .<i> before its suffix). */
 static char *file_path(const struct gt__writer *c, uint32_t i)
 {
     char *p = NULL;
@@ -39,18 +41,18 @@ static char *file_path(const struct gt__writer *c, uint32_t i)
     if (c->s->no_files)
         return gt__strdup("");
     if (c->out_path) {
-        size_t len = strlen(c->out_path);
-        int json = len > 5 && strcmp(c->out_path + len - 5, ".json") == 0;
+        size_t len = strlen(c->out_path), ext = gt__trace_ext_len(c->out_path);
         if (i == 0)
             return gt__strdup(c->out_path);
-        if (json)
-            n = asprintf(&p, "%.*s.%u.json", (int)(len - 5), c->out_path, i);
+        if (ext)
+            n = asprintf(&p, "%.*s.%u%s", (int)(len - ext), c->out_path, i,
+                         c->out_path + len - ext);
         else
             n = asprintf(&p, "%s.%u", c->out_path, i);
     } else if (i == 0) {
-        n = asprintf(&p, "%s/%s.json", c->s->out_dir, c->stem);
+        n = asprintf(&p, "%s/%s" GT__TRACE_EXT, c->s->out_dir, c->stem);
     } else {
-        n = asprintf(&p, "%s/%s.%u.json", c->s->out_dir, c->stem, i);
+        n = asprintf(&p, "%s/%s.%u" GT__TRACE_EXT, c->s->out_dir, c->stem, i);
     }
     if (n < 0)
         return NULL;
@@ -60,15 +62,14 @@ static char *file_path(const struct gt__writer *c, uint32_t i)
     return q;
 }
 
-/* path with "-<k>" before its ".json" (or at its end). Caller frees. */
+/* path with "-<k>" before its trace suffix (or at its end). Caller frees. */
 static char *alt_path(const char *path, unsigned k)
 {
-    size_t len = strlen(path);
-    int json = len > 5 && strcmp(path + len - 5, ".json") == 0;
+    size_t len = strlen(path), ext = gt__trace_ext_len(path);
     char *p = NULL, *q;
 
-    if (asprintf(&p, "%.*s-%u%s", (int)(json ? len - 5 : len), path, k,
-                 json ? ".json" : "") < 0)
+    if (asprintf(&p, "%.*s-%u%s", (int)(len - ext), path, k,
+                 path + len - ext) < 0)
         return NULL;
     q = gt__strdup(p);
     free(p);
@@ -416,9 +417,11 @@ int gt__file_close(struct gt__writer *c, int last)
     put_kv_u64(w, ",\n\"baseTimeNanoseconds\":", base_real_ns(c->s));
     gt__jw_puts(w, ",\n\"deviceProperties\":[]");
     if (c->s->rank >= 0) {
-        put_kv_i64(w, ",\n\"distributedInfo\":{\"rank\":", c->s->rank);
-        put_kv_i64(w, ",\"local_rank\":", c->s->local_rank);
-        put_kv_i64(w, ",\"world_size\":", c->s->world_size);
+        /* Kineto's spacing: HTA finds a file's rank with the regular
+         * expression "rank":\s+(\d+), whitespace required. */
+        put_kv_i64(w, ",\n\"distributedInfo\":{\"rank\": ", c->s->rank);
+        put_kv_i64(w, ", \"local_rank\": ", c->s->local_rank);
+        put_kv_i64(w, ", \"world_size\": ", c->s->world_size);
         gt__jw_puts(w, "}");
     }
     gt__jw_puts(w, ",\n\"gradtrace\":{\"converter\":\"gradtrace "

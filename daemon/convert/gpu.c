@@ -48,10 +48,16 @@ static uint32_t stream_track(struct gt__writer *c, uint32_t device,
     return t;
 }
 
-/* Appends ,"layer":..,"phase":.. / ,"seq":.. from GT_R_EXT_CORR records. */
+/*
+ * Appends Kineto's ,"External id":N (the operator that launched it, from
+ * a GT_EXT_OP correlation; 0 without one, as Kineto writes a launch no
+ * operator encloses, so that it never names another operator), then
+ * ,"layer":..,"phase":.. and ,"seq":.. from the other GT_R_EXT_CORR kinds.
+ */
 static char *put_ext(struct gt__writer *c, char *p, uint32_t corr)
 {
-    const struct gt__bmap_val *v;
+    const struct gt__bmap_val *v = gt__bmap_get(&c->ext, GT__EXT_OP_KEY, corr);
+    p = PUT_KV(p, ",\"External id\":", v ? v->x : 0);
     if (corr == 0 || !(v = gt__bmap_get(&c->ext, 0, corr)))
         return p;
     if (v->p) {
@@ -77,6 +83,12 @@ void gt__on_ext_corr(struct gt__writer *c, const uint8_t *rec, uint16_t size)
     const struct gt_r_ext_corr *r = &rr;
     (void)size;
     memcpy(&rr, rec, sizeof(rr));
+    if (r->kind == GT_EXT_OP) {
+        /* Its own entry (key GT__EXT_OP_KEY, corr): the operator id. */
+        struct gt__bmap_val o = {.x = r->ext};
+        (void)gt__bmap_put(&c->ext, GT__EXT_OP_KEY, r->corr, &o);
+        return;
+    }
     /* One entry per correlation id: layer (x, kind in p) and NVTX seq
      * (y, present when q), so a GPU record needs one lookup. */
     const struct gt__bmap_val *old = gt__bmap_get(&c->ext, 0, r->corr);

@@ -131,6 +131,7 @@ struct gt__open {
     uint64_t fwd_tid;
     uint64_t created_ts;
     uint64_t nested_ns;   /* nodes: time of nodes run inside this one */
+    uint64_t op_id;       /* operators: the OP_BEGIN id */
     uint32_t name;
     uint32_t cls;         /* module class (scopes) */
     uint32_t layer;       /* backward nodes: layer string id, 0 unknown */
@@ -139,6 +140,8 @@ struct gt__open {
     uint32_t ord;         /* open order on its thread (innermost item) */
     uint16_t kind;        /* scope kind */
     uint16_t has_creation;
+    uint16_t created_in;  /* nodes: created inside a slice of its thread */
+    uint32_t created_file; /* nodes: the writer's file index then */
     uint16_t order;       /* nodes: 1, or 2+ for nodes made by backward */
     uint16_t flags;       /* GT__OPEN_* */
 };
@@ -151,6 +154,21 @@ struct gt__open {
  */
 #define GT__CREATION_ORDER_MASK 0xffu
 #define GT__CREATION_USED 0x100u
+/* y also says whether the creation was inside a slice of its thread (an
+ * open scope or operator, not a window's replay), and in its high half
+ * the writer's file index then: an arrow may start on that slice only
+ * when both are true and the file is still the same (gt__emit_node). */
+#define GT__CREATION_INSIDE 0x200u
+#define GT__CREATION_FILE_SHIFT 32
+
+#define GT__ANY_TRACK UINT32_MAX
+
+/* gt__open.kind of an operator (OP_BEGIN) on a thread's scope stack: no
+ * wire scope kind (enum gt_scope_kind) is this large. */
+#define GT__KIND_OP 0x100u
+
+/* Key of a GT_EXT_OP correlation in the writer's ext map. */
+#define GT__EXT_OP_KEY 1u
 
 struct gt__wait {
     struct gt__open o;
@@ -174,6 +192,12 @@ struct gt__stack {
     uint32_t dropped;     /* begins dropped beyond GT__STACK_MAX, still open */
 };
 
+#define GT__EQC_MAX 8
+
+struct gt__eqc_key {
+    uint64_t fwd_tid, seq;
+};
+
 struct gt__wthread {
     uint32_t os_tid;      /* its name: gt__cstream_tname */
     uint32_t track;       /* scopes */
@@ -184,6 +208,15 @@ struct gt__wthread {
     uint32_t pass_open;
     uint32_t opens;       /* scopes and nodes pushed so far (gt__open.ord) */
     uint64_t last_ts;
+    uint64_t first_begin; /* start of its first scope or operator ... */
+    int began;            /* ... once it had one */
+    /* The last creations made inside a slice, all at time eqc_ts: if
+     * every slice open around them ends at that very time, none of them
+     * contains it (viewers take a slice's end as outside), and they lose
+     * GT__CREATION_INSIDE (gt__scope_closed). */
+    uint64_t eqc_ts;
+    uint32_t eqc_n;
+    struct gt__eqc_key eqc[GT__EQC_MAX];
     struct gt__stack scopes;
     struct gt__stack nodes;
     struct gt__held *held;  /* see scope_closed in convert.c */
@@ -286,7 +319,8 @@ struct gt__writer {
 
     /* correlation */
     struct gt__bmap nodes;  /* (fwd_tid, seq) -> creation */
-    struct gt__bmap ext;    /* corr -> external id */
+    struct gt__bmap ext;    /* (0, corr) -> layer/seq, (GT__EXT_OP_KEY,
+                             * corr) -> operator id */
     struct gt__bmap api;    /* corr -> CUDA API call */
     struct gt__bmap kpend;  /* corr -> GPU activity waiting for its API */
     struct gt__stream_slot *streams; /* (device, stream) -> track */
@@ -318,8 +352,22 @@ struct gt__writer {
     int saw_step;
     uint64_t iter_start;
     int have_iter_start;
+    /* The thread track a ProfilerStep may go on (schema/trace-output.md,
+     * "Iterations"): the track of the thread whose boundary opened the
+     * current iteration with nothing open on it, 0 when none,
+     * GT__ANY_TRACK when the iteration starts at the stream's start. */
+    uint32_t iter_start_track;
+    /* A slice began on that track exactly at iter_start: the step would
+     * start with it but be written after it (viewers nest equal starts by
+     * file order), so it goes to the Iterations track. */
+    int iter_start_clash;
     int pend_iter;          /* a pass-based iteration span held back */
     uint64_t pend_start, pend_end, pend_value;
+    uint32_t pend_track, pend_start_track;
+    int pend_start_clash;
+    uint64_t steps_written;  /* ProfilerStep spans this writer wrote */
+    uint32_t win_tid;        /* window writer: the thread that opened it */
+    int finished_layers;     /* window writer: writing its own step */
 
     /* capture windows drawn on this output's "Capture windows" track */
     struct gt__window open_win[GT__MAX_OPEN_WINDOWS];
@@ -599,7 +647,11 @@ void gt__pass_begin(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
                     uint64_t value);
 void gt__pass_end(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
                   uint64_t value, uint32_t flags);
-void gt__step(struct gt__writer *c, uint64_t ts, uint64_t value);
+void gt__step(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
+              uint64_t value);
+/* A scope or operator begins on th at ts (what step placement needs). */
+void gt__step_note_begin(struct gt__writer *c, struct gt__wthread *th,
+                         uint64_t ts);
 /*
  * Flushes the implicit group of nodes run outside any pass, if any, when
  * something at ts shows the next forward has begun: ts after the group's

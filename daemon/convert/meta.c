@@ -89,6 +89,8 @@ void gt__on_window(struct gt__writer *c, const uint8_t *rec, uint16_t size)
         return; /* window.c closes the window's writer */
     gt__see_ts(c, r->ts);
     if (type == GT_R_WINDOW_BEGIN) {
+        if (c->window && !c->win_tid && c->cur)
+            c->win_tid = c->threads[c->cur - 1].os_tid;
         if (c->nopen_win == GT__MAX_OPEN_WINDOWS) {
             c->an.windows_unmatched++;
             return;

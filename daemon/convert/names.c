@@ -248,3 +248,13 @@ int gt__agent_stem(const char *cmdline, int32_t rank, uint32_t pid, char *out,
         return -ENAMETOOLONG;
     return n;
 }
+
+size_t gt__trace_ext_len(const char *path)
+{
+    size_t n = strlen(path), k = sizeof(GT__TRACE_EXT) - 1;
+    if (n > k && strcmp(path + n - k, GT__TRACE_EXT) == 0)
+        return k;
+    if (n > 5 && strcmp(path + n - 5, ".json") == 0)
+        return 5;
+    return 0;
+}

@@ -42,4 +42,16 @@ int gt__command_is_code(const char *cmdline);
 int gt__agent_stem(const char *cmdline, int32_t rank, uint32_t pid, char *out,
                    size_t cap);
 
+/*
+ * Trace files end with Kineto's suffix, so tools that pick traces by name
+ * (the TensorBoard profiler plugin takes only *.pt.trace.json) find them.
+ */
+#define GT__TRACE_EXT ".pt.trace.json"
+
+/*
+ * The length of path's trace suffix: 14 for ".pt.trace.json", 5 for any
+ * other ".json", 0 otherwise. Rotated and window names go before it.
+ */
+size_t gt__trace_ext_len(const char *path);
+
 #endif /* GRADTRACE_DAEMON_CONVERT_NAMES_H */

@@ -46,6 +46,23 @@ static char *node_args_tail(struct gt__writer *c, char *p,
     return p;
 }
 
+/*
+ * A viewer draws an arrow only from a slice on its own track (catapult:
+ * "does not start at an actual slice"; Perfetto binds a flow to the slice
+ * open there). A node created outside any scope or operator (the loss),
+ * replayed into a capture window whose forward ran before it, or whose
+ * enclosing slice went to an earlier rotated file, gets a 1 ns slice
+ * "<node> created" (cat node_created) at its creation for its arrow to
+ * start on, written just before the arrow, into the same file.
+ */
+static void creation_slice(struct gt__writer *c, uint32_t track,
+                           const struct gt__open *o, const char *name,
+                           uint32_t nl)
+{
+    gt__emit_x(c, track, "node_created", name, nl, " created", 8, "", 0,
+               o->created_ts, o->created_ts + 1, NULL, 0);
+}
+
 void gt__emit_node(struct gt__writer *c, struct gt__wthread *th,
                    const struct gt__open *o, uint64_t end, int unclosed)
 {
@@ -79,6 +96,8 @@ void gt__emit_node(struct gt__writer *c, struct gt__wthread *th,
     if (o->has_creation) {
         /* Both halves now, into the file that holds the node. */
         const struct gt__wthread *ct = gt__thread_find(c, o->created_tid);
+        if (ct && (!o->created_in || o->created_file != c->file_index))
+            creation_slice(c, ct->track, o, name, nl);
         if (ct)
             gt__emit_flow(c, "fwdbwd", ct->track, o->created_ts, bt, o->ts);
     }
@@ -128,6 +147,8 @@ void gt__node_ended(struct gt__writer *c, struct gt__wthread *th,
         n.has_creation = 1;
         n.created_ts = v->x;
         n.created_tid = v->p;
+        n.created_in = (v->y & GT__CREATION_INSIDE) != 0;
+        n.created_file = (uint32_t)(v->y >> GT__CREATION_FILE_SHIFT);
         if (!(n.flags & GT__OPEN_LAYER_SET)) {
             n.layer = v->q;
             n.order = (uint16_t)(v->y & GT__CREATION_ORDER_MASK);
@@ -159,9 +180,11 @@ int gt__node_created_late(struct gt__writer *c, uint64_t fwd_tid, uint64_t seq,
     w->o.has_creation = 1;
     w->o.created_ts = ts;
     w->o.created_tid = tid;
+    w->o.created_in = (order & GT__CREATION_INSIDE) != 0;
+    w->o.created_file = c->file_index;
     if (!(w->o.flags & GT__OPEN_LAYER_SET)) {
         w->o.layer = layer;
-        w->o.order = (uint16_t)order;
+        w->o.order = (uint16_t)(order & GT__CREATION_ORDER_MASK);
     }
     wait_release(c, v.p);
     return 1;

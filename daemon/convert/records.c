@@ -88,10 +88,34 @@ static struct gt__open *stack_push(struct gt__writer *c, struct gt__stack *s)
 
 /* ------------------------------------------------------------ emitters */
 
+/* An operator as Kineto writes one: cat cpu_op and its four ids. */
+static void emit_op(struct gt__writer *c, struct gt__wthread *th,
+                    const struct gt__open *o, uint64_t end, int unclosed)
+{
+    uint32_t nl;
+    const char *name = gt__str_esc(c, o->name, &nl);
+    char *p = gt__x_open(c, th->track, "cpu_op", o->ts, end, nl + 160);
+    p = put_esc(p, name, nl);
+    p = PUT_KV(p, "\",\"args\":{\"External id\":", o->op_id);
+    p = PUT_KV(p, ",\"Record function id\":", o->op_id);
+    if (o->seq != UINT64_MAX) {
+        p = PUT_KV(p, ",\"Sequence number\":", o->seq);
+        p = PUT_KV(p, ",\"Fwd thread id\":", o->fwd_tid);
+    }
+    if (unclosed)
+        p = GT__LIT(p, ",\"unclosed\":true");
+    p = GT__LIT(p, "}}");
+    gt__ev_end(c, p);
+}
+
 static void emit_scope(struct gt__writer *c, struct gt__wthread *th,
                        const struct gt__open *o, uint64_t end, int unclosed)
 {
     static const char *const cats[] = {"user", "module", "nvtx"};
+    if (o->kind == GT__KIND_OP) {
+        emit_op(c, th, o, end, unclosed);
+        return;
+    }
     uint32_t nl, cl = 0;
     const char *name = gt__str_esc(c, o->name, &nl);
     const char *cls = o->cls ? gt__str_esc(c, o->cls, &cl) : "";
@@ -193,6 +217,16 @@ void gt__scope_closed(struct gt__writer *c, struct gt__wthread *th,
                          const struct gt__open *o, uint64_t end, int unclosed)
 {
     struct gt__stack *s = &th->scopes;
+    if (s->depth == 0 && th->eqc_n && end == th->eqc_ts) {
+        /* Creations at this very end are in no slice any more. */
+        for (uint32_t i = 0; i < th->eqc_n; i++) {
+            struct gt__bmap_val *v =
+                gt__bmap_find(&c->nodes, th->eqc[i].fwd_tid, th->eqc[i].seq);
+            if (v)
+                v->y &= ~(uint64_t)GT__CREATION_INSIDE;
+        }
+        th->eqc_n = 0;
+    }
     if (o->kind == GT_SCOPE_MODULE && (o->flags & GT__OPEN_BACKWARD)) {
         /* Its time is not its enclosing backward range's own time. */
         for (uint32_t i = s->depth; i > 0; i--) {
@@ -319,6 +353,7 @@ static void on_scope_begin(struct gt__writer *c, const uint8_t *rec,
             }
         }
     }
+    gt__step_note_begin(c, th, ts);
     struct gt__open *o = stack_push(c, &th->scopes);
     if (!o)
         return;
@@ -344,6 +379,55 @@ static void on_scope_end(struct gt__writer *c, const uint8_t *rec,
         return;
     struct scope_key k = {r.kind, r.name};
     stack_end(c, th, &th->scopes, scope_match, &k, gt__scope_closed,
+              thread_ts(c, th, r.ts));
+}
+
+struct op_key {
+    uint32_t name;
+    uint64_t id;
+};
+
+static int op_match(const struct gt__open *o, const void *key)
+{
+    const struct op_key *k = key;
+    return o->kind == GT__KIND_OP && o->name == k->name && o->op_id == k->id;
+}
+
+/* Operators share the thread's scope stack: they nest in its modules and
+ * modules in them, on one track, by the same stack discipline. */
+static void on_op_begin(struct gt__writer *c, const uint8_t *rec,
+                        uint16_t size)
+{
+    struct gt_r_op_begin r;
+    struct gt__wthread *th;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    if (!(th = cur_thread(c)))
+        return;
+    uint64_t ts = thread_ts(c, th, r.ts);
+    gt__step_note_begin(c, th, ts);
+    struct gt__open *o = stack_push(c, &th->scopes);
+    if (!o)
+        return;
+    o->ts = ts;
+    o->kind = GT__KIND_OP;
+    o->name = r.name;
+    o->op_id = r.id;
+    o->seq = r.seq;
+    o->fwd_tid = r.fwd_tid;
+    o->ord = ++th->opens;
+}
+
+static void on_op_end(struct gt__writer *c, const uint8_t *rec, uint16_t size)
+{
+    struct gt_r_op_end r;
+    struct gt__wthread *th;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    if (!(th = cur_thread(c)))
+        return;
+    struct op_key k = {r.name, r.id};
+    stack_end(c, th, &th->scopes, op_match, &k, gt__scope_closed,
               thread_ts(c, th, r.ts));
 }
 
@@ -413,10 +497,34 @@ static void on_node_created(struct gt__writer *c, const uint8_t *rec,
      * the backward, not the next forward. */
     if (th->nodes.depth == 0)
         gt__layers_outside_pass(c, ts);
+    /* A late creation's arrow is written now, before the slice around it
+     * has ended: it always gets a slice of its own (no INSIDE). */
     int used = gt__node_created_late(c, r.fwd_tid, r.seq, ts, th->os_tid,
                                      layer, order);
-    struct gt__bmap_val v = {.x = ts, .p = th->os_tid, .q = layer,
-                             .y = order | (used ? GT__CREATION_USED : 0)};
+    uint64_t in = !replay && th->scopes.depth > 0 ? GT__CREATION_INSIDE : 0;
+    if (in) {
+        if (th->eqc_ts != ts || th->eqc_n == 0) {
+            th->eqc_ts = ts;
+            th->eqc_n = 0;
+        }
+        if (th->eqc_n < GT__EQC_MAX)
+            th->eqc[th->eqc_n++] = (struct gt__eqc_key){r.fwd_tid, r.seq};
+        else
+            in = 0; /* cannot be corrected later: a slice of its own */
+    }
+    /* The operator that creates a node gets its sequence number (Kineto's
+     * "Sequence number"; the agent cannot read it at the operator). */
+    if (in) {
+        struct gt__open *top = &th->scopes.e[th->scopes.depth - 1];
+        if (top->kind == GT__KIND_OP && top->seq == UINT64_MAX) {
+            top->seq = r.seq;
+            top->fwd_tid = r.fwd_tid;
+        }
+    }
+    struct gt__bmap_val v = {
+        .x = ts, .p = th->os_tid, .q = layer,
+        .y = order | (used ? GT__CREATION_USED : 0) | in |
+             (uint64_t)c->file_index << GT__CREATION_FILE_SHIFT};
     creation_keep(c, r.fwd_tid, r.seq, &v);
 }
 
@@ -448,6 +556,8 @@ static void on_node_begin(struct gt__writer *c, const uint8_t *rec,
         o->has_creation = 1;
         o->created_ts = v->x;
         o->created_tid = v->p;
+        o->created_in = (v->y & GT__CREATION_INSIDE) != 0;
+        o->created_file = (uint32_t)(v->y >> GT__CREATION_FILE_SHIFT);
         o->layer = v->q;
         o->order = (uint16_t)(v->y & GT__CREATION_ORDER_MASK);
         if (o->order == 0)
@@ -513,7 +623,7 @@ static void on_step(struct gt__writer *c, const uint8_t *rec, uint16_t size)
     struct gt__wthread *th = c->cur ? &c->threads[c->cur - 1] : NULL;
     uint64_t ts = th ? thread_ts(c, th, r.ts) : r.ts;
     gt__see_ts(c, ts);
-    gt__step(c, ts, r.value);
+    gt__step(c, th, ts, r.value);
 }
 
 static void on_instant(struct gt__writer *c, const uint8_t *rec,
@@ -546,55 +656,57 @@ static void on_instant(struct gt__writer *c, const uint8_t *rec,
 #define CORR(rs) .corr_off = offsetof(struct rs, corr)
 
 static const struct gt__rec_kind kinds[] = {
-    {EXACT(GT_R_STRING, gt_r_string), .var = 1, .route = GT__ROUTE_META,
+    [GT_R_STRING] = {EXACT(GT_R_STRING, gt_r_string), .var = 1, .route = GT__ROUTE_META,
      .stream = gt__cs_on_string},
-    {EXACT(GT_R_PROCESS_INFO, gt_r_process_info), .var = 1,
+    [GT_R_PROCESS_INFO] = {EXACT(GT_R_PROCESS_INFO, gt_r_process_info), .var = 1,
      .route = GT__ROUTE_META, .stream = gt__cs_on_process,
      .writer = gt__on_process},
-    {EXACT(GT_R_THREAD_INFO, gt_r_thread_info), .route = GT__ROUTE_META,
+    [GT_R_THREAD_INFO] = {EXACT(GT_R_THREAD_INFO, gt_r_thread_info), .route = GT__ROUTE_META,
      .stream = gt__cs_on_thread_info, .writer = gt__on_thread_info},
-    {EXACT(GT_R_THREAD, gt_r_thread), .route = GT__ROUTE_META,
+    [GT_R_THREAD] = {EXACT(GT_R_THREAD, gt_r_thread), .route = GT__ROUTE_META,
      .stream = gt__cs_on_thread, .writer = gt__on_thread},
-    {EXACT(GT_R_SCOPE_BEGIN, gt_r_scope_begin), .writer = on_scope_begin},
-    {EXACT(GT_R_SCOPE_END, gt_r_scope_end), .writer = on_scope_end},
-    {EXACT(GT_R_NODE_CREATED, gt_r_node_created), .writer = on_node_created},
-    {EXACT(GT_R_BWD_NODE_BEGIN, gt_r_bwd_node_begin), .writer = on_node_begin},
-    {EXACT(GT_R_BWD_NODE_END, gt_r_bwd_node_end), .writer = on_node_end},
-    {EXACT(GT_R_BWD_PASS_BEGIN, gt_r_mark), .writer = on_pass},
-    {EXACT(GT_R_BWD_PASS_END, gt_r_mark), .writer = on_pass},
-    {EXACT(GT_R_STEP, gt_r_mark), .writer = on_step},
-    {EXACT(GT_R_INSTANT, gt_r_instant), .writer = on_instant},
-    {EXACT(GT_R_GPU_KERNEL, gt_r_gpu_kernel), .route = GT__ROUTE_CORR,
-     CORR(gt_r_gpu_kernel), .stream = gt__cs_on_kernel, .writer = gt__on_kernel},
-    {EXACT(GT_R_GPU_MEMCPY, gt_r_gpu_memcpy), .route = GT__ROUTE_CORR,
+    [GT_R_SCOPE_BEGIN] = {EXACT(GT_R_SCOPE_BEGIN, gt_r_scope_begin), .writer = on_scope_begin},
+    [GT_R_SCOPE_END] = {EXACT(GT_R_SCOPE_END, gt_r_scope_end), .writer = on_scope_end},
+    [GT_R_NODE_CREATED] = {EXACT(GT_R_NODE_CREATED, gt_r_node_created), .writer = on_node_created},
+    [GT_R_BWD_NODE_BEGIN] = {EXACT(GT_R_BWD_NODE_BEGIN, gt_r_bwd_node_begin), .writer = on_node_begin},
+    [GT_R_BWD_NODE_END] = {EXACT(GT_R_BWD_NODE_END, gt_r_bwd_node_end), .writer = on_node_end},
+    [GT_R_BWD_PASS_BEGIN] = {EXACT(GT_R_BWD_PASS_BEGIN, gt_r_mark), .writer = on_pass},
+    [GT_R_BWD_PASS_END] = {EXACT(GT_R_BWD_PASS_END, gt_r_mark), .writer = on_pass},
+    [GT_R_STEP] = {EXACT(GT_R_STEP, gt_r_mark), .writer = on_step},
+    [GT_R_INSTANT] = {EXACT(GT_R_INSTANT, gt_r_instant), .writer = on_instant},
+    [GT_R_GPU_KERNEL] = {EXACT(GT_R_GPU_KERNEL, gt_r_gpu_kernel), .route = GT__ROUTE_CORR,
+     CORR(gt_r_gpu_kernel), .stream = gt__cs_on_kernel,
+     .writer = gt__on_kernel},
+    [GT_R_GPU_MEMCPY] = {EXACT(GT_R_GPU_MEMCPY, gt_r_gpu_memcpy), .route = GT__ROUTE_CORR,
      CORR(gt_r_gpu_memcpy), .writer = gt__on_memcpy},
-    {EXACT(GT_R_GPU_MEMSET, gt_r_gpu_memset), .route = GT__ROUTE_CORR,
+    [GT_R_GPU_MEMSET] = {EXACT(GT_R_GPU_MEMSET, gt_r_gpu_memset), .route = GT__ROUTE_CORR,
      CORR(gt_r_gpu_memset), .writer = gt__on_memset},
-    {EXACT(GT_R_CUDA_API, gt_r_cuda_api), .route = GT__ROUTE_API,
+    [GT_R_CUDA_API] = {EXACT(GT_R_CUDA_API, gt_r_cuda_api), .route = GT__ROUTE_API,
      .writer = gt__on_cuda_api},
-    {EXACT(GT_R_EXT_CORR, gt_r_ext_corr), .route = GT__ROUTE_CORR,
+    [GT_R_EXT_CORR] = {EXACT(GT_R_EXT_CORR, gt_r_ext_corr), .route = GT__ROUTE_CORR,
      CORR(gt_r_ext_corr), .writer = gt__on_ext_corr},
-    {EXACT(GT_R_CLOCK_SYNC, gt_r_clock_sync), .route = GT__ROUTE_META,
+    [GT_R_CLOCK_SYNC] = {EXACT(GT_R_CLOCK_SYNC, gt_r_clock_sync), .route = GT__ROUTE_META,
      .stream = gt__cs_on_clock},
-    {EXACT(GT_R_LOST, gt_r_lost), .route = GT__ROUTE_META,
+    [GT_R_LOST] = {EXACT(GT_R_LOST, gt_r_lost), .route = GT__ROUTE_META,
      .stream = gt__cs_on_lost, .writer = gt__on_lost},
-    {EXACT(GT_R_WINDOW_BEGIN, gt_r_window), .route = GT__ROUTE_WINDOW,
+    [GT_R_WINDOW_BEGIN] = {EXACT(GT_R_WINDOW_BEGIN, gt_r_window), .route = GT__ROUTE_WINDOW,
      .writer = gt__on_window},
-    {EXACT(GT_R_WINDOW_END, gt_r_window), .route = GT__ROUTE_WINDOW,
+    [GT_R_WINDOW_END] = {EXACT(GT_R_WINDOW_END, gt_r_window), .route = GT__ROUTE_WINDOW,
      .writer = gt__on_window},
-    {EXACT(GT_R_WARNING, gt_r_warning), .route = GT__ROUTE_META,
+    [GT_R_WARNING] = {EXACT(GT_R_WARNING, gt_r_warning), .route = GT__ROUTE_META,
      .stream = gt__cs_on_warning, .writer = gt__on_warning},
-    {EXACT(GT_R_WINDOW_DONE, gt_r_window), .route = GT__ROUTE_WINDOW},
-    {EXACT(GT_R_BWD_NODE_LAYER, gt_r_bwd_node_layer), .writer = on_node_layer},
-    {EXACT(GT_R_GOODBYE, gt_r_goodbye), .route = GT__ROUTE_META,
+    [GT_R_WINDOW_DONE] = {EXACT(GT_R_WINDOW_DONE, gt_r_window), .route = GT__ROUTE_WINDOW},
+    [GT_R_BWD_NODE_LAYER] = {EXACT(GT_R_BWD_NODE_LAYER, gt_r_bwd_node_layer), .writer = on_node_layer},
+    [GT_R_GOODBYE] = {EXACT(GT_R_GOODBYE, gt_r_goodbye), .route = GT__ROUTE_META,
      .stream = gt__cs_on_goodbye},
     /* window.c hands writers a WINDOW_BEGIN in its place. */
-    {EXACT(GT_R_WINDOW_BEGIN_SHARED, gt_r_window), .route = GT__ROUTE_WINDOW},
-    /* Numbers need not be dense: the rows from here are placed at their
-     * type's index, and a gap's zeroed row (type 0) is an unknown type. */
-    [GT_R_COLLECTIVE - 1] = {EXACT(GT_R_COLLECTIVE, gt_r_collective),
-                             .route = GT__ROUTE_META,
-                             .stream = gt__cs_on_collective},
+    [GT_R_WINDOW_BEGIN_SHARED] = {EXACT(GT_R_WINDOW_BEGIN_SHARED, gt_r_window),
+                                  .route = GT__ROUTE_WINDOW},
+    [GT_R_OP_BEGIN] = {EXACT(GT_R_OP_BEGIN, gt_r_op_begin), .writer = on_op_begin},
+    [GT_R_OP_END] = {EXACT(GT_R_OP_END, gt_r_op_end), .writer = on_op_end},
+    [GT_R_COLLECTIVE] = {EXACT(GT_R_COLLECTIVE, gt_r_collective),
+                         .route = GT__ROUTE_META,
+                         .stream = gt__cs_on_collective},
 };
 
 #undef EXACT
@@ -602,13 +714,12 @@ static const struct gt__rec_kind kinds[] = {
 
 const struct gt__rec_kind *gt__rec_kind(uint16_t type)
 {
-    /* The table is indexed by type - 1 (gaps hold zeroed rows): checked
-     * here once per lookup, which costs one compare. */
-    size_t i = (size_t)type - 1;
-    if (type == 0 || i >= sizeof(kinds) / sizeof(kinds[0]) ||
-        kinds[i].type != type)
+    /* The table is indexed by type; a number without a row (0, reserved
+     * or unknown) has type 0 there. */
+    if (type == 0 || type >= sizeof(kinds) / sizeof(kinds[0]) ||
+        kinds[type].type != type)
         return NULL;
-    return &kinds[i];
+    return &kinds[type];
 }
 
 int gt__rec_size_ok(const struct gt__rec_kind *k, uint16_t size)

@@ -154,12 +154,11 @@ static int win_name(struct gt__cstream *s, const struct gt__conv_window *info,
         s->win_max_id = info->id;
     s->win_created++;
     if (s->out_path) {
-        size_t pl = strlen(s->out_path);
-        if (pl > 5 && strcmp(s->out_path + pl - 5, ".json") == 0)
-            pl -= 5;
-        n = asprintf(out_path, "%.*s-w%u-%s-%s-it%llu%s.json", (int)pl,
+        size_t pl = strlen(s->out_path), ext = gt__trace_ext_len(s->out_path);
+        const char *sfx = ext ? s->out_path + pl - ext : ".json";
+        n = asprintf(out_path, "%.*s-w%u-%s-%s-it%llu%s%s", (int)(pl - ext),
                      s->out_path, info->id, part, info->phase,
-                     (unsigned long long)info->iteration, dup);
+                     (unsigned long long)info->iteration, dup, sfx);
     } else {
         n = asprintf(stem, "%s-w%u-%s-%s-it%llu%s", s->stem, info->id, part,
                      info->phase, (unsigned long long)info->iteration, dup);

@@ -66,7 +66,8 @@ static void copy_cut(char *dst, size_t cap, const char *src)
 
 static int stem_taken(const struct gt__agent *self, const char *stem)
 {
-    static const char *const exts[] = {".json", ".gtr", ".1.json"};
+    static const char *const exts[] = {".pt.trace.json", ".json", ".gtr",
+                                       ".1.pt.trace.json", ".1.json"};
     const struct gt__server *s = self->srv;
     char path[4096 + 160];
     struct stat st;

@@ -153,8 +153,10 @@ enum gt_rec_type {
      * GRADTRACE_CAPTURE=1): the segment's records belong to the main
      * trace as well as to the window. */
     GT_R_WINDOW_BEGIN_SHARED = 27,
-    /* 28..37 are reserved for other record families; numbers need not be
-     * dense (the codec's tables are indexed by type, gaps are unknown). */
+    /* 28-29 and 32-37 are reserved; a gap in the numbers is an unknown
+     * type (skipped and counted), never a size of 0. */
+    GT_R_OP_BEGIN = 30,     /* a libtorch operator (RecordFunction) begins */
+    GT_R_OP_END = 31,
     GT_R_COLLECTIVE = 38,   /* a collective call ended (torch.distributed) */
     GT_R_TYPE_COUNT
 };
@@ -344,6 +346,7 @@ enum gt_ext_kind {
     GT_EXT_LAYER_FWD = 1, /* ext id = string id of the module path */
     GT_EXT_LAYER_BWD = 2, /* ext id = string id of the module path */
     GT_EXT_NVTX_SEQ = 3,  /* ext id = PyTorch "seq = N" from an NVTX range */
+    GT_EXT_OP = 4,        /* ext id = the enclosing operator's id (OP_BEGIN) */
 };
 
 struct gt_r_ext_corr {
@@ -456,6 +459,34 @@ struct gt_r_collective {
 _Static_assert(sizeof(struct gt_r_collective) == 40, "collective");
 
 /*
+ * A libtorch operator (at::RecordFunction of scope FUNCTION: an aten op)
+ * on the current thread. id is unique within the stream (the
+ * RecordFunction handle); it is the operator's Kineto "External id", and
+ * GT_EXT_OP correlations carry it to the CUDA calls and GPU work the
+ * operator launched. seq is the autograd sequence number of the node the
+ * operator creates (UINT64_MAX when it creates none) and fwd_tid torch's
+ * thread id. The end names the same name and id as its begin.
+ */
+struct gt_r_op_begin {
+    struct gt_rec h;
+    uint32_t name;        /* string id: operator name, e.g. aten::addmm */
+    uint32_t flags;       /* zero */
+    uint64_t ts;
+    uint64_t id;
+    uint64_t seq;
+    uint64_t fwd_tid;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_op_begin) == 44, "op_begin");
+
+struct gt_r_op_end {
+    struct gt_rec h;
+    uint32_t name;        /* same string id as the begin */
+    uint64_t ts;
+    uint64_t id;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_op_end) == 24, "op_end");
+
+/*
  * Fixed-size record types: X(type, struct). GT_R_STRING and
  * GT_R_PROCESS_INFO's sizes are minimums (STRING grows by its text).
  */
@@ -487,6 +518,8 @@ _Static_assert(sizeof(struct gt_r_collective) == 40, "collective");
     X(GT_R_BWD_NODE_LAYER, gt_r_bwd_node_layer)     \
     X(GT_R_GOODBYE, gt_r_goodbye)                   \
     X(GT_R_WINDOW_BEGIN_SHARED, gt_r_window)        \
+    X(GT_R_OP_BEGIN, gt_r_op_begin)                 \
+    X(GT_R_OP_END, gt_r_op_end)                     \
     X(GT_R_COLLECTIVE, gt_r_collective)
 
 /* ------------------------------------------------ daemon -> agent messages */

@@ -60,7 +60,7 @@ last=$(sed -n 's/^step \([0-9]*\)$/\1/p' once.stdout | tail -1)
 "$PY" - "$f" "$last" <<'PYEOF' || die "steps missing from the trace"
 import json, sys
 ev = json.load(open(sys.argv[1]))["traceEvents"]
-steps = {e["args"]["step"] for e in ev if e.get("cat") == "iteration"}
+steps = {e["args"]["step"] for e in ev if e.get("name", "").startswith("ProfilerStep#")}
 last = int(sys.argv[2])
 # ProfilerStep#N spans step N to N+1: the one after the last printed
 # step is the one the interrupt cut.
@@ -75,6 +75,6 @@ grep -q "gradtrace: 1 trace file:" twice.stderr || die "twice: no file list: $(c
 f=$(sed -n 's/^  \(.*\.json\)$/\1/p' twice.stderr)
 validate "$f"
 # The command ignored both interrupts and outlived record: end it.
-pid=${f##*-pid}; pid=${pid%.json}
+pid=${f##*-pid}; pid=${pid%%.*}
 kill "$pid" 2>/dev/null
 echo ok

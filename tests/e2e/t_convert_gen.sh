@@ -13,7 +13,7 @@ done
 T=$E2E_TMP
 
 "$B/progs/gen_gtr" -o "$T/run.gtr" --iterations 40 --layers 4 --worker \
-  --gpu --steps --chunk-kb 16 >"$T/expect.json"
+  --gpu --steps --ops --chunk-kb 16 >"$T/expect.json"
 "$B/gradtrace" convert "$T/run.gtr" -o "$T/run.json" --max-file-events 3000 \
   >"$T/stdout" 2>"$T/stderr"
 cat "$T/stderr"
@@ -56,7 +56,8 @@ checks = {
     ("f", "ac2g"): want["kernels"],
     ("X", "layer_backward"): it * want["layer_spans_per_pass"],
     ("X", "backward_pass"): it,
-    ("X", "iteration"): it,
+    ("X", "user_annotation"): it,
+    ("X", "cpu_op"): want["ops"],
 }
 bad = {k: (count.get(k, 0), v) for k, v in checks.items() if count.get(k, 0) != v}
 assert not bad, "got, want: %r" % bad
@@ -67,4 +68,18 @@ echo "== default output name, --quiet"
 cp "$T/run.gtr" "$T/other.gtr"
 "$B/gradtrace" convert "$T/other.gtr" --quiet 2>"$T/q.err"
 [ ! -s "$T/q.err" ] || { echo "--quiet printed:"; cat "$T/q.err"; exit 1; }
-"$PY" "$ROOT/tests/tools/validate_trace.py" "$T/other.json"
+"$PY" "$ROOT/tests/tools/validate_trace.py" "$T/other.pt.trace.json"
+
+echo "== the validator's flow rule: an arrow off its slice is refused"
+"$PY" - "$T/other.pt.trace.json" "$T/moved.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"]
+s = next(e for e in ev if e.get("ph") == "s" and e.get("cat") == "fwdbwd")
+s["ts"] = min(e["ts"] for e in ev if e.get("ph") == "X") / 2  # before every slice
+json.dump(d, open(sys.argv[2], "w"))
+PY
+if "$PY" "$ROOT/tests/tools/validate_trace.py" "$T/moved.json" 2>"$T/moved.err"; then
+  echo "a flow start outside any slice passed the validator"; exit 1
+fi
+grep -q "is in no slice of its track" "$T/moved.err"

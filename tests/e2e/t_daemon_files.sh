@@ -29,7 +29,7 @@ done
 
 echo "== planted symlink"
 VICTIM=$E2E_TMP/victim
-bash -c 'ln -s "$1" "$2/fake_agent-pid$$.json"; ln -s "$1.gtr" "$2/fake_agent-pid$$.gtr"; exec "$3" --chunks 1 --records 10' \
+bash -c 'ln -s "$1" "$2/fake_agent-pid$$.json"; ln -s "$1" "$2/fake_agent-pid$$.pt.trace.json"; ln -s "$1.gtr" "$2/fake_agent-pid$$.gtr"; exec "$3" --chunks 1 --records 10' \
   _ "$VICTIM" "$OUT" "$FAKE" 2>/dev/null || die "agent failed"
 wait_disc 2
 stop_daemon || die "daemon exit $?"

@@ -93,8 +93,10 @@ meta = json.dumps({k: v for k, v in d.items() if k != "traceEvents"})
 assert '"truncated": true' in meta or '"truncated":true' in meta, meta[:400]
 PY
 # The raw captures hold exactly the bytes sent, the half chunk included.
-cmp "$E2E_TMP/good.sent" "$OUT/$(basename "$fgood" .json).gtr" || die "raw capture of the good agent differs"
-cmp "$E2E_TMP/killed.sent" "$OUT/$(basename "$fk" .json).gtr" || die "raw capture of the killed agent differs"
+# The raw capture's name: the trace's stem (before .pt.trace.json or .json).
+stem_of() { local b; b=$(basename "$1" .json); echo "${b%.pt.trace}"; }
+cmp "$E2E_TMP/good.sent" "$OUT/$(stem_of "$fgood").gtr" || die "raw capture of the good agent differs"
+cmp "$E2E_TMP/killed.sent" "$OUT/$(stem_of "$fk").gtr" || die "raw capture of the killed agent differs"
 
 # Nothing outside the output directory; hostile name sanitized.
 [ ! -e /tmp/escape ] || die "agent text escaped the output directory"

@@ -24,7 +24,8 @@ start_daemon
 sleep 2
 kill_daemon
 wait $agent
-f=$(ls "$OUT"/fake_agent-pid$agent.json) || die "no file"
+f=$(ls "$OUT"/fake_agent-pid$agent.json "$OUT"/fake_agent-pid$agent.pt.trace.json 2>/dev/null | head -1)
+[ -n "$f" ] || die "no file"
 echo "left by the killed daemon: $(stat -c %s "$f") bytes"
 start_daemon
 grep -q "repaired $f" "$E2E_TMP/daemon.log" || die "not repaired at start: $(tail -3 "$E2E_TMP/daemon.log")"

@@ -58,7 +58,7 @@ echo "== torch.distributed.run, DDP, ranks=1 trigger on the plain path"
 dist_record run --trigger layer=blocks.1,phase=backward,iteration=2,ranks=1 \
     --trigger layer=blocks.9 -- "${TORCHRUN[@]}" "$TORCH_DIR/wrapped.py" dist
 files=$(ls run)
-[ "$files" = "$(ls run | grep -- '^wrapped-rank1-pid[0-9]*-w1-blocks.1-backward-it2.json$')" ] \
+[ "$files" = "$(ls run | grep -E -- '^wrapped-rank1-pid[0-9]*-w1-blocks.1-backward-it2(\.pt\.trace)?\.json$')" ] \
   && [ -n "$files" ] || die "want one window file of rank 1, got: $files"
 validate run/*.json
 grep -q "trigger layer=blocks.9,.* matched no layer of the run; closest paths: blocks.0, blocks.1, blocks.2$" run.stderr \

@@ -81,7 +81,7 @@ assert [x["spec"] for x in r["triggers"]][0].startswith("layer=nosuch.layer"), r
 print("window at iteration %d, armed after %d iterations" % (w["iteration"], armed_after))
 PY
 grep -Eq "trigger #1 layer=nosuch.layer.*: armed" "$E2E_TMP/st.txt" || die "status table: nosuch not armed"
-grep -Eq "window 1 iteration [0-9]+ blocks.17 backward: done, .*-w1-blocks.17-backward-it[0-9]+.json" "$E2E_TMP/st.txt" \
+grep -Eq "window 1 iteration [0-9]+ blocks.17 backward: done, .*-w1-blocks.17-backward-it[0-9]+(\.pt\.trace)?\.json" "$E2E_TMP/st.txt" \
   || die "status table lacks the fired window"
 
 wait $train || die "training failed: $(cat "$E2E_TMP/train.stderr")"

@@ -39,8 +39,8 @@ done
 ls -la "$OUT"
 files=$(ls "$OUT"/*-w*.json 2>/dev/null)
 [ "$(echo "$files" | grep -c .)" = 2 ] || die "want two window files, got: $files"
-echo "$files" | grep -q -- "-rank0-.*-w1-blocks.17-backward-it2.json" || die "rank 0 file name: $files"
-echo "$files" | grep -q -- "-rank1-.*-w1-blocks.17-backward-it2.json" || die "rank 1 file name: $files"
+echo "$files" | grep -Eq -- "-rank0-.*-w1-blocks.17-backward-it2(\.pt\.trace)?\.json" || die "rank 0 file name: $files"
+echo "$files" | grep -Eq -- "-rank1-.*-w1-blocks.17-backward-it2(\.pt\.trace)?\.json" || die "rank 1 file name: $files"
 $CHECK ranks --ranks 0,1 $files || die "per-rank windows"
 for f in $files; do
   $CHECK backward --layer blocks.17 --iteration 2 "$f" || die "window of $f"

@@ -34,12 +34,18 @@ struct gen_opts {
     int worker;    /* backward on a separate engine thread */
     int gpu;       /* CUDA API calls, kernels, external correlation */
     int steps;     /* GT_R_STEP after each iteration */
+    int ops;       /* an aten operator around each forward launch/creation */
+    uint64_t window; /* 1 + the iteration whose backward is a capture
+                      * window (WINDOW_BEGIN/END around it, DONE after
+                      * its GPU records); 0 none */
+    uint32_t scale; /* every duration times this (0: 1); 1000 makes every
+                     * time a whole microsecond, as HTA rounds them */
     int level;     /* zstd level, <= 0 raw chunks */
     uint32_t chunk_kb;
 };
 
 struct gen_counts {
-    uint64_t iterations, module_scopes, nodes, kernels, api_calls;
+    uint64_t iterations, module_scopes, nodes, kernels, api_calls, ops;
     uint64_t layer_spans_per_pass, chunks, records, bytes, raw_bytes;
 };
 
@@ -56,6 +62,7 @@ struct gen {
     uint32_t cur_tid;
     uint32_t corr;
     uint64_t iter;
+    uint64_t op_id;
     gen_sink sink;
     void *ud;
     struct gen_counts *n;
@@ -65,6 +72,7 @@ struct gen {
 enum {
     S_NET = 1, S_NETCLS, S_BLOCK, S_LINEAR, S_GELU, S_ADDMM, S_GELUB,
     S_LAUNCH, S_GEMM, S_GELUK, S_MAIN, S_WORKER, S_HOST, S_CMD, S_WARN,
+    S_OP_ADDMM, S_OP_GELU, S_WSPEC, S_WLAYER,
     S_FIRST_PATH /* then 4 per layer: layers.i, .fc1, .act, .fc2 */
 };
 
@@ -131,8 +139,14 @@ static void gen_thread(struct gen *g, uint32_t tid)
         gen_rec(g, &r, sizeof(r)); /* else gen_rec adds it with the next */
 }
 
+static uint64_t gen_scaled(const struct gen *g, uint64_t ns)
+{
+    return ns * (g->o->scale ? g->o->scale : 1);
+}
+
 static uint64_t gen_tick(struct gen *g, uint64_t ns)
 {
+    ns = gen_scaled(g, ns);
     g->now += ns;
     if (!g->first_ns)
         g->first_ns = g->now;
@@ -161,9 +175,26 @@ static void gen_scope(struct gen *g, int begin, uint32_t path, uint32_t cls)
     }
 }
 
-/* A launch on thread tid now, its kernel later on the GPU (batched). */
+/* An operator begins (op != 0) or ends on the current thread. */
+static void gen_op(struct gen *g, uint32_t name, int begin)
+{
+    if (begin) {
+        struct gt_r_op_begin r = {{GT_R_OP_BEGIN, sizeof(r)}, name, 0,
+                                  gen_tick(g, 200), ++g->op_id, UINT64_MAX,
+                                  1};
+        gen_rec(g, &r, sizeof(r));
+        g->n->ops++;
+    } else {
+        struct gt_r_op_end r = {{GT_R_OP_END, sizeof(r)}, name,
+                                gen_tick(g, 100), g->op_id};
+        gen_rec(g, &r, sizeof(r));
+    }
+}
+
+/* A launch on thread tid now, its kernel later on the GPU (batched); op:
+ * the id of the operator launching it, or 0. */
 static void gen_launch(struct gen *g, uint32_t tid, uint32_t path, int bwd,
-                       uint32_t kname)
+                       uint32_t kname, uint64_t op)
 {
     uint32_t corr = ++g->corr;
     uint64_t s = gen_tick(g, 100), e = gen_tick(g, 2500);
@@ -173,9 +204,14 @@ static void gen_launch(struct gen *g, uint32_t tid, uint32_t path, int bwd,
     struct gt_r_cuda_api a = {{GT_R_CUDA_API, sizeof(a)}, tid, 211, corr,
                               S_LAUNCH, s, e};
     struct gt_r_gpu_kernel k = {{GT_R_GPU_KERNEL, sizeof(k)}, 0, 7, kname,
-                                corr, e + 3000, e + 3000 + 1800,
+                                corr, e + gen_scaled(g, 3000),
+                                e + gen_scaled(g, 3000 + 1800),
                                 {64, 1, 1}, {256, 1, 1}, 4096, 32};
     if (gt__recbuf_append(&g->gpu, &x, sizeof(x)))
+        g->err = -1;
+    struct gt_r_ext_corr xo = {{GT_R_EXT_CORR, sizeof(xo)}, GT_EXT_OP, 0,
+                               corr, op};
+    if (op && gt__recbuf_append(&g->gpu, &xo, sizeof(xo)))
         g->err = -1;
     /* Alternate: API before kernel on even iterations, after on odd. */
     if (g->iter % 2 == 0) {
@@ -204,6 +240,14 @@ static void gen_gpu_batch(struct gen *g)
     gt__recbuf_reset(&g->gpu);
 }
 
+/* WINDOW_BEGIN/END/DONE of window 1 in iteration it, now. */
+static void gen_window(struct gen *g, uint16_t type, uint64_t it)
+{
+    struct gt_r_window w = {{type, sizeof(w)}, 1, S_WSPEC, S_WLAYER,
+                            gen_tick(g, 10), it};
+    gen_rec(g, &w, sizeof(w));
+}
+
 static void gen_iteration(struct gen *g, uint64_t it)
 {
     const struct gen_opts *o = g->o;
@@ -217,19 +261,27 @@ static void gen_iteration(struct gen *g, uint64_t it)
         for (uint32_t ch = 1; ch <= 3; ch++) {
             gen_thread(g, GEN_PID);
             gen_scope(g, 1, gen_path(l, ch), ch == 2 ? S_GELU : S_LINEAR);
+            uint32_t opn = ch == 2 ? S_OP_GELU : S_OP_ADDMM;
+            if (o->ops)
+                gen_op(g, opn, 1);
             if (o->gpu)
                 gen_launch(g, GEN_PID, gen_path(l, ch), 0,
-                           ch == 2 ? S_GELUK : S_GEMM);
+                           ch == 2 ? S_GELUK : S_GEMM, o->ops ? g->op_id : 0);
             gen_thread(g, GEN_PID);
             struct gt_r_node_created r = {{GT_R_NODE_CREATED, sizeof(r)},
                                           gen_path(l, ch), gen_tick(g, 900),
                                           seq0 + l * 3 + ch - 1, 1};
             gen_rec(g, &r, sizeof(r));
+            if (o->ops)
+                gen_op(g, opn, 0);
             gen_scope(g, 0, gen_path(l, ch), 0);
         }
         gen_scope(g, 0, gen_path(l, 0), 0);
     }
     gen_scope(g, 0, S_NET, 0);
+    int win = o->window && o->window - 1 == it;
+    if (win)
+        gen_window(g, GT_R_WINDOW_BEGIN, it);
     struct gt_r_mark m = {{GT_R_BWD_PASS_BEGIN, sizeof(m)}, 0,
                           gen_tick(g, 5000), it};
     gen_rec(g, &m, sizeof(m));
@@ -242,7 +294,7 @@ static void gen_iteration(struct gen *g, uint64_t it)
         gen_rec(g, &b, sizeof(b));
         if (o->gpu)
             gen_launch(g, bwd_tid, gen_path((uint32_t)(i / 3), ch), 1,
-                       ch == 2 ? S_GELUK : S_GEMM);
+                       ch == 2 ? S_GELUK : S_GEMM, 0);
         gen_thread(g, bwd_tid);
         struct gt_r_bwd_node_end e = {{GT_R_BWD_NODE_END, sizeof(e)}, 0,
                                       gen_tick(g, 1500), seq0 + i, 1};
@@ -253,6 +305,8 @@ static void gen_iteration(struct gen *g, uint64_t it)
     m.h.type = GT_R_BWD_PASS_END;
     m.ts = gen_tick(g, 800);
     gen_rec(g, &m, sizeof(m));
+    if (win)
+        gen_window(g, GT_R_WINDOW_END, it);
     if (o->steps) {
         m.h.type = GT_R_STEP;
         m.ts = gen_tick(g, 20000);
@@ -261,6 +315,8 @@ static void gen_iteration(struct gen *g, uint64_t it)
     }
     if (o->gpu)
         gen_gpu_batch(g);
+    if (win)
+        gen_window(g, GT_R_WINDOW_DONE, it);
     g->n->iterations++;
 }
 
@@ -303,7 +359,8 @@ static int gen_run(const struct gen_opts *o, gen_sink sink, void *ud,
         NULL, "Net", "Net", "Block", "Linear", "GELU", "AddmmBackward0",
         "GeluBackward0", "cudaLaunchKernel", "gemm_kernel<float, 128>",
         "gelu_kernel", "MainThread", "pt_autograd_0", "genhost",
-        "python3 train.py", "synthetic \"warning\"\n"};
+        "python3 train.py", "synthetic \"warning\"\n", "aten::addmm",
+        "aten::gelu", "layer=layers.*,phase=backward", "layers.*"};
     for (uint32_t i = 1; i < S_FIRST_PATH; i++)
         gen_string(&g, i, names[i]);
     for (uint32_t l = 0; l < o->layers; l++) {

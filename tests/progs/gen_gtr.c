@@ -3,7 +3,8 @@
  * stdout as one JSON object, the counts its conversion must show.
  *
  *   gen_gtr -o OUT.gtr [--iterations N] [--layers L] [--worker] [--gpu]
- *           [--steps] [--level Z] [--chunk-kb K]
+ *           [--steps] [--ops] [--scale K] [--window IT] [--level Z]
+ *           [--chunk-kb K]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,12 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--level") && v) {
             o.level = atoi(v);
             i++;
+        } else if (!strcmp(a, "--window") && v) {
+            o.window = strtoull(v, NULL, 10) + 1;
+            i++;
+        } else if (!strcmp(a, "--scale") && v) {
+            o.scale = (uint32_t)strtoul(v, NULL, 10);
+            i++;
         } else if (!strcmp(a, "--chunk-kb") && v) {
             o.chunk_kb = (uint32_t)strtoul(v, NULL, 10);
             i++;
@@ -45,6 +52,8 @@ int main(int argc, char **argv)
             o.gpu = 1;
         } else if (!strcmp(a, "--steps")) {
             o.steps = 1;
+        } else if (!strcmp(a, "--ops")) {
+            o.ops = 1;
         } else {
             fprintf(stderr, "gen_gtr: bad argument '%s'\n", a);
             return 2;
@@ -52,7 +61,8 @@ int main(int argc, char **argv)
     }
     if (!out || o.layers == 0 || o.chunk_kb == 0 || o.chunk_kb > 8192) {
         fprintf(stderr, "usage: gen_gtr -o OUT.gtr [--iterations N] "
-                        "[--layers L] [--worker] [--gpu] [--steps] "
+                        "[--layers L] [--worker] [--gpu] [--steps] [--ops] [--scale K] "
+                        "[--window IT] "
                         "[--level Z] [--chunk-kb K]\n");
         return 2;
     }
@@ -70,12 +80,13 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("{\"iterations\":%llu,\"module_scopes\":%llu,\"nodes\":%llu,"
-           "\"kernels\":%llu,\"api_calls\":%llu,"
+           "\"kernels\":%llu,\"api_calls\":%llu,\"ops\":%llu,"
            "\"layer_spans_per_pass\":%llu,\"chunks\":%llu,\"records\":%llu,"
            "\"bytes\":%llu,\"raw_bytes\":%llu}\n",
            (unsigned long long)n.iterations,
            (unsigned long long)n.module_scopes, (unsigned long long)n.nodes,
            (unsigned long long)n.kernels, (unsigned long long)n.api_calls,
+           (unsigned long long)n.ops,
            (unsigned long long)n.layer_spans_per_pass,
            (unsigned long long)n.chunks, (unsigned long long)n.records,
            (unsigned long long)n.bytes, (unsigned long long)n.raw_bytes);

@@ -15,12 +15,19 @@ Checks every file against schema/trace-output.md:
     event still open around it;
   - every flow start ('s') has exactly one finish ('f') with the same
     (cat, id) in the same file, and vice versa;
+  - every flow half is drawable, as catapult's importer and Perfetto bind
+    them: a start ('s') or step ('t'), and a finish with "bp":"e", lies
+    inside a complete ('X') slice on its own track (start <= ts < end, or
+    ts at a zero-length slice); a finish without "bp" has a slice that
+    starts at or after it on its track. catapult drops any other arrow
+    ("event id N does not start at an actual slice"), so does Perfetto;
   - every pid with events has a process_name, every track with events a
     thread_name.
 
 Exit status 0 when every file passes; otherwise 1, with one line per
 failing file on stderr: "FILE: reason". Standard library only.
 """
+import bisect
 import json
 import math
 import sys
@@ -71,6 +78,37 @@ def check_nesting(track, spans):
         stack.append((end, name))
 
 
+def check_flow_slices(spans, halves):
+    """The flow rule: each half binds to a slice on its own track."""
+    index = {}
+    for track, sp in spans.items():
+        # Starts in order with the running maximum of the ends, so that
+        # "some slice with start <= ts ends after ts" is one bisection.
+        order = sorted((s, s + d) for s, d, _ in sp)
+        starts = [s for s, _ in order]
+        maxend, m = [], -1
+        for _, e in order:
+            m = max(m, e)
+            maxend.append(m)
+        zero = {s for s, e in order if s == e}
+        index[track] = (starts, maxend, zero)
+    for ph, bp, track, ts, fid in halves:
+        starts, maxend, zero = index.get(track, ([], [], set()))
+        if ph == "f" and bp != "e":
+            # Binds to the next slice that starts at or after it.
+            if not starts or starts[-1] < ts:
+                raise Invalid("flow id %r: finish at %d ns on pid=%s tid=%s "
+                              "has no slice at or after it"
+                              % (fid, ts, track[0], track[1]))
+            continue
+        k = bisect.bisect_right(starts, ts)
+        if not ((k and maxend[k - 1] > ts) or ts in zero):
+            raise Invalid("flow id %r: %s at %d ns on pid=%s tid=%s is in no "
+                          "slice of its track (viewers drop the arrow)"
+                          % (fid, "start" if ph == "s" else "half", ts,
+                             track[0], track[1]))
+
+
 def validate(path):
     try:
         with open(path, "rb") as f:
@@ -105,6 +143,7 @@ def validate(path):
 
     spans = {}
     flows = {}
+    halves = []
     used_pids = set()
     used_tracks = set()
     named_pids = set()
@@ -146,6 +185,7 @@ def validate(path):
             fid = ev.get("id")
             if isinstance(fid, bool) or not isinstance(fid, (int, str)):
                 raise Invalid("event %d: flow without an id" % i)
+            halves.append((ph, ev.get("bp"), (pid, ev.get("tid")), ts, fid))
             ent = flows.setdefault((ev.get("cat"), fid), [0, 0])
             if ph == "s":
                 ent[0] += 1
@@ -167,6 +207,7 @@ def validate(path):
         if s != 1 or f != 1:
             raise Invalid("flow cat=%r id=%r has %d start(s) and %d finish(es) "
                           "in this file (want 1 and 1)" % (cat, fid, s, f))
+    check_flow_slices(spans, halves)
     missing = used_pids - named_pids
     if missing:
         raise Invalid("pid %s has events but no process_name" % sorted(missing)[0])

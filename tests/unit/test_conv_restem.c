@@ -47,7 +47,7 @@ Test(conv_restem, late_rank_renames_written_files, .timeout = 10)
     feed(&f);
     cr_assert_eq(gt__conv_rank(f.c), 1, "the stream's rank is the later record's");
     cr_assert_eq(gt__conv_restem(f.c, "train-rank1-pid4242"), 0);
-    snprintf(want_main, sizeof(want_main), "%s/train-rank1-pid4242.json", f.dir);
+    snprintf(want_main, sizeof(want_main), "%s/train-rank1-pid4242.pt.trace.json", f.dir);
     cr_assert_eq(gt__conv_files(f.c, &paths), 1);
     cr_assert_str_eq(paths[0], want_main);
     cr_assert_eq(access(want_main, F_OK), 0, "renamed on disk");

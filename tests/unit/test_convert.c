@@ -128,6 +128,20 @@ static void check_file(const cJSON *doc)
             cr_assert_str_eq(s_of(ev, "bp"), "e");
         }
     }
+    /* Every flow half lies in a slice on its own track, as viewers bind
+     * them (tests/tools/validate_trace.py: the flow rule). */
+    cJSON_ArrayForEach(ev, evs) {
+        const char *ph = s_of(ev, "ph");
+        if (strcmp(ph, "s") && strcmp(ph, "f"))
+            continue;
+        int pid = i_of(ev, "pid"), tid = i_of(ev, "tid"), in = 0;
+        int64_t ts = ns_of(ev, "ts");
+        for (int i = 0; i < ns && !in; i++)
+            in = sp[i].pid == pid && sp[i].tid == tid && sp[i].s <= ts &&
+                 (ts < sp[i].e || (sp[i].s == sp[i].e && ts == sp[i].s));
+        cr_assert(in, "flow %s id %d at %lld on tid %d is in no slice", ph,
+                  i_of(ev, "id"), (long long)ts, tid);
+    }
     cr_assert_eq(flows_s, flows_f, "flow starts and finishes must pair");
     cr_assert_eq(idsum_s, idsum_f);
     qsort(sp, (size_t)ns, sizeof(*sp), span_cmp);
@@ -258,6 +272,18 @@ Test(convert, scopes_nest_on_their_thread_with_metadata, .timeout = 10)
                      "python3 [rank 3] pid 777");
     const cJSON *di = cJSON_GetObjectItem(doc, "distributedInfo");
     cr_assert_eq(i_of(di, "rank"), 3);
+    /* As HTA finds a file's rank: "rank":\s+(\d+) in the file's text. */
+    {
+        const char *const *paths;
+        cr_assert_eq(gt__conv_files(f.c, &paths), 1);
+        FILE *fp = fopen(paths[0], "rb");
+        char text[1 << 16];
+        size_t tn = fread(text, 1, sizeof(text) - 1, fp);
+        fclose(fp);
+        text[tn] = 0;
+        cr_assert_not_null(strstr(text, "\"rank\": 3"));
+        cr_assert_null(strstr(text, "\"rank\": 0"));
+    }
     cr_assert_eq(i_of(di, "world_size"), 8);
     /* ts 0 is the hello's monotonic start; base is its realtime. */
     cr_assert_eq(cJSON_GetObjectItem(doc, "baseTimeNanoseconds")->valuedouble,
@@ -622,7 +648,7 @@ Test(convert, rotation_keeps_every_file_whole_and_flows_paired,
     cr_assert(nfiles >= 5, "rotated into %zu files", nfiles);
     const char *const *paths;
     gt__conv_files(f.c, &paths);
-    cr_assert_not_null(strstr(paths[1], "/t.1.json"));
+    cr_assert_not_null(strstr(paths[1], "/t.1.pt.trace.json"));
     int flows = 0;
     for (size_t i = 0; i < nfiles; i++) {
         cJSON *d = load(paths[i]);
@@ -702,13 +728,18 @@ Test(convert, step_marks_define_profiler_steps, .timeout = 10)
     mark(&f, GT_R_STEP, 75, 3); /* no thread to clamp it: out of order */
     feed(&f);
     cJSON *doc = finish(&f, NULL);
-    cr_assert_eq(count(doc, "X", "iteration"), 2);
+    cr_assert_eq(count(doc, "X", "user_annotation"), 2);
     const cJSON *s1 = find(doc, "X", "ProfilerStep#1", 0);
     cr_assert_eq(ns_of(s1, "ts"), 10000, "from the first event");
     cr_assert_eq(ns_of(s1, "dur"), 40000);
+    /* It starts with the scope at 10 but is written after it: viewers
+     * nest equal starts by file order, so not on tid 100. */
+    cr_assert_str_eq(track_name(doc, PID, i_of(s1, "tid")), "Iterations");
+    cr_assert_eq(i_of(cJSON_GetObjectItem(s1, "args"), "step"), 1);
     const cJSON *s2 = find(doc, "X", "ProfilerStep#2", 0);
     cr_assert_eq(ns_of(s2, "ts"), 50000);
     cr_assert_eq(ns_of(s2, "dur"), 30000);
+    cr_assert_eq(i_of(s2, "tid"), 100, "on the thread that ran the step");
     cr_assert_null(find(doc, "X", "ProfilerStep#0", 0));
     cr_assert_eq(anomaly(doc, "steps_out_of_order"), 1);
     cJSON_Delete(doc);
@@ -974,6 +1005,81 @@ Test(convert, collectives_are_kept_as_metadata_newest_256, .timeout = 10)
     fx_close(&f);
 }
 
+/* ------------------------------------------------ Kineto conventions */
+
+static void op(struct conv_fx *f, int begin, uint32_t name, uint64_t id,
+               uint64_t seq, uint64_t us)
+{
+    if (begin) {
+        struct gt_r_op_begin r = {{GT_R_OP_BEGIN, sizeof(r)}, name, 0,
+                                  T0 + us * 1000, id, seq, 1};
+        add(f, &r, sizeof(r));
+    } else {
+        struct gt_r_op_end r = {{GT_R_OP_END, sizeof(r)}, name,
+                                T0 + us * 1000, id};
+        add(f, &r, sizeof(r));
+    }
+}
+
+Test(convert, operators_are_cpu_ops_linked_to_their_launches, .timeout = 10)
+{
+    struct conv_fx f;
+    fx_open(&f, 0, 0);
+    str(&f, 1, "fc");
+    str(&f, 2, "Linear");
+    str(&f, 3, "aten::addmm");
+    str(&f, 4, "AddmmBackward0");
+    str(&f, 20, "cudaLaunchKernel");
+    str(&f, 21, "gemm<float>");
+    thr(&f, 100);
+    sb(&f, GT_SCOPE_MODULE, 1, 2, 10);
+    op(&f, 1, 3, 77, UINT64_MAX, 11); /* the agent does not know its seq */
+    created(&f, 1, 41, 12);
+    op(&f, 0, 3, 77, 0, 18);
+    se(&f, GT_SCOPE_MODULE, 1, 20);
+    thr(&f, 101);
+    node(&f, 4, 41, 50, 60);
+    struct gt_r_ext_corr x = {{GT_R_EXT_CORR, sizeof(x)}, GT_EXT_OP, 0, 7, 77};
+    add(&f, &x, sizeof(x));
+    api(&f, 100, 7, 13, 15);
+    kernel(&f, 0, 7, 7, 20, 30);
+    api(&f, 100, 8, 21, 22); /* launched outside any operator */
+    kernel(&f, 0, 7, 8, 31, 32);
+    feed(&f);
+    cJSON *doc = finish(&f, NULL);
+
+    const cJSON *o = find(doc, "X", "aten::addmm", 0);
+    cr_assert_not_null(o);
+    cr_assert_str_eq(s_of(o, "cat"), "cpu_op");
+    cr_assert_eq(i_of(o, "tid"), 100, "on its thread, nested in the module");
+    cr_assert_eq(ns_of(o, "ts"), 11000);
+    cr_assert_eq(ns_of(o, "dur"), 7000);
+    const cJSON *oa = cJSON_GetObjectItem(o, "args");
+    cr_assert_eq(i_of(oa, "External id"), 77);
+    cr_assert_eq(i_of(oa, "Record function id"), 77);
+    cr_assert_eq(i_of(oa, "Sequence number"), 41, "from the node it created");
+    cr_assert_eq(i_of(oa, "Fwd thread id"), 1);
+    const cJSON *k = find(doc, "X", "gemm<float>", 0);
+    const cJSON *ka = cJSON_GetObjectItem(k, "args");
+    cr_assert_eq(i_of(ka, "External id"), 77, "the kernel names its operator");
+    cr_assert_eq(i_of(ka, "stream"), 7);
+    cr_assert_eq(i_of(ka, "device"), 0);
+    cr_assert_eq(i_of(ka, "correlation"), 7);
+    const cJSON *a = find(doc, "X", "cudaLaunchKernel", 0);
+    cr_assert_eq(i_of(cJSON_GetObjectItem(a, "args"), "External id"), 77);
+    cr_assert_eq(i_of(cJSON_GetObjectItem(a, "args"), "correlation"), 7);
+    const cJSON *a2 = find(doc, "X", "cudaLaunchKernel", 1);
+    cr_assert_eq(i_of(cJSON_GetObjectItem(a2, "args"), "External id"), 0,
+                 "without an operator, 0 (Kineto's none)");
+    /* The node's arrow starts on the operator that created it. */
+    const cJSON *s = find(doc, "s", "fwdbwd", 0);
+    cr_assert_eq(i_of(s, "tid"), 100);
+    cr_assert_eq(ns_of(s, "ts"), 12000);
+    cr_assert_eq(count(doc, "X", "node_created"), 0);
+    cJSON_Delete(doc);
+    fx_close(&f);
+}
+
 Test(convert, nccl_kernels_are_collectives_numbered_per_name, .timeout = 10)
 {
     struct conv_fx f;
@@ -1007,6 +1113,71 @@ Test(convert, nccl_kernels_are_collectives_numbered_per_name, .timeout = 10)
     cr_assert_eq((int64_t)cJSON_GetObjectItemCaseSensitive(a2, "end_ns")->valuedouble,
                  (int64_t)(T0 + 40900));
     cr_assert_eq(count(doc, "X", "kernel"), 5, "kernels are still written");
+    cJSON_Delete(doc);
+    fx_close(&f);
+}
+
+Test(convert, arrows_of_nodes_created_outside_any_slice_start_on_one,
+     .timeout = 10)
+{
+    struct conv_fx f;
+    fx_open(&f, 0, 0);
+    str(&f, 1, "fc");
+    str(&f, 2, "Linear");
+    str(&f, 3, "NllLossBackward0");
+    str(&f, 4, "AddmmBackward0");
+    thr(&f, 100);
+    sb(&f, GT_SCOPE_MODULE, 1, 2, 10);
+    created(&f, 1, 1, 11);
+    se(&f, GT_SCOPE_MODULE, 1, 20);
+    created(&f, 0, 2, 25); /* the loss: outside any module */
+    sb(&f, GT_SCOPE_MODULE, 1, 2, 30);
+    created(&f, 1, 3, 35); /* at the very end of its only slice: outside */
+    se(&f, GT_SCOPE_MODULE, 1, 35);
+    thr(&f, 101);
+    node(&f, 3, 2, 50, 55);
+    node(&f, 4, 1, 56, 60);
+    node(&f, 4, 3, 61, 62);
+    feed(&f);
+    cJSON *doc = finish(&f, NULL); /* check_file: every arrow in a slice */
+    cr_assert_eq(count(doc, "s", "fwdbwd"), 3);
+    cr_assert_eq(count(doc, "X", "node_created"), 2,
+                 "the loss's and the one at its slice's end");
+    const cJSON *c = find(doc, "X", "NllLossBackward0 created", 0);
+    cr_assert_not_null(c);
+    cr_assert_eq(i_of(c, "tid"), 100);
+    cr_assert_eq(ns_of(c, "ts"), 25000);
+    cJSON_Delete(doc);
+    fx_close(&f);
+}
+
+Test(convert, a_step_cut_inside_an_open_scope_goes_to_iterations,
+     .timeout = 10)
+{
+    struct conv_fx f;
+    fx_open(&f, 0, 0);
+    str(&f, 1, "train");
+    thr(&f, 100);
+    sb(&f, GT_SCOPE_USER, 1, 0, 10);
+    mark(&f, GT_R_STEP, 20, 1); /* inside "train": cannot nest on tid 100 */
+    se(&f, GT_SCOPE_USER, 1, 30);
+    mark(&f, GT_R_STEP, 40, 2); /* began inside it: cannot either */
+    mark(&f, GT_R_STEP, 50, 3); /* clean at both ends */
+    sb(&f, GT_SCOPE_USER, 1, 0, 50); /* starts with step 4 ... */
+    se(&f, GT_SCOPE_USER, 1, 55);
+    mark(&f, GT_R_STEP, 60, 4); /* ... which would be written after it */
+    feed(&f);
+    cJSON *doc = finish(&f, NULL);
+    const cJSON *s1 = find(doc, "X", "ProfilerStep#1", 0);
+    const cJSON *s2 = find(doc, "X", "ProfilerStep#2", 0);
+    const cJSON *s3 = find(doc, "X", "ProfilerStep#3", 0);
+    cr_assert_str_eq(s_of(s1, "cat"), "user_annotation");
+    cr_assert_neq(i_of(s1, "tid"), 100);
+    cr_assert_str_eq(track_name(doc, PID, i_of(s1, "tid")), "Iterations");
+    cr_assert_neq(i_of(s2, "tid"), 100);
+    cr_assert_eq(i_of(s3, "tid"), 100);
+    const cJSON *s4 = find(doc, "X", "ProfilerStep#4", 0);
+    cr_assert_neq(i_of(s4, "tid"), 100, "a slice starts with it");
     cJSON_Delete(doc);
     fx_close(&f);
 }

@@ -114,7 +114,7 @@ Test(convert_files, planted_symlink_not_followed, .timeout = 10)
 
     cr_assert_not_null(mkdtemp(dir));
     snprintf(victim, sizeof(victim), "%s-victim", dir);
-    snprintf(link, sizeof(link), "%s/t.json", dir);
+    snprintf(link, sizeof(link), "%s/t.pt.trace.json", dir);
     cr_assert_eq(symlink(victim, link), 0);
     open_in(&f, dir);
     str(&f, 2, "work");
@@ -271,7 +271,7 @@ Test(convert_files, windows_capped_per_second_and_per_stream, .timeout = 60)
     size_t first_second = 0;
     for (size_t i = 0; i < n; i++) {
         const char *w = strstr(paths[i], "/t-w");
-        if (strcmp(strrchr(paths[i], '/'), "/t.json") == 0)
+        if (strcmp(strrchr(paths[i], '/'), "/t.pt.trace.json") == 0)
             main_path = paths[i];
         else if (w && strtoul(w + 4, NULL, 10) < 1000)
             first_second++;

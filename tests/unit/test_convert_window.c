@@ -130,9 +130,9 @@ Test(convert_window, records_inside_segments_go_to_the_window_file, .timeout = 1
     cr_assert_str_eq(w[0].phase, "backward");
     const char *const *paths;
     cr_assert_eq(finish(&f, &paths), 2);
-    cr_assert(exists(f.dir, "t.json"));
-    cr_assert(exists(f.dir, "t-w1-blocks.17-backward-it3.json"));
-    cr_assert_not_null(strstr(w[0].file, "t-w1-blocks.17-backward-it3.json"));
+    cr_assert(exists(f.dir, "t.pt.trace.json"));
+    cr_assert(exists(f.dir, "t-w1-blocks.17-backward-it3.pt.trace.json"));
+    cr_assert_not_null(strstr(w[0].file, "t-w1-blocks.17-backward-it3.pt.trace.json"));
 
     cJSON *m = load(strstr(paths[0], "-w1-") ? paths[1] : paths[0]);
     cJSON *d = load(w[0].file);
@@ -181,7 +181,7 @@ Test(convert_window, a_trigger_only_stream_leaves_no_main_file, .timeout = 10)
     feed(&f);
     const char *const *paths;
     cr_assert_eq(finish(&f, &paths), 1, "the window file only");
-    cr_assert(!exists(f.dir, "t.json"));
+    cr_assert(!exists(f.dir, "t.pt.trace.json"));
     cJSON *d = load(paths[0]);
     cr_assert_eq(count(d, "X", "blocks.1 forward work", NULL), 1);
     /* Metadata read before the window still reaches its file. */
@@ -303,7 +303,7 @@ Test(convert_window, gpu_activity_follows_its_launch_until_done, .timeout = 10)
     cr_assert_eq(finish(&f, &paths), 2);
     cJSON *d = load(w[0].file);
     char mp[128];
-    snprintf(mp, sizeof(mp), "%s/t.json", f.dir);
+    snprintf(mp, sizeof(mp), "%s/t.pt.trace.json", f.dir);
     cJSON *m = load(mp);
     cr_assert_eq(count(d, "X", "k_in", NULL), 2);
     cr_assert_eq(count(d, "X", "k_out", NULL), 0);

@@ -46,9 +46,10 @@ Test(schema, record_table_matches_header)
     cr_assert_eq((size_t)n, nh, "schema lists %d records, wire.h %zu", n, nh);
     size_t ntypes = 0;
     for (uint16_t t = 1; t < GT_R_TYPE_COUNT; t++)
-        ntypes += gt__rec_size(t) != 0;
+        ntypes += gt__rec_size(t) != 0; /* reserved numbers have no size */
     cr_assert_eq(nh, ntypes, "every type is in GT_WIRE_RECORDS");
-    cr_assert_eq(header_rows[nh - 1].type, GT_R_TYPE_COUNT - 1, "the last type ends the enum");
+    cr_assert_eq(header_rows[nh - 1].type, GT_R_TYPE_COUNT - 1,
+                 "the last type is the last in GT_WIRE_RECORDS");
     for (size_t i = 0; i < nh; i++) {
         const struct row *h = &header_rows[i];
         int found = 0;

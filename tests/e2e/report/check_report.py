@@ -57,7 +57,7 @@ def step_no(e):
 def recompute(evs, sel=None):
     rows = collections.defaultdict(lambda: collections.defaultdict(float))
     all_iters = sorted((e["ts"], e["ts"] + e["dur"], step_no(e)) for e in evs
-                       if e.get("cat") == "iteration")
+                       if step_no(e) is not None and "window" not in e.get("args", {}))
     starts = [s for s, _, _ in all_iters]
     # per_it[path][k] = [fwd calls, fwd us, rc calls, rc us, bwd us]
     per_it = collections.defaultdict(

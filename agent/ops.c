@@ -1,0 +1,250 @@
+/*
+ * libtorch operators (aten ops) as GT_R_OP_BEGIN/END records: the
+ * converter writes them as Kineto's cpu_op events (schema/trace-output.md).
+ *
+ * Mechanism: one at::RecordFunction global callback pair for scope
+ * FUNCTION (every dispatched aten operator), registered through
+ * at::addGlobalCallback, as agent/recordfn.c does for USER_SCOPE (that
+ * file documents the C++ ABI this relies on, x86-64 only). Where the
+ * callback can be registered:
+ *   - a C++ program linked with libtorch_cpu: at start, from the global
+ *     scope (RTLD_DEFAULT);
+ *   - Python, which loads libtorch_cpu later and RTLD_LOCAL: from the
+ *     autograd hook (agent/torch.c) the first time it runs while
+ *     capturing, with its handle on libtorch_cpu (dlopen RTLD_NOLOAD).
+ *     The first operators of the run, before the first autograd node,
+ *     are missed.
+ * GRADTRACE_OPS=0 registers nothing (torch then runs its operators
+ * without any RecordFunction callback, as before); the registered
+ * callback costs a relaxed load and a branch per operator while not
+ * capturing, plus libtorch's own RecordFunction bookkeeping, which runs
+ * for every operator once any global callback exists.
+ *
+ * Per operator while capturing: the name (RecordFunction::name(), a
+ * pointer into the operator's schema, stable while the operator is
+ * registered) is interned once per thread through a small cache keyed by
+ * that pointer; the id is a process-wide counter (the operator's Kineto
+ * "External id"), pushed as a CUPTI external correlation (GT_EXT_OP) so
+ * CUDA calls and kernels inside carry it. The sequence number of the node
+ * an operator creates is not read here: the converter takes it from the
+ * node creation recorded inside the operator. A thread keeps a stack of
+ * open operators (ends name their begin's id); depth beyond
+ * GT__OPS_DEPTH records nothing.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/capture.h"
+#include "common/alloc.h"
+#include "agent/core.h"
+#include "agent/cuda.h"
+#include "agent/internal.h"
+#include "agent/ring.h"
+#include "agent/torch.h"
+
+#define GT__OPS_DEPTH 64
+#define GT__OPS_NAMES 128 /* per-thread name cache, power of two */
+#define GT__OPS_HEAD 16   /* bytes of a cached name compared on a hit */
+
+#define SYM_ADD "_ZN2at17addGlobalCallbackENS_22RecordFunctionCallbackE"
+#define SYM_NAME "_ZNK2at14RecordFunction4nameEv"
+
+enum { OPS_UNTRIED = 0, OPS_ON = 1, OPS_OFF = 2 };
+
+static _Atomic int ops_state;
+static const char *(*rf_name)(const void *rf);
+static _Atomic uint64_t op_next_id;
+
+struct op_open {
+    uint64_t id;
+    uint32_t name;
+    uint32_t epoch;  /* capture epoch of its begin, 0: nothing recorded */
+    _Bool pushed;    /* a CUPTI external id was pushed for it */
+};
+
+/*
+ * A thread's operator state, allocated at its first operator (a cold
+ * path, like a thread's first record) and freed when it exits: 5 KiB,
+ * too large for TLS in an agent that may be dlopen'ed (the static TLS
+ * surplus is a few hundred bytes; t_agent_dlopen).
+ */
+struct ops_tls {
+    uint32_t depth;
+    struct op_open e[GT__OPS_DEPTH];
+    const char *key[GT__OPS_NAMES];
+    char head[GT__OPS_NAMES][GT__OPS_HEAD];
+    uint32_t id[GT__OPS_NAMES];
+};
+
+static __thread struct ops_tls *tl_ops_p
+    __attribute__((tls_model("initial-exec")));
+static pthread_key_t ops_key;
+
+static void ops_tls_free(void *p)
+{
+    tl_ops_p = NULL; /* runs on the exiting thread itself */
+    gt__free(p);
+}
+
+/* This thread's state, NULL when it cannot be allocated (nothing is then
+ * recorded on it). */
+static struct ops_tls *ops_tls(void)
+{
+    struct ops_tls *t = tl_ops_p;
+    if (GT__LIKELY(t != NULL))
+        return t;
+    t = gt__calloc(1, sizeof(*t));
+    if (t) {
+        tl_ops_p = t;
+        (void)pthread_setspecific(ops_key, t);
+    }
+    return t;
+}
+
+/*
+ * The interned id of an operator name, cached per thread by pointer. A
+ * dispatched operator's name points into its registered schema; a
+ * RECORD_FUNCTION with a temporary std::string name may reuse a pointer
+ * for another text, so a hit also compares the text's first bytes.
+ */
+static uint32_t op_name_id(struct ops_tls *tl_ops, const char *name)
+{
+    uintptr_t k = (uintptr_t)name;
+    uint32_t slot = (uint32_t)((k >> 4) ^ (k >> 12)) & (GT__OPS_NAMES - 1);
+    if (!name)
+        return 0;
+    if (GT__LIKELY(tl_ops->key[slot] == name &&
+                   strncmp(tl_ops->head[slot], name, GT__OPS_HEAD) == 0))
+        return tl_ops->id[slot];
+    uint32_t id = gt__intern(name, strlen(name));
+    tl_ops->key[slot] = name;
+    strncpy(tl_ops->head[slot], name, GT__OPS_HEAD);
+    tl_ops->id[slot] = id;
+    return id;
+}
+
+/* The start callback (see agent/recordfn.c): *ctx_out is the (null)
+ * ObserverContext, returned through the hidden pointer. */
+static void **op_start(void **ctx_out, const void *rf)
+{
+    *ctx_out = NULL;
+    struct ops_tls *tl_ops = ops_tls();
+    if (GT__UNLIKELY(!tl_ops))
+        return ctx_out;
+    /* Every begin takes a stack entry, so that every end pops its own. */
+    uint32_t d = tl_ops->depth++;
+    if (GT__UNLIKELY(d >= GT__OPS_DEPTH))
+        return ctx_out;
+    struct op_open *o = &tl_ops->e[d];
+    o->epoch = 0;
+    o->pushed = 0;
+    if (GT__LIKELY(!gt__capture_on()) || !gt__thread_self())
+        return ctx_out;
+    o->id = atomic_fetch_add_explicit(&op_next_id, 1, memory_order_relaxed) + 1;
+    o->name = op_name_id(tl_ops, rf_name(rf));
+    o->epoch = gt__capture_epoch();
+    o->pushed = gt__cuda_ext_push != NULL;
+    struct gt_r_op_begin *r = gt__reserve_inline(sizeof(*r));
+    if (GT__LIKELY(r != NULL)) {
+        r->h.type = GT_R_OP_BEGIN;
+        r->h.size = sizeof(*r);
+        r->name = o->name;
+        r->flags = 0;
+        r->ts = gt__now();
+        r->id = o->id;
+        r->seq = UINT64_MAX;
+        r->fwd_tid = 0;
+        gt__commit_inline(sizeof(*r));
+    }
+    if (o->pushed)
+        gt__cuda_ext_push(GT_EXT_OP, o->id);
+    return ctx_out;
+}
+
+static void op_end(const void *rf, void *ctx)
+{
+    (void)rf;
+    (void)ctx;
+    struct ops_tls *tl_ops = tl_ops_p;
+    if (GT__UNLIKELY(!tl_ops) || tl_ops->depth == 0)
+        return;
+    if (--tl_ops->depth >= GT__OPS_DEPTH)
+        return;
+    const struct op_open *o = &tl_ops->e[tl_ops->depth];
+    if (o->pushed)
+        gt__cuda_ext_pop(GT_EXT_OP);
+    /* Begun while not capturing, or a capture stopped or restarted since
+     * its begin: no end either. */
+    if (o->epoch == 0 || !gt__capture_on() || o->epoch != gt__capture_epoch())
+        return;
+    struct gt_r_op_end *r = gt__reserve_inline(sizeof(*r));
+    if (GT__LIKELY(r != NULL)) {
+        r->h.type = GT_R_OP_END;
+        r->h.size = sizeof(*r);
+        r->name = o->name;
+        r->ts = gt__now();
+        r->id = o->id;
+        gt__commit_inline(sizeof(*r));
+    }
+}
+
+void gt__ops_register(void *handle)
+{
+    int expect = OPS_UNTRIED;
+    uint64_t (*add)(struct gt__rf_callback);
+
+    if (atomic_load_explicit(&ops_state, memory_order_relaxed) != OPS_UNTRIED)
+        return;
+#if defined(__x86_64__)
+    *(void **)&add = dlsym(handle, SYM_ADD);
+    void *name = dlsym(handle, SYM_NAME);
+    if (!add || !name) {
+        /* Not in this scope (Python before torch): try again later. */
+        if (handle != RTLD_DEFAULT)
+            gt__warn_once(GT__TORCH_WARN_OPS, "torch operators: libtorch's "
+                          "RecordFunction not found: no cpu_op events");
+        return;
+    }
+    if (!atomic_compare_exchange_strong(&ops_state, &expect, OPS_ON))
+        return; /* another thread registers */
+    if (pthread_key_create(&ops_key, ops_tls_free) != 0) {
+        atomic_store(&ops_state, OPS_OFF);
+        return;
+    }
+    *(void **)&rf_name = name;
+    struct gt__rf_callback cb = {.start = op_start, .end = op_end,
+                                 .sampling_prob = 1.0};
+    cb.scopes[GT__RF_FUNCTION] = 1;
+    uint64_t h = add(cb);
+    GT__LOG("torch operators: function-scope callback %llu registered",
+            (unsigned long long)h);
+#else
+    (void)add;
+    (void)expect;
+    (void)handle;
+    atomic_store(&ops_state, OPS_OFF);
+    gt__warn_once(GT__TORCH_WARN_OPS, "torch operators: supported on x86-64 "
+                  "only (schema/torch.md): no cpu_op events");
+#endif
+}
+
+int gt__ops_wanted(void)
+{
+    return atomic_load_explicit(&ops_state, memory_order_relaxed) ==
+           OPS_UNTRIED;
+}
+
+void gt__ops_init(void)
+{
+    const char *v = getenv("GRADTRACE_OPS");
+    if (v && v[0] == '0' && v[1] == '\0') {
+        atomic_store(&ops_state, OPS_OFF);
+        GT__LOG("torch operators: off (GRADTRACE_OPS=0)");
+        return;
+    }
+    gt__ops_register(RTLD_DEFAULT); /* a C++ program linked with libtorch */
+}

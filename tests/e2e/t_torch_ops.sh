@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Forward operators (agent/ops.c: libtorch's RecordFunction reached from
+# a Python process) on torch 1.13 and 2.x: aten operators as cpu_op
+# events nested in their modules, arrows from the operators that created
+# the nodes, Sequence numbers (tests/e2e/torch/check_ops.py); and
+# GRADTRACE_OPS=0 records none. A C++ program linked with libtorch
+# (tests/progs/torch_layers) gets them too: registered at agent start.
+set -u
+. "$(dirname "$0")/daemon_lib.sh"
+need "$B/gradtrace" "$B/libgradtrace.so"
+. "$ROOT/tests/e2e/torch/lib.sh"
+PY1=${PYTHON:-/usr/bin/python3}
+PY2=${GRADTRACE_TORCH2_VENV:-$HOME/.cache/gradtrace/torch2-venv}/bin/python
+torch_require "$PY1"
+cd "$E2E_TMP"
+run() { # NAME PY [ENV...]
+  local name=$1 py=$2; shift 2
+  env "$@" "$B/gradtrace" record -o "$name" -- "$py" "$ROOT/tests/e2e/torch/ops_model.py" \
+    >"$name.stdout" 2>"$name.stderr" || die "$name: $(tail -5 "$name.stderr")"
+  [ -s "$name.stdout" ] && die "$name: output on stdout"
+  ls "$name"/*.json
+}
+pys=("$PY1")
+if [ -x "$PY2" ]; then pys+=("$PY2")
+elif [ -n "${CI:-}" ]; then die "no torch 2.x venv (CI)"
+fi
+for py in "${pys[@]}"; do
+  v=$("$py" -c 'import torch; print(torch.__version__.split(".")[0])')
+  f=$(run "on$v" "$py") || exit 1
+  validate $f
+  "$PY1" "$ROOT/tests/e2e/torch/check_ops.py" $f || die "torch $v operators"
+  f=$(run "off$v" "$py" GRADTRACE_OPS=0) || exit 1
+  "$PY1" "$ROOT/tests/e2e/torch/check_ops.py" $f --none || die "torch $v GRADTRACE_OPS=0"
+done
+if [ -x "$B/progs/torch_layers" ]; then
+  LD_PRELOAD=$B/libgradtrace.so GRADTRACE_FILE=$E2E_TMP/cxx.gtr \
+    "$B/progs/torch_layers" capi "$E2E_TMP/cxx.txt" 3 >/dev/null || die "torch_layers"
+  "$B/gradtrace" convert --quiet -o cxx.pt.trace.json cxx.gtr || die "convert cxx"
+  validate cxx.pt.trace.json
+  n=$("$PY1" -c 'import json,sys; print(sum(e.get("cat") == "cpu_op" for e in json.load(open(sys.argv[1]))["traceEvents"]))' cxx.pt.trace.json)
+  [ "$n" -gt 0 ] || die "no cpu_op in the C++ program's trace"
+  echo "C++ program: $n cpu_op"
+fi
+echo ok
