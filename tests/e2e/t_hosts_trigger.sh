@@ -55,10 +55,10 @@ its=()
 for ((h = 0; h < N; h++)); do
   files=$(ls host$h/out/*.json 2>/dev/null)
   [ "$(echo "$files" | grep -c .)" = 1 ] || die "host $h: want one window file, got: $files"
-  echo "$files" | grep -Eq "/trig-rank$h-pid[0-9]+-w1-2-backward-it[0-9]+\.json$" \
+  echo "$files" | grep -Eq "/trig-rank$h-pid[0-9]+-w1-2-backward-it[0-9]+(\.pt\.trace)?\.json$" \
     || die "host $h: not a window of rank $h: $files"
   "$PY" "$VALIDATOR" $files >/dev/null || die "host $h: invalid window file"
-  it=$(echo "$files" | sed 's/.*-it\([0-9]*\)\.json$/\1/')
+  it=$(echo "$files" | sed -E 's/.*-it([0-9]+)(\.pt\.trace)?\.json$/\1/')
   meta=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["gradtrace"]["window"]["iteration"])' $files)
   [ "$meta" = "$it" ] || die "host $h: window metadata says iteration $meta, file it$it"
   its+=($it)

@@ -81,14 +81,14 @@ validate $sf
 check paths $sf || die "layer paths under spawn"
 check ranks 0,1 $sf || die "rank not learnt from torch.distributed"
 # Named by rank, and by the parent's script (the workers run python -c).
-echo "$sf" | grep -q -- '/wrapped-rank0-pid[0-9]*\.json$' && echo "$sf" | grep -q -- '/wrapped-rank1-pid[0-9]*\.json$' \
+echo "$sf" | grep -Eq -- '/wrapped-rank0-pid[0-9]*(\.pt\.trace)?\.json$' && echo "$sf" | grep -Eq -- '/wrapped-rank1-pid[0-9]*(\.pt\.trace)?\.json$' \
   || die "spawn files not named by script and rank: $sf"
 
 echo "== torch.multiprocessing.spawn, DDP, ranks=1 trigger"
 dist_record spawnt --trigger layer=blocks.1,phase=backward,iteration=2,ranks=1 \
     -- "$PY2" "$TORCH_DIR/wrapped.py" spawn
 files=$(ls spawnt)
-[ -n "$files" ] && [ "$files" = "$(ls spawnt | grep -- '^wrapped-rank1-pid[0-9]*-w1-blocks.1-backward-it2.json$')" ] \
+[ -n "$files" ] && [ "$files" = "$(ls spawnt | grep -E -- '^wrapped-rank1-pid[0-9]*-w1-blocks.1-backward-it2(\.pt\.trace)?\.json$')" ] \
   || die "want one window file of rank 1 under spawn, got: $files"
 validate spawnt/*.json
 

@@ -33,7 +33,7 @@ job() {
 
 p1=$(job 1)
 ls "$OUT"/*-w*.json >/dev/null 2>&1 || die "job 1 fired no window"
-n1=$(ls "$OUT" | grep -c -- '-w[0-9]*-blocks.17-backward-it[12]\.json$')
+n1=$(ls "$OUT" | grep -Ec -- '-w[0-9]*-blocks.17-backward-it[12](\.pt\.trace)?\.json$')
 [ "$n1" = 2 ] || die "job 1: want 2 windows, got: $(ls "$OUT")"
 "$GT" status --json >"$E2E_TMP/st1.json" || die "status"
 "$PY" - "$E2E_TMP/st1.json" <<'PY' || die "status after job 1: $(cat "$E2E_TMP/st1.json")"

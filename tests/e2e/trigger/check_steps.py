@@ -31,8 +31,11 @@ def load(path):
 
 
 def steps(doc):
+    # ProfilerStep#N: cat user_annotation on the stepping thread, or
+    # iteration on the Iterations track (schema/trace-output.md).
     out = [e for e in doc["traceEvents"]
-           if e.get("ph") == "X" and e.get("cat") == "iteration"]
+           if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")
+           and e.get("cat") in ("iteration", "user_annotation")]
     out.sort(key=lambda e: e["ts"])
     return out
 
