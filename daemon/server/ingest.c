@@ -498,8 +498,6 @@ static void close_agent(struct gt__agent *a, const char *reason, int failed)
     if (a->closing)
         return;
     a->closing = 1;
-    if (failed)
-        a->srv->bad_streams++;
     /* Nothing of a runs on a worker after this; what is still queued is
      * converted first, unless the stream is bad. */
     if (a->framer) {
@@ -508,6 +506,12 @@ static void close_agent(struct gt__agent *a, const char *reason, int failed)
         else
             gt__workq_wait_idle(a->srv->wq, &a->wq);
         pthread_mutex_lock(&a->wq.lock);
+        if (!failed && a->failed) {
+            /* The socket ended before the loop heard that a worker found
+             * the stream bad: it closes as bad, for that reason. */
+            failed = 1;
+            reason = a->fail_reason;
+        }
         if (a->rank_news && !failed && a->rank_new != a->hello->h.rank) {
             /* Its last buffers said the rank: name the files by it. */
             a->rank_news = 0;
@@ -516,6 +520,8 @@ static void close_agent(struct gt__agent *a, const char *reason, int failed)
             pthread_mutex_lock(&a->wq.lock);
         }
     }
+    if (failed)
+        a->srv->bad_streams++;
     finish(a, reason, failed);
     if (a->framer)
         pthread_mutex_unlock(&a->wq.lock);

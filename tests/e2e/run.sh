@@ -32,6 +32,9 @@ for t in tests/e2e/t_*.sh; do
     0) pass=$((pass + 1)); echo "PASS $name (${secs}s)"; rm -rf "$E2E_TMP" ;;
     77) skip=$((skip + 1)); echo "SKIP $name: $(tail -n 1 "$E2E_TMP/log")"; rm -rf "$E2E_TMP" ;;
     *) fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name (exit $rc, ${secs}s), last lines:"
+       # The reason first: a daemon log printed after it would push it
+       # out of the tail.
+       grep -m 3 '^FAIL' "$E2E_TMP/log" | sed 's/^/    /'
        tail -n 25 "$E2E_TMP/log" | sed 's/^/    /' ;;
   esac
 done

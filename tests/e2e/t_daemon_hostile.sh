@@ -25,7 +25,9 @@ declare -A want=(
 for mode in "${!want[@]}"; do
   "$FAKE" --mode "$mode" --chunks 3 --records 100 2>>"$E2E_TMP/bad.err" & p=$!
   wait $p
-  for _ in $(seq 1 100); do grep -q "pid $p" "$E2E_TMP/daemon.log" && break; sleep 0.02; done
+  # Its close, not its hello: a worker finds the bad chunk after the
+  # loop logged the connection.
+  for _ in $(seq 1 250); do grep -q "pid $p.*clos" "$E2E_TMP/daemon.log" && break; sleep 0.02; done
   grep "agent pid $p: closing: bad stream" "$E2E_TMP/daemon.log" | grep -q "${want[$mode]}" \
     || die "$mode (pid $p): no 'bad stream: ${want[$mode]}' line in the log"
   echo "$mode: $(grep "agent pid $p: closing" "$E2E_TMP/daemon.log" | sed 's/.*closing: //')"
