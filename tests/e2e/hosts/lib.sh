@@ -8,6 +8,7 @@
 # starts a private daemon there. The ranks meet through torch's TCPStore on
 # 127.0.0.1, as the ranks of a real job meet at MASTER_ADDR.
 HOSTS_FAKETIME=${HOSTS_FAKETIME:-/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1}
+. "$ROOT/tests/e2e/require.sh"
 # Per host: monotonic shift (s) and realtime shift (s, libfaketime syntax).
 HOSTS_MONO=(3000 7000 11000 5000)
 HOSTS_REAL=(+0.1 +0.45 -0.2 +1.3)
@@ -20,12 +21,8 @@ HOSTS_REAL=(+0.1 +0.45 -0.2 +1.3)
 # (HOSTS_NO_TIMENS=1 forces it, to test that path).
 HOSTS_TIMENS=1
 hosts_require() {
-  if [ ! -f "$HOSTS_FAKETIME" ]; then
-    local why="no libfaketime at $HOSTS_FAKETIME (scripts/install-deps.sh)"
-    [ -n "${CI:-}" ] && { echo "FAIL: $why (CI)" >&2; exit 1; }
-    echo "SKIP: $why" >&2
-    exit 77
-  fi
+  [ -f "$HOSTS_FAKETIME" ] ||
+    e2e_missing "no libfaketime at $HOSTS_FAKETIME (scripts/install-deps.sh)"
   if [ -n "${HOSTS_NO_TIMENS:-}" ] ||
      ! unshare --user --map-root-user --time --monotonic=5 true 2>/dev/null; then
     echo "(unshare --time does not work here: hosts share CLOCK_MONOTONIC)"

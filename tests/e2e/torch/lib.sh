@@ -7,6 +7,7 @@ BUILD=${BUILD:-build}
 E2E_TMP=${E2E_TMP:-$(mktemp -d /tmp/gt-e2e.XXXXXX)}
 AGENT=$ROOT/$BUILD/libgradtrace.so
 TORCH_DIR=$ROOT/tests/e2e/torch
+. "$ROOT/tests/e2e/require.sh"
 
 # torch_require PY [modules...]: exit 77 (skip) when PY lacks them, but
 # fail when CI is set (CI installs them: a skip there hides a missing
@@ -19,14 +20,7 @@ torch_require() {
   fi
   local m
   for m in torch "$@"; do
-    if ! "$py" -c "import $m" 2>/dev/null; then
-      if [ -n "${CI:-}" ]; then
-        echo "CI: $py cannot import $m (no skip under CI)" >&2
-        exit 1
-      fi
-      echo "skip: $py cannot import $m"
-      exit 77
-    fi
+    "$py" -c "import $m" 2>/dev/null || e2e_missing "$py cannot import $m"
   done
 }
 
