@@ -305,10 +305,12 @@ def measure(args, tmp, label):
             per_round[c].append(statistics.median(t))
     base_med = statistics.median(all_times["none"])
     base_best = min(per_round["none"])
-    print("%s: %d blocks, hidden %d, batch %d, 1 thread; %d rounds x %d "
-          "iterations per configuration (after %d warm-up)"
-          % (label, args.blocks, args.hidden, args.batch, args.rounds,
-             args.iters, args.warmup))
+    shape = ("2 blocks, d_model 128, seq 64, batch 8" if args.model == "decoder"
+             else "%d blocks, hidden %d, batch %d" % (args.blocks, args.hidden,
+                                                      args.batch))
+    print("%s: %s, 1 thread; %d rounds x %d iterations per configuration "
+          "(after %d warm-up)" % (label, shape, args.rounds, args.iters,
+                                  args.warmup))
     print("  %-9s %12s %8s %14s %8s" % ("config", "median ms", "ratio",
                                         "best-round ms", "ratio"))
     res = {}
