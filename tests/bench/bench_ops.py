@@ -347,7 +347,7 @@ def main():
         child(args)
         return 0
     if not os.path.exists(AGENT):
-        print("bench_torch: %s not built" % AGENT)
+        print("bench_ops: %s not built" % AGENT)
         return 1
 
     with tempfile.TemporaryDirectory() as tmp:
