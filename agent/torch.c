@@ -413,20 +413,26 @@ uint64_t _ZN2at15sequence_number17get_and_incrementEv(void)
     tl_last_ok = tl_last_ok ? 2 : 1;
     if (capturing)
         gt_node_created(seq, tid);
-    /* libtorch is loaded now: time to register the operator callback
-     * (agent/ops.c), from its own handle (Python loads it RTLD_LOCAL);
-     * only once something is recorded (not for armed triggers alone):
-     * from then on every operator pays libtorch's RecordFunction
-     * bookkeeping. */
-    if (GT__UNLIKELY(capturing && !atomic_load_explicit(&ops_tried,
-                                                        memory_order_relaxed) &&
-                     gt__capture_on())) {
-        atomic_store_explicit(&ops_tried, 1, memory_order_relaxed);
-        void *h = torch_handle(NULL);
-        if (h)
-            gt__ops_register(h);
-    }
+    if (capturing)
+        gt__torch_ops_offer();
     return seq;
+}
+
+/*
+ * libtorch is loaded by now: time to register the operator callback
+ * (agent/ops.c), from its own handle (Python loads it RTLD_LOCAL); only
+ * once something is recorded (not for armed triggers alone): from then on
+ * every operator pays libtorch's RecordFunction bookkeeping.
+ */
+void gt__torch_ops_offer(void)
+{
+    if (GT__LIKELY(atomic_load_explicit(&ops_tried, memory_order_relaxed)) ||
+        !gt__capture_on())
+        return;
+    atomic_store_explicit(&ops_tried, 1, memory_order_relaxed);
+    void *h = torch_handle(NULL);
+    if (h)
+        gt__ops_register(h);
 }
 
 void _ZN5torch8autograd4impl17set_gradient_edgeERKN2at6TensorENS0_4EdgeE(

@@ -189,6 +189,11 @@ _Static_assert(sizeof(struct gt__rf_callback) == 40,
  * turned off. gt__ops_wanted: 1 while no registration was made or refused.
  */
 void gt__ops_register(void *handle);
+/* Registers the operator callback once, from libtorch's handle, when
+ * capture is on: called at the first autograd node and the first module
+ * scope (gt_module_begin: the Python package's hooks, which run before a
+ * module's first operator) recorded. */
+void gt__torch_ops_offer(void);
 int gt__ops_wanted(void);
 
 /* Records GT_R_BWD_NODE_LAYER (caller checked that capture is on). */

@@ -44,6 +44,14 @@ def main(argv):
     if len(mods) < 4 or inside != len(mods):
         fail("%d Linear forwards, %d aten::addmm inside one (want one each)"
              % (len(mods), inside))
+    # Every Linear forward's own aten::linear, the capture's very first
+    # (it runs before any autograd node exists) included.
+    first = min(mods, key=lambda m: m["ts"])
+    lin = [e for e in ops if e["name"] == "aten::linear"]
+    if len(lin) != len(mods):
+        fail("%d Linear forwards, %d aten::linear" % (len(mods), len(lin)))
+    if not any(first["ts"] <= e["ts"] < first["ts"] + first["dur"] for e in lin):
+        fail("the first Linear forward's aten::linear is missing")
     ids = [e["args"]["External id"] for e in ops]
     if len(set(ids)) != len(ids):
         fail("External ids repeat")
