@@ -14,9 +14,7 @@ several rounds so that drift on a shared machine hits all of them alike,
 and each reports per-iteration wall times after warm-up. Printed: median
 and best-round medians per configuration and their ratios to "none".
 
-A last measurement toggles capture inside one agent process around a chain
-of multiplies, which isolates the C hooks' cost per autograd node from
-process-to-process noise.
+(The C hooks' cost per autograd node is tests/bench/bench_torch.py's.)
 
 Configurations:
   none      no agent, no profiler
@@ -197,49 +195,11 @@ def ab(args):
     print("%.9f %.9f" % (min(off), min(on)))
 
 
-def pernode(args):
-    """In one agent process: a chain of N multiplies (one node created and
-    one run backward each), timed with capture off and on alternately, so
-    the difference is the C hooks' cost per node without process-to-process
-    noise."""
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    import gradtrace
-    import torch
-
-    torch.set_num_threads(1)
-    x = torch.zeros(1, requires_grad=True)
-    n = 2000
-
-    def fb():
-        y = x
-        for _ in range(n):
-            y = y * 1.0
-        y.backward()
-
-    def best(k=7):
-        b = 1e9
-        for _ in range(k):
-            t = time.perf_counter()
-            fb()
-            b = min(b, time.perf_counter() - t)
-        return b / n
-
-    for _ in range(3):
-        fb()
-    off, on = [], []
-    for _ in range(args.rounds * 3):
-        gradtrace.capture_stop()
-        off.append(best())
-        gradtrace.capture_start()
-        on.append(best())
-    print("%.9f %.9f" % (min(off), min(on)))
-
-
 def launch(config, args, tmp):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     env.pop("PYTHONPATH", None)
-    if config in ("idle", "capture", "no-ops", "c-only", "pernode", "ab-ops",
+    if config in ("idle", "capture", "no-ops", "c-only", "ab-ops",
                   "ab-noops"):
         env["LD_PRELOAD"] = AGENT
         env["GRADTRACE_FILE"] = os.path.join(tmp, config + ".gtr")
@@ -337,9 +297,6 @@ def main():
     ap.add_argument("--no-decoder", action="store_true",
                     help="skip the small decoder model's measurement")
     args = ap.parse_args()
-    if args.config == "pernode":
-        pernode(args)
-        return 0
     if args.config and args.config.startswith("ab-"):
         ab(args)
         return 0
@@ -370,7 +327,6 @@ def main():
         res = measure(tiny, tmp, "overhead-bound")
         ops = ops_per_iteration(os.path.join(tmp, "capture.gtr"), tmp)
         in_process(tiny, tmp, "overhead-bound", ops)
-        off, on = launch("pernode", args, tmp)
     # Events per iteration of this model: per block fc1, fc2 (addmm + t
     # nodes each), gelu, add -> 6 created + 6 run backward; plus pow, mean.
     nodes = 6 * args.blocks + 2
@@ -394,9 +350,6 @@ def main():
           % per_iter("kineto", "none"))
     print("  gradtrace capture / torch.profiler overhead: %.2f"
           % (per_iter("capture", "none") / max(per_iter("kineto", "none"), 1e-9)))
-    print("C hooks per autograd node, one process, capture toggled: "
-          "%.0f ns per op off, %.0f ns on: %+.0f ns per node (created and "
-          "run backward: 3 records)" % (off * 1e9, on * 1e9, (on - off) * 1e9))
     print("trace bytes, realistic run's last round: capture %d, c-only %d"
           % (big["capture"], big["c-only"]))
     return 0
