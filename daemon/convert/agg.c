@@ -50,6 +50,7 @@ void gt__agg_close(struct gt__agg *a)
     gt__free(a->layers);
     gt__free(a->slots);
     gt__free(a->rest_it);
+    gt__free(a->tree_ix);
     memset(a, 0, sizeof(*a));
 }
 
@@ -479,16 +480,8 @@ static void tree_resolve(struct gt__agg *a)
     }
 }
 
-void gt__agg_tree(struct gt__agg *a)
-{
-    if (a->tree_n == a->n + 1 && !a->tree_dirty)
-        return;
-    tree_resolve(a);
-    a->tree_n = a->n + 1;
-    a->tree_dirty = 0;
-}
-
-size_t *gt__agg_by_depth(const struct gt__agg *a)
+/* Row indexes, deepest first: children before their parents. */
+static size_t *by_depth(const struct gt__agg *a)
 {
     size_t *ix = gt__malloc((a->n ? a->n : 1) * sizeof(*ix)), k = 0;
     int maxd = 0;
@@ -504,6 +497,18 @@ size_t *gt__agg_by_depth(const struct gt__agg *a)
     return ix;
 }
 
+const size_t *gt__agg_tree(struct gt__agg *a)
+{
+    if (a->tree_n == a->n + 1 && !a->tree_dirty && a->tree_ix)
+        return a->tree_ix;
+    tree_resolve(a);
+    gt__free(a->tree_ix);
+    a->tree_ix = by_depth(a);
+    a->tree_n = a->tree_ix ? a->n + 1 : 0;
+    a->tree_dirty = 0;
+    return a->tree_ix;
+}
+
 void gt__agg_finish(struct gt__agg *a)
 {
     if (a->finished)
@@ -511,7 +516,7 @@ void gt__agg_finish(struct gt__agg *a)
     a->finished = 1;
     gt__agg_iter_finish(a);
     tree_resolve(a);
-    size_t *ix = gt__agg_by_depth(a);
+    size_t *ix = by_depth(a);
     if (!ix)
         return;
     for (size_t r = 0; r < a->n; r++) {
@@ -590,7 +595,7 @@ static int sort_model(struct gt__agg *a)
     struct ord_ent *e = gt__calloc(a->n, sizeof(*e));
     const struct ord_ent **pe = gt__calloc(a->n, sizeof(*pe));
     struct gt__agg_layer *nl = gt__malloc(a->n * sizeof(*nl));
-    size_t *ix = gt__agg_by_depth(a);
+    size_t *ix = by_depth(a);
     if (!e || !pe || !nl || !ix)
         goto out_free;
     for (size_t r = 0; r < a->n; r++) {
@@ -642,6 +647,7 @@ void gt__agg_sort(struct gt__agg *a, enum gt__agg_order order)
     a->slots = NULL;
     a->nslots = 0;
     tree_resolve(a); /* rows moved: up again by index */
+    a->tree_dirty = 1; /* and gt__agg_tree's order with them */
 }
 
 /* ------------------------------------------------------------ ranks */

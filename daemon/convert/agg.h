@@ -156,6 +156,7 @@ struct gt__agg {
     struct gt__agg_iters *rest_it;
     int finished;        /* gt__agg_finish ran */
     size_t tree_n;       /* rows when gt__agg_tree last ran, +1 */
+    size_t *tree_ix;     /* its order: row indexes, deepest first */
     int tree_dirty;      /* a parent was set since */
     int iter_closed;     /* gt__agg_iter_finish ran */
     int32_t rank;        /* the input's rank (hello / distributedInfo),
@@ -260,11 +261,11 @@ void gt__agg_sort(struct gt__agg *a, enum gt__agg_order order);
 GT__WUR int gt__agg_iter_span(struct gt__agg *a, struct gt__agg_iters **itp,
                               double ts, const struct gt__agg_vals *v);
 void gt__agg_iter_finish(struct gt__agg *a);
-/* Between agg.c and agg_iter.c: every row's up and depth set (again when
- * rows or parents changed since), and the row indexes deepest first
- * (children before parents; the caller frees it; NULL: out of memory). */
-void gt__agg_tree(struct gt__agg *a);
-size_t *gt__agg_by_depth(const struct gt__agg *a);
+/* Between agg.c and agg_iter.c: every row's up and depth set, and the
+ * row indexes deepest first (children before parents), both redone only
+ * when rows or parents changed since; the order is the table's (NULL: out
+ * of memory). */
+const size_t *gt__agg_tree(struct gt__agg *a);
 /* Between agg.c and agg_iter.c (gt__agg_merge): row s's per-iteration
  * state into row d (@return 0 or -ENOMEM), and the iteration totals. */
 GT__WUR int gt__agg_iter_merge(struct gt__agg *a, struct gt__agg_layer *d,

@@ -116,10 +116,8 @@ static void held_commit(struct gt__agg *a, struct gt__agg_iters *it)
  * the order, rows keep their own values. */
 static void held_commit_all(struct gt__agg *a)
 {
-    size_t *ix;
+    const size_t *ix = gt__agg_tree(a);
 
-    gt__agg_tree(a);
-    ix = gt__agg_by_depth(a);
     for (size_t k = 0; ix && k < a->n; k++) {
         const struct gt__agg_layer *l = &a->layers[ix[k]];
         struct gt__agg_layer *p = l->up >= 0 ? &a->layers[l->up] : NULL;
@@ -132,7 +130,6 @@ static void held_commit_all(struct gt__agg *a)
         p->it->kid_rc += incl_rc(it);
         p->it->kid_set = 1;
     }
-    gt__free(ix);
     for (size_t r = 0; r < a->n; r++)
         if (a->layers[r].it)
             held_commit(a, a->layers[r].it);
