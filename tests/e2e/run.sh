@@ -34,7 +34,7 @@ for t in tests/e2e/t_*.sh; do
     *) fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name (exit $rc, ${secs}s), last lines:"
        # The reason first: a daemon log printed after it would push it
        # out of the tail.
-       grep -m 3 '^FAIL' "$E2E_TMP/log" | sed 's/^/    /'
+       grep -m 5 -E '^FAIL|MISMATCH' "$E2E_TMP/log" | sed 's/^/    /'
        tail -n 25 "$E2E_TMP/log" | sed 's/^/    /' ;;
   esac
 done

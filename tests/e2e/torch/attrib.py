@@ -35,6 +35,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 from examples.train_small import build_model, train  # noqa: E402
+from nesting import innermost  # noqa: E402
 
 torch.set_num_threads(1)
 profiler = torch.autograd.profiler
@@ -81,7 +82,7 @@ def truth_from(events):
             ranges.setdefault(e.thread, []).append(e)
     calls = {}
     for thread, rs in ranges.items():
-        rs.sort(key=lambda e: e.time_range.start)
+        rs.sort(key=lambda e: e.id)
         count = {}
         for r in rs:
             path = r.name[len("gtmod::"):]
@@ -97,16 +98,11 @@ def truth_from(events):
             continue
         key = (e.thread, e.sequence_nr)
         prev = creator.get(key)
-        if prev is None or e.time_range.start >= prev.time_range.start:
+        if prev is None or e.id > prev.id:
             creator[key] = e
 
     def layer_of(op):
-        best = None
-        for r in ranges.get(op.thread, ()):
-            if r.time_range.start <= op.time_range.start and \
-                    op.time_range.end <= r.time_range.end:
-                if best is None or r.time_range.start >= best.time_range.start:
-                    best = r
+        best = innermost(ranges.get(op.thread, ()), op)
         return calls[id(best)] if best is not None else ""
 
     layers = {}

@@ -52,6 +52,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 import gradtrace
+from nesting import inside, innermost
 
 torch.set_num_threads(1)
 profiler = torch.autograd.profiler
@@ -436,24 +437,13 @@ CASES = {
 
 # ---------------------------------------------------------------- truth
 
-def inner(container, e):
-    """The innermost event of container (sorted by start) holding e."""
-    best = None
-    for r in container:
-        if r.time_range.start > e.time_range.start:
-            break
-        if e.time_range.end <= r.time_range.end and r is not e:
-            best = r
-    return best
-
-
 def truth(events):
     by_thread = {}
     for e in events:
         by_thread.setdefault(e.thread, []).append(e)
     out = {"creators": [], "backward": [], "acc_total": 0, "calls": {}}
     for thread, evs in by_thread.items():
-        evs.sort(key=lambda e: e.time_range.start)
+        evs.sort(key=lambda e: e.id)
         ranges = [e for e in evs if e.name.startswith("gtmod::")]
         evals = [e for e in evs if e.name.startswith(EVAL)]
         label = {}
@@ -463,7 +453,7 @@ def truth(events):
             count[path] = count.get(path, 0) + 1
             label[id(r)] = "%s#%d" % (path, count[path])
             out["calls"]["%d:%s" % (thread, label[id(r)])] = \
-                inner(evals, r) is not None
+                innermost(evals, r) is not None
         for e in evals:
             name = e.name[len(EVAL):]
             if "AccumulateGrad" in name:
@@ -479,17 +469,16 @@ def truth(events):
             creator[(thread, e.sequence_nr)] = e  # last start wins
         passes = [e for e in evs if e.name == "gtpass"]
         for (tid, seq), op in creator.items():
-            r = inner(ranges, op)
-            ev = inner(evals, op)
-            p = inner(passes, op) if ev is None else None
+            r = innermost(ranges, op)
+            ev = innermost(evals, op)
+            p = innermost(passes, op) if ev is None else None
             if p is not None:
                 # The engine's own work after a node ran (its outputs summed
                 # into the next node's inputs, differentiable with
                 # create_graph): still inside that node's evaluate_function.
-                done = [e for e in evals if p.time_range.start <=
-                        e.time_range.start and e.time_range.end <=
-                        op.time_range.start]
-                ev = max(done, key=lambda e: e.time_range.end) if done else None
+                done = [e for e in evals if p.id < e.id < op.id
+                        and not inside(e, op)]
+                ev = max(done, key=lambda e: e.id) if done else None
             out["creators"].append([
                 tid, seq, label[id(r)] if r is not None else "",
                 ev.fwd_thread if ev is not None else -1,
