@@ -184,6 +184,8 @@ CUDA_INC := $(if $(wildcard $(CUDA_HOME)/include/cupti.h),-I$(CUDA_HOME)/include
 CUDA_RT_LIBS := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart.so),-L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA_HOME)/lib64 -lcudart)
 $(BUILD)/obj/tests/unit/test_cupti.o $(BUILD)/obj/tests/unit/test_nvtx.o: CPPFLAGS += $(CUDA_INC)
 $(BUILD)/progs/capi_layers: CPPFLAGS += $(CUDA_INC)
+# Exports its stand-ins for libtorch's RecordFunction to the agent.
+$(BUILD)/progs/fake_recfn: CFLAGS += -rdynamic
 
 $(BUILD)/progs/cuda_%: tests/progs/cuda_%.c $(LIBCOMMON)
 	@mkdir -p $(dir $@)

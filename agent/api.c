@@ -373,6 +373,7 @@ GT_API void gt_instant(uint32_t name_id)
 GT_API void gt_capture_start(void)
 {
     gt__capture_set(1, 0);
+    gt__capture_started();
 }
 
 GT_API void gt_capture_stop(void)

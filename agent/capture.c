@@ -19,6 +19,7 @@ _Atomic uint32_t gt__capture_word;
 /* Backward passes begun since the capture started. */
 static _Atomic uint64_t bwd_pass_count;
 static void (*_Atomic flush_fn)(void);
+static void (*_Atomic started_fn)(void);
 
 /* The word with capture on and the next epoch (0 is skipped: it means
  * "recorded in no capture" to the scope stacks). */
@@ -65,6 +66,19 @@ void gt__capture_set_flush(void (*fn)(void))
 void gt__capture_flush(void)
 {
     void (*fn)(void) = atomic_load(&flush_fn);
+
+    if (fn)
+        fn();
+}
+
+void gt__capture_set_started(void (*fn)(void))
+{
+    atomic_store(&started_fn, fn);
+}
+
+void gt__capture_started(void)
+{
+    void (*fn)(void) = atomic_load(&started_fn);
 
     if (fn)
         fn();

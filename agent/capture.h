@@ -95,6 +95,19 @@ void gt__capture_set_flush(void (*fn)(void));
 /* Runs the registered flush, if any. Not async-signal-safe. */
 void gt__capture_flush(void);
 
+/*
+ * A hook's function run when the program itself starts a capture
+ * (gt_capture_start, a trigger window opening): the operator callback
+ * resumes there (agent/ops.c), so a capture's first operators are
+ * recorded even where no module scope or node comes first. One function;
+ * a later call replaces it. gt__capture_started runs it: call it on the
+ * program's own threads only, never the streamer's (a daemon's "start"
+ * may arrive while the process exits and the runtime the function calls
+ * into is being torn down; hooks catch up at their next call instead).
+ */
+void gt__capture_set_started(void (*fn)(void));
+void gt__capture_started(void);
+
 /* Trigger engine only: sets (armed != 0) or clears GT__CAP_TRIGGERS. */
 void gt__capture_arm(int armed);
 

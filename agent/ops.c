@@ -15,10 +15,21 @@
  *     The first operators of the run, before the first autograd node,
  *     are missed.
  * GRADTRACE_OPS=0 registers nothing (torch then runs its operators
- * without any RecordFunction callback, as before); the registered
- * callback costs a relaxed load and a branch per operator while not
- * capturing, plus libtorch's own RecordFunction bookkeeping, which runs
- * for every operator once any global callback exists.
+ * without any RecordFunction callback, as before).
+ *
+ * Idle stays free after a capture: while any global callback is enabled,
+ * libtorch builds a RecordFunction for every operator (about 50-100 ns
+ * each, measured beside a 2-op Python loop). So the first operator that
+ * finds capture off pauses the callback (at::disableCallback; libtorch
+ * then runs operators as if none were registered). A capture the program
+ * starts (gt_capture_start, a trigger window) resumes it at once
+ * (at::reenableCallback, through gt__capture_started); one the daemon
+ * starts, at the next module scope or node creation (gt__torch_ops_offer). Both are safe from
+ * inside a callback: a RecordFunction runs the callbacks it took at its
+ * start (at::StepCallbacks, 1.13 and 2.x), so the operator that paused
+ * still gets its end. One mutex orders pause and resume against each
+ * other (each runs once per capture transition); the hot paths read a
+ * relaxed flag. Operators begun while paused are not seen, begin or end.
  *
  * Per operator while capturing: the name (RecordFunction::name(), a
  * pointer into the operator's schema, stable while the operator is
@@ -52,12 +63,23 @@
 
 #define SYM_ADD "_ZN2at17addGlobalCallbackENS_22RecordFunctionCallbackE"
 #define SYM_NAME "_ZNK2at14RecordFunction4nameEv"
+#define SYM_DISABLE "_ZN2at15disableCallbackEm"
+#define SYM_REENABLE "_ZN2at16reenableCallbackEm"
 
 enum { OPS_UNTRIED = 0, OPS_ON = 1, OPS_OFF = 2 };
 
 static _Atomic int ops_state;
 static const char *(*rf_name)(const void *rf);
 static _Atomic uint64_t op_next_id;
+
+/* Pausing (see the top of the file); rf_disable is NULL where libtorch
+ * has no at::disableCallback: the callback then stays on. */
+static void (*rf_disable)(uint64_t handle);
+static void (*rf_reenable)(uint64_t handle);
+static uint64_t ops_handle;
+static _Atomic int ops_can_pause; /* rf_disable, rf_reenable are set */
+static _Atomic int ops_paused;
+static pthread_mutex_t ops_pause_mu = PTHREAD_MUTEX_INITIALIZER;
 
 struct op_open {
     uint64_t id;
@@ -127,6 +149,27 @@ static uint32_t op_name_id(struct ops_tls *tl_ops, const char *name)
     return id;
 }
 
+/* Pauses (want 1) or resumes (want 0) the callback in libtorch, unless
+ * capture has changed its mind since the caller looked. */
+static void ops_set_paused(int want)
+{
+    pthread_mutex_lock(&ops_pause_mu);
+    if (atomic_load_explicit(&ops_can_pause, memory_order_relaxed) &&
+        atomic_load_explicit(&ops_paused, memory_order_relaxed) != want &&
+        gt__capture_on() == !want) {
+        (want ? rf_disable : rf_reenable)(ops_handle);
+        atomic_store_explicit(&ops_paused, want, memory_order_relaxed);
+        GT__LOG("torch operators: callback %s", want ? "paused" : "resumed");
+    }
+    pthread_mutex_unlock(&ops_pause_mu);
+}
+
+void gt__ops_resume(void)
+{
+    if (GT__UNLIKELY(atomic_load_explicit(&ops_paused, memory_order_relaxed)))
+        ops_set_paused(0);
+}
+
 /* The start callback (see agent/recordfn.c): *ctx_out is the (null)
  * ObserverContext, returned through the hidden pointer. */
 static void **op_start(void **ctx_out, const void *rf)
@@ -142,7 +185,13 @@ static void **op_start(void **ctx_out, const void *rf)
     struct op_open *o = &tl_ops->e[d];
     o->epoch = 0;
     o->pushed = 0;
-    if (GT__LIKELY(!gt__capture_on()) || !gt__thread_self())
+    if (GT__UNLIKELY(!gt__capture_on())) {
+        if (atomic_load_explicit(&ops_can_pause, memory_order_relaxed) &&
+            !atomic_load_explicit(&ops_paused, memory_order_relaxed))
+            ops_set_paused(1);
+        return ctx_out;
+    }
+    if (!gt__thread_self())
         return ctx_out;
     o->id = atomic_fetch_add_explicit(&op_next_id, 1, memory_order_relaxed) + 1;
     o->name = op_name_id(tl_ops, rf_name(rf));
@@ -220,6 +269,16 @@ void gt__ops_register(void *handle)
                                  .sampling_prob = 1.0};
     cb.scopes[GT__RF_FUNCTION] = 1;
     uint64_t h = add(cb);
+    void *dis = dlsym(handle, SYM_DISABLE), *re = dlsym(handle, SYM_REENABLE);
+    pthread_mutex_lock(&ops_pause_mu);
+    ops_handle = h;
+    if (dis && re) {
+        *(void **)&rf_reenable = re;
+        *(void **)&rf_disable = dis;
+        atomic_store_explicit(&ops_can_pause, 1, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&ops_pause_mu);
+    gt__capture_set_started(gt__ops_resume);
     GT__LOG("torch operators: function-scope callback %llu registered",
             (unsigned long long)h);
 #else

@@ -421,18 +421,22 @@ uint64_t _ZN2at15sequence_number17get_and_incrementEv(void)
 /*
  * libtorch is loaded by now: time to register the operator callback
  * (agent/ops.c), from its own handle (Python loads it RTLD_LOCAL); only
- * once something is recorded (not for armed triggers alone): from then on
- * every operator pays libtorch's RecordFunction bookkeeping.
+ * once something is recorded (not for armed triggers alone). Once it is
+ * registered, a capture that starts resumes it if it was paused.
  */
 void gt__torch_ops_offer(void)
 {
-    if (GT__LIKELY(atomic_load_explicit(&ops_tried, memory_order_relaxed)) ||
-        !gt__capture_on())
+    if (!gt__capture_on())
         return;
+    if (GT__LIKELY(atomic_load_explicit(&ops_tried, memory_order_relaxed))) {
+        gt__ops_resume();
+        return;
+    }
     atomic_store_explicit(&ops_tried, 1, memory_order_relaxed);
     void *h = torch_handle(NULL);
     if (h)
         gt__ops_register(h);
+    gt__ops_resume(); /* registered earlier (a C++ program) and paused */
 }
 
 void _ZN5torch8autograd4impl17set_gradient_edgeERKN2at6TensorENS0_4EdgeE(

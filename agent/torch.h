@@ -195,6 +195,9 @@ void gt__ops_register(void *handle);
  * module's first operator) recorded. */
 void gt__torch_ops_offer(void);
 int gt__ops_wanted(void);
+/* Resumes the operator callback if a stretch without capture paused it
+ * (agent/ops.c); a relaxed load when it is not paused. */
+void gt__ops_resume(void);
 
 /* Records GT_R_BWD_NODE_LAYER (caller checked that capture is on). */
 void gt__torch_bwd_node_layer(uint32_t layer, uint32_t param);

@@ -308,8 +308,10 @@ static void segment_open(int i, uint32_t layer)
     g_capture_ours = !gt__capture_on();
     window_record(g_capture_ours ? GT_R_WINDOW_BEGIN : GT_R_WINDOW_BEGIN_SHARED,
                   t, layer);
-    if (g_capture_ours)
+    if (g_capture_ours) {
         gt__capture_set(1, 0);
+        gt__capture_started();
+    }
     GT__LOG("window %u open (%s, iteration %llu)", t->win_id, t->s.layer,
            (unsigned long long)t->target);
 }

@@ -3,7 +3,9 @@
 # a Python process) on torch 1.13 and 2.x: aten operators as cpu_op
 # events nested in their modules, arrows from the operators that created
 # the nodes, Sequence numbers (tests/e2e/torch/check_ops.py); and
-# GRADTRACE_OPS=0 records none. A C++ program linked with libtorch
+# GRADTRACE_OPS=0 records none; a capture stopped and started again
+# pauses and resumes the callback, and records exactly the captured
+# steps' operators. A C++ program linked with libtorch
 # (tests/progs/torch_layers) gets them too: registered at agent start.
 set -u
 . "$(dirname "$0")/daemon_lib.sh"
@@ -31,6 +33,21 @@ for py in "${pys[@]}"; do
   "$PY1" "$ROOT/tests/e2e/torch/check_ops.py" $f || die "torch $v operators"
   f=$(run "off$v" "$py" GRADTRACE_OPS=0) || exit 1
   "$PY1" "$ROOT/tests/e2e/torch/check_ops.py" $f --none || die "torch $v GRADTRACE_OPS=0"
+  # Capture off for step 1, on again for step 2: the operator callback is
+  # paused in libtorch while nothing is captured (idle costs no
+  # RecordFunction) and resumed by the next capture's first module, so
+  # steps 0 and 2 have their 4 aten::linear each and step 1 none.
+  env LD_PRELOAD="$B/libgradtrace.so" GRADTRACE_FILE="$E2E_TMP/tog$v.gtr" \
+      GRADTRACE_LOG=1 PYTHONPATH="$ROOT/python" \
+      "$py" "$ROOT/tests/e2e/torch/ops_model.py" toggle \
+      >"tog$v.stdout" 2>"tog$v.stderr" || die "toggle: $(tail -5 "tog$v.stderr")"
+  [ -s "tog$v.stdout" ] && die "toggle: output on stdout"
+  grep -q "torch operators: callback paused" "tog$v.stderr" || die "torch $v: callback never paused"
+  grep -q "torch operators: callback resumed" "tog$v.stderr" || die "torch $v: callback never resumed"
+  "$B/gradtrace" convert --quiet -o "tog$v.pt.trace.json" "tog$v.gtr" || die "convert toggle"
+  validate "tog$v.pt.trace.json"
+  n=$("$PY1" -c 'import json,sys; print(sum(e.get("cat") == "cpu_op" and e.get("name") == "aten::linear" for e in json.load(open(sys.argv[1]))["traceEvents"]))' "tog$v.pt.trace.json")
+  [ "$n" = 8 ] || die "torch $v toggle: $n aten::linear, want 8 (steps 0 and 2)"
 done
 if [ -x "$B/progs/torch_layers" ]; then
   LD_PRELOAD=$B/libgradtrace.so GRADTRACE_FILE=$E2E_TMP/cxx.gtr \

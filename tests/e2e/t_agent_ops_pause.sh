@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The operator callback pauses while nothing is captured and resumes with
+# the next capture (agent/ops.c), without torch: tests/progs/fake_recfn
+# plays libtorch's RecordFunction (addGlobalCallback, disable/reenable,
+# callbacks taken at each operator's start). Capture on, off, on again:
+# the agent registers once, pauses once (at the first operator after the
+# stop), resumes once (at gt_capture_start), and the trace holds exactly
+# the operators of the two captures. t_torch_ops checks the same on torch
+# 1.13 and 2.x.
+set -u
+. "$(dirname "$0")/daemon_lib.sh"
+P=$B/progs/fake_recfn
+need "$B/gradtrace" "$B/libgradtrace.so" "$P"
+cd "$E2E_TMP"
+LD_PRELOAD=$B/libgradtrace.so GRADTRACE_FILE=$E2E_TMP/ops.gtr "$P" res \
+  >out 2>err || die "fake_recfn exited $?: $(cat err)"
+[ -s out ] && die "output on stdout"
+[ -s err ] && die "output on stderr: $(cat err)"
+got=$(cat res)
+[ "$got" = "registered 1 disables 1 reenables 1 starts 11" ] ||
+  die "callback calls: $got"
+"$B/gradtrace" convert --quiet -o ops.pt.trace.json ops.gtr || die "convert"
+validate ops.pt.trace.json
+names=$(python3 -c 'import json,sys,collections
+c = collections.Counter(e["name"] for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "cpu_op")
+print(" ".join("%s=%d" % kv for kv in sorted(c.items())))' ops.pt.trace.json)
+[ "$names" = "fake::captured_again=5 fake::captured_first=5" ] ||
+  die "cpu_op events: $names"
+# GRADTRACE_OPS=0: never registered, nothing recorded.
+LD_PRELOAD=$B/libgradtrace.so GRADTRACE_FILE=$E2E_TMP/off.gtr GRADTRACE_OPS=0 \
+  "$P" res-off >/dev/null 2>&1 || die "fake_recfn (GRADTRACE_OPS=0)"
+[ "$(cat res-off)" = "registered 0 disables 0 reenables 0 starts 0" ] ||
+  die "GRADTRACE_OPS=0: $(cat res-off)"
+echo "ok: $got; $names"

@@ -1,0 +1,120 @@
+/*
+ * fake_recfn: a program without torch that plays libtorch's
+ * RecordFunction for the agent's operator callback (agent/ops.c), for
+ * tests/e2e/t_agent_ops_pause.sh. It defines, and exports (-rdynamic),
+ * the four libtorch functions the agent looks up in the global scope at
+ * start (at::addGlobalCallback, at::disableCallback,
+ * at::reenableCallback, at::RecordFunction::name), with the same C++ ABI
+ * agent/recordfn.c describes, and runs "operators" the way libtorch does:
+ * each takes the enabled FUNCTION-scope callbacks at its start and runs
+ * exactly those at its end.
+ *
+ * Three phases of OPS operators each: capture on, capture off
+ * (gt_capture_stop), capture on again (gt_capture_start). It writes
+ * "registered R disables D reenables E starts S" to RESULT_FILE: with a
+ * pausing agent, R 1, D 1, E 1 and S = 2 * OPS + 1 (the first operator
+ * after the stop runs the callback, which pauses it). Nothing on stdout.
+ *
+ * Usage: fake_recfn RESULT_FILE. Exit 0; 2 on bad usage; 3 without the
+ * agent.
+ */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define MAXCB 4
+#define OPS 5
+#define SCOPE_FUNCTION 0
+
+struct rf_callback {
+    void **(*start)(void **ctx_out, const void *rf);
+    void (*end)(const void *rf, void *ctx);
+    double sampling_prob;
+    _Bool scopes[10];
+    _Bool needs_inputs, needs_outputs, needs_ids;
+};
+
+struct fake_rf {
+    const char *name;
+};
+
+static struct rf_callback g_cb[MAXCB];
+static int g_enabled[MAXCB];
+static int g_ncb, g_disables, g_reenables, g_starts;
+
+uint64_t _ZN2at17addGlobalCallbackENS_22RecordFunctionCallbackE(
+    struct rf_callback cb)
+{
+    if (g_ncb == MAXCB)
+        return 0;
+    g_cb[g_ncb] = cb;
+    g_enabled[g_ncb] = 1;
+    return (uint64_t)++g_ncb; /* handle: index + 1 */
+}
+
+void _ZN2at15disableCallbackEm(uint64_t h)
+{
+    g_disables++;
+    if (h >= 1 && h <= (uint64_t)g_ncb)
+        g_enabled[h - 1] = 0;
+}
+
+void _ZN2at16reenableCallbackEm(uint64_t h)
+{
+    g_reenables++;
+    if (h >= 1 && h <= (uint64_t)g_ncb)
+        g_enabled[h - 1] = 1;
+}
+
+const char *_ZNK2at14RecordFunction4nameEv(const struct fake_rf *rf)
+{
+    return rf->name;
+}
+
+static void op(const char *name)
+{
+    struct fake_rf rf = {name};
+    void *ctx[MAXCB];
+    int ran[MAXCB], n = g_ncb;
+
+    for (int i = 0; i < n; i++) {
+        ran[i] = g_enabled[i] && g_cb[i].scopes[SCOPE_FUNCTION];
+        if (ran[i]) {
+            g_starts++;
+            g_cb[i].start(&ctx[i], &rf);
+        }
+    }
+    for (int i = n - 1; i >= 0; i--)
+        if (ran[i])
+            g_cb[i].end(&rf, ctx[i]);
+}
+
+int main(int argc, char **argv)
+{
+    void (*start)(void), (*stop)(void);
+
+    if (argc != 2) {
+        fprintf(stderr, "usage: fake_recfn RESULT_FILE\n");
+        return 2;
+    }
+    *(void **)&start = dlsym(RTLD_DEFAULT, "gt_capture_start");
+    *(void **)&stop = dlsym(RTLD_DEFAULT, "gt_capture_stop");
+    if (!start || !stop) {
+        fprintf(stderr, "fake_recfn: the agent is not loaded\n");
+        return 3;
+    }
+    for (int i = 0; i < OPS; i++)
+        op("fake::captured_first");
+    stop();
+    for (int i = 0; i < OPS; i++)
+        op("fake::idle");
+    start();
+    for (int i = 0; i < OPS; i++)
+        op("fake::captured_again");
+    FILE *f = fopen(argv[1], "w");
+    if (!f)
+        return 1;
+    fprintf(f, "registered %d disables %d reenables %d starts %d\n", g_ncb,
+            g_disables, g_reenables, g_starts);
+    return fclose(f) != 0;
+}
