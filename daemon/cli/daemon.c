@@ -16,6 +16,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -82,8 +83,14 @@ int gt__cmd_daemon(int argc, char **argv)
 {
     char dir[PATH_MAX], path[PATH_MAX + 16];
 
-    if (argc == 2 && strcmp(argv[1], "--stop") == 0)
+    /* --stop alone is ours; anything else is gradtraced's to parse. */
+    static const struct option stop_opt[] = {{"stop", no_argument, NULL, 's'},
+                                             {NULL, 0, NULL, 0}};
+    opterr = 0;
+    optind = 1;
+    if (argc == 2 && getopt_long(argc, argv, "+", stop_opt, NULL) == 's')
         return stop_daemon();
+    optind = 1;
     /* argv is NULL-terminated, as execv wants it */
     if (gt__cli_exe_dir(dir, sizeof(dir)) < 0) {
         fprintf(stderr, "gradtrace: cannot find my own directory\n");

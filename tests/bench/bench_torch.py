@@ -17,7 +17,9 @@ before any runs its next), so drift on a shared machine hits all alike:
   none        no agent, no profiler
   idle        agent + Python package, nothing captured or armed
   capture     agent + package capturing (GRADTRACE_FILE, no daemon)
-  capture-py  the same with the Python module hooks (GRADTRACE_C_HOOKS=0)
+  capture-noops  the same without forward operators (GRADTRACE_OPS=0):
+              layers, nodes and steps only
+  capture-py  capture with the Python module hooks (GRADTRACE_C_HOOKS=0)
   profiler    no agent; torch.profiler.profile(activities=[CPU]) on for
               the whole process (its results are not processed)
 Figures: per configuration the median over rounds of each round's median
@@ -55,7 +57,8 @@ ROOT = os.environ.get("ROOT") or os.path.abspath(os.path.join(HERE, "..", ".."))
 BUILD = os.environ.get("BUILD", "build")
 AGENT = os.path.join(ROOT, BUILD, "libgradtrace.so")
 VENV_PY = os.path.expanduser("~/.cache/gradtrace/torch2-venv/bin/python")
-CONFIGS = ["none", "idle", "capture", "capture-py", "profiler"]
+CONFIGS = ["none", "idle", "capture", "capture-noops", "capture-py",
+           "profiler"]
 # model -> (iterations per round, warm-up)
 MODELS = {"overhead": (150, 30), "dispatch": (100, 20), "decoder": (40, 5)}
 # The training thread's CPU time, not wall time: on a shared machine
@@ -258,16 +261,22 @@ def pernode():
 
 def env_for(config, tmp, tag):
     env = dict(os.environ)
-    for k in ("LD_PRELOAD", "PYTHONPATH", "GRADTRACE_C_HOOKS",
+    for k in ("LD_PRELOAD", "PYTHONPATH", "GRADTRACE_C_HOOKS", "GRADTRACE_OPS",
               "GRADTRACE_CAPTURE", "GRADTRACE_FILE", "GRADTRACE_TRIGGER"):
         env.pop(k, None)
-    if config in ("idle", "capture", "capture-py", "percall", "pernode"):
+    if config in ("idle", "capture", "capture-noops", "capture-py",
+                  "percall", "pernode"):
         env["LD_PRELOAD"] = AGENT
         env["GRADTRACE_FILE"] = os.path.join(tmp, "%s-%s.gtr" % (tag, config))
         env["GRADTRACE_CAPTURE"] = "0" if config == "idle" else "1"
         env["PYTHONPATH"] = os.path.join(ROOT, "python")
         if config == "capture-py":
             env["GRADTRACE_C_HOOKS"] = "0"
+        if config in ("capture-noops", "pernode"):
+            # pernode: the node's own cost; operators are bench_ops.py's
+            # and bench_ops_idle.py's (with them, "off" would be free and
+            # "on" would add libtorch's RecordFunction per operator).
+            env["GRADTRACE_OPS"] = "0"
     return env
 
 
@@ -302,7 +311,7 @@ def side_by_side(py, args, tmp, tag):
 
 
 def report(rounds, args):
-    print("  %-9s %-11s %10s %9s %17s %s" % ("model", "config", "median ms",
+    print("  %-9s %-13s %10s %9s %17s %s" % ("model", "config", "median ms",
                                             "vs none", "spread (rounds)",
                                             "target"))
     for m in MODELS:
@@ -312,7 +321,7 @@ def report(rounds, args):
             ratios = [100.0 * (a / b - 1) for a, b in zip(r, base)]
             med = statistics.median(r)
             tgt = TARGETS.get((c, m))
-            print("  %-9s %-11s %10.3f %+8.2f%% %+7.2f..%+6.2f%% %s" % (
+            print("  %-9s %-13s %10.3f %+8.2f%% %+7.2f..%+6.2f%% %s" % (
                 m, c, med * 1e3, 100.0 * (med / statistics.median(base) - 1),
                 min(ratios), max(ratios),
                 "<= %.1f %%" % tgt if tgt is not None else ""))
@@ -347,8 +356,9 @@ def run_for(py, args, tmp):
           "fast path kept): %+.0f ns over no hooks (target <= 500)"
           % (ns("ours-wrapper") - ns("bare")))
     off, on = one_shot(py, "pernode", tmp, tag)
-    print("  per autograd node (created + run backward, C hooks, capture "
-          "toggled in one process): %.0f ns per op off, %.0f on: %+.0f ns"
+    print("  per autograd node (created + run backward, C hooks, operators "
+          "off, capture toggled in one process): %.0f ns per op off, %.0f "
+          "on: %+.0f ns"
           % (off * 1e9, on * 1e9, (on - off) * 1e9))
 
 
