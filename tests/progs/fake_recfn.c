@@ -17,10 +17,19 @@
  *
  * Usage: fake_recfn RESULT_FILE. Exit 0; 2 on bad usage; 3 without the
  * agent.
+ *
+ * fake_recfn --bench N: runs N operators (64 distinct names) three times
+ * and prints the thread CPU time per operator of each run (the agent's
+ * own part of an operator's cost: start and end callbacks, two records,
+ * with capture on; without the agent, the bare loop), for
+ * tests/bench/bench_opcb.sh.
  */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #define MAXCB 4
 #define OPS 5
@@ -89,10 +98,38 @@ static void op(const char *name)
             g_cb[i].end(&rf, ctx[i]);
 }
 
+static double thread_ns(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+static int bench(long n)
+{
+    static char text[64][32];
+    const char *names[64];
+
+    for (int i = 0; i < 64; i++) {
+        snprintf(text[i], sizeof(text[i]), "aten::op%d", i);
+        names[i] = text[i];
+    }
+    for (int r = 0; r < 3; r++) {
+        double t0 = thread_ns();
+        for (long i = 0; i < n; i++)
+            op(names[i & 63]);
+        printf("%.1f\n", (thread_ns() - t0) / (double)n);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     void (*start)(void), (*stop)(void);
 
+    if (argc == 3 && strcmp(argv[1], "--bench") == 0)
+        return bench(atol(argv[2]));
     if (argc != 2) {
         fprintf(stderr, "usage: fake_recfn RESULT_FILE\n");
         return 2;
