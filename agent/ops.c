@@ -18,18 +18,19 @@
  * without any RecordFunction callback, as before).
  *
  * Idle stays free after a capture: while any global callback is enabled,
- * libtorch builds a RecordFunction for every operator (about 50-100 ns
- * each, measured beside a 2-op Python loop). So the first operator that
- * finds capture off pauses the callback (at::disableCallback; libtorch
- * then runs operators as if none were registered). A capture the program
- * starts (gt_capture_start, a trigger window) resumes it at once
- * (at::reenableCallback, through gt__capture_started); one the daemon
- * starts, at the next module scope or node creation (gt__torch_ops_offer). Both are safe from
- * inside a callback: a RecordFunction runs the callbacks it took at its
- * start (at::StepCallbacks, 1.13 and 2.x), so the operator that paused
- * still gets its end. One mutex orders pause and resume against each
- * other (each runs once per capture transition); the hot paths read a
- * relaxed flag. Operators begun while paused are not seen, begin or end.
+ * libtorch builds a RecordFunction for every operator (about 70 ns each
+ * beside a 2-op Python loop, tests/bench/bench_ops_idle.py). So the
+ * first operator that finds capture off pauses the callback
+ * (at::disableCallback; libtorch then runs operators as if none were
+ * registered). A capture the program starts (gt_capture_start, a trigger
+ * window) resumes it at once (at::reenableCallback, through
+ * gt__capture_started); one the daemon starts, at the next module scope
+ * or node creation (gt__torch_ops_offer). Both are safe from inside a
+ * callback: a RecordFunction runs the callbacks it took at its start
+ * (at::StepCallbacks, 1.13 and 2.x), so the operator that paused still
+ * gets its end. One mutex orders pause and resume against each other
+ * (each runs once per capture transition); the hot paths read a relaxed
+ * flag. Operators begun while paused are not seen, begin or end.
  *
  * Per operator while capturing: the name (RecordFunction::name(), a
  * pointer into the operator's schema, stable while the operator is
