@@ -42,6 +42,8 @@ import sys
 import tempfile
 import time
 
+from models import block_stack
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.environ.get("ROOT") or os.path.abspath(os.path.join(HERE, "..", ".."))
 BUILD = os.environ.get("BUILD", "build")
@@ -52,25 +54,14 @@ CONFIGS = ["none", "idle", "capture", "no-ops", "c-only", "profiler", "kineto"]
 def build(args):
     """The model, its input and its loss for args.model; returns step()."""
     import torch
-    from torch import nn
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
 
-    class Block(nn.Module):
-        def __init__(self, h):
-            super().__init__()
-            self.fc1 = nn.Linear(h, h)
-            self.act = nn.GELU()
-            self.fc2 = nn.Linear(h, h)
-
-        def forward(self, x):
-            return x + self.fc2(self.act(self.fc1(x)))
-
     if args.model == "decoder":
         model, x, loss_of = decoder(args)
     else:
-        model = nn.Sequential(*[Block(args.hidden) for _ in range(args.blocks)])
+        model = block_stack(args.hidden, args.blocks)
         x = torch.randn(args.batch, args.hidden)
         loss_of = lambda y: y.pow(2).mean()  # noqa: E731
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)

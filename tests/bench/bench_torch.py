@@ -52,6 +52,8 @@ import sys
 import tempfile
 import time
 
+from models import block_stack
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.environ.get("ROOT") or os.path.abspath(os.path.join(HERE, "..", ".."))
 BUILD = os.environ.get("BUILD", "build")
@@ -80,17 +82,7 @@ def build_model(name):
     if name in ("overhead", "dispatch"):
         hidden, batch = (8, 1) if name == "overhead" else (32, 32)
 
-        class Block(nn.Module):
-            def __init__(self, h):
-                super().__init__()
-                self.fc1 = nn.Linear(h, h)
-                self.act = nn.GELU()
-                self.fc2 = nn.Linear(h, h)
-
-            def forward(self, x):
-                return x + self.fc2(self.act(self.fc1(x)))
-
-        model = nn.Sequential(*[Block(hidden) for _ in range(24)])
+        model = block_stack(hidden)
         x = torch.randn(batch, hidden)
         loss_of = lambda: model(x).pow(2).mean()  # noqa: E731
     else:

@@ -27,18 +27,11 @@ GT=$B/gradtrace
 ok_run=
 for try in 1 2 3; do
   port=$(hosts_free_port "$PY")
-  pids=()
-  for ((h = 0; h < N; h++)); do
-    rm -rf "$E2E_TMP/host$h/t"
-    host_run $h $N $port "$GT" record -o t -- "$PY" "$ROOT/tests/e2e/hosts/ranks.py" 30 \
-      >"$E2E_TMP/host$h.out" 2>"$E2E_TMP/host$h.err" &
-    pids+=($!)
-  done
-  fails=0
-  for p in "${pids[@]}"; do wait "$p" || fails=$((fails + 1)); done
-  [ $fails = 0 ] && { ok_run=1; break; }
-  # A port taken between choosing and binding it fails the rendezvous.
-  grep -qi "address already in use" "$E2E_TMP"/host*.err || break
+  rm -rf "$E2E_TMP"/host*/t
+  hosts_start $port "$GT" record -o t -- "$PY" "$ROOT/tests/e2e/hosts/ranks.py" 30
+  hosts_wait; rc=$?
+  [ $rc = 0 ] && { ok_run=1; break; }
+  [ $rc = 1 ] || break
 done
 [ -n "$ok_run" ] || die "ranks failed: $(tail -n 5 "$E2E_TMP"/host*.err)"
 

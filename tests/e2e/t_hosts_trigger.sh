@@ -27,24 +27,18 @@ ok_run=
 for try in 1 2 3; do
   port=$(hosts_free_port "$PY")
   rm -f ready
-  pids=()
-  for ((h = 0; h < N; h++)); do
-    rm -rf "host$h/out"
-    host_run $h $N $port env GRADTRACE_CAPTURE=0 \
-      "$ROOT/tests/e2e/hosts/with_daemon.sh" "$B" out \
-      "$GT" record -- "$PY" "$ROOT/tests/e2e/hosts/trig.py" 80 "$E2E_TMP/ready" \
-      >"host$h.out" 2>"host$h.err" &
-    pids+=($!)
-  done
+  rm -rf host*/out
+  hosts_start $port env GRADTRACE_CAPTURE=0 \
+    "$ROOT/tests/e2e/hosts/with_daemon.sh" "$B" out \
+    "$GT" record -- "$PY" "$ROOT/tests/e2e/hosts/trig.py" 80 "$E2E_TMP/ready"
   for _ in $(seq 1 600); do [ -e ready ] && break; sleep 0.1; done
   [ -e ready ] || echo "(the job did not start)"
   [ -e ready ] && env -u GRADTRACE_SOCKET -u GRADTRACE_CONTROL \
       XDG_RUNTIME_DIR=$E2E_TMP/host$last/run "$GT" trigger --job \
       layer=2,phase=backward >trigger.out 2>trigger.err
-  fails=0
-  for p in "${pids[@]}"; do wait "$p" || fails=$((fails + 1)); done
-  [ $fails = 0 ] && [ -e ready ] && { ok_run=1; break; }
-  grep -qi "address already in use" host*.err || break
+  hosts_wait; rc=$?
+  [ $rc = 0 ] && [ -e ready ] && { ok_run=1; break; }
+  [ $rc = 1 ] || break
 done
 [ -n "$ok_run" ] || die "ranks failed: $(tail -n 5 host*.err)"
 grep -q "^job-wide trigger handed to pid [0-9]* (rank $last): layer=2,phase=backward" trigger.out \

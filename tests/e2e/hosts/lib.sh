@@ -50,3 +50,26 @@ host_run() {
           RANK=$h LOCAL_RANK=0 WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 \
           MASTER_PORT=$port OMP_NUM_THREADS=1 "$@" )
 }
+
+# hosts_start PORT CMD...: CMD as every rank 0..N-1, each on its "host",
+# in the background, output to $E2E_TMP/host<h>.out and .err; their pids
+# in HOSTS_PIDS.
+hosts_start() {
+  local port=$1 h; shift
+  HOSTS_PIDS=()
+  for ((h = 0; h < N; h++)); do
+    host_run $h $N $port "$@" >"$E2E_TMP/host$h.out" 2>"$E2E_TMP/host$h.err" &
+    HOSTS_PIDS+=($!)
+  done
+}
+
+# hosts_wait: waits for every rank of hosts_start. 0: all succeeded; 1: one
+# failed because the port was taken between choosing and binding it (the
+# rendezvous fails: start again on another port); 2: another failure.
+hosts_wait() {
+  local p fails=0
+  for p in "${HOSTS_PIDS[@]}"; do wait "$p" || fails=$((fails + 1)); done
+  [ $fails = 0 ] && return 0
+  grep -qi "address already in use" "$E2E_TMP"/host*.err && return 1
+  return 2
+}
