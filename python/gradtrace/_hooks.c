@@ -32,12 +32,16 @@ static PyObject *tls;           /* _modules._tls (a threading.local) */
 static PyObject *known;         /* _modules._known */
 static PyObject *py_pre;        /* _modules._pre_hook: everything else */
 static PyObject *py_post;
-static PyObject *s_stack, *s_ents, *s_root_map;
+static PyObject *s_stack, *s_ents, *s_root_map, *s_dict;
 /* This thread's tls.stack and tls.ents: _modules.py sets them once per
  * thread (_Thread.__init__) and only appends and pops after, so they are
  * looked up once and kept (a reference each; a thread that ends leaves
  * two small lists behind). root_map is reassigned and read every time. */
 static _Thread_local PyObject *t_stack, *t_ents;
+/* This thread's tls.__dict__ (a threading.local keeps one dict per thread,
+ * the same one for the thread's life), so root_map is one dict lookup
+ * instead of threading.local's attribute path. */
+static _Thread_local PyObject *t_dict;
 
 /* Registry entry fields (see _modules.py): (weakref, path, path_id,
  * class_id, map, _Root, opens a scope). */
@@ -72,20 +76,25 @@ static int in_stack(PyObject *stack, PyObject *module)
     return 0;
 }
 
-/* Borrowed: this thread's stack and ents lists. @return 0, or -1. */
+/* Borrowed: this thread's stack and ents lists (and its tls dict in
+ * t_dict). @return 0, or -1. */
 static int thread_lists(PyObject **stack, PyObject **ents)
 {
     if (!t_stack) {
         PyObject *s = PyObject_GetAttr(tls, s_stack);
         PyObject *e = s ? PyObject_GetAttr(tls, s_ents) : NULL;
+        PyObject *d = e ? PyObject_GetAttr(tls, s_dict) : NULL;
 
-        if (!e || !PyList_CheckExact(s) || !PyList_CheckExact(e)) {
+        if (!d || !PyList_CheckExact(s) || !PyList_CheckExact(e) ||
+            !PyDict_CheckExact(d)) {
             Py_XDECREF(s);
             Py_XDECREF(e);
+            Py_XDECREF(d);
             return -1;
         }
         t_stack = s;
         t_ents = e;
+        t_dict = d;
     }
     *stack = t_stack;
     *ents = t_ents;
@@ -129,13 +138,13 @@ static int pre_fast(PyObject *module)
     if (PyList_GET_SIZE(stack) > 0) {
         if (in_stack(stack, module))
             goto out;               /* a stale call: the Python hook */
-        map = PyObject_GetAttr(tls, s_root_map);
+        map = PyDict_GetItemWithError(t_dict, s_root_map);   /* borrowed */
         if (!map || !(ent = entry_of(map, module)))
             goto out;
     } else {
         if (!(ent = entry_of(known, module)))
             goto out;
-        if (PyObject_SetAttr(tls, s_root_map, PyTuple_GET_ITEM(ent, E_MAP)) < 0)
+        if (PyDict_SetItem(t_dict, s_root_map, PyTuple_GET_ITEM(ent, E_MAP)) < 0)
             goto out;
     }
     if (PyList_Append(stack, module) < 0)
@@ -147,7 +156,6 @@ static int pre_fast(PyObject *module)
     open_scope(ent);
     rc = 1;
 out:
-    Py_XDECREF(map);
     if (PyErr_Occurred())
         PyErr_Clear();
     return rc;
@@ -181,14 +189,12 @@ static int post_fast(PyObject *module)
     if (PyList_GET_ITEM(stack, n - 1) != module ||
         PyList_GET_SIZE(ents) != n)
         goto out;
+    /* Pop both: the lists shrink in place (their storage stays for the
+     * next push, as list.pop leaves it), the references move to us. */
     ent = PyList_GET_ITEM(ents, n - 1);
-    Py_INCREF(ent);
-    if (PyList_SetSlice(stack, n - 1, n, NULL) < 0 ||
-        PyList_SetSlice(ents, n - 1, n, NULL) < 0) {
-        Py_DECREF(ent);
-        rc = 1;
-        goto out;
-    }
+    Py_SET_SIZE(stack, n - 1);
+    Py_SET_SIZE(ents, n - 1);
+    Py_DECREF(module);      /* the stack's; the caller still holds one */
     if (PyTuple_CheckExact(ent) && PyTuple_GET_SIZE(ent) == E_N &&
         PyTuple_GET_ITEM(ent, E_OPENS) == Py_True)
         gt_end();
@@ -210,6 +216,126 @@ static PyObject *post_hook(PyObject *self, PyObject *const *args, Py_ssize_t nar
     Py_RETURN_NONE;
 }
 
+static void set_ref(PyObject **slot, PyObject *v)
+{
+    Py_XINCREF(v);
+    Py_XSETREF(*slot, v);
+}
+
+/* ------------------------------------------- nn.Module.__call__ in C
+ *
+ * The package reaches torch by replacing nn.Module.__call__ (so torch's
+ * no-hooks fast path stays): make_call() gives a method descriptor of
+ * nn.Module that does what _modules._make_wrapper's Python __call__ does,
+ * without a Python frame: when on, the pre-hook, the original __call__,
+ * then the post-hook, also when the call raised (its exception kept as
+ * it was). Its hooks are pre_hook/post_hook above, falling back to the
+ * Python hooks exactly as they do. One original is kept (the last
+ * make_call's): the package installs one descriptor at a time.
+ */
+static PyObject *orig_call;     /* nn.Module.__call__ before ours */
+static int call_on;             /* the descriptor calls the hooks */
+
+static PyObject *args_tuple(PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *t = PyTuple_New(nargs);
+
+    for (Py_ssize_t i = 0; t && i < nargs; i++) {
+        Py_INCREF(args[i]);
+        PyTuple_SET_ITEM(t, i, args[i]);
+    }
+    return t;
+}
+
+/* The Python hook for what the fast path leaves: fn(module, args[, None]). */
+static void call_py_hook(PyObject *fn, PyObject *module, PyObject *const *args,
+                         Py_ssize_t nargs, int post)
+{
+    PyObject *t = args_tuple(args, nargs);
+    PyObject *v[3] = {module, t, Py_None};
+
+    if (t) {
+        Py_DECREF(call_py(fn, v, post ? 3 : 2));
+        Py_DECREF(t);
+    } else {
+        PyErr_Clear();
+    }
+}
+
+static PyObject *module_call(PyObject *self, PyObject *const *args,
+                             Py_ssize_t nargs, PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *small[17], **stack = small, *r;
+
+    if (!orig_call) {
+        PyErr_SetString(PyExc_RuntimeError, "gradtrace: no original __call__");
+        return NULL;
+    }
+    if (nargs + nkw + 1 > (Py_ssize_t)(sizeof small / sizeof small[0])) {
+        stack = PyMem_Malloc(sizeof(PyObject *) * (size_t)(nargs + nkw + 1));
+        if (!stack)
+            return PyErr_NoMemory();
+    }
+    stack[0] = self;
+    for (Py_ssize_t i = 0; i < nargs + nkw; i++)
+        stack[i + 1] = args[i];
+    if (!call_on || !gt_begin) {
+        r = PyObject_Vectorcall(orig_call, stack, (size_t)nargs + 1, kwnames);
+        goto out;
+    }
+    if (pre_fast(self) == 0)
+        call_py_hook(py_pre, self, args, nargs, 0);
+    r = PyObject_Vectorcall(orig_call, stack, (size_t)nargs + 1, kwnames);
+    {
+        PyObject *et, *ev, *tb;
+
+        PyErr_Fetch(&et, &ev, &tb);   /* the call's exception, if any */
+        if (!post_fast(self))
+            call_py_hook(py_post, self, args, nargs, 1);
+        PyErr_Restore(et, ev, tb);
+    }
+out:
+    if (stack != small)
+        PyMem_Free(stack);
+    return r;
+}
+
+static PyMethodDef call_def = {
+    "__call__", (PyCFunction)(void (*)(void))module_call,
+    METH_FASTCALL | METH_KEYWORDS,
+    "nn.Module.__call__ with gradtrace's module scopes (python/gradtrace/_hooks.c)",
+};
+
+/* make_call(Module, original_call): the descriptor, to assign to
+ * Module.__call__. */
+static PyObject *make_call(PyObject *self, PyObject *args)
+{
+    PyObject *type, *orig;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!O", &PyType_Type, &type, &orig))
+        return NULL;
+    if (!PyCallable_Check(orig)) {
+        PyErr_SetString(PyExc_TypeError, "make_call: original is not callable");
+        return NULL;
+    }
+    set_ref(&orig_call, orig);
+    return PyDescr_NewMethod((PyTypeObject *)type, &call_def);
+}
+
+/* call_on(flag): whether the descriptor calls the hooks. */
+static PyObject *set_call_on(PyObject *self, PyObject *arg)
+{
+    int v = PyObject_IsTrue(arg);
+
+    (void)self;
+    if (v < 0)
+        return NULL;
+    call_on = v;
+    Py_RETURN_NONE;
+}
+
 /* A hook that does nothing, in C: what torch's own hook path costs is
  * measured with it (tests/bench/bench_torch.py). */
 static PyObject *noop(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -218,12 +344,6 @@ static PyObject *noop(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     (void)args;
     (void)nargs;
     Py_RETURN_NONE;
-}
-
-static void set_ref(PyObject **slot, PyObject *v)
-{
-    Py_XINCREF(v);
-    Py_XSETREF(*slot, v);
 }
 
 /* setup(begin_addr, end_addr, tls, known, py_pre, py_post) */
@@ -244,6 +364,7 @@ static PyObject *setup(PyObject *self, PyObject *args)
          * (Other threads keep theirs: setup is for tests and start-up.) */
         Py_CLEAR(t_stack);
         Py_CLEAR(t_ents);
+        Py_CLEAR(t_dict);
     }
     set_ref(&tls, t);
     set_ref(&known, k);
@@ -261,6 +382,10 @@ static PyMethodDef methods[] = {
      "pre_hook(module, args): _modules._pre_hook, its common case in C"},
     {"post_hook", (PyCFunction)(void (*)(void))post_hook, METH_FASTCALL,
      "post_hook(module, args, output): _modules._post_hook, likewise"},
+    {"make_call", make_call, METH_VARARGS,
+     "make_call(Module, original_call): a C nn.Module.__call__ with the hooks"},
+    {"call_on", set_call_on, METH_O,
+     "call_on(flag): whether make_call's __call__ calls the hooks"},
     {"noop", (PyCFunction)(void (*)(void))noop, METH_FASTCALL,
      "noop(*args): returns None (a baseline for hook costs)"},
     {NULL, NULL, 0, NULL},
@@ -279,7 +404,8 @@ PyMODINIT_FUNC PyInit__gthooks(void)
     s_stack = PyUnicode_InternFromString("stack");
     s_ents = PyUnicode_InternFromString("ents");
     s_root_map = PyUnicode_InternFromString("root_map");
-    if (!s_stack || !s_ents || !s_root_map)
+    s_dict = PyUnicode_InternFromString("__dict__");
+    if (!s_stack || !s_ents || !s_root_map || !s_dict)
         return NULL;
     return PyModule_Create(&moddef);
 }

@@ -59,9 +59,11 @@ common case runs in C (the _gthooks extension built from _hooks.c, which
 hands every other case to the Python hooks here, so behaviour is theirs);
 where it cannot load (not built for this interpreter, or
 GRADTRACE_C_HOOKS=0) the Python hooks run, calling the agent through
-ctypes. The hooks reach torch through a wrapper of nn.Module.__call__,
-which keeps torch's no-hooks fast path (torch's global-hook path costs
-more than the hooks), and only while the agent wants module scopes
+ctypes. The hooks reach torch through our own nn.Module.__call__ (in C
+where no torch.compile can trace it, else in Python: "How the hooks reach
+torch" below), which keeps torch's no-hooks fast path (torch's
+global-hook path costs more than the hooks), and only while the agent
+wants module scopes
 (capturing or a trigger armed), switched at optimizer steps: see "Idle =
 free" below and schema/torch.md, which has the figures (per module call:
 ours, and torch's own hook path) from tests/bench/bench_torch.py.
@@ -185,8 +187,11 @@ class _Root:
         self.ids = set()
 
     def _died(self, _ref):
-        with _map_lock:
-            _drop_root(self)
+        try:
+            with _map_lock:
+                _drop_root(self)
+        except Exception:  # at interpreter exit, module globals may be gone
+            pass
 
 
 def _drop_root(r):
@@ -472,6 +477,8 @@ def _load_c_hooks():
 
 
 _fast_pre, _fast_post = _load_c_hooks()
+_gthooks = sys.modules.get(__package__ + "._gthooks") \
+    if _fast_pre is not _pre_hook else None
 
 
 def _compiling_pre_hook(module, args):
@@ -626,23 +633,50 @@ _WATCH_S = 0.1           # watcher poll period
 _OVERDUE_MIN_S = 2.0     # a boundary this late (or 3 steps' worth) is missed
 
 
-# How the hooks reach torch. By default nn.Module.__call__ is wrapped: with
+# How the hooks reach torch. By default nn.Module.__call__ is replaced: with
 # no global hook registered, torch's _call_impl keeps its fast path, and
-# the wrapper costs less than that path's slow branch (which on 2.x is
-# over a microsecond per call by itself). The wrapper calls the same
-# pre/post hooks, the post-hook also when the forward raises (torch 2.x's
+# our __call__ costs less than that path's slow branch (which on 2.x is
+# over a microsecond per call by itself). It calls the same pre/post
+# hooks, the post-hook also when the forward raises (torch 2.x's
 # always_call); it opens the scope before the module's own pre-hooks and
 # closes it after its forward hooks. GRADTRACE_MODULE_HOOKS=global uses
 # torch's global module hooks instead (register_module_forward_*_hook).
+#
+# Two forms of the same __call__: the C one (_gthooks.make_call, a method
+# descriptor of nn.Module: no Python frame) and the Python one
+# (_make_wrapper). Dynamo traces nn.Module.__call__ when a compiled
+# function calls a module, and can only trace Python, which keeps the
+# hooks out of its graphs with torch.compiler.is_compiling() (folded to
+# True while tracing, a Python call of its own in eager). So the C form is
+# used where no torch.compile can trace it: always on torch without
+# torch.compiler (1.13), and on 2.x until dynamo starts its first
+# compilation (its compile-start callback, registered as soon as
+# torch._dynamo is imported, switches to the Python form for the rest of
+# the process). A 2.x whose dynamo has no such callback gets the Python
+# form throughout; so do interpreters the C hooks are not built for.
 _use_global = os.environ.get("GRADTRACE_MODULE_HOOKS", "") == "global"
-_orig_call = None        # nn.Module.__call__ before the wrapper
-_wrapper_on = False      # the wrapper calls the hooks (a reference to it
+_orig_call = None        # nn.Module.__call__ before ours
+_wrapper_on = False      # our __call__ calls the hooks (a reference to it
                          # kept elsewhere, e.g. torch.compile's bound
                          # forward, stays harmless once hooks are out)
+_dynamo_seen = False     # dynamo compiled (or may compile): Python form
 
 
-def _make_wrapper(orig):
-    pre, post = _fast_pre, _fast_post
+def _dynamo_has_start_callback():
+    try:
+        import importlib.util
+        return importlib.util.find_spec("torch._dynamo.callback") is not None
+    except Exception:
+        return False
+
+
+_c_call_ok = _gthooks is not None and hasattr(_gthooks, "make_call") and (
+    _is_compiling is None or _dynamo_has_start_callback())
+
+
+def _make_wrapper(orig, pre=None, post=None):
+    """The Python form of our nn.Module.__call__ around orig."""
+    pre, post = pre or _fast_pre, post or _fast_post
     compiling = _is_compiling
 
     if compiling is not None:
@@ -668,11 +702,23 @@ def _make_wrapper(orig):
     return __call__
 
 
-_call_wrapper = None
+_call_wrapper = None     # the Python form around _orig_call
+_c_call = None           # the C form around _orig_call, where usable
+
+
+def _ours(call):
+    return call is not None and (call is _call_wrapper or call is _c_call)
+
+
+def _set_wrapper_on(on):
+    global _wrapper_on
+    _wrapper_on = on
+    if _c_call is not None:
+        _gthooks.call_on(on)
 
 
 def _hooks_on():
-    global _handles, _orig_call, _call_wrapper, _wrapper_on
+    global _handles, _orig_call, _call_wrapper, _c_call
     if _handles is not None:
         return
     if _use_global:
@@ -689,16 +735,23 @@ def _hooks_on():
         _handles = (h_pre, h_post)
         return
     mod = torch.nn.Module
-    if _call_wrapper is None or mod.__call__ is not _call_wrapper:
+    if not _ours(mod.__call__):
         _orig_call = mod.__call__
         _call_wrapper = _make_wrapper(_orig_call)
-        mod.__call__ = _call_wrapper
-    _wrapper_on = True
+        _c_call = None
+        if _c_call_ok:
+            try:
+                _c_call = _gthooks.make_call(mod, _orig_call)
+            except Exception:
+                _c_call = None
+    _set_wrapper_on(True)
+    mod.__call__ = _c_call if _c_call is not None and not _dynamo_seen \
+        else _call_wrapper
     _handles = ("wrapper",)
 
 
 def _hooks_off():
-    global _handles, _wrapper_on
+    global _handles
     h, _handles = _handles, None
     if h is None:
         return
@@ -706,11 +759,33 @@ def _hooks_off():
         h[0].remove()
         h[1].remove()
         return
-    _wrapper_on = False
+    _set_wrapper_on(False)
     # Put the original back unless someone wrapped ours meanwhile (then
     # ours stays in place, calling no hook while _wrapper_on is off).
-    if torch.nn.Module.__call__ is _call_wrapper:
+    if _ours(torch.nn.Module.__call__):
         torch.nn.Module.__call__ = _orig_call
+
+
+def _on_dynamo_compile(*_args):
+    """dynamo's compile-start callback: the Python form from now on."""
+    global _dynamo_seen
+    if _dynamo_seen:
+        return
+    _dynamo_seen = True
+    try:
+        if _c_call is not None and torch.nn.Module.__call__ is _c_call:
+            torch.nn.Module.__call__ = _call_wrapper
+    except Exception:
+        pass
+
+
+def _watch_dynamo():
+    try:
+        from torch._dynamo.callback import callback_handler
+        callback_handler.register_start_callback(_on_dynamo_compile)
+    except Exception:
+        # No callback to be told by: take no chance with the C form.
+        _on_dynamo_compile()
 
 
 def hooks_installed():
@@ -786,6 +861,9 @@ def install():
         if _hooks_wanted is None or _hooks_wanted():
             _hooks_on()
         _installed = True
+        if _c_call_ok and _is_compiling is not None:
+            from . import _importhook
+            _importhook.after_import("torch._dynamo.callback", _watch_dynamo)
         if _seen_dir is not None:
             import atexit
             atexit.register(_write_seen)

@@ -15,6 +15,15 @@ for py in "${pys[@]}"; do
   echo "== $py"
   env LD_PRELOAD="$AGENT" GRADTRACE_FILE="$E2E_TMP/c.gtr" PYTHONPATH="$ROOT/python" \
     "$py" "$TORCH_DIR/hooks_c.py" || rc=1
+  # The C nn.Module.__call__ gives way to the Python one when dynamo
+  # compiles (2.x; 1.13 has no torch.compile and says so).
+  got=$(env LD_PRELOAD="$AGENT" GRADTRACE_FILE="$E2E_TMP/cc.gtr" GRADTRACE_CAPTURE=1 \
+          PYTHONPATH="$ROOT/python" "$py" "$TORCH_DIR/c_call_compile.py" 2>&1 |
+        grep -v "triton not found")
+  case "$got" in
+    ok*) echo "compile: $got" ;;
+    *) echo "compile: $got"; rc=1 ;;
+  esac
   for v in 1 0; do
     got=$(env LD_PRELOAD="$AGENT" GRADTRACE_FILE="$E2E_TMP/c$v.gtr" GRADTRACE_C_HOOKS=$v \
             PYTHONPATH="$ROOT/python" "$py" -c '

@@ -155,4 +155,65 @@ h1.remove()
 h2.remove()
 assert not calls, calls
 assert [e[1] for e in events] == ["B", "B", "E", "B", "E", "E"], events
-print("ok %d events" % len(py))
+
+
+# nn.Module.__call__ in C (_gthooks.make_call, as the package installs it
+# where no torch.compile can trace it) against the Python form
+# (_make_wrapper) around the Python hooks: the same scopes, and the same
+# results, kwargs and exceptions as torch's own __call__.
+_gthooks.setup(ctypes.cast(BEGIN, ctypes.c_void_p).value,
+               ctypes.cast(END, ctypes.c_void_p).value,
+               M._tls, M._known, M._pre_hook, M._post_hook)
+TORCH_CALL = nn.Module.__call__
+
+
+def call_trial(call):
+    nn.Module.__call__ = call
+    M._wrapper_on = True
+    _gthooks.call_on(True)
+    del events[:]
+    try:
+        run_models(NETS)
+    finally:
+        nn.Module.__call__ = TORCH_CALL
+        M._wrapper_on = False
+        _gthooks.call_on(False)
+    return norm(events)
+
+
+py_call = call_trial(M._make_wrapper(TORCH_CALL, M._pre_hook, M._post_hook))
+c_call = call_trial(_gthooks.make_call(nn.Module, TORCH_CALL))
+for i, (a, b) in enumerate(zip(py_call, c_call)):
+    if a != b:
+        sys.exit("__call__ event %d differs: python %r, C %r" % (i, a, b))
+if len(py_call) != len(c_call) or len(c_call) < 50:
+    sys.exit("__call__: python %d events, C %d" % (len(py_call), len(c_call)))
+
+
+class Kw(nn.Module):
+    def forward(self, *args, scale=1.0, fail=None):
+        if fail:
+            raise fail
+        return (args, scale)
+
+
+kw, err = Kw(), KeyError("k")
+nn.Module.__call__ = _gthooks.make_call(nn.Module, TORCH_CALL)
+try:
+    for on in (False, True):
+        _gthooks.call_on(on)
+        del events[:]
+        many = tuple(range(40))            # past the descriptor's stack
+        assert kw(*many, scale=2) == (many, 2)
+        assert kw(1, 2) == ((1, 2), 1.0)
+        try:
+            kw(fail=err)
+            sys.exit("no exception")
+        except KeyError as e:
+            assert e is err and e.__traceback__ is not None
+        assert [e[1] for e in events] == (["B", "E"] * 3 if on else []), \
+            events
+finally:
+    nn.Module.__call__ = TORCH_CALL
+    _gthooks.call_on(False)
+print("ok %d events, __call__ %d events" % (len(py), len(c_call)))

@@ -22,9 +22,12 @@ import torch.nn.modules.module as MM
 
 def hooked():
     # Either way the package reaches torch (GRADTRACE_MODULE_HOOKS).
-    call = nn.Module.__call__
+    # torch's own __call__: _wrapped_call_impl (2.x) or _call_impl (1.13);
+    # the package's (C or Python) is anything else.
+    torch_call = getattr(nn.Module, "_wrapped_call_impl", None) or \
+        nn.Module._call_impl
     return len(MM._global_forward_pre_hooks) > 0 or \
-        getattr(call, "__module__", "") == "gradtrace._modules"
+        nn.Module.__call__ is not torch_call
 
 
 class Loss(nn.Module):
