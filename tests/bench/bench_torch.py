@@ -11,10 +11,15 @@ Models (one intra-op thread, SGD):
              4 heads, feed-forward 256, sequence 32, batch 4, vocabulary
              500).
 
-Configurations, each one long-lived process per interpreter, driven in
-interleaved rounds (every configuration runs one round of every model
-before any runs its next), so drift on a shared machine hits all alike:
+Configurations, each in --procs long-lived processes per interpreter
+(round r in process r % procs, so that one process's placement does not
+pass for a cost), driven in interleaved rounds (every configuration runs
+one round of every model before any runs its next), so drift on a shared
+machine hits all alike:
   none        no agent, no profiler
+  control     the same as none, in processes of its own: its difference
+              to none is this run's noise floor, the smallest cost the
+              other rows can resolve
   idle        agent + Python package, nothing captured or armed
   capture     agent + package capturing (GRADTRACE_FILE, no daemon)
   capture-noops  the same without forward operators (GRADTRACE_OPS=0):
@@ -40,7 +45,7 @@ processes on a shared machine do not count; the agent's streamer thread
 and the profiler's own threads run beside it and are not in it.
 
 Benchmarks print figures; they never pass or fail on time.
-Usage: bench_torch.py [--rounds R] [--quick] [--python PY ...]
+Usage: bench_torch.py [--rounds R] [--procs P] [--quick] [--python PY ...]
 """
 
 import argparse
@@ -59,8 +64,8 @@ ROOT = os.environ.get("ROOT") or os.path.abspath(os.path.join(HERE, "..", ".."))
 BUILD = os.environ.get("BUILD", "build")
 AGENT = os.path.join(ROOT, BUILD, "libgradtrace.so")
 VENV_PY = os.path.expanduser("~/.cache/gradtrace/torch2-venv/bin/python")
-CONFIGS = ["none", "idle", "capture", "capture-noops", "capture-py",
-           "profiler"]
+CONFIGS = ["none", "control", "idle", "capture", "capture-noops",
+           "capture-py", "profiler"]
 # model -> (iterations per round, warm-up)
 MODELS = {"overhead": (150, 30), "dispatch": (100, 20), "decoder": (40, 5)}
 # The training thread's CPU time, not wall time: on a shared machine
@@ -286,17 +291,22 @@ def one_shot(py, what, tmp, tag):
 
 
 def side_by_side(py, args, tmp, tag):
-    procs = {c: subprocess.Popen(
-        [py, os.path.abspath(__file__), "--child", c], env=env_for(c, tmp, tag),
+    # Each configuration runs in args.procs processes, round r in process
+    # r % procs: a process has its own placement (memory layout, caches),
+    # which shifts all its rounds alike by up to a percent or two here, so
+    # one process per configuration would read that as a cost.
+    procs = {(c, k): subprocess.Popen(
+        [py, os.path.abspath(__file__), "--child", c],
+        env=env_for(c, tmp, "%s-%d" % (tag, k)),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        for c in CONFIGS}
+        for c in CONFIGS for k in range(args.procs)}
     rounds = {(c, m): [] for c in CONFIGS for m in MODELS}
     try:
         for r in range(args.rounds):
             for m, (iters, _) in MODELS.items():
                 order = CONFIGS[r % len(CONFIGS):] + CONFIGS[:r % len(CONFIGS)]
                 for c in order:
-                    p = procs[c]
+                    p = procs[(c, r % args.procs)]
                     p.stdin.write("%s %d\n" % (m, iters // args.quick))
                     p.stdin.flush()
                     rounds[(c, m)].append(
@@ -332,8 +342,9 @@ def run_for(py, args, tmp):
         print("%s: no torch, skipped" % py)
         return
     tag = "t" + ver.stdout.strip().replace("+", "_")
-    print("torch %s (%s): %d interleaved rounds, step iterations per round: %s"
-          % (ver.stdout.strip(), py, args.rounds,
+    print("torch %s (%s): %d interleaved rounds over %d processes per "
+          "configuration, step iterations per round: %s"
+          % (ver.stdout.strip(), py, args.rounds, args.procs,
              ", ".join("%s %d" % (m, v[0] // args.quick)
                        for m, v in MODELS.items())))
     report(side_by_side(py, args, tmp, tag), args)
@@ -368,7 +379,9 @@ def main():
     ap.add_argument("--child", dest="config")
     ap.add_argument("--percall", action="store_true")
     ap.add_argument("--pernode", action="store_true")
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--procs", type=int, default=2,
+                    help="processes per configuration, rounds spread over them")
     ap.add_argument("--quick", action="store_const", const=4, default=1,
                     help="a quarter of the iterations per round")
     ap.add_argument("--python", nargs="*")
