@@ -15,6 +15,7 @@ pkgs=(
   libtorch-dev               # the C++ training program of the NVTX layer tests
   util-linux                 # setpriv: the cross-user refusal test
   cppcheck                   # make analyze
+  valgrind                   # make bench: instructions per step (bench_instr.py)
   librsvg2-bin               # rsvg-convert: the report --svg rendering test
   libfaketime                # a per-"host" CLOCK_REALTIME in the multi-host tests
 )

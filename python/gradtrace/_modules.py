@@ -514,8 +514,21 @@ def _check_rank():
         _agent.set_rank(rank, world)
 
 
-_steps = weakref.WeakKeyDictionary()
+# id(optimizer) -> [weakref to it, steps it took]: one dict probe per step
+# (a WeakKeyDictionary makes a weakref on every lookup). The weakref's
+# callback drops the entry when the optimizer dies, before its id can be
+# reused; the identity check covers the rest.
+_steps = {}
 _step_max = [0]
+
+
+def _steps_of(optimizer):
+    e = _steps.get(id(optimizer))
+    return e[1] if e is not None and e[0]() is optimizer else 0
+
+
+def _forget_steps(key):
+    _steps.pop(key, None)
 
 
 def _count_step(optimizer):
@@ -523,8 +536,13 @@ def _count_step(optimizer):
     # optimizer had: one boundary per round when several optimizers step
     # once each (a GAN's D and G), at the first of them. The agent numbers
     # the steps itself (from 0, as triggers' iteration=N counts them).
-    n = _steps.get(optimizer, 0) + 1
-    _steps[optimizer] = n
+    k = id(optimizer)
+    e = _steps.get(k)
+    if e is None or e[0]() is not optimizer:
+        e = _steps[k] = [weakref.ref(
+            optimizer, lambda _r, k=k: _forget_steps(k)), 0]
+    e[1] += 1
+    n = e[1]
     if n > _step_max[0]:
         _step_max[0] = n
         _step(n - 1)
@@ -568,10 +586,10 @@ def _hook_grad_scaler():
             continue
 
         def step(self, optimizer, *args, _original=original, **kwargs):
-            before = _steps.get(optimizer, 0)
+            before = _steps_of(optimizer)
             out = _original(self, optimizer, *args, **kwargs)
             try:
-                if _steps.get(optimizer, 0) == before:
+                if _steps_of(optimizer) == before:
                     _count_step(optimizer)
             except Exception:
                 pass
@@ -592,9 +610,19 @@ def _install_optimizer_hook():
         _hook_grad_scaler()
     except Exception:  # steps still end at optimizer steps
         pass
+    # One hook per step does both: the step count, then (with an agent
+    # that says when it wants module hooks) the hooks' iteration boundary.
+    boundary = _hooks_wanted is not None
     if hasattr(optim, "register_optimizer_step_post_hook"):
-        optim.register_optimizer_step_post_hook(
-            lambda opt, args, kwargs: _count_step(opt))
+        def _after_step(opt, _args, _kwargs):
+            try:
+                _count_step(opt)
+            except Exception:
+                pass
+            if boundary:
+                _step_boundary()
+
+        optim.register_optimizer_step_post_hook(_after_step)
         return
     # torch 1.13: the profiler's per-step entry point, called after every
     # step() by the wrapper Optimizer installs on its subclasses.
@@ -605,7 +633,11 @@ def _install_optimizer_hook():
             _count_step(self)
         except Exception:
             pass
-        return original(self)
+        try:
+            return original(self)
+        finally:
+            if boundary:
+                _step_boundary()
 
     optim.Optimizer._optimizer_step_code = _optimizer_step_code
 
@@ -804,6 +836,8 @@ def _sync_hooks():
     if _hooks_wanted is None:
         return
     try:
+        if bool(_hooks_wanted()) == (_handles is not None):
+            return  # as wanted already: the common case, no lock taken
         with _install_lock:
             if _hooks_wanted():
                 _hooks_on()
@@ -836,23 +870,6 @@ def _step_boundary(*_args):
         pass
 
 
-def _install_boundary_hook():
-    optim = importlib.import_module("torch.optim.optimizer")
-    if hasattr(optim, "register_optimizer_step_post_hook"):
-        optim.register_optimizer_step_post_hook(_step_boundary)
-        return
-    # torch 1.13: after the step counting's wrapper (which this one wraps).
-    original = optim.Optimizer._optimizer_step_code
-
-    def _optimizer_step_code(self):
-        try:
-            return original(self)
-        finally:
-            _step_boundary()
-
-    optim.Optimizer._optimizer_step_code = _optimizer_step_code
-
-
 def install():
     global _installed
     with _install_lock:
@@ -878,13 +895,9 @@ def install():
                     r"global hooks on modules")
         try:
             _install_optimizer_hook()
-        except Exception:  # scopes still work without step marks
-            pass
+        except Exception:  # scopes still work without step marks, and
+            pass           # without boundaries the watcher does it all
         if _hooks_wanted is not None:
-            try:
-                _install_boundary_hook()
-            except Exception:  # no boundaries: the watcher does it all
-                pass
             threading.Thread(target=_watch, name="gradtrace-hooks",
                              daemon=True).start()
         from . import _dist  # collectives; job-wide triggers
