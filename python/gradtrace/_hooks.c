@@ -21,7 +21,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stddef.h>
 #include <stdint.h>
+#include <structmember.h>
 
 typedef void (*begin_fn)(uint32_t path_id, uint32_t class_id);
 typedef void (*end_fn)(void);
@@ -225,16 +227,27 @@ static void set_ref(PyObject **slot, PyObject *v)
 /* ------------------------------------------- nn.Module.__call__ in C
  *
  * The package reaches torch by replacing nn.Module.__call__ (so torch's
- * no-hooks fast path stays): make_call() gives a method descriptor of
- * nn.Module that does what _modules._make_wrapper's Python __call__ does,
- * without a Python frame: when on, the pre-hook, the original __call__,
+ * no-hooks fast path stays). Call(original) is that __call__ in C, doing
+ * what _modules._make_wrapper's Python __call__ does without a Python
+ * frame: while its `on` is true, the pre-hook, the original __call__,
  * then the post-hook, also when the call raised (its exception kept as
- * it was). Its hooks are pre_hook/post_hook above, falling back to the
- * Python hooks exactly as they do. One original is kept (the last
- * make_call's): the package installs one descriptor at a time.
+ * it was); while off, the original alone. Its hooks are pre_hook and
+ * post_hook above, falling back to the Python hooks exactly as they do.
+ *
+ * A Call is a method descriptor (Py_TPFLAGS_METHOD_DESCRIPTOR), as a
+ * Python function is: module(x) reaches it through the type's __call__
+ * slot as Call(module, x), without a bound-method object, and the vector
+ * of arguments (module first) goes on to the original as it came. Each
+ * Call keeps its own original and its own `on`, so two of them (one
+ * wrapped by another library between a hooks-off and a hooks-on) never
+ * call each other or both run the hooks.
  */
-static PyObject *orig_call;     /* nn.Module.__call__ before ours */
-static int call_on;             /* the descriptor calls the hooks */
+typedef struct {
+    PyObject_HEAD
+    PyObject *orig;             /* nn.Module.__call__ before this one */
+    vectorcallfunc vectorcall;
+    char on;                    /* run the hooks */
+} call_object;
 
 static PyObject *args_tuple(PyObject *const *args, Py_ssize_t nargs)
 {
@@ -247,12 +260,13 @@ static PyObject *args_tuple(PyObject *const *args, Py_ssize_t nargs)
     return t;
 }
 
-/* The Python hook for what the fast path leaves: fn(module, args[, None]). */
-static void call_py_hook(PyObject *fn, PyObject *module, PyObject *const *args,
-                         Py_ssize_t nargs, int post)
+/* The Python hook for what the fast path leaves: fn(module, args[, None]),
+ * args being the call's positional arguments after the module. */
+static void call_py_hook(PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+                         int post)
 {
-    PyObject *t = args_tuple(args, nargs);
-    PyObject *v[3] = {module, t, Py_None};
+    PyObject *t = args_tuple(args + 1, nargs - 1);
+    PyObject *v[3] = {args[0], t, Py_None};
 
     if (t) {
         Py_DECREF(call_py(fn, v, post ? 3 : 2));
@@ -262,79 +276,125 @@ static void call_py_hook(PyObject *fn, PyObject *module, PyObject *const *args,
     }
 }
 
-static PyObject *module_call(PyObject *self, PyObject *const *args,
-                             Py_ssize_t nargs, PyObject *kwnames)
+static PyObject *call_vectorcall(PyObject *callable, PyObject *const *args,
+                                 size_t nargsf, PyObject *kwnames)
 {
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    PyObject *small[17], **stack = small, *r;
+    call_object *c = (call_object *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *r, *et, *ev, *tb;
 
-    if (!orig_call) {
-        PyErr_SetString(PyExc_RuntimeError, "gradtrace: no original __call__");
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "__call__ needs the module");
         return NULL;
     }
-    if (nargs + nkw + 1 > (Py_ssize_t)(sizeof small / sizeof small[0])) {
-        stack = PyMem_Malloc(sizeof(PyObject *) * (size_t)(nargs + nkw + 1));
-        if (!stack)
-            return PyErr_NoMemory();
-    }
-    stack[0] = self;
-    for (Py_ssize_t i = 0; i < nargs + nkw; i++)
-        stack[i + 1] = args[i];
-    if (!call_on || !gt_begin) {
-        r = PyObject_Vectorcall(orig_call, stack, (size_t)nargs + 1, kwnames);
-        goto out;
-    }
-    if (pre_fast(self) == 0)
-        call_py_hook(py_pre, self, args, nargs, 0);
-    r = PyObject_Vectorcall(orig_call, stack, (size_t)nargs + 1, kwnames);
-    {
-        PyObject *et, *ev, *tb;
-
-        PyErr_Fetch(&et, &ev, &tb);   /* the call's exception, if any */
-        if (!post_fast(self))
-            call_py_hook(py_post, self, args, nargs, 1);
-        PyErr_Restore(et, ev, tb);
-    }
-out:
-    if (stack != small)
-        PyMem_Free(stack);
+    if (!c->on || !gt_begin)
+        return PyObject_Vectorcall(c->orig, args, nargsf, kwnames);
+    if (pre_fast(args[0]) == 0)
+        call_py_hook(py_pre, args, nargs, 0);
+    r = PyObject_Vectorcall(c->orig, args, nargsf, kwnames);
+    PyErr_Fetch(&et, &ev, &tb);         /* the call's exception, if any */
+    if (!post_fast(args[0]))
+        call_py_hook(py_post, args, nargs, 1);
+    PyErr_Restore(et, ev, tb);
     return r;
 }
 
-static PyMethodDef call_def = {
-    "__call__", (PyCFunction)(void (*)(void))module_call,
-    METH_FASTCALL | METH_KEYWORDS,
-    "nn.Module.__call__ with gradtrace's module scopes (python/gradtrace/_hooks.c)",
-};
-
-/* make_call(Module, original_call): the descriptor, to assign to
- * Module.__call__. */
-static PyObject *make_call(PyObject *self, PyObject *args)
+static PyObject *call_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    PyObject *type, *orig;
+    PyObject *orig;
+    call_object *c;
 
-    (void)self;
-    if (!PyArg_ParseTuple(args, "O!O", &PyType_Type, &type, &orig))
-        return NULL;
-    if (!PyCallable_Check(orig)) {
-        PyErr_SetString(PyExc_TypeError, "make_call: original is not callable");
+    if (kw && PyDict_GET_SIZE(kw) > 0) {
+        PyErr_SetString(PyExc_TypeError, "Call takes no keyword arguments");
         return NULL;
     }
-    set_ref(&orig_call, orig);
-    return PyDescr_NewMethod((PyTypeObject *)type, &call_def);
-}
-
-/* call_on(flag): whether the descriptor calls the hooks. */
-static PyObject *set_call_on(PyObject *self, PyObject *arg)
-{
-    int v = PyObject_IsTrue(arg);
-
-    (void)self;
-    if (v < 0)
+    if (!PyArg_ParseTuple(args, "O:Call", &orig))
         return NULL;
-    call_on = v;
-    Py_RETURN_NONE;
+    if (!PyCallable_Check(orig)) {
+        PyErr_SetString(PyExc_TypeError, "Call: the original is not callable");
+        return NULL;
+    }
+    c = (call_object *)type->tp_alloc(type, 0);
+    if (!c)
+        return NULL;
+    Py_INCREF(orig);
+    c->orig = orig;
+    c->vectorcall = call_vectorcall;
+    c->on = 0;
+    return (PyObject *)c;
 }
+
+static void call_dealloc(PyObject *self)
+{
+    call_object *c = (call_object *)self;
+
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(c->orig);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static int call_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(((call_object *)self)->orig);
+    return 0;
+}
+
+static int call_clear(PyObject *self)
+{
+    Py_CLEAR(((call_object *)self)->orig);
+    return 0;
+}
+
+/* Module.__call__ looked up on an instance: bound, as a function is. */
+static PyObject *call_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    (void)type;
+    if (obj == NULL || obj == Py_None) {
+        Py_INCREF(self);
+        return self;
+    }
+    return PyMethod_New(self, obj);
+}
+
+static PyObject *call_name(PyObject *self, void *closure)
+{
+    (void)self;
+    (void)closure;
+    return PyUnicode_FromString("__call__");
+}
+
+static PyMemberDef call_members[] = {
+    {"on", T_BOOL, offsetof(call_object, on), 0,
+     "whether the call runs gradtrace's module hooks"},
+    {"__wrapped__", T_OBJECT, offsetof(call_object, orig), READONLY,
+     "the original __call__"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef call_getset[] = {
+    {"__name__", call_name, NULL, NULL, NULL},
+    {"__qualname__", call_name, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject call_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "gradtrace._gthooks.Call",
+    .tp_doc = "Call(original): nn.Module.__call__ with gradtrace's module "
+              "scopes (python/gradtrace/_hooks.c)",
+    .tp_basicsize = sizeof(call_object),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
+                Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_new = call_new,
+    .tp_dealloc = call_dealloc,
+    .tp_traverse = call_traverse,
+    .tp_clear = call_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(call_object, vectorcall),
+    .tp_descr_get = call_get,
+    .tp_members = call_members,
+    .tp_getset = call_getset,
+};
 
 /* A hook that does nothing, in C: what torch's own hook path costs is
  * measured with it (tests/bench/bench_torch.py). */
@@ -382,10 +442,6 @@ static PyMethodDef methods[] = {
      "pre_hook(module, args): _modules._pre_hook, its common case in C"},
     {"post_hook", (PyCFunction)(void (*)(void))post_hook, METH_FASTCALL,
      "post_hook(module, args, output): _modules._post_hook, likewise"},
-    {"make_call", make_call, METH_VARARGS,
-     "make_call(Module, original_call): a C nn.Module.__call__ with the hooks"},
-    {"call_on", set_call_on, METH_O,
-     "call_on(flag): whether make_call's __call__ calls the hooks"},
     {"noop", (PyCFunction)(void (*)(void))noop, METH_FASTCALL,
      "noop(*args): returns None (a baseline for hook costs)"},
     {NULL, NULL, 0, NULL},
@@ -407,5 +463,16 @@ PyMODINIT_FUNC PyInit__gthooks(void)
     s_dict = PyUnicode_InternFromString("__dict__");
     if (!s_stack || !s_ents || !s_root_map || !s_dict)
         return NULL;
-    return PyModule_Create(&moddef);
+    if (PyType_Ready(&call_type) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&moddef);
+    if (!m)
+        return NULL;
+    Py_INCREF(&call_type);
+    if (PyModule_AddObject(m, "Call", (PyObject *)&call_type) < 0) {
+        Py_DECREF(&call_type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

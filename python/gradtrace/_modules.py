@@ -674,9 +674,10 @@ _OVERDUE_MIN_S = 2.0     # a boundary this late (or 3 steps' worth) is missed
 # closes it after its forward hooks. GRADTRACE_MODULE_HOOKS=global uses
 # torch's global module hooks instead (register_module_forward_*_hook).
 #
-# Two forms of the same __call__: the C one (_gthooks.make_call, a method
-# descriptor of nn.Module: no Python frame) and the Python one
-# (_make_wrapper). Dynamo traces nn.Module.__call__ when a compiled
+# Two forms of the same __call__: the C one (_gthooks.Call, a method
+# descriptor: no Python frame) and the Python one (_make_wrapper). Each
+# has its own "on" switch, so a form that another library wrapped (and
+# that we then wrapped again) never runs the hooks a second time. Dynamo traces nn.Module.__call__ when a compiled
 # function calls a module, and can only trace Python, which keeps the
 # hooks out of its graphs with torch.compiler.is_compiling() (folded to
 # True while tracing, a Python call of its own in eager). So the C form is
@@ -688,9 +689,6 @@ _OVERDUE_MIN_S = 2.0     # a boundary this late (or 3 steps' worth) is missed
 # form throughout; so do interpreters the C hooks are not built for.
 _use_global = os.environ.get("GRADTRACE_MODULE_HOOKS", "") == "global"
 _orig_call = None        # nn.Module.__call__ before ours
-_wrapper_on = False      # our __call__ calls the hooks (a reference to it
-                         # kept elsewhere, e.g. torch.compile's bound
-                         # forward, stays harmless once hooks are out)
 _dynamo_seen = False     # dynamo compiled (or may compile): Python form
 
 
@@ -702,20 +700,24 @@ def _dynamo_has_start_callback():
         return False
 
 
-_c_call_ok = _gthooks is not None and hasattr(_gthooks, "make_call") and (
+_c_call_ok = _gthooks is not None and hasattr(_gthooks, "Call") and (
     _is_compiling is None or _dynamo_has_start_callback())
 
 
 def _make_wrapper(orig, pre=None, post=None):
-    """The Python form of our nn.Module.__call__ around orig."""
+    """The Python form of our nn.Module.__call__ around orig, and the
+    one-element list that switches its hooks on (a reference to it kept
+    elsewhere, e.g. torch.compile's bound forward, stays harmless once
+    hooks are out)."""
     pre, post = pre or _fast_pre, post or _fast_post
     compiling = _is_compiling
+    on = [False]
 
     if compiling is not None:
         def __call__(self, *args, **kwargs):
             # torch 2.x: dynamo folds this check, so a C hook never shows
             # up in a graph it traces.
-            if not _wrapper_on or compiling():
+            if not on[0] or compiling():
                 return orig(self, *args, **kwargs)
             pre(self, args)
             try:
@@ -724,17 +726,18 @@ def _make_wrapper(orig, pre=None, post=None):
                 post(self, args, None)
     else:
         def __call__(self, *args, **kwargs):
-            if not _wrapper_on:
+            if not on[0]:
                 return orig(self, *args, **kwargs)
             pre(self, args)
             try:
                 return orig(self, *args, **kwargs)
             finally:
                 post(self, args, None)
-    return __call__
+    return __call__, on
 
 
 _call_wrapper = None     # the Python form around _orig_call
+_call_wrapper_on = [False]
 _c_call = None           # the C form around _orig_call, where usable
 
 
@@ -743,14 +746,13 @@ def _ours(call):
 
 
 def _set_wrapper_on(on):
-    global _wrapper_on
-    _wrapper_on = on
+    _call_wrapper_on[0] = on
     if _c_call is not None:
-        _gthooks.call_on(on)
+        _c_call.on = on
 
 
 def _hooks_on():
-    global _handles, _orig_call, _call_wrapper, _c_call
+    global _handles, _orig_call, _call_wrapper, _call_wrapper_on, _c_call
     if _handles is not None:
         return
     if _use_global:
@@ -769,11 +771,11 @@ def _hooks_on():
     mod = torch.nn.Module
     if not _ours(mod.__call__):
         _orig_call = mod.__call__
-        _call_wrapper = _make_wrapper(_orig_call)
+        _call_wrapper, _call_wrapper_on = _make_wrapper(_orig_call)
         _c_call = None
         if _c_call_ok:
             try:
-                _c_call = _gthooks.make_call(mod, _orig_call)
+                _c_call = _gthooks.Call(_orig_call)
             except Exception:
                 _c_call = None
     _set_wrapper_on(True)
@@ -793,7 +795,7 @@ def _hooks_off():
         return
     _set_wrapper_on(False)
     # Put the original back unless someone wrapped ours meanwhile (then
-    # ours stays in place, calling no hook while _wrapper_on is off).
+    # ours stays in place, calling no hook while it is off).
     if _ours(torch.nn.Module.__call__):
         torch.nn.Module.__call__ = _orig_call
 

@@ -157,7 +157,7 @@ assert not calls, calls
 assert [e[1] for e in events] == ["B", "B", "E", "B", "E", "E"], events
 
 
-# nn.Module.__call__ in C (_gthooks.make_call, as the package installs it
+# nn.Module.__call__ in C (_gthooks.Call, as the package installs it
 # where no torch.compile can trace it) against the Python form
 # (_make_wrapper) around the Python hooks: the same scopes, and the same
 # results, kwargs and exceptions as torch's own __call__.
@@ -167,22 +167,22 @@ _gthooks.setup(ctypes.cast(BEGIN, ctypes.c_void_p).value,
 TORCH_CALL = nn.Module.__call__
 
 
-def call_trial(call):
+def call_trial(call, switch):
     nn.Module.__call__ = call
-    M._wrapper_on = True
-    _gthooks.call_on(True)
+    switch(True)
     del events[:]
     try:
         run_models(NETS)
     finally:
         nn.Module.__call__ = TORCH_CALL
-        M._wrapper_on = False
-        _gthooks.call_on(False)
+        switch(False)
     return norm(events)
 
 
-py_call = call_trial(M._make_wrapper(TORCH_CALL, M._pre_hook, M._post_hook))
-c_call = call_trial(_gthooks.make_call(nn.Module, TORCH_CALL))
+py_form, py_on = M._make_wrapper(TORCH_CALL, M._pre_hook, M._post_hook)
+py_call = call_trial(py_form, lambda v: py_on.__setitem__(0, v))
+c_form = _gthooks.Call(TORCH_CALL)
+c_call = call_trial(c_form, lambda v: setattr(c_form, "on", v))
 for i, (a, b) in enumerate(zip(py_call, c_call)):
     if a != b:
         sys.exit("__call__ event %d differs: python %r, C %r" % (i, a, b))
@@ -198,22 +198,35 @@ class Kw(nn.Module):
 
 
 kw, err = Kw(), KeyError("k")
-nn.Module.__call__ = _gthooks.make_call(nn.Module, TORCH_CALL)
+nn.Module.__call__ = c_form
 try:
     for on in (False, True):
-        _gthooks.call_on(on)
+        c_form.on = on
         del events[:]
-        many = tuple(range(40))            # past the descriptor's stack
+        many = tuple(range(40))
         assert kw(*many, scale=2) == (many, 2)
         assert kw(1, 2) == ((1, 2), 1.0)
+        assert kw.__call__(3) == ((3,), 1.0)   # bound, as a function is
         try:
             kw(fail=err)
             sys.exit("no exception")
         except KeyError as e:
             assert e is err and e.__traceback__ is not None
-        assert [e[1] for e in events] == (["B", "E"] * 3 if on else []), \
+        assert [e[1] for e in events] == (["B", "E"] * 4 if on else []), \
             events
+    # Another library wraps ours, and the package wraps that again (hooks
+    # out, then in): each Call runs its own original and only the one
+    # switched on runs the hooks, so one scope per call, no loop.
+    outer_lib = lambda self, *a, **k: c_form(self, *a, **k)  # noqa: E731
+    c_form.on = False
+    c2 = _gthooks.Call(outer_lib)
+    nn.Module.__call__ = c2
+    c2.on = True
+    del events[:]
+    assert kw(5) == ((5,), 1.0)
+    assert [e[1] for e in events] == ["B", "E"], events
+    assert c2.__wrapped__ is outer_lib and c_form.__wrapped__ is TORCH_CALL
 finally:
     nn.Module.__call__ = TORCH_CALL
-    _gthooks.call_on(False)
+    c_form.on = False
 print("ok %d events, __call__ %d events" % (len(py), len(c_call)))
