@@ -14,9 +14,10 @@ in these configurations:
   capture-noops  capturing layers, nodes and steps (GRADTRACE_OPS=0)
 
 Each configuration runs twice under callgrind (--separate-threads=yes),
-for SHORT and LONG steps after the same start-up; the training thread's
-difference over the LONG - SHORT steps is its per-step count, with
-start-up and warm-up cancelled out. The agent's streamer thread is not
+for SHORT and LONG steps after the same start-up (torch, the model, five
+warm-up steps, then gc.freeze(); PYTHONHASHSEED=0); the training
+thread's difference over the LONG - SHORT steps is its per-step count,
+with start-up and warm-up cancelled out. The agent's streamer thread is not
 in it (as in bench_torch.py's thread CPU time).
 
 Instructions are not time: a cache miss costs no instruction, and under
@@ -38,20 +39,26 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.environ.get("ROOT") or os.path.abspath(os.path.join(HERE, "..", ".."))
-BUILD = os.environ.get("BUILD", "build")
-AGENT = os.path.join(ROOT, BUILD, "libgradtrace.so")
-VENV_PY = os.path.expanduser("~/.cache/gradtrace/torch2-venv/bin/python")
+from bench_torch import AGENT, HERE, ROOT, run_interpreters
+
 CONFIGS = ["none", "idle", "capture-noops"]
 
+# Five warm-up steps, then gc.freeze(): the objects made so far (torch,
+# the model, the package's registry) leave the collector's generations,
+# so a full collection landing in one run's window and not in another's
+# does not move the count by tens of thousands of instructions per step.
+# PYTHONHASHSEED=0 gives every run the same dict layouts.
 CHILD = r"""
-import os, sys
+import gc, os, sys
 sys.path.insert(0, %r)
 import torch
 torch.set_num_threads(1)
 from bench_torch import build_model
 step = build_model("overhead")
+for _ in range(5):
+    step()
+gc.collect()
+gc.freeze()
 for _ in range(int(sys.argv[1])):
     step()
 os._exit(0)
@@ -59,7 +66,7 @@ os._exit(0)
 
 
 def env_for(config, tmp):
-    env = dict(os.environ)
+    env = dict(os.environ, PYTHONHASHSEED="0")
     for k in ("LD_PRELOAD", "PYTHONPATH", "GRADTRACE_OPS", "GRADTRACE_CAPTURE",
               "GRADTRACE_FILE", "GRADTRACE_TRIGGER", "GRADTRACE_SOCKET"):
         env.pop(k, None)
@@ -128,23 +135,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--python", nargs="*")
     ap.add_argument("--short", type=int, default=10)
-    ap.add_argument("--long", type=int, default=110)
+    ap.add_argument("--long", type=int, default=210)
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
         print("bench_instr: valgrind not installed (scripts/install-deps.sh "
               "installs it): skipped")
         return 0
-    if not os.path.exists(AGENT):
-        print("bench_instr: %s not built" % AGENT)
-        return 1
     if args.long <= args.short:
         ap.error("--long must exceed --short")
-    pys = args.python or [sys.executable] + (
-        [VENV_PY] if os.path.exists(VENV_PY) else [])
-    with tempfile.TemporaryDirectory() as tmp:
-        for py in pys:
-            run_for(py, args, tmp)
-    return 0
+    return run_interpreters("bench_instr", args, run_for)
 
 
 if __name__ == "__main__":

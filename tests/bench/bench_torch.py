@@ -395,14 +395,20 @@ def main():
     if args.pernode:
         pernode()
         return 0
+    return run_interpreters("bench_torch", args, run_for)
+
+
+def run_interpreters(name, args, run_one):
+    """run_one(py, args, tmp) for each interpreter: args.python, else
+    this one and the torch 2.x venv's. @return the exit status."""
     if not os.path.exists(AGENT):
-        print("bench_torch: %s not built" % AGENT)
+        print("%s: %s not built" % (name, AGENT))
         return 1
     pys = args.python or [sys.executable] + (
         [VENV_PY] if os.path.exists(VENV_PY) else [])
     with tempfile.TemporaryDirectory() as tmp:
         for py in pys:
-            run_for(py, args, tmp)
+            run_one(py, args, tmp)
     return 0
 
 
