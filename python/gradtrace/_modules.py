@@ -781,6 +781,8 @@ def _hooks_on():
     _set_wrapper_on(True)
     mod.__call__ = _c_call if _c_call is not None and not _dynamo_seen \
         else _call_wrapper
+    if _dynamo_seen and mod.__call__ is _c_call:
+        mod.__call__ = _call_wrapper  # dynamo started meanwhile (no lock)
     _handles = ("wrapper",)
 
 
