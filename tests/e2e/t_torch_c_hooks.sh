@@ -16,7 +16,8 @@ for py in "${pys[@]}"; do
   env LD_PRELOAD="$AGENT" GRADTRACE_FILE="$E2E_TMP/c.gtr" PYTHONPATH="$ROOT/python" \
     "$py" "$TORCH_DIR/hooks_c.py" || rc=1
   # The C nn.Module.__call__ gives way to the Python one when dynamo
-  # compiles (2.x; 1.13 has no torch.compile and says so).
+  # compiles (2.x; 1.13 has no torch.compile and says so), and TorchScript
+  # and FX work through the C form.
   got=$(env LD_PRELOAD="$AGENT" GRADTRACE_FILE="$E2E_TMP/cc.gtr" GRADTRACE_CAPTURE=1 \
           PYTHONPATH="$ROOT/python" "$py" "$TORCH_DIR/c_call_compile.py" 2>&1 |
         grep -v "triton not found")

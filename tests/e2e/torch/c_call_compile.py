@@ -1,8 +1,9 @@
-"""nn.Module.__call__ in C until dynamo compiles (torch 2.x): with capture
-on from the start, the package's __call__ is the C form; torch.compile's
+"""nn.Module.__call__ in C until dynamo compiles: with capture on from the
+start, the package's __call__ is the C form, and TorchScript (trace,
+script) and FX (symbolic_trace) work through it; torch.compile's
 first compilation switches it to the Python form before dynamo traces
 any module call, so the compiled model has no graph break and dynamo
-warns of nothing. Prints "ok" or fails with what differs."""
+warns of nothing (torch 2.x). Prints "ok" or fails with what differs."""
 import sys
 import warnings
 
@@ -14,16 +15,34 @@ from torch import nn  # noqa: E402
 
 import gradtrace._modules as M  # noqa: E402
 
-if not hasattr(torch, "compile"):
-    print("ok (no torch.compile)")
-    sys.exit(0)
 assert M._c_call_ok, "C __call__ not usable on this torch"
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
 x = torch.randn(2, 4)
 model(x)
-assert nn.Module.__call__ is M._c_call, "before compiling: %r" % (
+assert nn.Module.__call__ is M._c_call, "C form not in: %r" % (
     nn.Module.__call__,)
+# TorchScript and FX with the C form in place: trace, script and
+# symbolic_trace the model, train a step through each, get its outputs.
+import inspect  # noqa: E402
+import torch.fx  # noqa: E402
+want = model(x)
+opt = torch.optim.SGD(model.parameters(), lr=0.0)
+with warnings.catch_warnings():  # 2.x: TorchScript is deprecated
+    warnings.simplefilter("ignore")
+    made_all = (torch.jit.trace(model, x), torch.jit.script(model),
+                torch.fx.symbolic_trace(model))
+for made in made_all:
+    opt.zero_grad()
+    out = made(x)
+    out.sum().backward()
+    opt.step()
+    assert torch.allclose(out, want), type(made)
+assert nn.Module.__call__ is M._c_call
+assert "self" in str(inspect.signature(nn.Module.__call__))
+if not hasattr(torch, "compile"):
+    print("ok (TorchScript and FX; no torch.compile)")
+    sys.exit(0)
 compiled = torch.compile(model, backend="eager")
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
