@@ -39,7 +39,7 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-from bench_torch import AGENT, HERE, ROOT, run_interpreters
+from bench_torch import AGENT, HERE, ROOT, run_interpreters, torch_version
 
 CONFIGS = ["none", "idle", "capture-noops"]
 
@@ -110,10 +110,8 @@ def count(py, config, steps, tmp):
 
 
 def run_for(py, args, tmp):
-    ver = subprocess.run([py, "-c", "import torch; print(torch.__version__)"],
-                         capture_output=True, text=True)
-    if ver.returncode != 0:
-        print("%s: no torch, skipped" % py)
+    ver = torch_version(py)
+    if ver is None:
         return
     jobs = [(c, n) for c in CONFIGS for n in (args.short, args.long)]
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as ex:
@@ -123,7 +121,7 @@ def run_for(py, args, tmp):
            (args.long - args.short) for c in CONFIGS}
     print("torch %s (%s): training-thread instructions per step, overhead-"
           "bound model (callgrind, %d - %d steps)"
-          % (ver.stdout.strip(), py, args.long, args.short))
+          % (ver, py, args.long, args.short))
     base = per["none"]
     for c in CONFIGS:
         print("  %-14s %12.0f  %+7.2f %%  %+9.0f per step%s" % (

@@ -335,16 +335,24 @@ def report(rounds, args):
                 "<= %.1f %%" % tgt if tgt is not None else ""))
 
 
-def run_for(py, args, tmp):
+def torch_version(py):
+    """py's torch version, or None (said) when py has no torch."""
     ver = subprocess.run([py, "-c", "import torch; print(torch.__version__)"],
                          capture_output=True, text=True)
     if ver.returncode != 0:
         print("%s: no torch, skipped" % py)
+        return None
+    return ver.stdout.strip()
+
+
+def run_for(py, args, tmp):
+    ver = torch_version(py)
+    if ver is None:
         return
-    tag = "t" + ver.stdout.strip().replace("+", "_")
+    tag = "t" + ver.replace("+", "_")
     print("torch %s (%s): %d interleaved rounds over %d processes per "
           "configuration, step iterations per round: %s"
-          % (ver.stdout.strip(), py, args.rounds, args.procs,
+          % (ver, py, args.rounds, args.procs,
              ", ".join("%s %d" % (m, v[0] // args.quick)
                        for m, v in MODELS.items())))
     report(side_by_side(py, args, tmp, tag), args)
