@@ -851,9 +851,27 @@ def _sync_hooks():
         pass
 
 
+def _nap(seconds):
+    """time.sleep, or select's relative timeout where time.sleep fails
+    (libfaketime 0.9.10 makes the clock_nanosleep behind time.sleep fail
+    with EINVAL when it leaves CLOCK_MONOTONIC alone). @return False when
+    neither works."""
+    try:
+        time.sleep(seconds)
+        return True
+    except Exception:
+        pass
+    try:
+        import select
+        select.select([], [], [], seconds)
+        return True
+    except Exception:
+        return False
+
+
 def _watch():
-    while True:
-        time.sleep(_WATCH_S)
+    # Never raises: an exception here would print into the job's stderr.
+    while _nap(_WATCH_S):
         try:
             if _handles is not None or not _hooks_wanted():
                 continue

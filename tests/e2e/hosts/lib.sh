@@ -63,13 +63,49 @@ hosts_start() {
   done
 }
 
-# hosts_wait: waits for every rank of hosts_start. 0: all succeeded; 1: one
-# failed because the port was taken between choosing and binding it (the
-# rendezvous fails: start again on another port); 2: another failure.
+# hosts_wait: waits for every rank of hosts_start, at most HOSTS_WAIT_S
+# (120) seconds. 0: all succeeded; 1: start again on another port, because
+# one failed as the port was taken between choosing and binding it (the
+# rendezvous fails), or because a rank was still running at the deadline
+# while another had finished (seen once in CI: torch 1.13's gloo teardown
+# of rank 1 waiting after rank 0, which hosts the store, had left); its
+# threads' stacks go to $E2E_TMP/hang-<try>.txt first, named in the log;
+# 2: another failure.
+HOSTS_TRY=0
 hosts_wait() {
-  local p fails=0
+  local p fails=0 t0=$SECONDS left
+  HOSTS_TRY=$((HOSTS_TRY + 1))
+  while :; do
+    left=0
+    for p in "${HOSTS_PIDS[@]}"; do kill -0 "$p" 2>/dev/null && left=$((left + 1)); done
+    [ $left = 0 ] && break
+    if [ $((SECONDS - t0)) -ge "${HOSTS_WAIT_S:-120}" ]; then
+      hosts_stacks >"$E2E_TMP/hang-$HOSTS_TRY.txt" 2>&1
+      echo "(ranks still running after ${HOSTS_WAIT_S:-120} s, try $HOSTS_TRY:" \
+           "stacks in $E2E_TMP/hang-$HOSTS_TRY.txt; starting again)"
+      # The ranks' Python processes (record around each then exits).
+      pkill -KILL -f "$ROOT/tests/e2e/hosts/" 2>/dev/null
+      for p in "${HOSTS_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+      return 1
+    fi
+    sleep 0.2
+  done
   for p in "${HOSTS_PIDS[@]}"; do wait "$p" || fails=$((fails + 1)); done
   [ $fails = 0 ] && return 0
   grep -qi "address already in use" "$E2E_TMP"/host*.err && return 1
   return 2
+}
+
+# hosts_stacks: every thread's stack of each rank's Python processes still
+# running (gdb where installed, else the kernel's wait channel).
+hosts_stacks() {
+  local p
+  for p in $(pgrep -f "$ROOT/tests/e2e/hosts/" 2>/dev/null); do
+    echo "== pid $p: $(tr '\0' ' ' </proc/$p/cmdline 2>/dev/null)"
+    for t in /proc/$p/task/*; do
+      echo "  thread ${t##*/} $(cat $t/comm 2>/dev/null): $(cat $t/wchan 2>/dev/null)"
+    done
+    command -v gdb >/dev/null &&
+      timeout 60 gdb -p "$p" -batch -ex "thread apply all bt 30" 2>&1 | grep -v "^\[New LWP"
+  done
 }
