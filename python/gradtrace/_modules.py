@@ -693,9 +693,12 @@ _dynamo_seen = False     # dynamo compiled (or may compile): Python form
 
 
 def _dynamo_has_start_callback():
+    # A look at torch's files, not find_spec: finding a submodule imports
+    # its parents, and importing torch._dynamo costs the job over a second
+    # of start-up.
     try:
-        import importlib.util
-        return importlib.util.find_spec("torch._dynamo.callback") is not None
+        return any(os.path.exists(os.path.join(d, "_dynamo", "callback.py"))
+                   for d in torch.__path__)
     except Exception:
         return False
 

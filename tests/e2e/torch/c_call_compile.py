@@ -15,6 +15,10 @@ from torch import nn  # noqa: E402
 
 import gradtrace._modules as M  # noqa: E402
 
+# The package's start-up leaves torch._dynamo alone (importing it costs a
+# training job over a second); the C form is usable all the same.
+assert "torch._dynamo" not in sys.modules, "the package imported torch._dynamo"
+
 assert M._c_call_ok, "C __call__ not usable on this torch"
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
