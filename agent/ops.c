@@ -32,16 +32,21 @@
  * (each runs once per capture transition); the hot paths read a relaxed
  * flag. Operators begun while paused are not seen, begin or end.
  *
- * Per operator while capturing: the name (RecordFunction::name(), a
- * pointer into the operator's schema, stable while the operator is
- * registered) is interned once per thread through a small cache keyed by
- * that pointer; the id is a process-wide counter (the operator's Kineto
- * "External id"), pushed as a CUPTI external correlation (GT_EXT_OP) so
- * CUDA calls and kernels inside carry it. The sequence number of the node
- * an operator creates is not read here: the converter takes it from the
- * node creation recorded inside the operator. A thread keeps a stack of
- * open operators (ends name their begin's id); depth beyond
- * GT__OPS_DEPTH records nothing.
+ * Per operator while capturing: the name (RecordFunction::name()) is
+ * interned once per thread through a small cache keyed by its pointer. A
+ * dispatched operator's name points into its schema, stable while the
+ * operator is registered; a RECORD_FUNCTION with a built name (libtorch's
+ * "autograd::engine::evaluate_function: AddmmBackward0", one per
+ * backward node) passes a temporary string, whose buffer the next node's
+ * name reuses. So a hit also compares the whole text with the interned
+ * one (a first version compared 16 bytes, and every evaluate_function
+ * after the first took the first one's name). The id is a process-wide
+ * counter (the operator's Kineto "External id"), pushed as a CUPTI
+ * external correlation (GT_EXT_OP) so CUDA calls and kernels inside carry
+ * it. The sequence number of the node an operator creates is not read
+ * here: the converter takes it from the node creation recorded inside
+ * the operator. A thread keeps a stack of open operators (ends name their
+ * begin's id); depth beyond GT__OPS_DEPTH records nothing.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -56,11 +61,11 @@
 #include "agent/cuda.h"
 #include "agent/internal.h"
 #include "agent/ring.h"
+#include "agent/strings.h"
 #include "agent/torch.h"
 
 #define GT__OPS_DEPTH 64
 #define GT__OPS_NAMES 128 /* per-thread name cache, power of two */
-#define GT__OPS_HEAD 16   /* bytes of a cached name compared on a hit */
 
 #define SYM_ADD "_ZN2at17addGlobalCallbackENS_22RecordFunctionCallbackE"
 #define SYM_NAME "_ZNK2at14RecordFunction4nameEv"
@@ -98,9 +103,13 @@ struct op_open {
 struct ops_tls {
     uint32_t depth;
     struct op_open e[GT__OPS_DEPTH];
-    const char *key[GT__OPS_NAMES];
-    char head[GT__OPS_NAMES][GT__OPS_HEAD];
-    uint32_t id[GT__OPS_NAMES];
+    struct op_name {
+        const char *key;  /* the name pointer it was cached for */
+        const char *text; /* the interned text (agent/strings.h: never
+                           * moves), not NUL-terminated */
+        uint32_t len;
+        uint32_t id;
+    } names[GT__OPS_NAMES];
 };
 
 static __thread struct ops_tls *tl_ops_p
@@ -129,24 +138,31 @@ static struct ops_tls *ops_tls(void)
 }
 
 /*
- * The interned id of an operator name, cached per thread by pointer. A
- * dispatched operator's name points into its registered schema; a
- * RECORD_FUNCTION with a temporary std::string name may reuse a pointer
- * for another text, so a hit also compares the text's first bytes.
+ * The interned id of an operator name, cached per thread by pointer; a
+ * hit is a pointer match whose text is still the cached one (see the top
+ * of the file). strncmp stops at name's end, so a shorter name is never
+ * read past it.
  */
 static uint32_t op_name_id(struct ops_tls *tl_ops, const char *name)
 {
     uintptr_t k = (uintptr_t)name;
-    uint32_t slot = (uint32_t)((k >> 4) ^ (k >> 12)) & (GT__OPS_NAMES - 1);
+    struct op_name *c =
+        &tl_ops->names[(uint32_t)((k >> 4) ^ (k >> 12)) & (GT__OPS_NAMES - 1)];
     if (!name)
         return 0;
-    if (GT__LIKELY(tl_ops->key[slot] == name &&
-                   strncmp(tl_ops->head[slot], name, GT__OPS_HEAD) == 0))
-        return tl_ops->id[slot];
-    uint32_t id = gt__intern(name, strlen(name));
-    tl_ops->key[slot] = name;
-    strncpy(tl_ops->head[slot], name, GT__OPS_HEAD);
-    tl_ops->id[slot] = id;
+    if (GT__LIKELY(c->key == name && strncmp(name, c->text, c->len) == 0 &&
+                   name[c->len] == '\0'))
+        return c->id;
+    size_t len = strlen(name);
+    uint32_t id = gt__intern(name, len);
+    const char *text;
+    uint32_t tlen;
+    if (id && gt__strings_get(id, &text, &tlen) == 0 && tlen == len) {
+        c->key = name;
+        c->text = text;
+        c->len = tlen;
+        c->id = id;
+    }
     return id;
 }
 

@@ -10,10 +10,14 @@
  * exactly those at its end.
  *
  * Three phases of OPS operators each: capture on, capture off
- * (gt_capture_stop), capture on again (gt_capture_start). It writes
- * "registered R disables D reenables E starts S" to RESULT_FILE: with a
- * pausing agent, R 1, D 1, E 1 and S = 2 * OPS + 1 (the first operator
- * after the stop runs the callback, which pauses it). Nothing on stdout.
+ * (gt_capture_stop), capture on again (gt_capture_start); then, still
+ * capturing, OPS pairs of operators whose names are built in one reused
+ * buffer, as libtorch's "autograd::engine::evaluate_function: <node>"
+ * names are (the same pointer, a long common prefix, different texts).
+ * It writes "registered R disables D reenables E starts S" to
+ * RESULT_FILE: with a pausing agent, R 1, D 1, E 1 and S = 4 * OPS + 1
+ * (the first operator after the stop runs the callback, which pauses
+ * it). Nothing on stdout.
  *
  * Usage: fake_recfn RESULT_FILE. Exit 0; 2 on bad usage; 3 without the
  * agent.
@@ -148,6 +152,12 @@ int main(int argc, char **argv)
     start();
     for (int i = 0; i < OPS; i++)
         op("fake::captured_again");
+    static char built[64];
+    for (int i = 0; i < 2 * OPS; i++) {
+        snprintf(built, sizeof(built), "autograd::engine::evaluate_function: %s",
+                 i % 2 ? "TBackward0" : "AddmmBackward0");
+        op(built);
+    }
     FILE *f = fopen(argv[1], "w");
     if (!f)
         return 1;

@@ -3,8 +3,10 @@
 cpu_op on its thread, Linear's aten::addmm (aten::linear) inside its
 module's forward, each forward->backward arrow starting on the operator
 that created its node (innermost slice at the arrow's start), that
-operator carrying the node's Sequence number, and launches of none
-(CPU). With --none: no cpu_op at all (GRADTRACE_OPS=0).
+operator carrying the node's Sequence number, each of libtorch's
+"autograd::engine::evaluate_function: X" operators around the backward
+node X it ran (its name is built per node, in a reused buffer), and
+launches of none (CPU). With --none: no cpu_op at all (GRADTRACE_OPS=0).
 
   check_ops.py TRACE [--none]
 """
@@ -80,9 +82,34 @@ def main(argv):
     if have < len(nodes) - len(nodes) // len(steps):
         fail("%d of %d backward nodes have their operator's Sequence number"
              % (have, len(nodes)))
+    # libtorch's engine names one FUNCTION-scope RecordFunction per node
+    # it runs "autograd::engine::evaluate_function: <node name>"; the
+    # node's own backward event (on the backward track) lies inside it.
+    prefix = "autograd::engine::evaluate_function: "
+    evf = [e for e in ops if e["name"].startswith(prefix)]
+    bwd = sorted((e for e in ev if e.get("cat") == "backward"),
+                 key=lambda e: e["ts"])
+    bts = [e["ts"] for e in bwd]
+    named = 0
+    for f in evf:
+        lo = bisect.bisect_left(bts, f["ts"])
+        hi = bisect.bisect_right(bts, f["ts"] + f["dur"])
+        inner = [b for b in bwd[lo:hi] if b["pid"] == f["pid"] and
+                 b["ts"] + b["dur"] <= f["ts"] + f["dur"]]
+        if not inner:
+            continue
+        outer = max(inner, key=lambda b: b["dur"])
+        if outer["name"] != f["name"][len(prefix):]:
+            fail("%r holds backward node %r" % (f["name"], outer["name"]))
+        named += 1
+    if nodes and named < len(nodes) - len(nodes) // len(steps):
+        fail("%d of %d backward nodes inside their evaluate_function operator"
+             % (named, len(nodes)))
     print("ops: %d cpu_op (%d names), %d Linear with their addmm, %d/%d arrows "
-          "from operators, %d/%d nodes matched by Sequence number"
-          % (len(ops), len(names), inside, on_op, len(starts), have, len(nodes)))
+          "from operators, %d/%d nodes matched by Sequence number, %d "
+          "evaluate_function operators named after their node"
+          % (len(ops), len(names), inside, on_op, len(starts), have,
+             len(nodes), named))
     return 0
 
 
