@@ -40,12 +40,21 @@
  * backward node) passes a temporary string, whose buffer the next node's
  * name reuses. So a hit also compares the whole text with the interned
  * one (a first version compared 16 bytes, and every evaluate_function
- * after the first took the first one's name). The id is a process-wide
- * counter (the operator's Kineto "External id"), pushed as a CUPTI
- * external correlation (GT_EXT_OP) so CUDA calls and kernels inside carry
- * it. The sequence number of the node an operator creates is not read
- * here: the converter takes it from the node creation recorded inside
- * the operator. A thread keeps a stack of open operators (ends name their
+ * after the first took the first one's name).
+ *
+ * The id (the operator's Kineto "External id") is unique in the process:
+ * each thread takes GT__OPS_ID_BLOCK ids at a time from a process-wide
+ * counter and hands them out in order, so ids rise along a thread but
+ * not across threads (the converter pairs an end with its begin by name
+ * and id on the thread's stack; consumers link by equality). Threads
+ * that run operators at once (the autograd engine's device threads, a
+ * data-loading thread) then no longer pass one counter's cache line
+ * between them on every operator. The id is pushed as a CUPTI external
+ * correlation (GT_EXT_OP) so CUDA calls and kernels inside carry it.
+ *
+ * The sequence number of the node an operator creates is not read here:
+ * the converter takes it from the node creation recorded inside the
+ * operator. A thread keeps a stack of open operators (ends name their
  * begin's id); depth beyond GT__OPS_DEPTH records nothing.
  */
 #include <dlfcn.h>
@@ -66,6 +75,7 @@
 
 #define GT__OPS_DEPTH 64
 #define GT__OPS_NAMES 128 /* per-thread name cache, power of two */
+#define GT__OPS_ID_BLOCK 1024u /* operator ids a thread takes at a time */
 
 #define SYM_ADD "_ZN2at17addGlobalCallbackENS_22RecordFunctionCallbackE"
 #define SYM_NAME "_ZNK2at14RecordFunction4nameEv"
@@ -102,6 +112,7 @@ struct op_open {
  */
 struct ops_tls {
     uint32_t depth;
+    uint64_t id_next, id_end; /* this thread's unused ids [next, end) */
     struct op_open e[GT__OPS_DEPTH];
     struct op_name {
         const char *key;  /* the name pointer it was cached for */
@@ -210,7 +221,13 @@ static void **op_start(void **ctx_out, const void *rf)
     }
     if (!gt__thread_self())
         return ctx_out;
-    o->id = atomic_fetch_add_explicit(&op_next_id, 1, memory_order_relaxed) + 1;
+    if (GT__UNLIKELY(tl_ops->id_next == tl_ops->id_end)) {
+        uint64_t b = atomic_fetch_add_explicit(&op_next_id, GT__OPS_ID_BLOCK,
+                                               memory_order_relaxed);
+        tl_ops->id_next = b + 1; /* ids start at 1 */
+        tl_ops->id_end = b + 1 + GT__OPS_ID_BLOCK;
+    }
+    o->id = tl_ops->id_next++;
     o->name = op_name_id(tl_ops, rf_name(rf));
     o->epoch = gt__capture_epoch();
     o->pushed = gt__cuda_ext_push != NULL;
