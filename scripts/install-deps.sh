@@ -16,6 +16,7 @@ pkgs=(
   util-linux                 # setpriv: the cross-user refusal test
   cppcheck                   # make analyze
   valgrind                   # make bench: instructions per step (bench_instr.py)
+  linux-perf                 # make bench: where operator capture goes (bench_ops_split.py)
   librsvg2-bin               # rsvg-convert: the report --svg rendering test
   libfaketime                # a per-"host" CLOCK_REALTIME in the multi-host tests
 )

@@ -295,11 +295,17 @@ def side_by_side(py, args, tmp, tag):
     # r % procs: a process has its own placement (memory layout, caches),
     # which shifts all its rounds alike by up to a percent or two here, so
     # one process per configuration would read that as a cost.
-    procs = {(c, k): subprocess.Popen(
-        [py, os.path.abspath(__file__), "--child", c],
-        env=env_for(c, tmp, "%s-%d" % (tag, k)),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        for c in CONFIGS for k in range(args.procs)}
+    # A child's stderr goes to a file (Kineto prints its start-up lines
+    # there), shown only when the child fails.
+    errs = {(c, k): os.path.join(tmp, "%s-%s-%d.stderr" % (tag, c, k))
+            for c in CONFIGS for k in range(args.procs)}
+    procs = {}
+    for (c, k), err in errs.items():
+        with open(err, "w") as ef:
+            procs[(c, k)] = subprocess.Popen(
+                [py, os.path.abspath(__file__), "--child", c],
+                env=env_for(c, tmp, "%s-%d" % (tag, k)), stderr=ef,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     rounds = {(c, m): [] for c in CONFIGS for m in MODELS}
     try:
         for r in range(args.rounds):
@@ -309,8 +315,13 @@ def side_by_side(py, args, tmp, tag):
                     p = procs[(c, r % args.procs)]
                     p.stdin.write("%s %d\n" % (m, iters // args.quick))
                     p.stdin.flush()
-                    rounds[(c, m)].append(
-                        statistics.median(json.loads(p.stdout.readline())))
+                    line = p.stdout.readline()
+                    if not line:
+                        with open(errs[(c, r % args.procs)]) as ef:
+                            tail = ef.read().strip().splitlines()[-5:]
+                        raise RuntimeError("%s child %s died: %s" % (
+                            py, c, " | ".join(tail) or "no output"))
+                    rounds[(c, m)].append(statistics.median(json.loads(line)))
     finally:
         for p in procs.values():
             p.stdin.close()
