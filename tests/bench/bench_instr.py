@@ -18,17 +18,17 @@ bench_torch.py, in these configurations:
     capture        capturing with every aten operator (the default)
 
 Each configuration runs twice under callgrind (--separate-threads=yes),
-for SHORT and LONG steps (the dispatcher-bound model: LONG / 2, its
-steps take longer) after the same start-up (torch, the model, five
+for SHORT and LONG steps (the dispatcher-bound model, whose steps take
+longer: SHORT and SHORT + (LONG - SHORT) / 2) after the same start-up (torch, the model, five
 warm-up steps, then gc.freeze(); PYTHONHASHSEED=0); the training
 thread's difference over the LONG - SHORT steps is its per-step count,
 with start-up and warm-up cancelled out. The agent's streamer thread is not
 in it (as in bench_torch.py's thread CPU time).
 
-Instructions are not time: a cache miss costs no instruction, and under
-valgrind the agent may read CLOCK_MONOTONIC where it would read the TSC
-natively (more instructions per capture timestamp, not while idle). The
-idle row is the one this is for: while idle the agent takes no
+Instructions are not time: a cache miss costs no instruction, and a TSC
+read one instruction and tens of cycles (callgrind counts the agent
+reading the TSC, as natively; where its calibration fails it reads
+CLOCK_MONOTONIC, more instructions per capture timestamp). The idle row is the one this is for: while idle the agent takes no
 timestamps, and what it and the package execute is what it costs. The
 capture rows count what capturing executes on the training thread (the
 streamer's compression is on its own thread and not in them), which
@@ -42,13 +42,13 @@ import argparse
 import glob
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-from bench_torch import AGENT, HERE, ROOT, run_interpreters, torch_version
+from bench_torch import (AGENT, HERE, ROOT, run_interpreters, tool_missing,
+                         torch_version)
 
 # (model, configurations) counted, in the order printed.
 MODELS = [("overhead", ["none", "idle", "capture-noops"]),
@@ -88,10 +88,10 @@ def env_for(config, tmp):
         env["GRADTRACE_FILE"] = os.path.join(tmp, config + ".gtr")
         env["GRADTRACE_CAPTURE"] = "0" if config == "idle" else "1"
         # Under valgrind the streamer runs in turns with the training
-        # thread and falls behind: with the default 2 MiB ring a capture
-        # with operators dropped a third of its records (64,071 of 60
-        # dispatcher-bound steps), and dropping executes less than
-        # keeping. A 64 MiB ring holds a whole run; count() checks.
+        # thread and falls behind: with the default 2 MiB ring a 60-step
+        # dispatcher-bound capture with operators dropped 64,071 records
+        # (29 %), and dropping executes less than keeping. A 64 MiB ring
+        # holds a whole run; count() checks what was lost.
         env["GRADTRACE_BUFFER_KB"] = "1024"
         env["GRADTRACE_BUFFER_BLOCKS"] = "64"
         if config == "capture-noops":
@@ -181,9 +181,7 @@ def main():
     ap.add_argument("--short", type=int, default=10)
     ap.add_argument("--long", type=int, default=210)
     args = ap.parse_args()
-    if shutil.which("valgrind") is None:
-        print("bench_instr: valgrind not installed (scripts/install-deps.sh "
-              "installs it): skipped")
+    if tool_missing("bench_instr", "valgrind", "valgrind"):
         return 0
     if args.long <= args.short:
         ap.error("--long must exceed --short")

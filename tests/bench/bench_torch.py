@@ -51,6 +51,7 @@ Usage: bench_torch.py [--rounds R] [--procs P] [--quick] [--python PY ...]
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -415,6 +416,16 @@ def main():
         pernode()
         return 0
     return run_interpreters("bench_torch", args, run_for)
+
+
+def tool_missing(bench, tool, package):
+    """Says so (the benchmark is skipped) and @return True when tool is
+    not on PATH."""
+    if shutil.which(tool):
+        return False
+    print("%s: %s not installed (scripts/install-deps.sh installs %s): "
+          "skipped" % (bench, tool, package))
+    return True
 
 
 def run_interpreters(name, args, run_one):
