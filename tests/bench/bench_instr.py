@@ -13,13 +13,15 @@ bench_torch.py, in these configurations:
     none           no agent, no package
     idle           agent + package, nothing captured or armed
     capture-noops  capturing layers, nodes and steps (GRADTRACE_OPS=0)
-  dispatcher-bound (the same, hidden 32, batch 32), the capture target's:
+  dispatcher-bound (the same, hidden 32, batch 32), and the small decoder
+  (4 layers, d 64, seq 32, batch 4), the capture targets' models:
     none, capture-noops, and
     capture        capturing with every aten operator (the default)
 
 Each configuration runs twice under callgrind (--separate-threads=yes),
-for SHORT and LONG steps (the dispatcher-bound model, whose steps take
-longer: SHORT and SHORT + (LONG - SHORT) / 2) after the same start-up (torch, the model, five
+for SHORT and LONG steps (for the models whose steps take longer, fewer:
+the dispatcher-bound model SHORT + (LONG - SHORT) / 2, the decoder
+SHORT + (LONG - SHORT) / 10) after the same start-up (torch, the model, five
 warm-up steps, then gc.freeze(); PYTHONHASHSEED=0); the training
 thread's difference over the LONG - SHORT steps is its per-step count,
 with start-up and warm-up cancelled out. The agent's streamer thread is not
@@ -52,8 +54,13 @@ from bench_torch import (AGENT, HERE, ROOT, run_interpreters, tool_missing,
 
 # (model, configurations) counted, in the order printed.
 MODELS = [("overhead", ["none", "idle", "capture-noops"]),
-          ("dispatch", ["none", "capture-noops", "capture"])]
-TITLE = {"overhead": "overhead-bound", "dispatch": "dispatcher-bound"}
+          ("dispatch", ["none", "capture-noops", "capture"]),
+          ("decoder", ["none", "capture-noops", "capture"])]
+TITLE = {"overhead": "overhead-bound", "dispatch": "dispatcher-bound",
+         "decoder": "small decoder"}
+TARGET = {"overhead": "target <= 0.5 % (idle, as time)",
+          "dispatch": "target <= 2 % (as time)",
+          "decoder": "target <= 1 % (as time)"}
 
 # Five warm-up steps, then gc.freeze(): the objects made so far (torch,
 # the model, the package's registry) leave the collector's generations,
@@ -146,8 +153,10 @@ def run_for(py, args, tmp):
     ver = torch_version(py)
     if ver is None:
         return
+    span = args.long - args.short
     lengths = {"overhead": (args.short, args.long),
-               "dispatch": (args.short, args.short + (args.long - args.short) // 2)}
+               "dispatch": (args.short, args.short + max(1, span // 2)),
+               "decoder": (args.short, args.short + max(1, span // 10))}
     jobs = [(m, c, n) for m, configs in MODELS for c in configs
             for n in lengths[m]]
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as ex:
@@ -164,10 +173,8 @@ def run_for(py, args, tmp):
         base = per["none"]
         for c in configs:
             note = ""
-            if c == "idle":
-                note = "   target <= 0.5 % (as time)"
-            elif m == "dispatch" and c != "none":
-                note = "   target <= 2 % (as time)"
+            if c == "idle" or (m != "overhead" and c != "none"):
+                note = "   " + TARGET[m]
             if any(x != 0 for x in lost[c]):
                 note += "   (records lost: %s; the count is low)" % "/".join(
                     "?" if x is None else str(x) for x in lost[c])
