@@ -9,6 +9,7 @@
  * diagnostics (a training job's stderr is not ours to clutter).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +179,47 @@ int gt__config_layers(struct gt__layer_config *l, const char *v,
     return rc;
 }
 
+/* The hook switches: on unless the variable says off. @return bad values. */
+static int parse_switches(struct gt__config *c, gt__getenv_fn get)
+{
+    static const struct {
+        const char *var;
+        size_t off;
+    } sw[] = {
+        {"GRADTRACE_TORCH", offsetof(struct gt__config, torch)},
+        {"GRADTRACE_OPS", offsetof(struct gt__config, ops)},
+        {"GRADTRACE_CUDA", offsetof(struct gt__config, cuda)},
+        {"GRADTRACE_NVTX", offsetof(struct gt__config, nvtx)},
+    };
+    int nbad = 0;
+
+    for (size_t i = 0; i < sizeof(sw) / sizeof(sw[0]); i++) {
+        const char *v = get(sw[i].var);
+        int *dst = (int *)(void *)((char *)c + sw[i].off);
+        int b = v && *v ? parse_bool(v) : 1;
+
+        if (b < 0)
+            nbad += bad(c, sw[i].var, v, "expected 1 or 0");
+        *dst = b != 0;
+    }
+    return nbad;
+}
+
+/* Copies a text variable that must fit dst whole. @return 1 when too long. */
+static int copy_text(const struct gt__config *c, gt__getenv_fn get,
+                     const char *var, char *dst, size_t cap)
+{
+    const char *v = get(var);
+
+    dst[0] = '\0';
+    if (!v || !*v)
+        return 0;
+    if (strlen(v) >= cap)
+        return bad(c, var, "...", "too long");
+    memcpy(dst, v, strlen(v) + 1);
+    return 0;
+}
+
 int gt__config_parse(struct gt__config *c, gt__getenv_fn get)
 {
     const char *why;
@@ -243,7 +285,24 @@ int gt__config_parse(struct gt__config *c, gt__getenv_fn get)
     v = get("GRADTRACE_LAYERS");
     if (v && *v && gt__config_layers(&c->layers, v, &why) < 0)
         nbad += bad(c, "GRADTRACE_LAYERS", v, why);
+    nbad += parse_switches(c, get);
+    nbad += copy_text(c, get, "GRADTRACE_TRIGGER", c->trigger, sizeof(c->trigger));
+    nbad += copy_text(c, get, "GRADTRACE_CUPTI", c->cupti_path, sizeof(c->cupti_path));
+    nbad += copy_text(c, get, "CUDA_HOME", c->cuda_home, sizeof(c->cuda_home));
+    gt__config_identity(c, get);
     return nbad;
+}
+
+const char *gt__config_getenv(const char *name)
+{
+    return getenv(name);
+}
+
+void gt__config_identity(struct gt__config *c, gt__getenv_fn get)
+{
+    c->rank = gt__config_id(get("RANK"));
+    c->local_rank = gt__config_id(get("LOCAL_RANK"));
+    c->world_size = gt__config_id(get("WORLD_SIZE"));
 }
 
 int gt__config_file_path(const char *tmpl, int pid, int child, char *out,

@@ -33,7 +33,12 @@
 #include "common/paths.h"
 #include "common/util.h"
 
-static struct gt__config config;
+/* Until gt__agent_start, what an empty environment gives: hooks on, ranks
+ * unknown (tests that drive a hook without starting the agent). */
+static struct gt__config config = {
+    .capture = 1, .torch = 1, .ops = 1, .cuda = 1, .nvtx = 1,
+    .rank = -1, .local_rank = -1, .world_size = -1,
+};
 static _Atomic int started;
 static _Atomic int stopped;
 static char hostname[256];
@@ -43,6 +48,30 @@ static size_t cmdline_len;
 const struct gt__config *gt__agent_config(void)
 {
     return &config;
+}
+
+/* The process's place in its job, from the configuration (read from the
+ * environment by the constructor, or by a fork child). */
+static void identity_ranks(void)
+{
+    gt__st.rank = config.rank;
+    gt__st.local_rank = config.local_rank;
+    gt__st.world_size = config.world_size;
+    gt__trig_env_rank(config.rank);
+}
+
+/* A fork child: what its environment says now, else what the parent had
+ * (its environment's, or what gt_set_rank told it). */
+static void identity_ranks_child(void)
+{
+    gt__config_identity(&config, gt__config_getenv);
+    if (config.rank >= 0)
+        gt__st.rank = config.rank;
+    if (config.local_rank >= 0)
+        gt__st.local_rank = config.local_rank;
+    if (config.world_size >= 0)
+        gt__st.world_size = config.world_size;
+    gt__trig_env_rank(config.rank);
 }
 
 /* Host name and command line, read once (a fork child shares them). */
@@ -67,9 +96,7 @@ static void process_identity(void)
         joined[i] = cmdline[i] ? cmdline[i] : ' ';
     gt__st.host_id = gt__intern(hostname, strlen(hostname));
     gt__st.cmd_id = gt__intern(joined, cmdline_len);
-    gt__st.rank = gt__config_id(getenv("RANK"));
-    gt__st.local_rank = gt__config_id(getenv("LOCAL_RANK"));
-    gt__st.world_size = gt__config_id(getenv("WORLD_SIZE"));
+    identity_ranks();
 }
 
 /*
@@ -146,6 +173,9 @@ static void fork_child(void)
     gt__ring_after_fork_child();
     gt__streamer_after_fork_child();
     identity_now();
+    /* Alone in the new process, the child may read the environment: a
+     * launcher that forks its workers may have set their ranks. */
+    identity_ranks_child();
     if (sink_path(1) < 0)
         gt__st.path[0] = '\0';
     gt__stream_hello_build();

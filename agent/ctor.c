@@ -19,10 +19,8 @@
  * GRADTRACE_TRIGGER: trigger specs separated by ';', armed at start (the
  * offline path: with GRADTRACE_FILE there is no daemon to send them).
  */
-static void arm_env_triggers(void)
+static void arm_env_triggers(const char *p)
 {
-    const char *p = getenv("GRADTRACE_TRIGGER");
-
     while (p && *p) {
         const char *semi = strchr(p, ';');
         size_t n = semi ? (size_t)(semi - p) : strlen(p);
@@ -30,11 +28,6 @@ static void arm_env_triggers(void)
             GT__LOG("GRADTRACE_TRIGGER: bad spec '%.*s' ignored", (int)n, p);
         p = semi ? semi + 1 : NULL;
     }
-}
-
-static const char *env(const char *name)
-{
-    return getenv(name);
 }
 
 static void at_exit(void)
@@ -50,13 +43,13 @@ __attribute__((constructor)) static void gt__agent_ctor(void)
     if (done)
         return;
     done = 1;
-    (void)gt__config_parse(&c, env);
+    (void)gt__config_parse(&c, gt__config_getenv);
     if (gt__agent_start(&c) < 0)
         return;
     /* Registered after the core started, so it runs after the handlers the
      * application registers later (atexit runs in reverse order). */
     atexit(at_exit);
-    arm_env_triggers();
+    arm_env_triggers(gt__agent_config()->trigger);
     if (gt__torch_init)
         gt__torch_init();
     if (gt__recordfn_init)

@@ -47,6 +47,7 @@
 #include <string.h>
 
 #include "agent/capture.h"
+#include "agent/core.h"
 #include "agent/cuda.h"
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
@@ -181,12 +182,12 @@ static void *open_cupti(const char *path)
     for (size_t i = 0; i < sizeof(cupti_names) / sizeof(cupti_names[0]); i++)
         if ((h = try_open(NULL, cupti_names[i], RTLD_NOW | RTLD_NOLOAD)))
             return h;
-    const char *env = getenv("GRADTRACE_CUPTI");
-    if (env && *env && (h = try_open(NULL, env, RTLD_NOW | RTLD_LOCAL)))
+    const char *env = gt__agent_config()->cupti_path;
+    if (*env && (h = try_open(NULL, env, RTLD_NOW | RTLD_LOCAL)))
         return h;
     char dir[GT__PATH_MAX + 64];
-    const char *home = getenv("CUDA_HOME");
-    if (home && *home) {
+    const char *home = gt__agent_config()->cuda_home;
+    if (*home) {
         snprintf(dir, sizeof(dir), "%s/lib64", home);
         if ((h = open_in(dir)))
             return h;
@@ -454,8 +455,7 @@ static int self_path(char *out, size_t cap)
 
 void gt__cuda_init(void)
 {
-    const char *off = getenv("GRADTRACE_CUDA");
-    if (off && !strcmp(off, "0"))
+    if (!gt__agent_config()->cuda)
         return;
     char self[GT__PATH_MAX];
     if (!self_path(self, sizeof(self))) {
@@ -474,8 +474,7 @@ void gt__cuda_init(void)
  */
 GT_API int InitializeInjection(void)
 {
-    const char *off = getenv("GRADTRACE_CUDA");
-    if (off && !strcmp(off, "0"))
+    if (!gt__agent_config()->cuda)
         return 1;
     (void)cuda_in_process(); /* note libcudart's directory for the search */
     (void)cupti_start();

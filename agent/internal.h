@@ -248,6 +248,15 @@ struct gt__layer_config {
 GT__WUR int gt__config_layers(struct gt__layer_config *l, const char *v,
                               const char **why);
 
+#define GT__CONFIG_TRIGGER_MAX 4096
+
+/*
+ * Everything the agent takes from the environment, read once by the
+ * constructor (agent/ctor.c) before any thread of ours exists: nothing in
+ * the agent calls getenv after that, since the application's setenv or
+ * putenv (Python's os.environ[...] = ...) may be reallocating environ on
+ * another thread at any moment. Readers use gt__agent_config().
+ */
 struct gt__config {
     char socket_path[108];     /* sun_path of the daemon's agent socket */
     char file_path[GT__PATH_MAX]; /* GRADTRACE_FILE template ("" = socket) */
@@ -257,6 +266,16 @@ struct gt__config {
     int log;                   /* GRADTRACE_LOG */
     int tsc;                   /* GRADTRACE_CLOCK: 1 tsc (default), 0 mono */
     struct gt__layer_config layers; /* GRADTRACE_LAYERS */
+    /* The process's identity as the launcher set it (RANK, LOCAL_RANK,
+     * WORLD_SIZE; -1 unset). A fork child reads them again, alone in its
+     * process; later changes reach the agent only through gt_set_rank. */
+    int32_t rank, local_rank, world_size;
+    /* Hook switches: 0 when GRADTRACE_TORCH, GRADTRACE_OPS, GRADTRACE_CUDA
+     * or GRADTRACE_NVTX says off (0, off, false, no). */
+    int torch, ops, cuda, nvtx;
+    char trigger[GT__CONFIG_TRIGGER_MAX]; /* GRADTRACE_TRIGGER ("" none) */
+    char cupti_path[GT__PATH_MAX];        /* GRADTRACE_CUPTI ("" search) */
+    char cuda_home[GT__PATH_MAX];         /* CUDA_HOME ("" unset) */
 };
 
 #define GT__CONFIG_BLOCK_KB_DEFAULT 256u
@@ -284,6 +303,20 @@ typedef const char *(*gt__getenv_fn)(const char *name);
  * @return the number of bad values (0 when all were valid or unset).
  */
 int gt__config_parse(struct gt__config *c, gt__getenv_fn get);
+
+/*
+ * Reads RANK, LOCAL_RANK and WORLD_SIZE into c through get: the
+ * constructor's part of gt__config_parse, and a fork child's (alone in
+ * its process, so getenv is safe there), whose launcher may have set them
+ * for it.
+ */
+void gt__config_identity(struct gt__config *c, gt__getenv_fn get);
+
+/*
+ * The process's getenv as a gt__getenv_fn. Only for the constructor, before
+ * any thread of ours exists, and a fork child, alone in its process.
+ */
+const char *gt__config_getenv(const char *name);
 
 /*
  * Expands GRADTRACE_FILE's template for process pid: every "%p" becomes

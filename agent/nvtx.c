@@ -861,16 +861,14 @@ int gt__nvtx_install(const void *(*get_export_table)(uint32_t))
 
 GT_API int InitializeInjectionNvtx2(const void *(*get_export_table)(uint32_t))
 {
-    const char *off = getenv("GRADTRACE_NVTX");
-    if (off && !strcmp(off, "0"))
+    if (!gt__agent_config()->nvtx)
         return 0;
     return gt__nvtx_install(get_export_table);
 }
 
 void gt__nvtx_env(const char *self)
 {
-    const char *off = getenv("GRADTRACE_NVTX");
-    if (off && !strcmp(off, "0"))
+    if (!gt__agent_config()->nvtx)
         return;
     setenv("NVTX_INJECTION64_PATH", self, 0);
 }

@@ -333,8 +333,7 @@ int gt__ops_wanted(void)
 
 void gt__ops_init(void)
 {
-    const char *v = getenv("GRADTRACE_OPS");
-    if (v && v[0] == '0' && v[1] == '\0') {
+    if (!gt__agent_config()->ops) {
         atomic_store(&ops_state, OPS_OFF);
         GT__LOG("torch operators: off (GRADTRACE_OPS=0)");
         return;

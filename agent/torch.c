@@ -61,6 +61,7 @@
 #include <string.h>
 
 #include "agent/capture.h"
+#include "agent/core.h"
 #include "agent/internal.h"
 #include "agent/trigger.h"
 #include "agent/torch.h"
@@ -613,8 +614,7 @@ _ZN5torch8autograd6Engine7executeERKSt6vectorINS0_4EdgeESaIS3_EERKS2_IN2at6Tenso
  */
 void gt__torch_init(void)
 {
-    const char *v = getenv("GRADTRACE_TORCH");
-    torch_disabled = v && v[0] == '0' && v[1] == '\0';
+    torch_disabled = !gt__agent_config()->torch;
     if (torch_disabled)
         GT__LOG("torch: hooks disabled by GRADTRACE_TORCH=0");
 }

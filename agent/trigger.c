@@ -89,6 +89,7 @@ static _Atomic int g_steps;           /* iterations are optimizer steps */
 static _Atomic uint32_t g_step_pass;  /* counted passes ended in this step */
 static _Atomic int g_pass_extra;      /* the open outermost pass is extra */
 static _Atomic int32_t g_rank = -1;   /* gt__trig_set_rank; -1 unknown */
+static _Atomic int32_t g_env_rank = -1; /* gt__trig_env_rank; -1 unset */
 _Atomic int gt__trig_begun;
 
 struct trig {
@@ -379,13 +380,20 @@ static void iteration_done(int i)
 
 /* ------------------------------------------------------------ arming */
 
-/* The rank triggers' ranks= is matched against: the environment's, else
- * what gt__trig_set_rank learnt, else -1. */
+/* The rank triggers' ranks= is matched against: the environment's (as
+ * the constructor or a fork child read it: never getenv here, which
+ * races the application's setenv), else what gt__trig_set_rank learnt,
+ * else -1. */
 static int32_t this_rank(void)
 {
-    int32_t rank = gt__config_id(getenv("RANK"));
+    int32_t rank = atomic_load(&g_env_rank);
 
     return rank >= 0 ? rank : atomic_load(&g_rank);
+}
+
+void gt__trig_env_rank(int32_t rank)
+{
+    atomic_store(&g_env_rank, rank);
 }
 
 static int rank_selected(const struct gt__trigger *s, int32_t rank)

@@ -68,6 +68,9 @@ void gt__trig_step_expect(void);
 uint64_t gt__trig_step(void);
 /* GT_MARK_F_* flags for the open outermost pass's BWD_PASS marks. */
 uint32_t gt__trig_pass_flags(void);
+/* The rank the environment gave (RANK, -1 unset), as the constructor or
+ * a fork child read it; it wins over gt__trig_set_rank's. Any thread. */
+void gt__trig_env_rank(int32_t rank);
 /* The rank became known (gt_set_rank): triggers waiting for it with
  * ranks= arm or drop. Any thread. */
 void gt__trig_set_rank(int32_t rank);

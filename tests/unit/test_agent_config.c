@@ -244,3 +244,55 @@ Test(agent_config, layers_bad_value_is_explained, .init = cr_redirect_stderr)
     cr_assert(strstr(err, "GRADTRACE_LAYERS") && strstr(err, "recordfunction[:GLOB]"),
               "stderr: %s", err);
 }
+
+/* Everything the agent takes from the environment is in the table that the
+ * constructor fills once (no getenv after threads start). */
+Test(agent_config, identity_switches_and_paths)
+{
+    struct gt__config c;
+    static const char *const none[] = {NULL};
+    static const char *const env[] = {
+        "RANK", "3", "LOCAL_RANK", "1", "WORLD_SIZE", "8",
+        "GRADTRACE_TORCH", "0", "GRADTRACE_OPS", "off", "GRADTRACE_CUDA", "no",
+        "GRADTRACE_NVTX", "false", "GRADTRACE_TRIGGER", "layer=a;layer=b",
+        "GRADTRACE_CUPTI", "/opt/cupti.so", "CUDA_HOME", "/opt/cuda", NULL};
+
+    cr_assert_eq(parse(&c, none), 0);
+    cr_assert(c.torch && c.ops && c.cuda && c.nvtx);
+    cr_assert_eq(c.rank, -1);
+    cr_assert_eq(c.local_rank, -1);
+    cr_assert_eq(c.world_size, -1);
+    cr_assert_str_empty(c.trigger);
+    cr_assert_str_empty(c.cupti_path);
+    cr_assert_str_empty(c.cuda_home);
+
+    cr_assert_eq(parse(&c, env), 0);
+    cr_assert_eq(c.rank, 3);
+    cr_assert_eq(c.local_rank, 1);
+    cr_assert_eq(c.world_size, 8);
+    cr_assert(!c.torch && !c.ops && !c.cuda && !c.nvtx);
+    cr_assert_str_eq(c.trigger, "layer=a;layer=b");
+    cr_assert_str_eq(c.cupti_path, "/opt/cupti.so");
+    cr_assert_str_eq(c.cuda_home, "/opt/cuda");
+}
+
+Test(agent_config, bad_switch_keeps_hook_on, .init = cr_redirect_stderr)
+{
+    struct gt__config c;
+    static const char *const env[] = {"GRADTRACE_LOG", "1", "GRADTRACE_TORCH", "maybe",
+                                      NULL};
+
+    cr_assert_eq(parse(&c, env), 1);
+    cr_assert_eq(c.torch, 1);
+}
+
+Test(agent_config, trigger_too_long_is_refused)
+{
+    struct gt__config c;
+    static char big[GT__CONFIG_TRIGGER_MAX + 8];
+    const char *env[] = {"GRADTRACE_TRIGGER", big, NULL};
+
+    memset(big, 'a', sizeof(big) - 1);
+    cr_assert_eq(parse(&c, env), 1);
+    cr_assert_str_empty(c.trigger);
+}

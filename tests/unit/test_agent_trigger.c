@@ -217,10 +217,14 @@ Test(agent_trigger, other_ranks_and_pids_are_ignored)
     const char *spec = "layer=a,ranks=5";
     const char *spec2 = "layer=a,pids=1";
 
-    setenv("RANK", "2", 1);
+    gt__trig_env_rank(2);
     cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 1);
     cr_assert_eq(gt__trig_arm(spec2, strlen(spec2)), getpid() == 1 ? 0 : 1);
+    /* The environment is read once, at start: a later setenv (racing the
+     * application's own) changes nothing. */
     setenv("RANK", "5", 1);
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 1);
+    gt__trig_env_rank(5);
     cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
 }
 
