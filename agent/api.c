@@ -215,7 +215,7 @@ GT_API void gt_module_begin(uint32_t path_id, uint32_t class_id)
         return;
     /* Before the module's first operator: so the capture's first
      * operators are recorded, not only those after its first node. */
-    if (GT__UNLIKELY(gt__capture_on()))
+    if (GT__UNLIKELY(gt__capture_hooks()))
         gt__torch_ops_offer();
     gt__layer_begin(path_id, class_id);
 }

@@ -179,28 +179,33 @@ int gt__config_layers(struct gt__layer_config *l, const char *v,
     return rc;
 }
 
-/* The hook switches: on unless the variable says off. @return bad values. */
+/* The switches: their default unless the variable says otherwise.
+ * Operators are opt-in (their capture costs libtorch a RecordFunction per
+ * operator); the hooks are on by default. @return bad values. */
 static int parse_switches(struct gt__config *c, gt__getenv_fn get)
 {
     static const struct {
         const char *var;
         size_t off;
+        int dflt;
     } sw[] = {
-        {"GRADTRACE_TORCH", offsetof(struct gt__config, torch)},
-        {"GRADTRACE_OPS", offsetof(struct gt__config, ops)},
-        {"GRADTRACE_CUDA", offsetof(struct gt__config, cuda)},
-        {"GRADTRACE_NVTX", offsetof(struct gt__config, nvtx)},
+        {"GRADTRACE_TORCH", offsetof(struct gt__config, torch), 1},
+        {"GRADTRACE_OPS", offsetof(struct gt__config, ops), 0},
+        {"GRADTRACE_CUDA", offsetof(struct gt__config, cuda), 1},
+        {"GRADTRACE_NVTX", offsetof(struct gt__config, nvtx), 1},
     };
     int nbad = 0;
 
     for (size_t i = 0; i < sizeof(sw) / sizeof(sw[0]); i++) {
         const char *v = get(sw[i].var);
         int *dst = (int *)(void *)((char *)c + sw[i].off);
-        int b = v && *v ? parse_bool(v) : 1;
+        int b = v && *v ? parse_bool(v) : sw[i].dflt;
 
-        if (b < 0)
+        if (b < 0) {
             nbad += bad(c, sw[i].var, v, "expected 1 or 0");
-        *dst = b != 0;
+            b = sw[i].dflt;
+        }
+        *dst = b;
     }
     return nbad;
 }

@@ -36,7 +36,7 @@
 /* Until gt__agent_start, what an empty environment gives: hooks on, ranks
  * unknown (tests that drive a hook without starting the agent). */
 static struct gt__config config = {
-    .capture = 1, .torch = 1, .ops = 1, .cuda = 1, .nvtx = 1,
+    .capture = 1, .torch = 1, .ops = 0, .cuda = 1, .nvtx = 1,
     .rank = -1, .local_rank = -1, .world_size = -1,
 };
 static _Atomic int started;
@@ -131,7 +131,8 @@ void gt__stream_hello_build(void)
         .local_rank = gt__st.local_rank,
         .world_size = gt__st.world_size,
         .flags = (gt__st.kind == GT__SINK_FILE ? GT_HELLO_FILE : 0) |
-                 (gt__capture_on() ? GT_HELLO_CAPTURE : 0),
+                 (gt__capture_on() ? GT_HELLO_CAPTURE : 0) |
+                 (config.ops ? GT_HELLO_OPS : 0),
         .start_mono_ns = gt__st.start_mono,
         .start_real_ns = gt__st.start_real,
     };

@@ -270,8 +270,10 @@ struct gt__config {
      * WORLD_SIZE; -1 unset). A fork child reads them again, alone in its
      * process; later changes reach the agent only through gt_set_rank. */
     int32_t rank, local_rank, world_size;
-    /* Hook switches: 0 when GRADTRACE_TORCH, GRADTRACE_OPS, GRADTRACE_CUDA
-     * or GRADTRACE_NVTX says off (0, off, false, no). */
+    /* Hook switches, 1 or 0: GRADTRACE_TORCH, GRADTRACE_CUDA and
+     * GRADTRACE_NVTX are on unless they say off (0, off, false, no);
+     * GRADTRACE_OPS (every capture records aten operators) is off unless
+     * it says on (1, on, true, yes). */
     int torch, ops, cuda, nvtx;
     char trigger[GT__CONFIG_TRIGGER_MAX]; /* GRADTRACE_TRIGGER ("" none) */
     char cupti_path[GT__PATH_MAX];        /* GRADTRACE_CUPTI ("" search) */

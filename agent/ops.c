@@ -72,6 +72,7 @@
 #include "agent/ring.h"
 #include "agent/strings.h"
 #include "agent/torch.h"
+#include "agent/trigger.h"
 
 #define GT__OPS_DEPTH 64
 #define GT__OPS_NAMES 128 /* per-thread name cache, power of two */
@@ -85,6 +86,7 @@
 enum { OPS_UNTRIED = 0, OPS_ON = 1, OPS_OFF = 2 };
 
 static _Atomic int ops_state;
+static int ops_always; /* GRADTRACE_OPS=1: every capture records them */
 static const char *(*rf_name)(const void *rf);
 static _Atomic uint64_t op_next_id;
 
@@ -177,6 +179,13 @@ static uint32_t op_name_id(struct ops_tls *tl_ops, const char *name)
     return id;
 }
 
+/* Operators are recorded now: capture is on and GRADTRACE_OPS or the open
+ * trigger window asks for them. */
+static inline int ops_now(void)
+{
+    return gt__capture_on() && (ops_always || gt__trig_window_ops());
+}
+
 /* Pauses (want 1) or resumes (want 0) the callback in libtorch, unless
  * capture has changed its mind since the caller looked. */
 static void ops_set_paused(int want)
@@ -184,7 +193,7 @@ static void ops_set_paused(int want)
     pthread_mutex_lock(&ops_pause_mu);
     if (atomic_load_explicit(&ops_can_pause, memory_order_relaxed) &&
         atomic_load_explicit(&ops_paused, memory_order_relaxed) != want &&
-        gt__capture_on() == !want) {
+        ops_now() == !want) {
         (want ? rf_disable : rf_reenable)(ops_handle);
         atomic_store_explicit(&ops_paused, want, memory_order_relaxed);
         GT__LOG("torch operators: callback %s", want ? "paused" : "resumed");
@@ -213,7 +222,7 @@ static void **op_start(void **ctx_out, const void *rf)
     struct op_open *o = &tl_ops->e[d];
     o->epoch = 0;
     o->pushed = 0;
-    if (GT__UNLIKELY(!gt__capture_on())) {
+    if (GT__UNLIKELY(!ops_now())) {
         if (atomic_load_explicit(&ops_can_pause, memory_order_relaxed) &&
             !atomic_load_explicit(&ops_paused, memory_order_relaxed))
             ops_set_paused(1);
@@ -262,7 +271,7 @@ static void op_end(const void *rf, void *ctx)
         gt__cuda_ext_pop(GT_EXT_OP);
     /* Begun while not capturing, or a capture stopped or restarted since
      * its begin: no end either. */
-    if (o->epoch == 0 || !gt__capture_on() || o->epoch != gt__capture_epoch())
+    if (o->epoch == 0 || !ops_now() || o->epoch != gt__capture_epoch())
         return;
     struct gt_r_op_end *r = gt__reserve_inline(sizeof(*r));
     if (GT__LIKELY(r != NULL)) {
@@ -328,14 +337,17 @@ void gt__ops_register(void *handle)
 int gt__ops_wanted(void)
 {
     return atomic_load_explicit(&ops_state, memory_order_relaxed) ==
-           OPS_UNTRIED;
+               OPS_UNTRIED &&
+           (ops_always || gt__trig_ops_asked());
 }
 
 void gt__ops_init(void)
 {
-    if (!gt__agent_config()->ops) {
-        atomic_store(&ops_state, OPS_OFF);
-        GT__LOG("torch operators: off (GRADTRACE_OPS=0)");
+    ops_always = gt__agent_config()->ops;
+    if (!ops_always) {
+        /* Opt-in: nothing is registered until a trigger asks (ops=1), so
+         * libtorch runs its operators without any callback of ours. */
+        GT__LOG("torch operators: only in windows that ask (GRADTRACE_OPS=1: always)");
         return;
     }
     gt__ops_register(RTLD_DEFAULT); /* a C++ program linked with libtorch */

@@ -421,18 +421,21 @@ uint64_t _ZN2at15sequence_number17get_and_incrementEv(void)
 
 /*
  * libtorch is loaded by now: time to register the operator callback
- * (agent/ops.c), from its own handle (Python loads it RTLD_LOCAL); only
- * once something is recorded (not for armed triggers alone). Once it is
- * registered, a capture that starts resumes it if it was paused.
+ * (agent/ops.c), from its own handle (Python loads it RTLD_LOCAL), once
+ * operators are asked for (GRADTRACE_OPS=1, or an armed trigger with
+ * ops=1, whose window may open in a backward where no node is created).
+ * Once it is registered, a capture that starts resumes it if it was
+ * paused.
  */
 void gt__torch_ops_offer(void)
 {
-    if (!gt__capture_on())
-        return;
     if (GT__LIKELY(atomic_load_explicit(&ops_tried, memory_order_relaxed))) {
-        gt__ops_resume();
+        if (gt__capture_on())
+            gt__ops_resume();
         return;
     }
+    if (!gt__ops_wanted())
+        return;
     atomic_store_explicit(&ops_tried, 1, memory_order_relaxed);
     void *h = torch_handle(NULL);
     if (h)

@@ -118,6 +118,8 @@ static int g_open = -1;               /* trigger owning the open segment */
 static uint32_t g_win_seq;            /* last window id */
 static unsigned g_windows_done;
 static int g_capture_ours;            /* the open segment turned capture on */
+static _Atomic int g_open_ops;        /* the open segment's trigger has ops=1 */
+static _Atomic int g_ops_asked;       /* a trigger with ops=1 was ever armed */
 
 /* ------------------------------------------------------------ matching */
 
@@ -307,12 +309,15 @@ static void segment_open(int i, uint32_t layer)
      * as it is: the main trace keeps the segment's records too (a shared
      * begin), the window file gets a copy. */
     g_capture_ours = !gt__capture_on();
+    atomic_store(&g_open_ops, t->s.ops);
     window_record(g_capture_ours ? GT_R_WINDOW_BEGIN : GT_R_WINDOW_BEGIN_SHARED,
                   t, layer);
-    if (g_capture_ours) {
+    if (g_capture_ours)
         gt__capture_set(1, 0);
+    /* Resumes the operator callback when the window wants operators and a
+     * capture without them paused it. */
+    if (g_capture_ours || t->s.ops)
         gt__capture_started();
-    }
     GT__LOG("window %u open (%s, iteration %llu)", t->win_id, t->s.layer,
            (unsigned long long)t->target);
 }
@@ -327,6 +332,7 @@ static void segment_close(int i)
     if (g_capture_ours)
         gt__capture_set(0, 0);
     g_capture_ours = 0;
+    atomic_store(&g_open_ops, 0);
     window_record(GT_R_WINDOW_END, t, 0);
     __atomic_store_n(&g_open, -1, __ATOMIC_RELAXED);
 }
@@ -389,6 +395,16 @@ static int32_t this_rank(void)
     int32_t rank = atomic_load(&g_env_rank);
 
     return rank >= 0 ? rank : atomic_load(&g_rank);
+}
+
+int gt__trig_window_ops(void)
+{
+    return atomic_load_explicit(&g_open_ops, memory_order_relaxed);
+}
+
+int gt__trig_ops_asked(void)
+{
+    return atomic_load_explicit(&g_ops_asked, memory_order_relaxed);
 }
 
 void gt__trig_env_rank(int32_t rank)
@@ -476,6 +492,8 @@ int gt__trig_arm(const char *spec, size_t len)
     }
     memset(&g_trig[slot], 0, sizeof(g_trig[slot]));
     g_trig[slot].s = s;
+    if (s.ops)
+        atomic_store(&g_ops_asked, 1);
     g_trig[slot].spec_id = gt__intern(spec, len);
     it = atomic_load(&g_iter);
     /* "next", or a past iteration: the first one that starts from now on.

@@ -68,6 +68,13 @@ void gt__trig_step_expect(void);
 uint64_t gt__trig_step(void);
 /* GT_MARK_F_* flags for the open outermost pass's BWD_PASS marks. */
 uint32_t gt__trig_pass_flags(void);
+/* 1 while the open window's trigger asked for operators (ops=1): the
+ * operator callback records them then, as it does in every capture with
+ * GRADTRACE_OPS=1. Any thread; a relaxed load. */
+int gt__trig_window_ops(void);
+/* 1 once any trigger with ops=1 was armed: the operator callback is then
+ * worth registering. Any thread. */
+int gt__trig_ops_asked(void);
 /* The rank the environment gave (RANK, -1 unset), as the constructor or
  * a fork child read it; it wins over gt__trig_set_rank's. Any thread. */
 void gt__trig_env_rank(int32_t rank);

@@ -130,13 +130,20 @@ static int spec_field(struct gt__trigger *t, const char *key, size_t klen,
         t->pass = (int32_t)v;
         return 0;
     }
+    if (KEY("ops")) {
+        if (vlen != 1 || (val[0] != '0' && val[0] != '1'))
+            return gt__fail(err, cap, -EINVAL, "ops: \"%.*s\" is not 0 or 1",
+                            (int)(vlen > 40 ? 40 : vlen), val);
+        t->ops = val[0] == '1';
+        return 0;
+    }
     if (KEY("ranks") || KEY("pids")) {
         *lf = KEY("ranks") ? LIST_RANKS : LIST_PIDS;
         return add_list_item(t, *lf, val, vlen, err, cap);
     }
 #undef KEY
     return gt__fail(err, cap, -EINVAL, "unknown field \"%.*s\" (layer, phase, iteration, "
-                    "count, pass, ranks, pids)", (int)(klen > 40 ? 40 : klen), key);
+                    "count, pass, ops, ranks, pids)", (int)(klen > 40 ? 40 : klen), key);
 }
 
 int gt__trigger_parse_spec(const char *spec, struct gt__trigger *t, char *err,
@@ -209,6 +216,8 @@ int gt__trigger_format(const struct gt__trigger *t, char *out, size_t cap)
     PUT(",count=%u", (unsigned)t->count);
     if (t->pass != GT__PASS_ALL)
         PUT(",pass=%d", (int)t->pass);
+    if (t->ops)
+        PUT(",ops=1");
     for (size_t i = 0; i < t->sel.npids; i++)
         PUT("%s%u", i ? "," : ",pids=", (unsigned)t->sel.pids[i]);
     for (size_t i = 0; i < t->sel.nranks; i++)

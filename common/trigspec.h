@@ -3,7 +3,7 @@
  * (common/trigspec.c). Syntax (schema/control.md):
  *
  *   layer=NAME[,phase=forward|backward|both][,iteration=N|next][,count=N]
- *   [,pass=K][,pids=P1,P2...][,ranks=R1,R2...]
+ *   [,pass=K][,ops=0|1][,pids=P1,P2...][,ranks=R1,R2...]
  *
  * Fields in any order; a bare value after a list field continues the
  * list. gt__trigger_format writes the canonical text: every field, fixed
@@ -43,6 +43,8 @@ struct gt__trigger {
     uint32_t count;             /* >= 1, default 1 */
     int32_t pass;               /* backward pass within the step (from 0),
                                  * or GT__PASS_ALL (default) */
+    int ops;                    /* 1: the window records aten operators
+                                 * too (default 0) */
     struct gt__sel sel;
 };
 
@@ -61,7 +63,7 @@ int gt__trigger_set_phase(struct gt__trigger *t, const char *s, char *err,
 
 /*
  * Parses the CLI spelling layer=NAME[,phase=P][,iteration=N|next]
- * [,count=N][,pass=K][,ranks=0,3][,pids=..] into t.
+ * [,count=N][,pass=K][,ops=1][,ranks=0,3][,pids=..] into t.
  * @return 0 or -EINVAL with a message naming the bad field.
  */
 int gt__trigger_parse_spec(const char *spec, struct gt__trigger *t, char *err,
@@ -69,7 +71,7 @@ int gt__trigger_parse_spec(const char *spec, struct gt__trigger *t, char *err,
 
 /*
  * Writes the canonical spec text (every field, fixed order; pass only
- * when it selects one) — the text agents receive in GT_CTL_TRIGGER and
+ * when it selects one, ops only when 1) — the text agents receive in GT_CTL_TRIGGER and
  * the daemon reports.
  * @return its length, or -ENOSPC when cap is too small.
  */

@@ -570,7 +570,8 @@ PYEOF
 TORCH_OK=0
 if "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
    >>"$LOG" 2>&1; then
-  run_recorded torch 240 "$PY" "$OUT/torch_train.py" && TORCH_OK=1
+  # Operators are opt-in: this run checks operator -> launch -> kernel.
+  GRADTRACE_OPS=1 run_recorded torch 240 "$PY" "$OUT/torch_train.py" && TORCH_OK=1
   [ $TORCH_OK -eq 1 ] || say "torch run under record failed: $(tail -n 3 "$OUT/torch.err")"
   "$PY" -c 'import torch; print(torch.__version__, torch.version.cuda)' >"$OUT/torch_version.txt" 2>&1
 else

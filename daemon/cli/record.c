@@ -58,8 +58,8 @@
 #define MAX_TRIGGERS 32
 
 static const char record_usage[] =
-    "usage: gradtrace record [-o DIR] [--trigger SPEC]... [--raw] [--max-file-mb N]\n"
-    "                        -- CMD [ARGS...]\n"
+    "usage: gradtrace record [-o DIR] [--trigger SPEC]... [--ops] [--raw]\n"
+    "                        [--max-file-mb N] -- CMD [ARGS...]\n"
     "\n"
     "Runs CMD with the gradtrace agent preloaded and prints (on stderr) the\n"
     "trace files written for it and its child processes.\n"
@@ -68,6 +68,11 @@ static const char record_usage[] =
     "                        uses a private daemon\n"
     "  --trigger SPEC        arm a capture trigger before CMD starts, e.g.\n"
     "                        layer=layers.17,phase=backward,iteration=200\n"
+    "                        (add ops=1 for that window's aten operators)\n"
+    "  --ops                 record every aten operator (cpu_op events, as\n"
+    "                        torch.profiler shows them) in every capture; the\n"
+    "                        default captures layers, backward nodes, steps,\n"
+    "                        scopes and GPU activity, at a fraction of the cost\n"
     "  --raw                 also keep the raw .gtr streams (private daemon)\n"
     "  --max-file-mb N       start a new trace file past N MB (private daemon)\n"
     "\n"
@@ -76,13 +81,15 @@ static const char record_usage[] =
     "CMD exits.\n"
     "Ctrl-C goes to CMD; record waits for it, then lists the files (a second\n"
     "Ctrl-C stops the wait).\n"
-    "Environment: GRADTRACE_AGENT overrides the agent library path.\n"
+    "Environment: GRADTRACE_AGENT overrides the agent library path;\n"
+    "GRADTRACE_OPS=1 is --ops.\n"
     "Exit status: CMD's (128+N when killed by signal N); 1 when recording\n"
     "could not start; 2 on bad usage.\n";
 
 struct record {
     const char *out_dir;
     int raw;
+    int ops;
     const char *max_file_mb;
     struct gt__trigger trig[MAX_TRIGGERS];
     size_t ntrig;
@@ -151,6 +158,7 @@ static int parse_args(struct record *r, int argc, char **argv, int *cmd_at)
         {"output-dir", required_argument, NULL, 'o'},
         {"trigger", required_argument, NULL, 't'},
         {"raw", no_argument, NULL, 'r'},
+        {"ops", no_argument, NULL, 'O'},
         {"max-file-mb", required_argument, NULL, 'm'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -163,6 +171,7 @@ static int parse_args(struct record *r, int argc, char **argv, int *cmd_at)
         switch (c) {
         case 'o': r->out_dir = optarg; break;
         case 'r': r->raw = 1; break;
+        case 'O': r->ops = 1; break;
         /* gradtraced validates the number and reports a bad one. */
         case 'm': r->max_file_mb = optarg; break;
         case 't':
@@ -393,6 +402,8 @@ static pid_t spawn_command(const struct record *r, char **cmd)
      * turns it on and off); a GRADTRACE_CAPTURE the user set wins. */
     if (r->ntrig)
         setenv("GRADTRACE_CAPTURE", "0", 0);
+    if (r->ops)
+        setenv("GRADTRACE_OPS", "1", 1);
     if (r->seen_dir[0])
         setenv("GRADTRACE_SEEN_LAYERS_DIR", r->seen_dir, 1);
     python_path(r);

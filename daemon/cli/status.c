@@ -61,14 +61,16 @@ static void print_agents(const cJSON *agents)
            "CAPTURE", "BYTES", "RECORDS", "LOST-EV", "LOST-CH", "WINDOWS",
            "COMMAND");
     cJSON_ArrayForEach(a, agents) {
-        char rank[16];
+        char rank[16], capture[16];
 
+        snprintf(capture, sizeof(capture), "%s%s", is_true(a, "capture") ? "on" : "off",
+                 is_true(a, "ops") ? "+ops" : "");
         if (gt__cli_num(a, "rank") >= 0)
             snprintf(rank, sizeof(rank), "%.0f", gt__cli_num(a, "rank"));
         else
             snprintf(rank, sizeof(rank), "-");
         printf("  %-8.0f %-5s %-7s %10.0f %12.0f %10.0f %7.0f %7.0f  %.60s\n",
-               gt__cli_num(a, "pid"), rank, is_true(a, "capture") ? "on" : "off",
+               gt__cli_num(a, "pid"), rank, capture,
                gt__cli_num(a, "bytes"), gt__cli_num(a, "records"),
                gt__cli_num(a, "lost_events"), gt__cli_num(a, "lost_chunks"),
                gt__cli_num(a, "windows"), gt__cli_str(a, "command"));

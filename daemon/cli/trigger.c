@@ -14,13 +14,15 @@
 
 static const char trigger_usage[] =
     "usage: gradtrace trigger layer=NAME[,phase=P][,iteration=N|next][,count=N]\n"
-    "                         [,ranks=R1,R2...][,pids=P1,P2...]\n"
+    "                         [,pass=K][,ops=1][,ranks=R1,R2...][,pids=P1,P2...]\n"
     "       gradtrace trigger --job SPEC\n"
     "       gradtrace trigger --clear\n"
     "Arms a capture window in matching agents (present and future): NAME is\n"
     "a module path or glob (layers.1?.mlp); phase forward, backward (default)\n"
     "or both; iteration a number or next (default); count windows (default\n"
-    "1). --clear disarms every trigger.\n"
+    "1); pass only the K-th backward pass of the step (from 0; default every\n"
+    "pass); ops=1 records the window's aten operators too (cpu_op events).\n"
+    "--clear disarms every trigger.\n"
     "--job: for every rank of the job, on every host, at the same iteration:\n"
     "this daemon hands the spec to one of its agents, whose Python side\n"
     "writes it into the job's torch.distributed store; every rank arms it\n"

@@ -152,6 +152,15 @@ int gt__trigger_from_json(const struct cJSON *obj, struct gt__trigger *t,
                             "pass: must be an integer from 0 to %d", GT__PASS_MAX);
         t->pass = (int32_t)x;
     }
+    v = cJSON_GetObjectItemCaseSensitive(obj, "ops");
+    if (v) {
+        if (cJSON_IsBool(v))
+            t->ops = cJSON_IsTrue(v);
+        else if (json_int(v, 0, 1, &x) == 0)
+            t->ops = (int)x;
+        else
+            return gt__fail(err, cap, -EINVAL, "ops: must be true, false, 0 or 1");
+    }
     return parse_sel(obj, &t->sel, err, cap);
 }
 
@@ -160,8 +169,8 @@ static const char *const startstop_members[] = {
     "cmd", "id", "pids", "ranks", "duration_ms", "iterations", NULL};
 static const char *const stop_members[] = {"cmd", "id", "pids", "ranks", NULL};
 static const char *const trigger_members[] = {
-    "cmd", "id", "layer", "phase", "iteration", "count", "pass", "pids", "ranks",
-    NULL};
+    "cmd", "id", "layer", "phase", "iteration", "count", "pass", "ops", "pids",
+    "ranks", NULL};
 static const char *const collect_members[] = {"cmd", "id", "pid", "since_ns",
                                                NULL};
 
@@ -331,6 +340,8 @@ struct cJSON *gt__trigger_to_json(const struct gt__trigger *t)
          cJSON_AddNumberToObject(o, "count", t->count);
     if (ok && t->pass != GT__PASS_ALL)
         ok = cJSON_AddNumberToObject(o, "pass", t->pass) != NULL;
+    if (ok && t->ops)
+        ok = cJSON_AddBoolToObject(o, "ops", 1) != NULL;
     if (ok && t->sel.npids) {
         ok = (pids = cJSON_AddArrayToObject(o, "pids")) != NULL;
         for (size_t i = 0; ok && i < t->sel.npids; i++)

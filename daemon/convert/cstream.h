@@ -232,6 +232,7 @@ struct gt__cstream {
     int have_hello;
     uint32_t pid, ppid;
     int32_t rank, local_rank, world_size;
+    uint32_t hello_flags;         /* GT_HELLO_* of the stream's hello */
     char *hostname, *cmdline; /* raw, NUL-terminated */
     uint64_t start_mono, start_real;
     uint64_t base_ns;      /* monotonic ns of ts 0 */

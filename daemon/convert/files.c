@@ -145,6 +145,7 @@ int gt__file_open(struct gt__writer *c)
     c->w.fd = c->fd;
     c->w.bytes = 0;
     c->file_events = 0;
+    c->file_ops = 0;
     c->file_open = 1;
     /* A mark at the start: a repair keeps nothing until the first ACK. */
     gt__jw_puts(&c->w, c->s->ack_marks ? "{\"traceEvents\":[\t"
@@ -355,6 +356,21 @@ static void write_window_meta(struct gt__writer *c)
  * exact, clamped to [0, UINT64_MAX]: the agent's times are untrusted, and
  * base + (real - mono) in int64 overflowed on extreme hellos.
  */
+/* What the capture recorded beyond the default (layers, nodes, steps,
+ * scopes, GPU activity): aten operators, for every capture
+ * (GRADTRACE_OPS=1) or in the windows that asked (trigger ops=1), and how
+ * many this file holds. */
+static void write_detail(struct gt__writer *c)
+{
+    struct gt__jw *w = &c->w;
+
+    gt__jw_puts(w, ",\n\"detail\":{\"ops\":");
+    gt__jw_puts(w, (c->s->hello_flags & GT_HELLO_OPS) ? "\"all\""
+                   : c->file_ops ? "\"windows\"" : "\"off\"");
+    put_kv_u64(w, ",\"op_events\":", c->file_ops);
+    gt__jw_puts(w, "}");
+}
+
 /* The stream's lost counts, and per thread the ones a thread's records
  * in the trace are short of: "threads":[{"tid":T,"events":N}, ...]
  * (undelivered: "undelivered" for "events"). */
@@ -445,6 +461,7 @@ int gt__file_close(struct gt__writer *c, int last)
     gt__jw_puts(w, "null        ");
     put_kv_str(w, ",\"next_file\":", next);
     put_kv_u64(w, ",\"events\":", c->file_events);
+    write_detail(c);
     write_lost(c);
     put_kv_u64(w, ",\n\"stream\":{\"chunks\":", c->chunks);
     put_kv_u64(w, ",\"records\":", c->records);

@@ -82,6 +82,7 @@ int gt__cstream_hello(struct gt__cstream *s, const struct gt__hello_info *hello)
     s->rank = hello->h.rank;
     s->local_rank = hello->h.local_rank;
     s->world_size = hello->h.world_size;
+    s->hello_flags = hello->h.flags;
     s->start_mono = hello->h.start_mono_ns;
     s->start_real = hello->h.start_real_ns;
     gt__free(s->hostname);

@@ -976,6 +976,9 @@ static cJSON *agent_json_locked(const struct gt__agent *a)
     cJSON_AddStringToObject(o, "command", h->cmdline);
     cJSON_AddStringToObject(o, "stem", a->stem);
     cJSON_AddBoolToObject(o, "capture", a->capture);
+    /* Operators in every capture (GRADTRACE_OPS=1); windows with ops=1
+     * add them for their own span only. */
+    cJSON_AddBoolToObject(o, "ops", (h->h.flags & GT_HELLO_OPS) != 0);
     cJSON_AddBoolToObject(o, "disk_full", a->disk_full);
     cJSON_AddNumberToObject(o, "connected_s",
                             (double)(gt__mono_ns() - a->connected_ns) / 1e9);

@@ -54,6 +54,8 @@ extern "C" {
 /* hello.flags */
 #define GT_HELLO_FILE 0x1u    /* written to a .gtr file, not a socket */
 #define GT_HELLO_CAPTURE 0x2u /* agent started with capture on */
+#define GT_HELLO_OPS 0x4u     /* every capture records aten operators
+                               * (GRADTRACE_OPS=1) */
 
 /*
  * First bytes of a stream or file. Followed by hostname_len bytes of host

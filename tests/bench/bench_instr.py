@@ -101,8 +101,8 @@ def env_for(config, tmp):
         # holds a whole run; count() checks what was lost.
         env["GRADTRACE_BUFFER_KB"] = "1024"
         env["GRADTRACE_BUFFER_BLOCKS"] = "64"
-        if config == "capture-noops":
-            env["GRADTRACE_OPS"] = "0"
+        # Operators are opt-in: each configuration says which it is.
+        env["GRADTRACE_OPS"] = "0" if config == "capture-noops" else "1"
     return env
 
 

@@ -195,8 +195,8 @@ def launch(config, args, tmp):
         env["LD_PRELOAD"] = AGENT
         env["GRADTRACE_FILE"] = os.path.join(tmp, config + ".gtr")
         env["GRADTRACE_CAPTURE"] = "0" if config == "idle" else "1"
-        if config in ("no-ops", "ab-noops"):
-            env["GRADTRACE_OPS"] = "0"
+        # Operators are opt-in: each configuration says which it is.
+        env["GRADTRACE_OPS"] = "0" if config in ("no-ops", "ab-noops") else "1"
         if config != "c-only":
             env["PYTHONPATH"] = os.path.join(ROOT, "python")
     cmd = [sys.executable, os.path.abspath(__file__), "--child", config,

@@ -4,7 +4,7 @@ callbacks against libtorch's work for them, on torch 1.13 and 2.x.
 
 The dispatcher-bound model of bench_torch.py (24 blocks Linear -> GELU ->
 Linear, hidden 32, batch 32, one intra-op thread) captures for SECONDS
-with operators (the default) and without (GRADTRACE_OPS=0), each in its
+with operators (GRADTRACE_OPS=1) and without (the default), each in its
 own process under `perf record`, which samples only the timed step loop
 (started disabled, enabled by the child through perf's control FIFO
 after its warm-up). Samples per step are grouped by the object they fell
@@ -93,10 +93,7 @@ def profile(py, ops, seconds, freq, tmp):
                PYTHONPATH=os.path.join(ROOT, "python"),
                GRADTRACE_FILE=os.path.join(d, "t.gtr"), GRADTRACE_CAPTURE="1")
     env.pop("GRADTRACE_SOCKET", None)
-    if ops:
-        env.pop("GRADTRACE_OPS", None)
-    else:
-        env["GRADTRACE_OPS"] = "0"
+    env["GRADTRACE_OPS"] = "1" if ops else "0"  # operators are opt-in
     # perf opens the FIFO for reading before it starts the child, which
     # opens it for writing: no deadlock.
     cmd = ["perf", "record", "-q", "-F", str(freq), "-D", "-1",

@@ -281,6 +281,8 @@ def env_for(config, tmp, tag):
             # and bench_ops_idle.py's (with them, "off" would be free and
             # "on" would add libtorch's RecordFunction per operator).
             env["GRADTRACE_OPS"] = "0"
+        else:
+            env["GRADTRACE_OPS"] = "1"  # operators are opt-in
     return env
 
 

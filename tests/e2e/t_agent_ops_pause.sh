@@ -2,7 +2,8 @@
 # The operator callback pauses while nothing is captured and resumes with
 # the next capture (agent/ops.c), without torch: tests/progs/fake_recfn
 # plays libtorch's RecordFunction (addGlobalCallback, disable/reenable,
-# callbacks taken at each operator's start). Capture on, off, on again:
+# callbacks taken at each operator's start). With GRADTRACE_OPS=1, capture
+# on, off, on again:
 # the agent registers once, pauses once (at the first operator after the
 # stop), resumes once (at gt_capture_start), and the trace holds exactly
 # the operators of the two captures, each under its own name, those whose
@@ -13,7 +14,7 @@ set -u
 P=$B/progs/fake_recfn
 need "$B/gradtrace" "$B/libgradtrace.so" "$P"
 cd "$E2E_TMP"
-LD_PRELOAD=$B/libgradtrace.so GRADTRACE_FILE=$E2E_TMP/ops.gtr "$P" res \
+LD_PRELOAD=$B/libgradtrace.so GRADTRACE_FILE=$E2E_TMP/ops.gtr GRADTRACE_OPS=1 "$P" res \
   >out 2>err || die "fake_recfn exited $?: $(cat err)"
 [ -s out ] && die "output on stdout"
 [ -s err ] && die "output on stderr: $(cat err)"
@@ -27,9 +28,12 @@ c = collections.Counter(e["name"] for e in json.load(open(sys.argv[1]))["traceEv
 print(" ".join("%s=%d" % kv for kv in sorted(c.items())))' ops.pt.trace.json)
 [ "$names" = "autograd::engine::evaluate_function: AddmmBackward0=5 autograd::engine::evaluate_function: TBackward0=5 fake::captured_again=5 fake::captured_first=5" ] ||
   die "cpu_op events: $names"
-# GRADTRACE_OPS=0: never registered, nothing recorded.
-LD_PRELOAD=$B/libgradtrace.so GRADTRACE_FILE=$E2E_TMP/off.gtr GRADTRACE_OPS=0 \
-  "$P" res-off >/dev/null 2>&1 || die "fake_recfn (GRADTRACE_OPS=0)"
-[ "$(cat res-off)" = "registered 0 disables 0 reenables 0 starts 0" ] ||
-  die "GRADTRACE_OPS=0: $(cat res-off)"
+# Operators are opt-in: by default (and with GRADTRACE_OPS=0) the callback
+# is never registered and nothing is recorded.
+for v in "" 0; do
+  LD_PRELOAD=$B/libgradtrace.so GRADTRACE_FILE=$E2E_TMP/off$v.gtr GRADTRACE_OPS=$v \
+    "$P" res-off >/dev/null 2>&1 || die "fake_recfn (GRADTRACE_OPS=$v)"
+  [ "$(cat res-off)" = "registered 0 disables 0 reenables 0 starts 0" ] ||
+    die "GRADTRACE_OPS='$v': $(cat res-off)"
+done
 echo "ok: $got; $names"

@@ -23,7 +23,7 @@ cd "$E2E_TMP"
 # t_torch_ddp.sh): such a run is tried again, at most twice.
 for try in 1 2 3; do
   rm -rf spawn
-  "$B/gradtrace" record -o spawn -- "$PY" "$ROOT/tests/e2e/torch/wrapped.py" spawn \
+  "$B/gradtrace" record -o spawn --ops -- "$PY" "$ROOT/tests/e2e/torch/wrapped.py" spawn \
     >spawn.stdout 2>spawn.stderr && break
   grep -q "terminate called without an active exception" spawn.stderr && [ $try -lt 3 ] \
     || die "spawn failed: $(tail -20 spawn.stderr)"

@@ -253,12 +253,13 @@ Test(agent_config, identity_switches_and_paths)
     static const char *const none[] = {NULL};
     static const char *const env[] = {
         "RANK", "3", "LOCAL_RANK", "1", "WORLD_SIZE", "8",
-        "GRADTRACE_TORCH", "0", "GRADTRACE_OPS", "off", "GRADTRACE_CUDA", "no",
+        "GRADTRACE_TORCH", "0", "GRADTRACE_OPS", "on", "GRADTRACE_CUDA", "no",
         "GRADTRACE_NVTX", "false", "GRADTRACE_TRIGGER", "layer=a;layer=b",
         "GRADTRACE_CUPTI", "/opt/cupti.so", "CUDA_HOME", "/opt/cuda", NULL};
 
     cr_assert_eq(parse(&c, none), 0);
-    cr_assert(c.torch && c.ops && c.cuda && c.nvtx);
+    cr_assert(c.torch && c.cuda && c.nvtx);
+    cr_assert_eq(c.ops, 0, "operators are opt-in");
     cr_assert_eq(c.rank, -1);
     cr_assert_eq(c.local_rank, -1);
     cr_assert_eq(c.world_size, -1);
@@ -270,7 +271,8 @@ Test(agent_config, identity_switches_and_paths)
     cr_assert_eq(c.rank, 3);
     cr_assert_eq(c.local_rank, 1);
     cr_assert_eq(c.world_size, 8);
-    cr_assert(!c.torch && !c.ops && !c.cuda && !c.nvtx);
+    cr_assert(!c.torch && !c.cuda && !c.nvtx);
+    cr_assert_eq(c.ops, 1);
     cr_assert_str_eq(c.trigger, "layer=a;layer=b");
     cr_assert_str_eq(c.cupti_path, "/opt/cupti.so");
     cr_assert_str_eq(c.cuda_home, "/opt/cuda");

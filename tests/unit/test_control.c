@@ -223,6 +223,30 @@ Test(control, trigger_spec_pass_selector)
     spec_refused("layer=x,pass=next", "pass");
 }
 
+/* ops=1: a window that records aten operators too; off by default, kept
+ * through the canonical text and the JSON form, refused when not 0 or 1. */
+Test(control, trigger_spec_ops_field)
+{
+    char text[512], err2[256];
+    struct gt__trigger back;
+    cJSON *o;
+
+    cr_assert_eq(spec("layer=fc1"), 0, "%s", err);
+    cr_assert_eq(trig.ops, 0, "operators are opt-in");
+    cr_assert_eq(spec("layer=fc1,ops=1,ranks=1"), 0, "%s", err);
+    cr_assert_eq(trig.ops, 1);
+    cr_assert_gt(gt__trigger_format(&trig, text, sizeof(text)), 0);
+    cr_assert_str_eq(text, "layer=fc1,phase=backward,iteration=next,count=1,ops=1,ranks=1");
+    o = gt__trigger_to_json(&trig);
+    cr_assert_eq(gt__trigger_from_json(o, &back, err2, sizeof(err2)), 0, "%s", err2);
+    cr_assert_eq(back.ops, 1);
+    cJSON_Delete(o);
+    cr_assert_eq(spec("layer=fc1,ops=0"), 0, "%s", err);
+    cr_assert_eq(trig.ops, 0);
+    spec_refused("layer=x,ops=2", "ops");
+    spec_refused("layer=x,ops=yes", "ops");
+}
+
 Test(control, trigger_spec_round_trips_through_json)
 {
     char err2[256];

@@ -1021,6 +1021,50 @@ static void op(struct conv_fx *f, int begin, uint32_t name, uint64_t id,
     }
 }
 
+/* The trace's "detail" says whether operators were captured: "all" when
+ * the hello says every capture records them (GRADTRACE_OPS=1), "windows"
+ * when only some were (a trigger's ops=1), "off" by default; op_events
+ * counts the file's cpu_op events. */
+static void detail_case(uint32_t flags, int with_op, const char *want, int64_t nops)
+{
+    struct conv_fx f;
+    fx_open(&f, 0, 0);
+    if (flags) {
+        struct gt__hello_info *h = calloc(1, sizeof(*h));
+        cr_assert_not_null(h);
+        h->h.pid = PID;
+        h->h.rank = h->h.local_rank = h->h.world_size = -1;
+        h->h.start_mono_ns = T0;
+        h->h.flags = flags;
+        cr_assert_eq(gt__conv_hello(f.c, h), 0);
+        free(h);
+    }
+    str(&f, 3, "aten::addmm");
+    thr(&f, 100);
+    user_scope(&f, 3, 1, 2);
+    if (with_op) {
+        op(&f, 1, 3, 77, UINT64_MAX, 11);
+        op(&f, 0, 3, 77, 0, 18);
+    }
+    feed(&f);
+    cJSON *doc = finish(&f, NULL);
+    const cJSON *d = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "gradtrace"), "detail");
+    cr_assert_not_null(d);
+    cr_assert_str_eq(s_of(d, "ops"), want);
+    cr_assert_eq(i_of(d, "op_events"), nops);
+    cr_assert_eq(count(doc, "X", "cpu_op"), nops);
+    cJSON_Delete(doc);
+    fx_close(&f);
+}
+
+Test(convert, detail_says_whether_operators_were_captured, .timeout = 10)
+{
+    detail_case(0, 0, "off", 0);
+    detail_case(0, 1, "windows", 1);
+    detail_case(GT_HELLO_OPS, 0, "all", 0);
+    detail_case(GT_HELLO_OPS, 1, "all", 1);
+}
+
 Test(convert, operators_are_cpu_ops_linked_to_their_launches, .timeout = 10)
 {
     struct conv_fx f;
