@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -28,6 +29,7 @@
 #include "daemon/convert/names.h"
 
 #define COUNT_WIDTH 12 /* bytes reserved for the patched file_count value */
+#define COUNT_NULL "null        " /* its placeholder, COUNT_WIDTH bytes */
 #define GT__ALT_NAMES_MAX 1000 /* "-<k>" names tried when a name is taken */
 
 /* ------------------------------------------------------------ files */
@@ -141,6 +143,14 @@ int gt__file_open(struct gt__writer *c)
     }
     c->files[c->nfiles].path = path;
     c->files[c->nfiles].count_off = 0;
+    c->files[c->nfiles].dev = c->files[c->nfiles].ino = 0;
+    if (c->fd >= 0) {
+        struct stat st;
+        if (fstat(c->fd, &st) == 0) {
+            c->files[c->nfiles].dev = (uint64_t)st.st_dev;
+            c->files[c->nfiles].ino = (uint64_t)st.st_ino;
+        }
+    }
     c->nfiles++;
     c->w.fd = c->fd;
     c->w.bytes = 0;
@@ -442,7 +452,7 @@ int gt__file_close(struct gt__writer *c, int last)
      * finishes (daemon killed), which readers take as "unknown". */
     gt__jw_puts(w, ",\"file_count\":");
     uint64_t off = w->bytes;
-    gt__jw_puts(w, "null        ");
+    gt__jw_puts(w, COUNT_NULL);
     put_kv_str(w, ",\"next_file\":", next);
     put_kv_u64(w, ",\"events\":", c->file_events);
     write_lost(c);
@@ -466,6 +476,7 @@ int gt__file_close(struct gt__writer *c, int last)
     write_lists(c);
     gt__jw_puts(w, "}\n}\n");
     c->files[c->nfiles - 1].count_off = off;
+    c->files[c->nfiles - 1].size = w->bytes;
     c->total_bytes += w->bytes;
     rc = gt__jw_flush(w);
     if (c->fd >= 0 && close(c->fd) != 0 && rc == 0)
@@ -479,6 +490,35 @@ int gt__file_close(struct gt__writer *c, int last)
     return rc;
 }
 
+/*
+ * Opens the closed file f again to patch it, only if it is still the file
+ * this writer created: the path may have been replaced since (a FIFO,
+ * whose open would block the daemon's loop; someone else's file). Never
+ * blocks (O_NONBLOCK), never follows a link, and checks that it is a
+ * regular file with the device and inode recorded at creation, the size
+ * written and the placeholder where it was put (a file created after ours
+ * was deleted may get its inode number).
+ * @return the fd, or -1 (not ours any more, or gone).
+ */
+static int reopen_own(const struct gt__file *f)
+{
+    char at[COUNT_WIDTH];
+    struct stat st;
+    int fd = open(f->path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || f->ino == 0 ||
+        (uint64_t)st.st_dev != f->dev || (uint64_t)st.st_ino != f->ino ||
+        (uint64_t)st.st_size != f->size ||
+        pread(fd, at, sizeof(at), (off_t)f->count_off) != (ssize_t)sizeof(at) ||
+        memcmp(at, COUNT_NULL, sizeof(at)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 void gt__files_patch_count(struct gt__writer *c)
 {
     char num[COUNT_WIDTH + 1];
@@ -488,10 +528,10 @@ void gt__files_patch_count(struct gt__writer *c)
     for (size_t i = 0; i < c->nfiles; i++) {
         if (c->files[i].count_off == 0 || c->s->no_files)
             continue;
-        int fd = open(c->files[i].path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+        /* Best effort: a file replaced or gone keeps its valid "null". */
+        int fd = reopen_own(&c->files[i]);
         if (fd < 0)
             continue;
-        /* Best effort: a failed patch leaves the valid "null". */
         if (pwrite(fd, num, COUNT_WIDTH, (off_t)c->files[i].count_off) !=
             COUNT_WIDTH)
             c->err = c->err ? c->err : -EIO;

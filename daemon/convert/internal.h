@@ -263,6 +263,8 @@ struct gt__credit {
 struct gt__file {
     char *path;
     uint64_t count_off;   /* offset of the file_count placeholder */
+    uint64_t dev, ino;    /* identity at creation: a re-open must find it */
+    uint64_t size;        /* bytes written, when closed */
 };
 
 struct gt__window {

@@ -179,7 +179,7 @@ static int repair(const char *path, struct gt__repair_info *info, int marks)
     char head[HEAD_LEN];
     struct scan s;
     struct stat st;
-    int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC), rc;
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), rc;
     ssize_t n;
 
     memset(info, 0, sizeof(*info));
