@@ -110,6 +110,22 @@ static int rename_noreplace(const char *from, const char *to)
     return 0;
 }
 
+/* The index entry of a renamed file follows it (repair.h). */
+static void restem_index(const struct gt__cstream *s, const char *from,
+                         const char *to)
+{
+    char *a = NULL, *b = NULL;
+    const char *fb = strrchr(from, '/'), *tb = strrchr(to, '/');
+
+    if (!s->index_dir || !fb || !tb)
+        return;
+    if (asprintf(&a, "%s%s", s->index_dir, fb) >= 0 &&
+        asprintf(&b, "%s%s", s->index_dir, tb) >= 0 && access(a, F_OK) == 0)
+        (void)rename_noreplace(a, b);
+    free(a);
+    free(b);
+}
+
 /* A copy of a path the stream's list has: renamed when the file was. */
 static void restem_copy(char **p, const char *from, const char *to)
 {
@@ -157,11 +173,14 @@ int gt__conv_restem(struct gt__conv *c, const char *stem)
         char *old = gt__strdup(s->all_paths[i]);
         if (!old)
             goto out;
-        if (restem_one(&s->all_paths[i], from, to) == 1 &&
-            !s->no_files && rename_noreplace(old, s->all_paths[i]) != 0) {
-            gt__free(s->all_paths[i]); /* taken: that file keeps its name */
-            s->all_paths[i] = old;
-            old = NULL;
+        if (restem_one(&s->all_paths[i], from, to) == 1 && !s->no_files) {
+            if (rename_noreplace(old, s->all_paths[i]) != 0) {
+                gt__free(s->all_paths[i]); /* taken: that file keeps its name */
+                s->all_paths[i] = old;
+                old = NULL;
+            } else {
+                restem_index(s, old, s->all_paths[i]);
+            }
         }
         gt__free(old);
     }

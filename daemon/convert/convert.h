@@ -36,6 +36,10 @@ struct gt__conv_opts {
      * gt__conv_ack_mark), so that a repair keeps no record the agent was
      * not told is written. */
     int ack_marks;
+    /* The daemon: its unfinished-file index (repair.h, GT__UNFINISHED_DIR),
+     * where every file created in out_dir is linked until it is finished,
+     * or NULL. */
+    const char *index_dir;
 };
 
 struct gt__conv;

@@ -227,6 +227,7 @@ struct gt__cstream {
     uint32_t node_map_cap;
     int keep_empty_main;
     int ack_marks;          /* files carry acknowledgement marks */
+    char *index_dir;        /* the unfinished-file index (repair.h), or NULL */
 
     /* identity */
     int have_hello;

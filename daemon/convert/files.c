@@ -27,6 +27,7 @@
 #include "common/alloc.h"
 #include "daemon/convert/internal.h"
 #include "daemon/convert/names.h"
+#include "daemon/convert/repair.h"
 
 #define COUNT_WIDTH 12 /* bytes reserved for the patched file_count value */
 #define COUNT_NULL "null        " /* its placeholder, COUNT_WIDTH bytes */
@@ -78,49 +79,126 @@ static char *alt_path(const char *path, unsigned k)
     return q;
 }
 
-/*
- * Creates the file at *path, 0600 (traces hold command lines).
- * Names the converter chose (a stem in an output directory) are created
- * with O_EXCL | O_NOFOLLOW: an existing file (another stream with the
- * same pid and program, an earlier run) or a symlink planted there is
- * never written through; the next free "-<k>" name is used instead and
- * *path replaced. A path the user named (convert -o) is truncated as
- * asked.
- * @return the fd, or -errno.
- */
-static int create_file(const struct gt__writer *c, char **path)
+/* The index entry of path: <index dir>/<path's last component>. */
+static int index_entry(const struct gt__writer *c, const char *path,
+                       char *buf, size_t cap)
+{
+    const char *base = strrchr(path, '/');
+    int n = snprintf(buf, cap, "%s/%s", c->s->index_dir, base ? base + 1 : path);
+    return n > 0 && (size_t)n < cap ? 0 : -ENAMETOOLONG;
+}
+
+/* Puts the new file at *path or, when that is taken, at the next free
+ * "-<k>" name (*path replaced): by linking tmp there (the file was made
+ * in the index), or by creating it (*fd set). Never through a symlink:
+ * link() and O_EXCL fail on any existing name. @return 0 or -errno. */
+static int free_name(const char *tmp, char **path, int *fd)
 {
     char *orig = *path, *alt;
-    int fd;
+    int rc;
 
-    if (c->out_path || c->s->out_path) {
-        fd = open(*path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (fd >= 0)
-            (void)flock(fd, LOCK_SH | LOCK_NB);
-        return fd < 0 ? -errno : fd;
-    }
     for (unsigned k = 2;; k++) {
-        fd = open(*path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                  0600);
-        if (fd >= 0 || errno != EEXIST || k > GT__ALT_NAMES_MAX)
+        if (tmp)
+            rc = link(tmp, *path) == 0 ? 0 : -errno;
+        else if ((*fd = open(*path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
+                                        O_CLOEXEC, 0600)) >= 0)
+            rc = 0;
+        else
+            rc = -errno;
+        if (rc != -EEXIST || k > GT__ALT_NAMES_MAX)
             break;
         if (!(alt = alt_path(orig, k))) {
-            errno = ENOMEM;
+            rc = -ENOMEM;
             break;
         }
         if (*path != orig)
             gt__free(*path);
         *path = alt;
     }
-    if (fd < 0)
-        fd = -errno;
-    /* Held while the file is written: repair (repair.c) leaves a file
-     * alone while a live writer holds it. */
-    if (fd >= 0)
-        (void)flock(fd, LOCK_SH | LOCK_NB);
     if (*path != orig)
         gt__free(orig);
+    return rc;
+}
+
+/*
+ * A daemon's file is born in the unfinished-file index (repair.h), locked,
+ * then linked at its name in the output directory, and its index entry
+ * renamed after that name: a daemon killed at any point leaves either no
+ * trace at all (an index entry alone, removed at the next start) or a
+ * trace the index lists. @return the fd; -errno with *tried 1 (the output
+ * directory refused the name), or with *tried 0 (no index: create the
+ * file without it).
+ */
+static int create_indexed(const struct gt__writer *c, char **path, int *indexed,
+                          int *tried)
+{
+    static unsigned long seq;
+    char tmp[4096], e[4096];
+    int fd, rc;
+
+    *indexed = *tried = 0;
+    if (snprintf(tmp, sizeof(tmp), "%s/.new-%d-%lu", c->s->index_dir,
+                 (int)getpid(), __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED)) >=
+        (int)sizeof(tmp))
+        return -ENAMETOOLONG;
+    fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    /* Held while the file is written: repair leaves it alone. */
+    (void)flock(fd, LOCK_SH | LOCK_NB);
+    *tried = 1;
+    rc = free_name(tmp, path, &fd);
+    if (rc == 0 && index_entry(c, *path, e, sizeof(e)) == 0 && link(tmp, e) == 0)
+        *indexed = 1;
+    (void)unlink(tmp);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
     return fd;
+}
+
+/*
+ * Creates the file at *path, 0600 (traces hold command lines).
+ * Names the converter chose (a stem in an output directory) are never an
+ * existing file (another stream with the same pid and program, an earlier
+ * run) or a symlink planted there: the next free "-<k>" name is used
+ * instead and *path replaced. A path the user named (convert -o) is
+ * truncated as asked. *indexed says whether the index lists it.
+ * @return the fd, or -errno.
+ */
+static int create_file(const struct gt__writer *c, char **path, int *indexed)
+{
+    int fd = -1, rc, tried = 0;
+
+    *indexed = 0;
+    if (c->out_path || c->s->out_path) {
+        fd = open(*path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            (void)flock(fd, LOCK_SH | LOCK_NB);
+        return fd < 0 ? -errno : fd;
+    }
+    if (c->s->index_dir) {
+        fd = create_indexed(c, path, indexed, &tried);
+        if (fd >= 0 || tried)
+            return fd;
+    }
+    if ((rc = free_name(NULL, path, &fd)) < 0)
+        return rc;
+    /* Held while the file is written: repair leaves it alone. */
+    (void)flock(fd, LOCK_SH | LOCK_NB);
+    return fd;
+}
+
+void gt__file_unindex(struct gt__writer *c, size_t i)
+{
+    char e[4096];
+
+    if (!c->files[i].indexed)
+        return;
+    c->files[i].indexed = 0;
+    if (index_entry(c, c->files[i].path, e, sizeof(e)) == 0)
+        (void)unlink(e);
 }
 
 int gt__file_open(struct gt__writer *c)
@@ -136,7 +214,8 @@ int gt__file_open(struct gt__writer *c)
     }
     c->files = nf;
     c->fd = -1;
-    if (!c->s->no_files && (c->fd = create_file(c, &path)) < 0) {
+    int indexed = 0;
+    if (!c->s->no_files && (c->fd = create_file(c, &path, &indexed)) < 0) {
         rc = c->fd;
         c->fd = -1;
         goto out_free_path;
@@ -144,6 +223,7 @@ int gt__file_open(struct gt__writer *c)
     c->files[c->nfiles].path = path;
     c->files[c->nfiles].count_off = 0;
     c->files[c->nfiles].dev = c->files[c->nfiles].ino = 0;
+    c->files[c->nfiles].indexed = indexed;
     if (c->fd >= 0) {
         struct stat st;
         if (fstat(c->fd, &st) == 0) {
@@ -479,6 +559,9 @@ int gt__file_close(struct gt__writer *c, int last)
     c->files[c->nfiles - 1].size = w->bytes;
     c->total_bytes += w->bytes;
     rc = gt__jw_flush(w);
+    /* Finished: out of the index while its lock is still held. */
+    if (rc == 0)
+        gt__file_unindex(c, c->nfiles - 1);
     if (c->fd >= 0 && close(c->fd) != 0 && rc == 0)
         rc = -errno;
     c->fd = -1;

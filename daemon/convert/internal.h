@@ -265,6 +265,7 @@ struct gt__file {
     uint64_t count_off;   /* offset of the file_count placeholder */
     uint64_t dev, ino;    /* identity at creation: a re-open must find it */
     uint64_t size;        /* bytes written, when closed */
+    int indexed;          /* linked in the unfinished-file index */
 };
 
 struct gt__window {
@@ -492,6 +493,8 @@ GT__WUR int gt__file_close(struct gt__writer *c, int last);
 GT__WUR int gt__maybe_rotate(struct gt__writer *c);
 /* Patches file_count into every file written. */
 void gt__files_patch_count(struct gt__writer *c);
+/* File i is finished: its entry leaves the unfinished-file index. */
+void gt__file_unindex(struct gt__writer *c, size_t i);
 
 /* ------------------------------------------------ chrome.c: tracks */
 

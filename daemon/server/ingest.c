@@ -184,6 +184,7 @@ static int on_hello(void *ud, const struct gt__hello_info *hello)
     o.stem = a->stem;
     o.max_file_bytes = s->max_file_bytes;
     o.ack_marks = 1;
+    o.index_dir = s->index_dir[0] ? s->index_dir : NULL;
     a->conv = gt__conv_create(&o);
     if (!a->conv)
         return -ENOMEM;
