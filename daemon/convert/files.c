@@ -472,6 +472,13 @@ static void write_lost(struct gt__writer *c)
         gt__jw_puts(w, "}");
         sep = ",";
     }
+    for (uint32_t i = 0; i < s->ndfull; i++) {
+        gt__jw_puts(w, sep);
+        put_kv_u64(w, "{\"tid\":", s->dfull[i].tid);
+        put_kv_u64(w, ",\"disk_full\":", s->dfull[i].n);
+        gt__jw_puts(w, "}");
+        sep = ",";
+    }
     gt__jw_puts(w, "]}");
 }
 
@@ -562,6 +569,13 @@ int gt__file_close(struct gt__writer *c, int last)
     /* Finished: out of the index while its lock is still held. */
     if (rc == 0)
         gt__file_unindex(c, c->nfiles - 1);
+    if ((rc == -ENOSPC || rc == -EDQUOT) && c->s->ack_marks) {
+        /* Cut by a full disk: finished when space is back. */
+        gt__file_cut(c);
+        c->err = rc;
+        gt__free(next);
+        return rc;
+    }
     if (c->fd >= 0 && close(c->fd) != 0 && rc == 0)
         rc = -errno;
     c->fd = -1;
@@ -622,25 +636,63 @@ void gt__files_patch_count(struct gt__writer *c)
     }
 }
 
-int gt__writer_resume(struct gt__writer *c, char **abandoned)
+void gt__file_cut(struct gt__writer *c)
 {
-    *abandoned = NULL;
-    if (c->err != -ENOSPC && c->err != -EDQUOT)
-        return c->err;
-    /* What the full disk refused is gone; the file it cut is finished by
-     * the caller (repair.h), and writing goes on in the next file. */
-    if (c->file_open && c->nfiles)
-        *abandoned = gt__strdup(c->files[c->nfiles - 1].path);
-    if (c->fd >= 0)
-        close(c->fd);
+    struct gt__cstream *s = c->s;
+
+    if (c->file_open && c->fd >= 0 && s->ncut < GT__MAX_CUT) {
+        struct gt__file *f = &c->files[c->nfiles - 1];
+        char e[4096];
+
+        s->cut[s->ncut].fd = c->fd;
+        s->cut[s->ncut].entry = NULL;
+        if (f->indexed && index_entry(c, f->path, e, sizeof(e)) == 0)
+            s->cut[s->ncut].entry = gt__strdup(e);
+        f->indexed = 0;
+        s->ncut++;
+    } else if (c->fd >= 0) {
+        close(c->fd); /* past the cap: the index lists it for a restart */
+    }
     c->fd = -1;
     c->w.fd = -1;
     c->w.err = 0;
     c->w.len = 0;
-    c->err = 0;
+    if (c->err == -ENOSPC || c->err == -EDQUOT)
+        c->err = 0;
+    if (c->file_open)
+        c->file_index++;
     c->file_open = 0;
-    c->file_index++;
-    return 0;
+}
+
+int gt__files_finish_cut(struct gt__cstream *s)
+{
+    struct gt__repair_info info;
+    int rc = 0;
+    uint32_t k = 0;
+
+    for (uint32_t i = 0; i < s->ncut; i++) {
+        int r = gt__trace_repair_fd(s->cut[i].fd, &info, 1);
+        if (r == -ENOSPC || r == -EDQUOT) {
+            rc = rc ? rc : r;
+            s->cut[k++] = s->cut[i]; /* tried again later */
+            continue;
+        }
+        if (s->cut[i].entry)
+            (void)unlink(s->cut[i].entry);
+        gt__free(s->cut[i].entry);
+        close(s->cut[i].fd);
+    }
+    s->ncut = k;
+    return rc;
+}
+
+void gt__files_drop_cut(struct gt__cstream *s)
+{
+    for (uint32_t i = 0; i < s->ncut; i++) {
+        close(s->cut[i].fd);
+        gt__free(s->cut[i].entry);
+    }
+    s->ncut = 0;
 }
 
 int gt__maybe_rotate(struct gt__writer *c)
