@@ -27,7 +27,6 @@
 
 #include "common/alloc.h"
 #include "daemon/convert/internal.h"
-#include "daemon/convert/repair.h"
 
 /* ------------------------------------------------------------ lifecycle */
 
@@ -61,6 +60,7 @@ void gt__conv_free(struct gt__conv *c)
         return;
     gt__win_free(c);
     gt__writer_free(c->main);
+    gt__files_drop_cut(&c->s);
     gt__cstream_close(&c->s);
     gt__free(c);
 }
@@ -110,6 +110,22 @@ static int rename_noreplace(const char *from, const char *to)
     return 0;
 }
 
+/* The index entry of a renamed file follows it (repair.h). */
+static void restem_index(const struct gt__cstream *s, const char *from,
+                         const char *to)
+{
+    char *a = NULL, *b = NULL;
+    const char *fb = strrchr(from, '/'), *tb = strrchr(to, '/');
+
+    if (!s->index_dir || !fb || !tb)
+        return;
+    if (asprintf(&a, "%s%s", s->index_dir, fb) >= 0 &&
+        asprintf(&b, "%s%s", s->index_dir, tb) >= 0 && access(a, F_OK) == 0)
+        (void)rename_noreplace(a, b);
+    free(a);
+    free(b);
+}
+
 /* A copy of a path the stream's list has: renamed when the file was. */
 static void restem_copy(char **p, const char *from, const char *to)
 {
@@ -157,11 +173,14 @@ int gt__conv_restem(struct gt__conv *c, const char *stem)
         char *old = gt__strdup(s->all_paths[i]);
         if (!old)
             goto out;
-        if (restem_one(&s->all_paths[i], from, to) == 1 &&
-            !s->no_files && rename_noreplace(old, s->all_paths[i]) != 0) {
-            gt__free(s->all_paths[i]); /* taken: that file keeps its name */
-            s->all_paths[i] = old;
-            old = NULL;
+        if (restem_one(&s->all_paths[i], from, to) == 1 && !s->no_files) {
+            if (rename_noreplace(old, s->all_paths[i]) != 0) {
+                gt__free(s->all_paths[i]); /* taken: that file keeps its name */
+                s->all_paths[i] = old;
+                old = NULL;
+            } else {
+                restem_index(s, old, s->all_paths[i]);
+            }
         }
         gt__free(old);
     }
@@ -222,6 +241,8 @@ int gt__conv_ack_mark(struct gt__conv *c)
         if (wrc && !rc)
             rc = wrc;
     }
+    if (rc == 0)
+        c->s.npend = 0; /* in the files up to the mark */
     return rc;
 }
 
@@ -239,33 +260,109 @@ int gt__conv_disk_full(const struct gt__conv *c)
     return f;
 }
 
-static int writer_resume(struct gt__writer *w)
-{
-    char *cut = NULL;
-    struct gt__repair_info info;
-    int rc = gt__writer_resume(w, &cut);
+/* ------------------------------------------------------------ disk full */
 
-    if (rc == 0 && cut) {
-        rc = gt__trace_repair_whole(cut, &info);
-        rc = rc < 0 ? rc : 0;
+/* Adds n records of tid to table t (past GT__MAX_TCOUNT threads, tid 0's
+ * entry takes them: still counted, no longer attributed). */
+static void tcount_add(struct gt__tcount *t, uint32_t *nt, uint32_t tid,
+                       uint64_t n)
+{
+    uint32_t i;
+
+    if (n == 0)
+        return;
+    for (i = 0; i < *nt && t[i].tid != tid; i++)
+        ;
+    if (i == *nt) {
+        if (*nt == GT__MAX_TCOUNT) {
+            tid = 0;
+            for (i = 0; i < *nt && t[i].tid != 0; i++)
+                ;
+            if (i == *nt)
+                i = *nt - 1;
+        } else {
+            (*nt)++;
+        }
+        t[i].tid = tid;
     }
-    gt__free(cut);
-    return rc;
+    t[i].n += n;
 }
 
-int gt__conv_resume(struct gt__conv *c, uint64_t lost)
+/* Records the agent makes on a thread's behalf, as its undelivered counts
+ * do (schema/wire.md): everything after a GT_R_THREAD but the records the
+ * agent's streamer adds itself. */
+static int own_record(uint16_t type)
 {
-    int rc = writer_resume(c->main);
+    return type != GT_R_THREAD && type != GT_R_THREAD_INFO &&
+           type != GT_R_LOST && type != GT_R_GOODBYE &&
+           type != GT_R_PROCESS_INFO;
+}
 
-    for (uint32_t i = 0; i < c->nwout; i++) {
-        int wrc = writer_resume(c->wout[i].sub);
-        if (wrc && !rc)
-            rc = wrc;
+/* Counts a chunk's records per thread into t. @return how many. */
+static uint64_t count_chunk(struct gt__tcount *t, uint32_t *nt,
+                            const uint8_t *records, size_t raw_size)
+{
+    struct gt__rec_iter it;
+    const uint8_t *rec;
+    uint16_t type, size;
+    uint32_t tid = 0;
+    uint64_t run = 0, all = 0;
+    int have = 0;
+
+    gt__rec_iter_init(&it, records, raw_size);
+    while (gt__rec_next(&it, &type, &size, &rec) == 1) {
+        if (type == GT_R_THREAD) {
+            struct gt_r_thread r;
+            if (gt__rec_get(rec, size, &r, sizeof(r)) != 0)
+                continue;
+            tcount_add(t, nt, tid, run);
+            run = 0;
+            tid = r.tid;
+            have = 1;
+        } else if (have && own_record(type)) {
+            run++;
+            all++;
+        }
     }
-    c->s.lost_disk_full += lost;
+    tcount_add(t, nt, tid, run);
+    return all;
+}
+
+/* What was converted since the last mark is lost with the cut files. */
+static void pend_lost(struct gt__cstream *s)
+{
+    for (uint32_t i = 0; i < s->npend; i++) {
+        tcount_add(s->dfull, &s->ndfull, s->pend[i].tid, s->pend[i].n);
+        s->lost_disk_full += s->pend[i].n;
+    }
+    s->npend = 0;
+}
+
+void gt__conv_disk_pause(struct gt__conv *c)
+{
+    pend_lost(&c->s);
+    gt__file_cut(c->main);
+    for (uint32_t i = 0; i < c->nwout; i++)
+        gt__file_cut(c->wout[i].sub);
+}
+
+void gt__conv_skip(struct gt__conv *c, const uint8_t *records, size_t raw_size)
+{
+    c->s.lost_disk_full += count_chunk(c->s.dfull, &c->s.ndfull, records,
+                                       raw_size);
+}
+
+int gt__conv_resume(struct gt__conv *c)
+{
+    int rc = gt__files_finish_cut(&c->s);
+
+    if (rc)
+        return rc;
     /* The next main file exists at once, so the trace says what the full
      * disk cost even if nothing else comes. */
-    if (rc == 0 && !c->s.no_files && gt__writer_open_now(c->main) < 0)
+    if (!c->s.no_files && gt__writer_open_now(c->main) < 0)
+        rc = c->main->err;
+    if (rc == 0 && gt__conv_flush(c) != 0)
         rc = c->main->err;
     return rc;
 }
@@ -319,6 +416,9 @@ int gt__conv_chunk(struct gt__conv *c, const struct gt_chunk_header *h,
     uint16_t type, size;
     const uint8_t *rec;
     int rc;
+    /* Records since the last mark: a full disk cuts files back to it. */
+    if (c->s.ack_marks)
+        (void)count_chunk(c->s.pend, &c->s.npend, records, raw_size);
     if (m->err)
         return m->err;
     gt__cstream_chunk_begin(&c->s, h);

@@ -36,6 +36,10 @@ struct gt__conv_opts {
      * gt__conv_ack_mark), so that a repair keeps no record the agent was
      * not told is written. */
     int ack_marks;
+    /* The daemon: its unfinished-file index (repair.h, GT__UNFINISHED_DIR),
+     * where every file created in out_dir is linked until it is finished,
+     * or NULL. */
+    const char *index_dir;
 };
 
 struct gt__conv;
@@ -143,14 +147,23 @@ GT__WUR int gt__conv_flush(struct gt__conv *c);
 GT__WUR int gt__conv_ack_mark(struct gt__conv *c);
 
 /*
- * Disk full: whether a writer of c stopped on ENOSPC/EDQUOT; and, once
- * space is back, each such writer's cut file finished (repair.h, marked
- * truncated) and writing resumed in a new file. lost counts the records
- * not converted meanwhile, written in the trace as lost.disk_full_records.
- * @return gt__conv_disk_full: 1 or 0. gt__conv_resume: 0, or -errno.
+ * Disk full (ENOSPC/EDQUOT). gt__conv_disk_full: whether a writer of c
+ * stopped on it. gt__conv_disk_pause: every open file is left as it is,
+ * to be cut back to its last acknowledgement mark, and the records of the
+ * chunks since that mark are counted per thread as lost to the full disk
+ * (none of it was acknowledged; the agent is told it is written once the
+ * trace counts it). gt__conv_skip: a chunk arriving meanwhile, counted
+ * per thread the same way, not converted. gt__conv_resume, once space is
+ * back: the cut files are finished (repair.h, marked truncated), and
+ * writing resumes in a new main file at once, whose lost.disk_full_records
+ * and lost.threads[].disk_full say what the full disk cost.
+ * @return gt__conv_disk_full: 1 or 0. gt__conv_resume: 0, or -errno
+ *         (still full: call it again later).
  */
 int gt__conv_disk_full(const struct gt__conv *c);
-GT__WUR int gt__conv_resume(struct gt__conv *c, uint64_t lost);
+void gt__conv_disk_pause(struct gt__conv *c);
+void gt__conv_skip(struct gt__conv *c, const uint8_t *records, size_t raw_size);
+GT__WUR int gt__conv_resume(struct gt__conv *c);
 
 /* Whether the stream's GT_R_GOODBYE arrived: the agent ended it itself.
  * A stream finished without one is to be finished as truncated. */

@@ -117,6 +117,20 @@ struct gt__lost {
     uint64_t count;
 };
 
+/* Records of one thread (disk-full accounting, convert.c). */
+struct gt__tcount {
+    uint32_t tid;
+    uint64_t n;
+};
+#define GT__MAX_TCOUNT 1024u /* threads counted; past it, under tid 0 */
+
+/* A file a full disk cut: its fd, kept until space is back (files.c). */
+struct gt__cut {
+    int fd;
+    char *entry;            /* its unfinished-index entry, or NULL */
+};
+#define GT__MAX_CUT 64u
+
 struct gt__dev_clock {
     int32_t device;
     uint32_t count;
@@ -227,6 +241,7 @@ struct gt__cstream {
     uint32_t node_map_cap;
     int keep_empty_main;
     int ack_marks;          /* files carry acknowledgement marks */
+    char *index_dir;        /* the unfinished-file index (repair.h), or NULL */
 
     /* identity */
     int have_hello;
@@ -281,7 +296,15 @@ struct gt__cstream {
     /* from gt__conv_finish */
     int truncated;
     int goodbye;            /* GT_R_GOODBYE seen: the agent ended the stream */
-    uint64_t lost_disk_full; /* records not converted while the disk was full */
+    uint64_t lost_disk_full; /* records a full disk cost: sum of dfull */
+    /* Disk full (convert.c): per thread, the records converted since the
+     * last acknowledgement mark (a cut file loses them), and the records
+     * a full disk cost. */
+    struct gt__tcount pend[GT__MAX_TCOUNT], dfull[GT__MAX_TCOUNT];
+    uint32_t npend, ndfull;
+    /* Files a full disk cut, finished when space is back (files.c). */
+    struct gt__cut cut[GT__MAX_CUT];
+    uint32_t ncut;
     struct gt__framer_stats stats;
     int have_stats;
 

@@ -21,13 +21,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
 #include "daemon/convert/internal.h"
 #include "daemon/convert/names.h"
+#include "daemon/convert/repair.h"
 
 #define COUNT_WIDTH 12 /* bytes reserved for the patched file_count value */
+#define COUNT_NULL "null        " /* its placeholder, COUNT_WIDTH bytes */
 #define GT__ALT_NAMES_MAX 1000 /* "-<k>" names tried when a name is taken */
 
 /* ------------------------------------------------------------ files */
@@ -76,49 +79,126 @@ static char *alt_path(const char *path, unsigned k)
     return q;
 }
 
-/*
- * Creates the file at *path, 0600 (traces hold command lines).
- * Names the converter chose (a stem in an output directory) are created
- * with O_EXCL | O_NOFOLLOW: an existing file (another stream with the
- * same pid and program, an earlier run) or a symlink planted there is
- * never written through; the next free "-<k>" name is used instead and
- * *path replaced. A path the user named (convert -o) is truncated as
- * asked.
- * @return the fd, or -errno.
- */
-static int create_file(const struct gt__writer *c, char **path)
+/* The index entry of path: <index dir>/<path's last component>. */
+static int index_entry(const struct gt__writer *c, const char *path,
+                       char *buf, size_t cap)
+{
+    const char *base = strrchr(path, '/');
+    int n = snprintf(buf, cap, "%s/%s", c->s->index_dir, base ? base + 1 : path);
+    return n > 0 && (size_t)n < cap ? 0 : -ENAMETOOLONG;
+}
+
+/* Puts the new file at *path or, when that is taken, at the next free
+ * "-<k>" name (*path replaced): by linking tmp there (the file was made
+ * in the index), or by creating it (*fd set). Never through a symlink:
+ * link() and O_EXCL fail on any existing name. @return 0 or -errno. */
+static int free_name(const char *tmp, char **path, int *fd)
 {
     char *orig = *path, *alt;
-    int fd;
+    int rc;
 
-    if (c->out_path || c->s->out_path) {
-        fd = open(*path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (fd >= 0)
-            (void)flock(fd, LOCK_SH | LOCK_NB);
-        return fd < 0 ? -errno : fd;
-    }
     for (unsigned k = 2;; k++) {
-        fd = open(*path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                  0600);
-        if (fd >= 0 || errno != EEXIST || k > GT__ALT_NAMES_MAX)
+        if (tmp)
+            rc = link(tmp, *path) == 0 ? 0 : -errno;
+        else if ((*fd = open(*path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
+                                        O_CLOEXEC, 0600)) >= 0)
+            rc = 0;
+        else
+            rc = -errno;
+        if (rc != -EEXIST || k > GT__ALT_NAMES_MAX)
             break;
         if (!(alt = alt_path(orig, k))) {
-            errno = ENOMEM;
+            rc = -ENOMEM;
             break;
         }
         if (*path != orig)
             gt__free(*path);
         *path = alt;
     }
-    if (fd < 0)
-        fd = -errno;
-    /* Held while the file is written: repair (repair.c) leaves a file
-     * alone while a live writer holds it. */
-    if (fd >= 0)
-        (void)flock(fd, LOCK_SH | LOCK_NB);
     if (*path != orig)
         gt__free(orig);
+    return rc;
+}
+
+/*
+ * A daemon's file is born in the unfinished-file index (repair.h), locked,
+ * then linked at its name in the output directory, and its index entry
+ * renamed after that name: a daemon killed at any point leaves either no
+ * trace at all (an index entry alone, removed at the next start) or a
+ * trace the index lists. @return the fd; -errno with *tried 1 (the output
+ * directory refused the name), or with *tried 0 (no index: create the
+ * file without it).
+ */
+static int create_indexed(const struct gt__writer *c, char **path, int *indexed,
+                          int *tried)
+{
+    static unsigned long seq;
+    char tmp[4096], e[4096];
+    int fd, rc;
+
+    *indexed = *tried = 0;
+    if (snprintf(tmp, sizeof(tmp), "%s/.new-%d-%lu", c->s->index_dir,
+                 (int)getpid(), __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED)) >=
+        (int)sizeof(tmp))
+        return -ENAMETOOLONG;
+    fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    /* Held while the file is written: repair leaves it alone. */
+    (void)flock(fd, LOCK_SH | LOCK_NB);
+    *tried = 1;
+    rc = free_name(tmp, path, &fd);
+    if (rc == 0 && index_entry(c, *path, e, sizeof(e)) == 0 && link(tmp, e) == 0)
+        *indexed = 1;
+    (void)unlink(tmp);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
     return fd;
+}
+
+/*
+ * Creates the file at *path, 0600 (traces hold command lines).
+ * Names the converter chose (a stem in an output directory) are never an
+ * existing file (another stream with the same pid and program, an earlier
+ * run) or a symlink planted there: the next free "-<k>" name is used
+ * instead and *path replaced. A path the user named (convert -o) is
+ * truncated as asked. *indexed says whether the index lists it.
+ * @return the fd, or -errno.
+ */
+static int create_file(const struct gt__writer *c, char **path, int *indexed)
+{
+    int fd = -1, rc, tried = 0;
+
+    *indexed = 0;
+    if (c->out_path || c->s->out_path) {
+        fd = open(*path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            (void)flock(fd, LOCK_SH | LOCK_NB);
+        return fd < 0 ? -errno : fd;
+    }
+    if (c->s->index_dir) {
+        fd = create_indexed(c, path, indexed, &tried);
+        if (fd >= 0 || tried)
+            return fd;
+    }
+    if ((rc = free_name(NULL, path, &fd)) < 0)
+        return rc;
+    /* Held while the file is written: repair leaves it alone. */
+    (void)flock(fd, LOCK_SH | LOCK_NB);
+    return fd;
+}
+
+void gt__file_unindex(struct gt__writer *c, size_t i)
+{
+    char e[4096];
+
+    if (!c->files[i].indexed)
+        return;
+    c->files[i].indexed = 0;
+    if (index_entry(c, c->files[i].path, e, sizeof(e)) == 0)
+        (void)unlink(e);
 }
 
 int gt__file_open(struct gt__writer *c)
@@ -134,13 +214,23 @@ int gt__file_open(struct gt__writer *c)
     }
     c->files = nf;
     c->fd = -1;
-    if (!c->s->no_files && (c->fd = create_file(c, &path)) < 0) {
+    int indexed = 0;
+    if (!c->s->no_files && (c->fd = create_file(c, &path, &indexed)) < 0) {
         rc = c->fd;
         c->fd = -1;
         goto out_free_path;
     }
     c->files[c->nfiles].path = path;
     c->files[c->nfiles].count_off = 0;
+    c->files[c->nfiles].dev = c->files[c->nfiles].ino = 0;
+    c->files[c->nfiles].indexed = indexed;
+    if (c->fd >= 0) {
+        struct stat st;
+        if (fstat(c->fd, &st) == 0) {
+            c->files[c->nfiles].dev = (uint64_t)st.st_dev;
+            c->files[c->nfiles].ino = (uint64_t)st.st_ino;
+        }
+    }
     c->nfiles++;
     c->w.fd = c->fd;
     c->w.bytes = 0;
@@ -398,6 +488,13 @@ static void write_lost(struct gt__writer *c)
         gt__jw_puts(w, "}");
         sep = ",";
     }
+    for (uint32_t i = 0; i < s->ndfull; i++) {
+        gt__jw_puts(w, sep);
+        put_kv_u64(w, "{\"tid\":", s->dfull[i].tid);
+        put_kv_u64(w, ",\"disk_full\":", s->dfull[i].n);
+        gt__jw_puts(w, "}");
+        sep = ",";
+    }
     gt__jw_puts(w, "]}");
 }
 
@@ -458,7 +555,7 @@ int gt__file_close(struct gt__writer *c, int last)
      * finishes (daemon killed), which readers take as "unknown". */
     gt__jw_puts(w, ",\"file_count\":");
     uint64_t off = w->bytes;
-    gt__jw_puts(w, "null        ");
+    gt__jw_puts(w, COUNT_NULL);
     put_kv_str(w, ",\"next_file\":", next);
     put_kv_u64(w, ",\"events\":", c->file_events);
     write_detail(c);
@@ -483,8 +580,19 @@ int gt__file_close(struct gt__writer *c, int last)
     write_lists(c);
     gt__jw_puts(w, "}\n}\n");
     c->files[c->nfiles - 1].count_off = off;
+    c->files[c->nfiles - 1].size = w->bytes;
     c->total_bytes += w->bytes;
     rc = gt__jw_flush(w);
+    /* Finished: out of the index while its lock is still held. */
+    if (rc == 0)
+        gt__file_unindex(c, c->nfiles - 1);
+    if ((rc == -ENOSPC || rc == -EDQUOT) && c->s->ack_marks) {
+        /* Cut by a full disk: finished when space is back. */
+        gt__file_cut(c);
+        c->err = rc;
+        gt__free(next);
+        return rc;
+    }
     if (c->fd >= 0 && close(c->fd) != 0 && rc == 0)
         rc = -errno;
     c->fd = -1;
@@ -496,6 +604,35 @@ int gt__file_close(struct gt__writer *c, int last)
     return rc;
 }
 
+/*
+ * Opens the closed file f again to patch it, only if it is still the file
+ * this writer created: the path may have been replaced since (a FIFO,
+ * whose open would block the daemon's loop; someone else's file). Never
+ * blocks (O_NONBLOCK), never follows a link, and checks that it is a
+ * regular file with the device and inode recorded at creation, the size
+ * written and the placeholder where it was put (a file created after ours
+ * was deleted may get its inode number).
+ * @return the fd, or -1 (not ours any more, or gone).
+ */
+static int reopen_own(const struct gt__file *f)
+{
+    char at[COUNT_WIDTH];
+    struct stat st;
+    int fd = open(f->path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || f->ino == 0 ||
+        (uint64_t)st.st_dev != f->dev || (uint64_t)st.st_ino != f->ino ||
+        (uint64_t)st.st_size != f->size ||
+        pread(fd, at, sizeof(at), (off_t)f->count_off) != (ssize_t)sizeof(at) ||
+        memcmp(at, COUNT_NULL, sizeof(at)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 void gt__files_patch_count(struct gt__writer *c)
 {
     char num[COUNT_WIDTH + 1];
@@ -505,10 +642,10 @@ void gt__files_patch_count(struct gt__writer *c)
     for (size_t i = 0; i < c->nfiles; i++) {
         if (c->files[i].count_off == 0 || c->s->no_files)
             continue;
-        int fd = open(c->files[i].path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+        /* Best effort: a file replaced or gone keeps its valid "null". */
+        int fd = reopen_own(&c->files[i]);
         if (fd < 0)
             continue;
-        /* Best effort: a failed patch leaves the valid "null". */
         if (pwrite(fd, num, COUNT_WIDTH, (off_t)c->files[i].count_off) !=
             COUNT_WIDTH)
             c->err = c->err ? c->err : -EIO;
@@ -516,25 +653,63 @@ void gt__files_patch_count(struct gt__writer *c)
     }
 }
 
-int gt__writer_resume(struct gt__writer *c, char **abandoned)
+void gt__file_cut(struct gt__writer *c)
 {
-    *abandoned = NULL;
-    if (c->err != -ENOSPC && c->err != -EDQUOT)
-        return c->err;
-    /* What the full disk refused is gone; the file it cut is finished by
-     * the caller (repair.h), and writing goes on in the next file. */
-    if (c->file_open && c->nfiles)
-        *abandoned = gt__strdup(c->files[c->nfiles - 1].path);
-    if (c->fd >= 0)
-        close(c->fd);
+    struct gt__cstream *s = c->s;
+
+    if (c->file_open && c->fd >= 0 && s->ncut < GT__MAX_CUT) {
+        struct gt__file *f = &c->files[c->nfiles - 1];
+        char e[4096];
+
+        s->cut[s->ncut].fd = c->fd;
+        s->cut[s->ncut].entry = NULL;
+        if (f->indexed && index_entry(c, f->path, e, sizeof(e)) == 0)
+            s->cut[s->ncut].entry = gt__strdup(e);
+        f->indexed = 0;
+        s->ncut++;
+    } else if (c->fd >= 0) {
+        close(c->fd); /* past the cap: the index lists it for a restart */
+    }
     c->fd = -1;
     c->w.fd = -1;
     c->w.err = 0;
     c->w.len = 0;
-    c->err = 0;
+    if (c->err == -ENOSPC || c->err == -EDQUOT)
+        c->err = 0;
+    if (c->file_open)
+        c->file_index++;
     c->file_open = 0;
-    c->file_index++;
-    return 0;
+}
+
+int gt__files_finish_cut(struct gt__cstream *s)
+{
+    struct gt__repair_info info;
+    int rc = 0;
+    uint32_t k = 0;
+
+    for (uint32_t i = 0; i < s->ncut; i++) {
+        int r = gt__trace_repair_fd(s->cut[i].fd, &info, 1);
+        if (r == -ENOSPC || r == -EDQUOT) {
+            rc = rc ? rc : r;
+            s->cut[k++] = s->cut[i]; /* tried again later */
+            continue;
+        }
+        if (s->cut[i].entry)
+            (void)unlink(s->cut[i].entry);
+        gt__free(s->cut[i].entry);
+        close(s->cut[i].fd);
+    }
+    s->ncut = k;
+    return rc;
+}
+
+void gt__files_drop_cut(struct gt__cstream *s)
+{
+    for (uint32_t i = 0; i < s->ncut; i++) {
+        close(s->cut[i].fd);
+        gt__free(s->cut[i].entry);
+    }
+    s->ncut = 0;
 }
 
 int gt__maybe_rotate(struct gt__writer *c)

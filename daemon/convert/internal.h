@@ -263,6 +263,9 @@ struct gt__credit {
 struct gt__file {
     char *path;
     uint64_t count_off;   /* offset of the file_count placeholder */
+    uint64_t dev, ino;    /* identity at creation: a re-open must find it */
+    uint64_t size;        /* bytes written, when closed */
+    int indexed;          /* linked in the unfinished-file index */
 };
 
 struct gt__window {
@@ -410,13 +413,6 @@ struct gt__conv {
     int have_refused;
 };
 
-/*
- * After a write failed with ENOSPC or EDQUOT: the writer leaves its cut
- * file (its path in *abandoned, caller frees, NULL when none) and goes on
- * in its next file, created with its next event. Other errors stay.
- * @return 0, or the writer's other sticky error.
- */
-int gt__writer_resume(struct gt__writer *c, char **abandoned);
 
 /* ------------------------------------------------ route and record table */
 
@@ -491,6 +487,17 @@ GT__WUR int gt__file_close(struct gt__writer *c, int last);
 GT__WUR int gt__maybe_rotate(struct gt__writer *c);
 /* Patches file_count into every file written. */
 void gt__files_patch_count(struct gt__writer *c);
+/* File i is finished: its entry leaves the unfinished-file index. */
+void gt__file_unindex(struct gt__writer *c, size_t i);
+/* A full disk: the writer's open file is left as it is on disk (its fd
+ * kept in the stream's cut list, its buffer dropped) and the writer goes
+ * on in its next file, created with its next event. */
+void gt__file_cut(struct gt__writer *c);
+/* Finishes every cut file, cut back to its last acknowledgement mark.
+ * @return 0, or -errno of the first that could not be (kept). */
+int gt__files_finish_cut(struct gt__cstream *s);
+/* Closes the cut files left (the index keeps them for the next start). */
+void gt__files_drop_cut(struct gt__cstream *s);
 
 /* ------------------------------------------------ chrome.c: tracks */
 

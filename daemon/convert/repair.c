@@ -174,41 +174,39 @@ static int finish_file(int fd, uint64_t at, uint64_t events, int close_array)
     return gt__write_all(fd, tail, strlen(tail), 0, 0);
 }
 
-static int repair(const char *path, struct gt__repair_info *info, int marks)
+int gt__trace_repair_fd(int fd, struct gt__repair_info *info, int marks)
 {
     char head[HEAD_LEN];
     struct scan s;
     struct stat st;
-    int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC), rc;
+    int rc;
     ssize_t n;
 
     memset(info, 0, sizeof(*info));
-    if (fd < 0)
-        return -errno;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         rc = -EINVAL;
-        goto out_close;
+        goto out;
     }
     /* A live writer (another daemon) holds a shared lock on its file. */
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
-        goto out_close;
+        goto out;
     }
     n = pread(fd, head, HEAD_LEN, 0);
     if (n < 0) {
         rc = -errno;
-        goto out_close;
+        goto out;
     }
     /* Empty, or cut inside the head: an empty trace. Anything else that
      * does not start like ours is not ours to touch. */
     if ((size_t)n < HEAD_LEN) {
         if (memcmp(head, HEAD, (size_t)n) != 0) {
             rc = -EINVAL;
-            goto out_close;
+            goto out;
         }
         if (ftruncate(fd, 0) != 0 || gt__write_all(fd, HEAD, HEAD_LEN, 0, 0) != 0) {
             rc = -EIO;
-            goto out_close;
+            goto out;
         }
         info->cut_bytes = 0;
         rc = finish_file(fd, HEAD_LEN, 0, 1);
@@ -216,13 +214,13 @@ static int repair(const char *path, struct gt__repair_info *info, int marks)
     }
     if (memcmp(head, HEAD, HEAD_LEN) != 0) {
         rc = -EINVAL;
-        goto out_close;
+        goto out;
     }
     if ((rc = scan_file(fd, &s)) < 0)
-        goto out_close;
+        goto out;
     if (s.whole) {
         rc = 0;
-        goto out_close;
+        goto out;
     }
     if (s.marked && marks) {
         /* Only what the agent was told is written stays. */
@@ -248,7 +246,20 @@ static int repair(const char *path, struct gt__repair_info *info, int marks)
 out_done:
     if (rc == 0)
         rc = 1;
-out_close:
+out:
+    return rc;
+}
+
+static int repair(const char *path, struct gt__repair_info *info, int marks)
+{
+    /* O_NONBLOCK: a FIFO put at the path never holds the caller. */
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), rc;
+
+    if (fd < 0) {
+        memset(info, 0, sizeof(*info));
+        return -errno;
+    }
+    rc = gt__trace_repair_fd(fd, info, marks);
     close(fd);
     return rc;
 }

@@ -17,6 +17,16 @@
 
 #include <stdint.h>
 
+/*
+ * The index of unfinished files: a directory in the daemon's output
+ * directory (created 0700 by the daemon) holding one hard link, named as
+ * the trace, per file a daemon is writing. The writer links a file there
+ * when it creates it and unlinks it once the file is finished, so a
+ * daemon starting after a kill repairs what the index holds and never
+ * opens a finished file, however many there are.
+ */
+#define GT__UNFINISHED_DIR ".gradtrace-unfinished"
+
 struct gt__repair_info {
     uint64_t events;      /* whole events kept */
     uint64_t cut_bytes;   /* bytes dropped after the last whole event */
@@ -37,6 +47,15 @@ int gt__trace_repair(const char *path, struct gt__repair_info *info)
  * acknowledge (what did not fit is counted in disk_full_records).
  */
 int gt__trace_repair_whole(const char *path, struct gt__repair_info *info)
+    __attribute__((warn_unused_result));
+
+/*
+ * gt__trace_repair on an open fd (read-write), which stays open: the
+ * daemon repairs through the index's link, or through the fd it wrote.
+ * marks: 1 to cut back to the last acknowledgement mark (a killed
+ * daemon's file), 0 to keep every whole event.
+ */
+int gt__trace_repair_fd(int fd, struct gt__repair_info *info, int marks)
     __attribute__((warn_unused_result));
 
 #endif

@@ -50,6 +50,9 @@ int gt__cstream_init(struct gt__cstream *s, const struct gt__conv_opts *opts)
         return -ENOMEM;
     if (opts->stem && !(s->stem = gt__strdup(opts->stem)))
         return -ENOMEM;
+    if (opts->index_dir && !opts->out_path &&
+        !(s->index_dir = gt__strdup(opts->index_dir)))
+        return -ENOMEM;
     return 0;
 }
 
@@ -70,6 +73,7 @@ void gt__cstream_close(struct gt__cstream *s)
     gt__free(s->hostname);
     gt__free(s->cmdline);
     gt__free(s->out_dir);
+    gt__free(s->index_dir);
     gt__free(s->stem);
     gt__free(s->out_path);
 }

@@ -184,6 +184,7 @@ static int on_hello(void *ud, const struct gt__hello_info *hello)
     o.stem = a->stem;
     o.max_file_bytes = s->max_file_bytes;
     o.ack_marks = 1;
+    o.index_dir = s->index_dir[0] ? s->index_dir : NULL;
     a->conv = gt__conv_create(&o);
     if (!a->conv)
         return -ENOMEM;
@@ -236,6 +237,19 @@ static uint64_t lost_sum(const struct gt__agent *a, uint32_t what)
     return n;
 }
 
+/* A full disk is not the agent's fault: the stream stays open, its
+ * output pauses until the sweep finds space again; what was not written
+ * since the last ACK is counted, never acknowledged as written. */
+static void disk_pause(struct gt__agent *a)
+{
+    gt__log("agent pid %u: disk full writing %s: output paused, records "
+            "counted as lost until space returns",
+            (unsigned)a->hello->h.pid, a->stem);
+    gt__conv_disk_pause(a->conv);
+    a->disk_full = 1;
+    gt__stat_add(&a->srv->disk_full, 1);
+}
+
 static int on_chunk(void *ud, const struct gt_chunk_header *h,
                     const uint8_t *records, size_t raw_size)
 {
@@ -249,7 +263,8 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
     if (!a->hello_seen || !a->conv)
         return -EPIPE;
     if (a->disk_full) {
-        /* Paused: counted, and written as lost when space is back. */
+        /* Paused: counted per thread, written as lost when space is back. */
+        gt__conv_skip(a->conv, records, raw_size);
         a->disk_full_records += h->record_count;
         a->records += h->record_count;
         gt__stat_add(&a->srv->records, h->record_count);
@@ -279,13 +294,7 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
         uv_async_send(&a->srv->wake);
     }
     if (rc < 0 && gt__conv_disk_full(a->conv)) {
-        /* A full disk is not the agent's fault: the stream stays open,
-         * its output pauses until the sweep finds space again. */
-        gt__log("agent pid %u: disk full writing %s: output paused, records "
-                "counted as lost until space returns",
-                (unsigned)a->hello->h.pid, a->stem);
-        a->disk_full = 1;
-        gt__stat_add(&a->srv->disk_full, 1);
+        disk_pause(a);
         return 0;
     }
     return rc;
@@ -299,9 +308,11 @@ static void disk_retry(struct gt__agent *a)
     if (!a->disk_full || statvfs(a->srv->out_dir, &st) != 0 ||
         (uint64_t)st.f_bavail * st.f_frsize < GT__DISK_RESUME_BYTES)
         return;
-    rc = gt__conv_resume(a->conv, a->disk_full_records);
+    rc = gt__conv_resume(a->conv);
+    if (rc == -ENOSPC || rc == -EDQUOT)
+        return; /* not yet */
     gt__log("agent pid %u: disk space is back: %s resumes in a new file "
-            "(%llu records lost while full)%s%s", (unsigned)a->hello->h.pid,
+            "(%llu records arrived while full)%s%s", (unsigned)a->hello->h.pid,
             a->stem, (unsigned long long)a->disk_full_records,
             rc ? "; the cut file could not be finished: " : "",
             rc ? strerror(-rc) : "");
@@ -384,9 +395,14 @@ static void agent_ack(struct gt__agent *a)
 
     /* Mark, then ACK: a daemon killed in between leaves records the
      * agent counts as lost in the file (never the other way round). */
-    if (a->hello_seen && !a->disk_full && ack_text(a, text, sizeof(text)) &&
-        gt__conv_ack_mark(a->conv) == 0 &&
-        gt__agent_send(a, GT_CTL_ACK, text) == 0)
+    if (!a->hello_seen || a->disk_full || !ack_text(a, text, sizeof(text)))
+        return;
+    if (gt__conv_ack_mark(a->conv) != 0) {
+        if (gt__conv_disk_full(a->conv))
+            disk_pause(a);
+        return;
+    }
+    if (gt__agent_send(a, GT_CTL_ACK, text) == 0)
         a->acked = gt__framer_stats(a->framer)->chunks;
 }
 
@@ -402,6 +418,8 @@ void gt__agent_sweep(struct gt__agent *a)
          * agent counts exactly what was not acknowledged. A write error
          * is the converter's to report when the stream ends. */
         agent_ack(a);
+    else if (a->conv && gt__conv_disk_full(a->conv))
+        disk_pause(a);
     pthread_mutex_unlock(&a->wq.lock);
 }
 
@@ -442,7 +460,7 @@ static void finish(struct gt__agent *a, const char *reason, int failed)
         if (a->disk_full) {
             /* Ends while paused: finish the cut files if space allows
              * (else the next start does), then close what is left. */
-            rc = gt__conv_resume(a->conv, a->disk_full_records);
+            rc = gt__conv_resume(a->conv);
             if (rc < 0)
                 gt__log("agent pid %u: disk still full: %s left unfinished "
                         "(finished at the next start or by gradtrace convert "

@@ -306,36 +306,80 @@ static int make_out_dir(struct gt__server *s, const char *dir)
 }
 
 /*
+ * The unfinished-file index (repair.h) in the output directory: created
+ * 0700, and used only when it is ours, a real directory, closed to others
+ * (the output directory may be a shared sticky one).
+ */
+static int make_index_dir(const struct gt__server *s, char *dir, size_t cap)
+{
+    struct stat st;
+
+    snprintf(dir, cap, "%s/" GT__UNFINISHED_DIR, s->out_dir);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        gt__log("cannot create %s: %s; files left unfinished by a kill are "
+                "repaired only by gradtrace convert --repair", dir, strerror(errno));
+        return -errno;
+    }
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != geteuid() || (st.st_mode & 077)) {
+        gt__log("refusing %s: not a directory of ours closed to others", dir);
+        return -EPERM;
+    }
+    return 0;
+}
+
+/*
+ * One entry of the index, a link to a file a daemon was writing: repaired
+ * through the link (the same inode, whatever was put at its name since),
+ * then the entry goes, unless a live writer holds the file.
+ */
+static void repair_entry(struct gt__server *s, int dfd, const char *name)
+{
+    struct gt__repair_info info;
+    struct stat st;
+    int rc = -EINVAL;
+    int fd = openat(dfd, name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        st.st_uid == geteuid())
+        /* One link left: the trace itself was deleted; nothing to do. */
+        rc = st.st_nlink > 1 ? gt__trace_repair_fd(fd, &info, 1) : 0;
+    if (fd >= 0)
+        close(fd);
+    if (rc == -EBUSY)
+        return;
+    if (rc > 0) {
+        s->repaired++;
+        gt__log("repaired %s/%s: left unfinished; %llu events kept, %llu bytes "
+                "cut, marked truncated", s->out_dir, name,
+                (unsigned long long)info.events, (unsigned long long)info.cut_bytes);
+    } else if (rc < 0 && rc != -EINVAL) {
+        gt__log("cannot repair %s/%s: %s", s->out_dir, name, strerror(-rc));
+        return; /* kept for the next start */
+    }
+    (void)unlinkat(dfd, name, 0);
+}
+
+/*
  * Traces a killed daemon left unfinished are finished now, valid and
- * marked truncated (repair.h); files a live writer holds are skipped.
+ * marked truncated (repair.h). Only the index is read: finished traces,
+ * and anything else in the output directory, are never opened.
  */
 static void repair_out_dir(struct gt__server *s)
 {
-    DIR *d = opendir(s->out_dir);
+    char dir[sizeof(s->index_dir)];
     struct dirent *e;
-    char path[sizeof(s->out_dir) + 260];
+    DIR *d;
 
-    if (!d)
+    s->index_dir[0] = '\0';
+    if (make_index_dir(s, dir, sizeof(dir)) != 0)
         return;
-    while ((e = readdir(d)) != NULL) {
-        size_t n = strlen(e->d_name);
-        struct gt__repair_info info;
-        int rc;
-
-        if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0 ||
-            e->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof(path), "%s/%s", s->out_dir, e->d_name);
-        rc = gt__trace_repair(path, &info);
-        if (rc > 0) {
-            s->repaired++;
-            gt__log("repaired %s: left unfinished; %llu events kept, %llu bytes "
-                    "cut, marked truncated", path, (unsigned long long)info.events,
-                    (unsigned long long)info.cut_bytes);
-        } else if (rc < 0 && rc != -EINVAL && rc != -EBUSY) {
-            gt__log("cannot repair %s: %s", path, strerror(-rc));
-        }
-    }
+    snprintf(s->index_dir, sizeof(s->index_dir), "%s", dir);
+    if (!(d = opendir(dir)))
+        return;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            repair_entry(s, dirfd(d), e->d_name);
     closedir(d);
 }
 

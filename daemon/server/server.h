@@ -172,6 +172,7 @@ struct gt__server {
     char agent_path[108];
     char control_path[108];
     char out_dir[4096];
+    char index_dir[4200];       /* unfinished-file index, "" when refused */
     int raw;
     uint64_t max_file_bytes;
     uint64_t start_ns;

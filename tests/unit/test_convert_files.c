@@ -291,3 +291,80 @@ Test(convert_files, windows_capped_per_second_and_per_stream, .timeout = 60)
     gt__recbuf_free(&f.b);
     rm_dir(dir);
 }
+
+/* A stream rotated into two files (two events each at most); the first
+ * is closed and waits for its file_count until the stream finishes. */
+static char *rotated_first_file(struct conv_fx *f, const char *dir)
+{
+    const char *const *paths;
+
+    memset(f, 0, sizeof(*f));
+    snprintf(f->dir, sizeof(f->dir), "%s", dir);
+    struct gt__conv_opts o = {.out_dir = dir, .stem = "t", .max_file_events = 2};
+    f->c = gt__conv_create(&o);
+    cr_assert_not_null(f->c);
+    fx_hello(f, 4242, 1, 0, 2, "python3 train.py");
+    str(f, 1, "step");
+    thr(f, 100);
+    for (unsigned i = 0; i < 6; i++)
+        user_scope(f, 1, 100 + 10 * i, 105 + 10 * i);
+    feed(f);
+    cr_assert_geq(gt__conv_files(f->c, &paths), 2, "no rotation");
+    return strdup(paths[0]);
+}
+
+/* Issue 23 item 9: the closed part file is replaced by a FIFO before the
+ * stream finishes. Patching its file_count must neither block (open of a
+ * FIFO without a reader) nor write into it. */
+Test(convert_files, replaced_part_fifo_never_blocks, .timeout = 10)
+{
+    char dir[] = "/tmp/gt-convf-XXXXXX";
+    struct conv_fx f;
+    struct stat st;
+
+    cr_assert_not_null(mkdtemp(dir));
+    char *p0 = rotated_first_file(&f, dir);
+    cr_assert_eq(unlink(p0), 0);
+    cr_assert_eq(mkfifo(p0, 0600), 0);
+    cr_assert_eq(gt__conv_finish(f.c, NULL, 0), 0);
+    cr_assert_eq(lstat(p0, &st), 0);
+    cr_assert(S_ISFIFO(st.st_mode), "the FIFO was replaced");
+    gt__conv_free(f.c);
+    gt__recbuf_free(&f.b);
+    free(p0);
+    rm_dir(dir);
+}
+
+/* The same with a regular file planted there: not one byte of it changes. */
+Test(convert_files, replaced_part_file_not_written, .timeout = 10)
+{
+    char dir[] = "/tmp/gt-convf-XXXXXX", buf[64] = {0};
+    static const char planted[] = "someone else's file, 48 bytes long ........\n";
+    struct conv_fx f;
+
+    cr_assert_not_null(mkdtemp(dir));
+    char *p0 = rotated_first_file(&f, dir);
+    cr_assert_eq(unlink(p0), 0);
+    FILE *fp = fopen(p0, "w");
+    cr_assert_not_null(fp);
+    fputs(planted, fp);
+    fclose(fp);
+    cr_assert_eq(gt__conv_finish(f.c, NULL, 0), 0);
+    fp = fopen(p0, "r");
+    cr_assert_not_null(fp);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
+    fclose(fp);
+    cr_assert_eq(n, sizeof(planted) - 1, "%zu bytes now", n);
+    cr_assert_str_eq(buf, planted, "the planted file was written into");
+    /* The files still ours are patched as before. */
+    const char *const *paths;
+    gt__conv_files(f.c, &paths);
+    cJSON *d = load(paths[1]);
+    cJSON *fc = cJSON_GetObjectItem(cJSON_GetObjectItem(d, "gradtrace"), "file_count");
+    cr_assert(cJSON_IsNumber(fc) && fc->valuedouble >= 2, "file_count not patched");
+    cJSON_Delete(d);
+    gt__conv_free(f.c);
+    gt__recbuf_free(&f.b);
+    free(p0);
+    rm_dir(dir);
+}
