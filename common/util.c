@@ -141,20 +141,47 @@ size_t gt__utf8_len(const unsigned char *s, size_t n)
     return 0; /* 0x80..0xc1 (continuation, overlong lead), 0xf5.. */
 }
 
+/* Length of the character at s (n bytes left) when it is valid UTF-8 and
+ * no C0 control, DEL or C1 control (U+0080..U+009F, 0xc2 0x80..0x9f in
+ * UTF-8); 0 otherwise. */
+static size_t clean_char_len(const unsigned char *s, size_t n)
+{
+    size_t k = gt__utf8_len(s, n);
+
+    if (k == 1 && (s[0] < 0x20 || s[0] == 0x7f))
+        return 0;
+    if (k == 2 && s[0] == 0xc2 && s[1] < 0xa0)
+        return 0;
+    return k;
+}
+
+int gt__text_is_clean(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s), i = 0, k;
+
+    while (i < n) {
+        if ((k = clean_char_len(u + i, n - i)) == 0)
+            return 0;
+        i += k;
+    }
+    return 1;
+}
+
 size_t gt__text_clean(char *s)
 {
     unsigned char *u = (unsigned char *)s;
     size_t n = strlen(s), i = 0, o = 0;
 
     while (i < n) {
-        size_t k = gt__utf8_len(u + i, n - i);
-        /* C1 controls are U+0080..U+009F: 0xc2 0x80..0x9f in UTF-8. */
-        int ctl = k == 1 ? (u[i] < 0x20 || u[i] == 0x7f)
-                         : (k == 2 && u[i] == 0xc2 && u[i + 1] < 0xa0);
+        size_t k = clean_char_len(u + i, n - i);
 
-        if (k == 0 || ctl) {
+        if (k == 0) {
+            /* A control or an invalid byte: one '?' for the whole
+             * character (a C1 control is two bytes). */
+            size_t len = gt__utf8_len(u + i, n - i);
             u[o++] = '?';
-            i += k ? k : 1;
+            i += len ? len : 1;
             continue;
         }
         memmove(u + o, u + i, k);

@@ -104,6 +104,9 @@ size_t gt__utf8_len(const unsigned char *s, size_t n);
  */
 size_t gt__text_clean(char *s);
 
+/* Whether gt__text_clean would leave s as it is. */
+int gt__text_is_clean(const char *s);
+
 /*
  * Formats a one-line message into err (cap bytes, always NUL-terminated
  * when cap > 0) and returns rc, so that a check reads

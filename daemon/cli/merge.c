@@ -32,6 +32,8 @@
 #include "daemon/cli/cli.h"
 #include "daemon/cli/merge.h"
 #include "daemon/convert/align.h"
+#include "daemon/convert/jsonchk.h"
+#include "daemon/convert/jsonw.h"
 #include "daemon/convert/mergeline.h"
 
 static const char merge_usage[] =
@@ -66,7 +68,7 @@ struct proc {
     struct gt__merge_coll *colls; /* the same, for drawing (deduplicated) */
     size_t ncolls;
     struct gt__align_result res;
-    char prefix[340];           /* "rank R host H: ", JSON-escaped */
+    char prefix[1600];          /* "rank R host H: ", JSON-escaped */
 };
 
 struct merge {
@@ -127,20 +129,14 @@ static int proc_cmp(const void *a, const void *b)
     return x->pid < y->pid ? -1 : x->pid > y->pid;
 }
 
-/* Escapes s into d (JSON string body), cut to fit. */
+/* s as a JSON string body into d (cap bytes), cut to fit: valid UTF-8
+ * (an invalid or cut sequence becomes U+FFFD), controls escaped. The
+ * inputs' hosts, operation names and paths are untrusted text. */
 static void json_esc(char *d, size_t cap, const char *s)
 {
-    size_t n = 0;
-    for (; *s && n + 7 < cap; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            d[n++] = '\\', d[n++] = (char)ch;
-        else if (ch < 0x20)
-            n += (size_t)snprintf(d + n, cap - n, "\\u%04x", ch);
-        else
-            d[n++] = (char)ch;
-    }
-    d[n] = '\0';
+    size_t n = strlen(s), max = (cap - 1) / 6;
+
+    d[gt__json_escape(d, s, n < max ? n : max)] = '\0';
 }
 
 static int coll_cmp(const void *a, const void *b)
@@ -234,7 +230,7 @@ static int align_all(struct merge *m)
     }
     for (size_t k = 0; k < m->nprocs; k++) {
         struct proc *p = &m->procs[k], *r = &m->procs[m->ref];
-        char host[290];
+        char host[GT__JSON_ESCAPED_MAX(255) + 1];
         p->new_pid = (uint32_t)(k + 1) * 1000u;
         json_esc(host, sizeof(host), p->host);
         if (p->rank >= 0)
@@ -311,9 +307,12 @@ static int copy_events(struct merge *m, size_t fi, size_t *cap, char **buf)
             *cap = want;
         }
         w = gt__mline_rewrite(&ml, line, (size_t)n, *buf, *cap);
-        if (w < 0) {
+        /* The rewriter only follows braces and strings: an event that is
+         * not strict JSON (damaged, hostile) would make the output
+         * invalid, so the merge stops there. */
+        if (w < 0 || !gt__json_check(*buf, (size_t)w)) {
             fprintf(stderr, "gradtrace merge: %s: event at byte %lld is not "
-                            "one gradtrace event line\n", f->path, (long long)at);
+                            "one valid JSON event line\n", f->path, (long long)at);
             rc = -EINVAL;
             break;
         }
@@ -330,7 +329,7 @@ static int copy_events(struct merge *m, size_t fi, size_t *cap, char **buf)
  * clock: the ends the alignment used, to be seen lined up. */
 static void put_colls(struct merge *m, const struct proc *p)
 {
-    char ev[512], op[110];
+    char ev[640], op[GT__JSON_ESCAPED_MAX(47) + 1];
     int64_t off = p->first_off + p->res.correction_ns - m->out_base;
     int n;
     if (p->ncolls == 0)
@@ -364,7 +363,7 @@ static const char *method_name(int method)
 
 static void put_proc_meta(struct merge *m, const struct proc *p, size_t k)
 {
-    char host[300];
+    char host[GT__JSON_ESCAPED_MAX(255) + 1];
     json_esc(host, sizeof(host), p->host);
     fprintf(m->o, "%s{\"rank\":%d,\"world_size\":%d,\"host\":\"%s\",\"pid\":%u,"
                   "\"trace_pid\":%u,\"method\":\"%s\","
@@ -385,7 +384,7 @@ static void put_proc_meta(struct merge *m, const struct proc *p, size_t k)
                 p->res.lo_ns, p->res.hi_ns, p->res.end_median_ns, p->res.spread_ns);
     fputs(",\"files\":[", m->o);
     for (size_t i = 0, n = 0; i < m->nfiles; i++) {
-        char path[4200];
+        char path[GT__JSON_ESCAPED_MAX(1024) + 1];
         if (m->files[i].proc != k)
             continue;
         json_esc(path, sizeof(path), m->files[i].path);

@@ -10,6 +10,7 @@
 
 #include <cJSON.h>
 
+#include "common/util.h"
 #include "daemon/cli/report.h"
 
 #define MAX_MERGED 16
@@ -53,10 +54,14 @@ void gt__report_print_clock(FILE *f)
             const cJSON *m = cJSON_GetObjectItemCaseSensitive(r, "method");
             const cJSON *h = cJSON_GetObjectItemCaseSensitive(r, "host");
             double u = num(r, "uncertainty_ns");
+            char host[256], method[32];
+            /* The trace is untrusted: text only reaches the terminal. */
+            snprintf(host, sizeof(host), "%s", cJSON_IsString(h) ? h->valuestring : "?");
+            snprintf(method, sizeof(method), "%s", cJSON_IsString(m) ? m->valuestring : "?");
+            gt__text_clean(host);
+            gt__text_clean(method);
             fprintf(f, "  rank %-4.0f host %-16s %-12s correction %+12.3f us  ",
-                    num(r, "rank"), cJSON_IsString(h) ? h->valuestring : "?",
-                    cJSON_IsString(m) ? m->valuestring : "?",
-                    num(r, "correction_ns") / 1e3);
+                    num(r, "rank"), host, method, num(r, "correction_ns") / 1e3);
             if (u < 0)
                 fprintf(f, "uncertainty unknown (realtime only)");
             else

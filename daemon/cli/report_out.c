@@ -75,19 +75,41 @@ static size_t rows_end(const struct gt__agg *r, const struct gt__rep_opts *o)
 
 /* ------------------------------------------------------------ csv */
 
+/* One CSV field (RFC 4180): quoted, with any quote doubled, when it holds
+ * a comma, a quote or a line break (names come from the agent), or when
+ * always is set. */
+static void csv_field(FILE *f, const char *s, int always)
+{
+    if (!always && !strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
 static void csv_row(FILE *f, const struct gt__agg *r, const struct gt__agg_layer *l)
 {
     const struct gt__agg_stat *st = row_stat(l);
     double share = gt__report_share(r, l);
-    fprintf(f, "%s,%s,%llu,%.3f,%llu,%.3f,%llu,%llu,%.3f,%.3f,%llu,%.3f,"
-               "%.3f,%llu,%s,%d,%d,",
-            l->path, l->cls ? l->cls : "", (unsigned long long)l->fwd_calls,
+    csv_field(f, l->path, 0);
+    fputc(',', f);
+    csv_field(f, l->cls ? l->cls : "", 0);
+    fprintf(f, ",%llu,%.3f,%llu,%.3f,%llu,%llu,%.3f,%.3f,%llu,%.3f,"
+               "%.3f,%llu,",
+            (unsigned long long)l->fwd_calls,
             l->fwd_us / 1e3, (unsigned long long)l->bwd_spans, l->bwd_us / 1e3,
             (unsigned long long)l->bwd_nodes, (unsigned long long)l->rc_calls,
             l->rc_us / 1e3, l->bwd_self_us / 1e3,
             (unsigned long long)l->bwd_self_nodes, l->accg_us / 1e3,
-            l->bwd_wall_us / 1e3, (unsigned long long)l->order2,
-            l->up >= 0 ? r->layers[l->up].path : "", l->depth, l->container);
+            l->bwd_wall_us / 1e3, (unsigned long long)l->order2);
+    csv_field(f, l->up >= 0 ? r->layers[l->up].path : "", 0);
+    fprintf(f, ",%d,%d,", l->depth, l->container);
     if (share >= 0)
         fprintf(f, "%.4f", share);
     if (st)
@@ -96,10 +118,12 @@ static void csv_row(FILE *f, const struct gt__agg *r, const struct gt__agg_layer
                 gt__agg_quantile(st, 0.95) / 1e3);
     else
         fputs(",0,,,,", f);
-    /* Node names hold "::" and "<>", never commas or quotes; quoted anyway. */
-    if (l->top_node)
-        fprintf(f, "\"%s\",%.3f,", l->top_node, l->top_node_us / 1e3);
-    else
+    /* Node names hold "::" and "<>", never commas or quotes, unless the
+     * agent is hostile; quoted anyway. */
+    if (l->top_node) {
+        csv_field(f, l->top_node, 1);
+        fprintf(f, ",%.3f,", l->top_node_us / 1e3);
+    } else
         fputs(",,", f);
     fprintf(f, "%.3f,%.3f,%llu,", l->gpu_us[0] / 1e3, l->gpu_us[1] / 1e3,
             (unsigned long long)l->gpu_kernels);
@@ -111,13 +135,8 @@ static void csv_row(FILE *f, const struct gt__agg *r, const struct gt__agg_layer
      * any quote doubled. */
     int k = gt__agg_top_kernel(l);
     if (k >= 0) {
-        fputc('"', f);
-        for (const char *p = l->bk_name[k]; *p; p++) {
-            if (*p == '"')
-                fputc('"', f);
-            fputc(*p, f);
-        }
-        fprintf(f, "\",%.3f\n", l->bk_us[k] / 1e3);
+        csv_field(f, l->bk_name[k], 1);
+        fprintf(f, ",%.3f\n", l->bk_us[k] / 1e3);
     } else {
         fputs(",\n", f);
     }

@@ -27,10 +27,18 @@
 #define COL_RC "#59a14f"
 #define COL_TRACK "#eeeeee"
 
-/* Text with &, <, > and " escaped. */
+/* Text with &, <, > and " escaped. The table's names are valid UTF-8
+ * without controls already (agg.h); of what XML 1.0 forbids, that leaves
+ * the noncharacters U+FFFE and U+FFFF, which become '?'. */
 static void put_text(FILE *f, const char *s)
 {
     for (; *s; s++) {
+        if ((unsigned char)s[0] == 0xef && (unsigned char)s[1] == 0xbf &&
+            ((unsigned char)s[2] == 0xbe || (unsigned char)s[2] == 0xbf)) {
+            fputc('?', f);
+            s += 2;
+            continue;
+        }
         switch (*s) {
         case '&': fputs("&amp;", f); break;
         case '<': fputs("&lt;", f); break;

@@ -215,7 +215,8 @@ static int top_add(struct gt__agg_layer *l, const struct gt__agg_ev *ev)
     return 0;
 }
 
-int gt__agg_add(struct gt__agg *a, const struct gt__agg_ev *ev)
+/* gt__agg_add with every string of ev clean. */
+static int add_clean(struct gt__agg *a, const struct gt__agg_ev *ev)
 {
     static const char *const phases[] = {"backward", "forward", "recompute"};
     size_t path_len, cls_len;
@@ -252,6 +253,46 @@ int gt__agg_add(struct gt__agg *a, const struct gt__agg_ev *ev)
     }
     struct gt__agg_vals v = vals_of(ev);
     return gt__agg_iter_span(a, &l->it, ev->ts, &v);
+}
+
+/* A copy of s made display text (gt__text_clean), or NULL. */
+static char *dup_clean(const char *s)
+{
+    char *d = dup_n(s, strlen(s));
+    if (d)
+        gt__text_clean(d);
+    return d;
+}
+
+/* Whether s (NULL: none) is display text already. */
+static int is_clean(const char *s)
+{
+    return !s || gt__text_is_clean(s);
+}
+
+int gt__agg_add(struct gt__agg *a, const struct gt__agg_ev *ev)
+{
+    struct gt__agg_ev c = *ev;
+    char *name, *parent = NULL, *top = NULL;
+    int rc = -ENOMEM;
+
+    if (is_clean(ev->name) && is_clean(ev->parent) && is_clean(ev->top_node))
+        return add_clean(a, ev);
+    /* A hostile or damaged name: the row gets its cleaned form, so every
+     * output (the terminal, CSV, JSON, SVG) prints text. */
+    if (!(name = dup_clean(ev->name)) ||
+        (ev->parent && !(parent = dup_clean(ev->parent))) ||
+        (ev->top_node && !(top = dup_clean(ev->top_node))))
+        goto out_free;
+    c.name = name;
+    c.parent = parent;
+    c.top_node = top;
+    rc = add_clean(a, &c);
+out_free:
+    gt__free(name);
+    gt__free(parent);
+    gt__free(top);
+    return rc;
 }
 
 int gt__agg_span(struct gt__agg *a, int fwd, const char *name, double ts,
@@ -296,8 +337,9 @@ int gt__agg_top_kernel(const struct gt__agg_layer *l)
     return best;
 }
 
-int gt__agg_kernel(struct gt__agg *a, const char *path, int bwd, double dur,
-                   const char *name)
+/* gt__agg_kernel with path and name clean. */
+static int kernel_clean(struct gt__agg *a, const char *path, int bwd,
+                        double dur, const char *name)
 {
     struct gt__agg_layer *l;
     if (!path[0])
@@ -309,6 +351,23 @@ int gt__agg_kernel(struct gt__agg *a, const char *path, int bwd, double dur,
     l->gpu_self_us[bwd ? 1 : 0] += dur;
     a->gpu_kernels++;
     return bwd && name && name[0] ? topk_add(l, name, dur) : 0;
+}
+
+int gt__agg_kernel(struct gt__agg *a, const char *path, int bwd, double dur,
+                   const char *name)
+{
+    char *p, *n = NULL;
+    int rc = -ENOMEM;
+
+    if (is_clean(path) && is_clean(name))
+        return kernel_clean(a, path, bwd, dur, name);
+    if (!(p = dup_clean(path)) || (name && !(n = dup_clean(name))))
+        goto out_free;
+    rc = kernel_clean(a, p, bwd, dur, name ? n : NULL);
+out_free:
+    gt__free(p);
+    gt__free(n);
+    return rc;
 }
 
 void gt__agg_totals(struct gt__agg *a, const struct gt__agg_rest *t)

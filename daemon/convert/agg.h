@@ -18,6 +18,11 @@
  * recording, and a reader of trace files (cli/report.c), which parses
  * them from the JSON. Times are the trace's microseconds as doubles.
  *
+ * Names are agent strings, and trace files are untrusted: every string
+ * the table keeps (path, class, parent, node and kernel names) is display
+ * text, valid UTF-8 without C0, DEL or C1 controls (gt__text_clean makes
+ * it so on the way in), so whatever prints a row prints text.
+ *
  * Memory: one row per distinct layer path, each of fixed size (no state
  * per iteration or per node). Not thread-safe.
  */

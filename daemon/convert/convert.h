@@ -77,13 +77,14 @@ size_t gt__conv_files(const struct gt__conv *c, const char *const **paths);
 /*
  * A capture window of the stream (GT_R_WINDOW_* records): each one is
  * written to its own file(s) named <stem>-w<id>-<layer>-<phase>-it<N>.json.
- * A stream gets at most GT__CONV_WIN_PER_STREAM windows, and at most
- * GT__CONV_WIN_PER_SEC begun in one second of its time: a window beyond
- * either is refused (anomaly windows_refused) and its records stay in the
- * main file, so no agent makes files or work without bound.
+ * A stream gets at most GT__CONV_WIN_PER_STREAM windows: a window beyond
+ * it is refused (anomaly windows_refused, once per window whatever its
+ * segments) and its records stay in the main file, so no agent makes
+ * files or work without bound. There is no cap per second: stream time is
+ * the agent's, so a hostile agent spaces its timestamps past any such cap,
+ * while a fast model's real windows (one per 2 ms step) were refused.
  */
 #define GT__CONV_WIN_PER_STREAM 1000u
-#define GT__CONV_WIN_PER_SEC 100u
 struct gt__conv_window {
     uint32_t id;          /* the agent's window id */
     uint32_t segments;    /* WINDOW_BEGIN records seen */

@@ -80,8 +80,8 @@
     X(steps_out_of_order)   /* iteration boundary earlier than the last */\
     X(layers_dropped)       /* layer table full */                        \
     X(windows_unmatched)    /* window end without begin, or never ended */\
-    X(windows_refused)      /* windows beyond the per-stream or per-second\
-                             * cap (convert.h): records kept in main */  \
+    X(windows_refused)      /* windows beyond the per-stream cap         \
+                             * (convert.h): records kept in main */      \
     X(pid_mismatch)         /* process info for another pid */            \
     X(warnings_dropped)     /* warnings beyond GT__MAX_WARNINGS */
 

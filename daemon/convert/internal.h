@@ -407,10 +407,12 @@ struct gt__conv {
     uint32_t route;         /* 1 + wout index taking records, 0 main */
     struct gt__bmap win_corr; /* CUDA corr -> window id */
     uint64_t win_events, win_bytes, win_files, win_anomalies; /* finished */
-    uint64_t win_begun;     /* windows given a writer, for the caps */
-    uint64_t win_sec, win_in_sec; /* second of stream time, begun in it */
-    uint32_t win_refused_id; /* last window refused: its END/DONE too */
-    int have_refused;
+    uint64_t win_begun;     /* windows given a writer, for the cap */
+    /* The last windows refused (a ring, newest at nrefused - 1): their
+     * later segments and their END/DONE are neither given a writer nor
+     * counted again. As many as may be open at once. */
+    uint32_t refused_id[GT__MAX_WIN_OPEN];
+    uint32_t nrefused;
 };
 
 

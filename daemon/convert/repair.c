@@ -9,6 +9,12 @@
  * base time 0: unknown, the gradtrace object with every anomaly key) and
  * says the file was repaired and truncated.
  *
+ * The bytes are also fed to the strict JSON checker (jsonchk.h): a file
+ * damaged inside (a flipped byte, a foreign line, the zeros a lost power
+ * leaves) is treated as cut at its first byte that is not JSON, so a
+ * repaired file is always valid JSON; bytes after a whole document are
+ * cut off.
+ *
  * A daemon's file carries acknowledgement marks (convert.h, ack_marks): a
  * TAB at array depth, outside any event, where the agent was told all
  * before it is written. The writer puts no TAB there otherwise (strings
@@ -28,6 +34,7 @@
 #include "common/util.h"
 #include "common/version.h"
 #include "daemon/convert/cstream.h"
+#include "daemon/convert/jsonchk.h"
 
 #define HEAD "{\"traceEvents\":["
 #define HEAD_LEN (sizeof(HEAD) - 1)
@@ -45,9 +52,14 @@ struct scan {
     uint64_t last_start;  /* start of the last whole event */
     uint64_t events;
     uint64_t array_end;   /* offset just after ']' */
+    int after_comma;      /* a ',' since the last whole event */
     int marked;           /* an acknowledgement mark was seen */
     uint64_t mark;        /* offset of the last one */
     uint64_t mark_events; /* whole events before it */
+    uint64_t whole_end;   /* offset just after the document's last '}' */
+    int damaged;          /* a byte that is not JSON, at damaged_at */
+    uint64_t damaged_at;
+    struct gt__jchk chk;
 };
 
 /* Inside a JSON string: follows escapes to its closing quote.
@@ -100,11 +112,17 @@ static void scan_byte(struct scan *s, char ch, uint64_t off)
             s->good = off + 1;
             s->last_start = s->ev_start;
             s->events++;
+            s->after_comma = 0;
         }
     } else if (ch == ']') {
         s->closed = 1;
         s->array_end = off + 1;
-    } else if (ch == '\t' && s->depth == 0) {
+    } else if (ch == ',' && s->depth == 0) {
+        s->after_comma = 1;
+    } else if (ch == '\t' && s->depth == 0 && !s->after_comma) {
+        /* The writer marks right after an event (or the '['), never
+         * after the ',' before the next one: cut there, the file would
+         * end in a ','. */
         s->marked = 1;
         s->mark = off;
         s->mark_events = s->events;
@@ -144,7 +162,8 @@ static void put_tail(char *buf, size_t cap, uint64_t events, int close_array)
     snprintf(buf + n, cap - n, "}}\n}\n");
 }
 
-/* Scans fd past HEAD. @return 0 or -errno. */
+/* Scans fd past HEAD, to its end or its first byte that is not JSON.
+ * @return 0 or -errno. */
 static int scan_file(int fd, struct scan *s)
 {
     char buf[1 << 16];
@@ -153,11 +172,22 @@ static int scan_file(int fd, struct scan *s)
 
     memset(s, 0, sizeof(*s));
     s->good = HEAD_LEN;
+    gt__jchk_init(&s->chk);
+    for (size_t i = 0; i < HEAD_LEN; i++)
+        (void)gt__jchk_byte(&s->chk, (unsigned char)HEAD[i]);
     while ((n = pread(fd, buf, sizeof(buf), (off_t)off)) > 0) {
-        for (ssize_t i = 0; i < n && !s->whole; i++)
+        for (ssize_t i = 0; i < n; i++) {
+            if (gt__jchk_byte(&s->chk, (unsigned char)buf[i]) < 0) {
+                s->damaged = 1;
+                s->damaged_at = off + (uint64_t)i;
+                return 0;
+            }
+            if (s->whole)
+                continue; /* only whitespace may follow */
             scan_byte(s, buf[i], off + (uint64_t)i);
-        if (s->whole)
-            return 0;
+            if (s->whole)
+                s->whole_end = off + (uint64_t)i + 1;
+        }
         off += (uint64_t)n;
     }
     return n < 0 ? -errno : 0;
@@ -218,9 +248,18 @@ int gt__trace_repair_fd(int fd, struct gt__repair_info *info, int marks)
     }
     if ((rc = scan_file(fd, &s)) < 0)
         goto out;
-    if (s.whole) {
+    if (s.whole && !s.damaged) {
         rc = 0;
         goto out;
+    }
+    if (s.whole) {
+        /* Something after a whole document: cut it off. */
+        info->events = s.events;
+        info->cut_bytes = (uint64_t)st.st_size - s.whole_end;
+        if (ftruncate(fd, (off_t)s.whole_end) != 0 ||
+            pwrite(fd, "\n", 1, (off_t)s.whole_end) != 1)
+            rc = errno ? -errno : -EIO;
+        goto out_done;
     }
     if (s.marked && marks) {
         /* Only what the agent was told is written stays. */

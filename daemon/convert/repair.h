@@ -8,7 +8,8 @@
  * the metadata tail) is cut back to its last whole event (a flow start
  * whose finish is missing goes too) and closed with a metadata tail that
  * says `"repaired": true` and `"truncated": true`, so every file is valid
- * JSON the validator accepts. What the file held before the cut stays.
+ * JSON the validator accepts. What the file held before the cut stays. A
+ * file damaged inside is cut at its first byte that is not JSON.
  *
  * Not thread-safe per file; touches only the file named.
  */

@@ -254,24 +254,28 @@ void gt__win_free(struct gt__conv *c)
 
 /* ------------------------------------------------------------ routing */
 
+/* Whether window id was refused (one of the last refused). */
+static int win_was_refused(const struct gt__conv *c, uint32_t id)
+{
+    uint32_t n = c->nrefused < GT__MAX_WIN_OPEN ? c->nrefused : GT__MAX_WIN_OPEN;
+    for (uint32_t k = 0; k < n; k++)
+        if (c->refused_id[k] == id)
+            return 1;
+    return 0;
+}
+
 /* WINDOW_BEGIN of a window not open: its writer. @return its index or -1. */
 static int win_open(struct gt__conv *c, const struct gt_r_window *r)
 {
     struct gt__writer *m = c->main;
-    uint64_t sec = r->ts / 1000000000u;
-    if (sec != c->win_sec || !c->win_begun) {
-        c->win_sec = sec;
-        c->win_in_sec = 0;
-    }
-    if (c->win_begun >= GT__CONV_WIN_PER_STREAM ||
-        c->win_in_sec >= GT__CONV_WIN_PER_SEC) {
+    if (win_was_refused(c, r->id))
+        return -1; /* a later segment of a refused window */
+    if (c->win_begun >= GT__CONV_WIN_PER_STREAM) {
         m->an.windows_refused++;
-        c->win_refused_id = r->id;
-        c->have_refused = 1;
+        c->refused_id[c->nrefused++ % GT__MAX_WIN_OPEN] = r->id;
         return -1;
     }
     c->win_begun++;
-    c->win_in_sec++;
     if (c->nwout == GT__MAX_WIN_OPEN) {
         /* The agent never has this many open: bound memory anyway. */
         m->an.windows_unmatched++;
@@ -317,7 +321,7 @@ static void on_window(struct gt__conv *c, uint16_t type, uint16_t size,
     i = wout_index(c, r.id);
     if (type == GT_R_WINDOW_BEGIN && i < 0 && (i = win_open(c, &r)) < 0)
         return;
-    if (i < 0 && c->have_refused && r.id == c->win_refused_id)
+    if (i < 0 && win_was_refused(c, r.id))
         return; /* the refused window's end: counted as refused already */
     if (i < 0) {
         /* END or DONE of a window never begun (or cut at the cap). */

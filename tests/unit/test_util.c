@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -137,4 +138,21 @@ Test(util, utf8_len_follows_rfc3629)
     cr_assert_eq(gt__utf8_len((const unsigned char *)"\xe0\x80\x80", 3), 0);
     cr_assert_eq(gt__utf8_len((const unsigned char *)"\xf4\x90\x80\x80", 4), 0);
     cr_assert_eq(gt__utf8_len((const unsigned char *)"", 0), 0);
+}
+
+/* What gt__text_clean changes is exactly what gt__text_is_clean refuses. */
+Test(util, text_is_clean_matches_text_clean)
+{
+    static const char *const cases[] = {
+        "layers.0.fc1 (Linear) forward", "ok \xc3\xa9 \xe2\x82\xac", "",
+        "a\x1b]0;t\x07b", "\x1b[2J", "c1 \xc2\x9b", "raw \x9b", "\xff\xfe",
+        "nel \xc2\x85", "del \x7f", "nbsp \xc2\xa0", "cut \xe2\x82"};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[64];
+        snprintf(buf, sizeof(buf), "%s", cases[i]);
+        gt__text_clean(buf);
+        cr_assert_eq(gt__text_is_clean(cases[i]), strcmp(buf, cases[i]) == 0,
+                     "case %zu", i);
+        cr_assert(gt__text_is_clean(buf), "case %zu cleaned", i);
+    }
 }
