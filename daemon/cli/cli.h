@@ -70,6 +70,20 @@ double gt__cli_num(const struct cJSON *o, const char *k);
  */
 const char *gt__cli_str(const struct cJSON *o, const char *k);
 
+/* ------------------------------------------------ inputs (input.c) */
+
+struct gt__convert_info;
+
+/*
+ * Why the recording at path could not be read (gt__convert_file returned
+ * rc with info): one clause for "gradtrace CMD: PATH: <why>", naming a
+ * JSON trace given where a recording was expected. buf (cap bytes) may
+ * hold the text. @return the text, static or buf.
+ */
+const char *gt__cli_gtr_why(const char *path, int rc,
+                            const struct gt__convert_info *info, char *buf,
+                            size_t cap);
+
 /* ------------------------------------------------ options (opt.c) */
 
 /*

@@ -158,14 +158,12 @@ static int parse_args(int argc, char **argv, struct convert_args *a)
                     argv[optind - 1]);
             return 2;
         default:
-            fprintf(stderr, "gradtrace convert: unknown option '%s'\n%s",
-                    argv[optind - 1], usage);
-            return 2;
+            return gt__cli_usage_error("gradtrace convert", "unknown option '%s'",
+                                       argv[optind - 1]);
         }
     }
     if (optind >= argc) {
-        fprintf(stderr, "gradtrace convert: no input file\n%s", usage);
-        return 2;
+        return gt__cli_usage_error("gradtrace convert", "no input file");
     }
     if (a->repair) {
         a->files = argv + optind;
@@ -197,19 +195,17 @@ static int same_file(const char *in, const char *out)
 static void report_failure(const struct convert_args *a, int rc,
                            const struct gt__convert_info *info)
 {
+    char why[160];
+
     switch (info->stage) {
     case GT__CONVERT_SINK:
         fprintf(stderr, "gradtrace convert: writing %s: %s\n", a->out,
                 gt__strerror(rc));
         break;
     case GT__CONVERT_STREAM:
-        fprintf(stderr, "gradtrace convert: %s: not a gradtrace stream "
-                        "(%s)\n", a->in, gt__strerror(rc));
-        break;
     case GT__CONVERT_NO_HELLO:
         fprintf(stderr, "gradtrace convert: %s: %s\n", a->in,
-                info->read == 0 ? "empty file"
-                                : "not a gradtrace stream (no complete header)");
+                gt__cli_gtr_why(a->in, rc, info, why, sizeof(why)));
         break;
     default:
         fprintf(stderr, "gradtrace convert: %s: %s\n", a->in, strerror(-rc));

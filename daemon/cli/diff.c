@@ -251,16 +251,14 @@ static int parse_args(int argc, char **argv, struct gt__diff_rule *o)
             return 0;
         }
         if (ch == ':' || ch == '?' || !end || *end || end == optarg || v < 0) {
-            fprintf(stderr, "gradtrace diff: bad option or value '%s'\n%s",
-                    argv[optind - 1], diff_usage);
-            return 2;
+            return gt__cli_usage_error("gradtrace diff", "bad option or value '%s'",
+                                       argv[optind - 1]);
         }
         *(ch == 't' ? &o->thr : ch == 's' ? &o->sigma : ch == 'm' ? &o->min_ms
                                                                   : &o->fail) = v;
     }
     if (argc - optind != 2) {
-        fprintf(stderr, "gradtrace diff: expected BASE and NEW\n%s", diff_usage);
-        return 2;
+        return gt__cli_usage_error("gradtrace diff", "expected BASE and NEW");
     }
     return -1;
 }

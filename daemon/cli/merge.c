@@ -106,8 +106,7 @@ static int parse_args(int argc, char **argv, struct merge *m)
             fputs(merge_usage, stdout);
             return -1;
         } else {
-            fputs(merge_usage, stderr);
-            return GT__EXIT_USAGE;
+            return GT__EXIT_USAGE; /* getopt said why, in one line */
         }
     }
     if (!m->out)

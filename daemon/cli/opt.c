@@ -13,8 +13,12 @@
 
 #include "common/util.h"
 
+/* The subcommand being parsed, for the messages below. */
+static const char *cur_prog = "gradtrace";
+
 void gt__cli_opt_begin(char **argv, const char *prog)
 {
+    cur_prog = prog;
     /* The subcommands take argv by value from main and own its slots, as
      * execv's callers do; the strings stay untouched. */
     argv[0] = (char *)prog;
@@ -37,8 +41,8 @@ int gt__cli_parse_count(const char *opt, const char *s, uint64_t lo,
                         uint64_t hi, uint64_t *out)
 {
     if (gt__parse_u64(s, lo, hi, out) < 0) {
-        fprintf(stderr, "gradtrace: %s: '%s' is not an integer from %llu\n", opt,
-                s, (unsigned long long)lo);
+        fprintf(stderr, "%s: %s: '%s' is not an integer from %llu to %llu\n",
+                cur_prog, opt, s, (unsigned long long)lo, (unsigned long long)hi);
         return -EINVAL;
     }
     return 0;

@@ -208,6 +208,9 @@ static void add_lost_line(struct json_lost *jl, const char *line)
     cJSON_Delete(j);
 }
 
+/* The command whose inputs are being read (report, diff), for messages. */
+static const char *load_prog = "gradtrace report";
+
 static int read_json(struct gt__agg *r, const char *path, struct json_lost *jl)
 {
     FILE *f = fopen(path, "r");
@@ -218,7 +221,7 @@ static int read_json(struct gt__agg *r, const char *path, struct json_lost *jl)
     int rc = 0, structured = 0;
 
     if (!f) {
-        fprintf(stderr, "gradtrace report: %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "%s: %s: %s\n", load_prog, path, strerror(errno));
         return -errno;
     }
     while ((n = getline(&line, &cap, f)) > 0) {
@@ -272,7 +275,7 @@ static int read_json(struct gt__agg *r, const char *path, struct json_lost *jl)
             gt__free(text);
         }
         if (rc < 0)
-            fprintf(stderr, "gradtrace report: %s: not a Chrome trace JSON file\n", path);
+            fprintf(stderr, "%s: %s: not a Chrome trace JSON file\n", load_prog, path);
     }
     free(line);
     fclose(f);
@@ -290,10 +293,11 @@ static int read_gtr(struct gt__agg *r, const char *path)
 {
     struct gt__convert_info info = {0};
     struct gt__csink *sink = gt__agg_sink_create(r);
+    char why[160];
     int rc;
 
     if (!sink) {
-        fprintf(stderr, "gradtrace report: out of memory\n");
+        fprintf(stderr, "%s: out of memory\n", load_prog);
         return -ENOMEM;
     }
     rc = gt__convert_file(path, &sink, 1, &info);
@@ -302,16 +306,11 @@ static int read_gtr(struct gt__agg *r, const char *path)
         rc = -EINVAL; /* bytes after the hello, and not one chunk whole */
     if (rc == 0)
         return 0;
-    if (info.stage == GT__CONVERT_NO_HELLO)
-        fprintf(stderr, "gradtrace report: %s: %s\n", path,
-                info.read == 0 ? "empty file"
-                               : "not a gradtrace stream (no complete header)");
-    else if (info.stage == GT__CONVERT_STREAM || info.stage == GT__CONVERT_DONE)
-        fprintf(stderr, "gradtrace report: %s: not a gradtrace stream (%s)\n",
-                path, info.stage == GT__CONVERT_DONE ? "no chunk readable"
-                                                     : gt__strerror(rc));
+    if (info.stage == GT__CONVERT_OPEN)
+        fprintf(stderr, "%s: %s: %s\n", load_prog, path, gt__strerror(rc));
     else
-        fprintf(stderr, "gradtrace report: %s: %s\n", path, gt__strerror(rc));
+        fprintf(stderr, "%s: %s: %s\n", load_prog, path,
+                gt__cli_gtr_why(path, rc, &info, why, sizeof(why)));
     return rc;
 }
 
@@ -419,22 +418,16 @@ static int parse_args(int argc, char **argv, struct gt__rep_opts *o)
             fputs(report_usage, stdout);
             return 0;
         }
-        if (ch == ':' || ch == '?') {
-            fprintf(stderr, "gradtrace report: %s '%s'\n%s",
-                    ch == ':' ? "a value is needed after" : "unknown option",
-                    argv[optind - 1], report_usage);
-            return 2;
-        }
-        if ((st = parse_one(ch, optarg, o)) >= 0) {
-            fputs(report_usage, stderr);
+        if (ch == ':' || ch == '?')
+            return gt__cli_usage_error("gradtrace report", "%s '%s'",
+                                       ch == ':' ? "a value is needed after"
+                                                 : "unknown option",
+                                       argv[optind - 1]);
+        if ((st = parse_one(ch, optarg, o)) >= 0)
             return st;
-        }
     }
-    if (optind >= argc) {
-        fprintf(stderr, "gradtrace report: expected at least one TRACE\n%s",
-                report_usage);
-        return 2;
-    }
+    if (optind >= argc)
+        return gt__cli_usage_error("gradtrace report", "expected at least one TRACE");
     return -1;
 }
 
@@ -497,6 +490,7 @@ int gt__report_load(struct gt__agg *r, const struct gt__rep_opts *o,
                     struct gt__rep_ranks *rk)
 {
     struct json_lost jl = {.rank = -1};
+    load_prog = prog;
     for (int i = 0; i < n; i++)
         if (load_one(r, o, paths[i], &jl, rk))
             return 1;

@@ -53,18 +53,25 @@ done
 want="gradtraced: unrecognized option '--no-such-option'"; bad daemon --no-such-option
 want="gradtrace: unrecognized option '--no-such-option'"; bad --no-such-option
 want="unknown command 'frobnicate'"; bad frobnicate
-# convert and report parse their own options (daemon/cli/convert.c,
-# report.c, diff.c): bad usage exits 2 there too.
+# convert, report and diff parse their own options (daemon/cli/convert.c,
+# report.c, diff.c): bad usage is one line naming the command there too.
 for sub in convert report diff; do
-  "$GT" $sub --no-such-option >/dev/null 2>&1; rc=$?
-  [ $rc -eq 2 ] || die "gradtrace $sub --no-such-option: exit $rc, want 2"
+  want="gradtrace $sub: unknown option '--no-such-option'"
+  [ $sub = diff ] && want="gradtrace diff: bad option or value '--no-such-option'"
+  bad $sub --no-such-option
 done
+want="gradtrace convert: no input file"; bad convert
+want="gradtrace report: expected at least one TRACE"; bad report
+want="gradtrace report: a value is needed after '--iterations'"; bad report --iterations
+want="gradtrace diff: expected BASE and NEW"; bad diff a.json
+want="gradtrace merge: unrecognized option '--no-such-option'"; bad merge --no-such-option
+want="gradtrace merge: --reference-rank: 'x' is not an integer from 0"; bad merge --reference-rank x -o o a.json
 
 # Missing values, stray operands, bad numbers, options a command lacks.
 want="'--pid' requires an argument"; bad start --pid
 want="-- 'o'"; bad record -o
 want="'--trigger' requires an argument"; bad record --trigger
-want="--pid: 'abc' is not an integer from 1"; bad start --pid abc
+want="gradtrace start: --pid: 'abc' is not an integer from 1"; bad start --pid abc
 want="--pid: 'abc' is not an integer from 1"; bad start --pid=abc
 want="--rank: '-1' is not an integer from 0"; bad stop --rank -1
 want="--duration-ms: '1.5' is not an integer from 1"; bad start --duration-ms 1.5
@@ -87,4 +94,16 @@ want="gradtraced: unexpected argument 'extra'"; bad daemon extra
 "$GT" record -o "$E2E_TMP/traces" -- sh -c 'echo "$1"' sh --help >"$E2E_TMP/o" 2>/dev/null \
   || die "record with CMD options: exit $?"
 [ "$(cat "$E2E_TMP/o")" = "--help" ] || die "record passed CMD's --help wrongly: $(cat "$E2E_TMP/o")"
+
+# A bad input (not bad usage) is one line too, exit 1, naming the command
+# that read it (diff reads through report's loader) and what the file is.
+head -c 100 /dev/zero >"$E2E_TMP/z.gtr"
+printf '{"traceEvents":[]}\n' >"$E2E_TMP/t.gtr"
+for cmd in "report $E2E_TMP/z.gtr" "diff $E2E_TMP/z.gtr $E2E_TMP/z.gtr" "convert $E2E_TMP/t.gtr"; do
+  $GT $cmd >"$E2E_TMP/o" 2>"$E2E_TMP/e"; rc=$?
+  [ $rc -eq 1 ] || die "gradtrace $cmd: exit $rc, want 1"
+  [ "$(wc -l <"$E2E_TMP/e")" -eq 1 ] || die "gradtrace $cmd: want one line: $(cat "$E2E_TMP/e")"
+  grep -q "^gradtrace ${cmd%% *}: " "$E2E_TMP/e" || die "gradtrace $cmd: $(cat "$E2E_TMP/e")"
+done
+grep -q "already a JSON trace" "$E2E_TMP/e" || die "convert of a JSON trace: $(cat "$E2E_TMP/e")"
 echo ok

@@ -68,7 +68,15 @@ set +e
 "$B/gradtrace" convert --help >"$T/help.out"; rc5=$?
 set -e
 cat "$T/g.err" "$T/n.err" "$T/u2.err"
-[ $rc1 -eq 1 ] && grep -q "not a gradtrace stream" "$T/g.err"
+[ $rc1 -eq 1 ] && grep -q "not a gradtrace recording" "$T/g.err"
+[ "$(wc -l <"$T/g.err")" -eq 1 ]
+# A JSON trace given to convert is named as such, once.
+printf ' {"traceEvents":[]}\n' >"$T/already.json"
+set +e
+"$B/gradtrace" convert "$T/already.json" 2>"$T/j.err"; rc7=$?
+set -e
+cat "$T/j.err"
+[ $rc7 -eq 1 ] && [ "$(wc -l <"$T/j.err")" -eq 1 ] && grep -q "already a JSON trace" "$T/j.err"
 cp "$T/full.gtr" "$T/same.gtr"
 set +e
 "$B/gradtrace" convert "$T/same.gtr" -o "$T/same.gtr" 2>"$T/s.err"; rc6=$?

@@ -92,10 +92,12 @@ Test(cli_opt, parse_count_accepts_plain_integers_in_range, .init = cr_redirect_s
 Test(cli_opt, parse_count_rejects_and_says_why_on_one_line, .init = cr_redirect_stderr)
 {
     static const char *const bad[] = {"abc", "", "5.0", "1e3", " 5", "+5", "-1", "0", "11"};
-    static const char first[] = "gradtrace: --pid: 'abc' is not an integer from 1\n";
+    static const char first[] = "gradtrace start: --pid: 'abc' is not an integer from 1 to 10\n";
+    char prog0[] = "x", *argv[] = {prog0, NULL};
     uint64_t v = 7;
     char err[2048];
 
+    gt__cli_opt_begin(argv, "gradtrace start"); /* messages name the command */
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         cr_assert_eq(gt__cli_parse_count("--pid", bad[i], 1, 10, &v), -EINVAL,
                      "'%s' accepted", bad[i]);
