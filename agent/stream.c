@@ -702,6 +702,12 @@ void gt__streamer_stop(void)
     atomic_store(&streamer_running, 0);
 }
 
+void gt__streamer_exit_flush(void)
+{
+    if (atomic_load(&streamer_running))
+        gt__streamer_stop();
+}
+
 void gt__streamer_after_fork_child(void)
 {
     atomic_store(&streamer_running, 0);

@@ -149,6 +149,14 @@ GT__WUR int gt__streamer_start(void);
  */
 void gt__streamer_stop(void);
 
+/*
+ * The process ends without exit() (_exit, agent/exit.c): when this
+ * process's streamer runs, as gt__streamer_stop (final pass, goodbye,
+ * bounded wait); otherwise nothing (a fork child that never recorded
+ * ends without a stream; after gt__streamer_stop nothing is left).
+ */
+void gt__streamer_exit_flush(void);
+
 /* In a fork child: the parent's streamer does not exist here. */
 void gt__streamer_after_fork_child(void);
 
