@@ -45,6 +45,7 @@ struct gt__stream {
     _Atomic uint64_t lost_chunks; /* chunks dropped, process lifetime */
     uint64_t sent;             /* chunks written to this connection */
     uint64_t acked;            /* of them, acknowledged (GT_CTL_ACK) */
+    int sndbuf;                /* socket: its send buffer, 0 unknown */
     uint64_t backoff_ns;       /* socket reconnect delay */
     uint64_t next_try_ns;      /* no sink: when to try again */
     int warned_open;           /* open failures since the last success */
@@ -99,6 +100,16 @@ void gt__sink_events(short revents);
  * (the stream is then broken: the caller closes it).
  */
 GT__WUR int gt__sink_write(const void *buf, size_t len, int timeout_ms);
+
+/*
+ * Whether len more bytes fit into the socket's send buffer, reserve bytes
+ * left over, so that writing them cannot wait for the daemon; waits up to
+ * wait_ms for the daemon to read. Only a socket holding unread bytes is
+ * ever full: a file, an empty socket (a chunk larger than the buffer must
+ * still go out) or an unknown state say yes. Lock holder.
+ * @return 1 fits, 0 not.
+ */
+int gt__sink_room(size_t len, size_t reserve, int wait_ms);
 
 /* Closes the sink; a socket is retried after the backoff. */
 void gt__sink_close(const char *why);
