@@ -15,6 +15,7 @@
 #     undelivered was converted as well, counted twice);
 #  4. forked children that end with _exit(0), as multiprocessing's workers
 #     do (before: their last records neither in a trace nor counted).
+# GT_LOSS_ROUNDS (default 1; `make soak`: 20) runs the four cases that often.
 . "$(dirname "$0")/daemon_lib.sh"
 need "$B/gradtraced" "$B/progs/agent_paced"
 [ -f "$B/libgradtrace.so" ] || skip "missing $B/libgradtrace.so"
@@ -40,43 +41,45 @@ check() { # check NAME: the accounting over every agent_paced file in $OUT
 failed=
 start_hogs
 
-echo "== 1. daemon killed, back after the threads stopped"
-OUT=$E2E_TMP/down
-start_daemon
-paced down 4 600000 20 3000
-sleep 1.5
-kill_daemon
-sleep 1
-kill -USR1 $paced
-sleep 0.5
-start_daemon
-check down
+for round in $(seq 1 "${GT_LOSS_ROUNDS:-1}"); do
+  echo "== 1. daemon killed, back after the threads stopped"
+  OUT=$E2E_TMP/r$round/down
+  start_daemon
+  paced down 4 600000 20 3000
+  sleep 1.5
+  kill_daemon
+  sleep 1
+  kill -USR1 $paced
+  sleep 0.5
+  start_daemon
+  check down
 
-echo "== 2. daemon started after the threads stopped"
-OUT=$E2E_TMP/late
-paced late 4 600000 20 2500
-sleep 1
-kill -USR1 $paced
-sleep 0.5
-start_daemon
-check late
+  echo "== 2. daemon started after the threads stopped"
+  OUT=$E2E_TMP/r$round/late
+  paced late 4 600000 20 2500
+  sleep 1
+  kill -USR1 $paced
+  sleep 0.5
+  start_daemon
+  check late
 
-echo "== 3. daemon SIGSTOPped past the agent's write timeout"
-OUT=$E2E_TMP/stop
-start_daemon
-paced stop 4 600000 20
-sleep 1.2
-kill -STOP "$DAEMON_PID"
-sleep 3.5
-kill -CONT "$DAEMON_PID"
-sleep 1
-kill -USR1 $paced
-check stop
+  echo "== 3. daemon SIGSTOPped past the agent's write timeout"
+  OUT=$E2E_TMP/r$round/stop
+  start_daemon
+  paced stop 4 600000 20
+  sleep 1.2
+  kill -STOP "$DAEMON_PID"
+  sleep 3.5
+  kill -CONT "$DAEMON_PID"
+  sleep 1
+  kill -USR1 $paced
+  check stop
 
-echo "== 4. forked children that end with _exit"
-OUT=$E2E_TMP/kids
-start_daemon
-paced kids 1 1500 20 0 4
-check kids
+  echo "== 4. forked children that end with _exit"
+  OUT=$E2E_TMP/r$round/kids
+  start_daemon
+  paced kids 1 1500 20 0 4
+  check kids
+done
 [ -z "$failed" ] || die "not exact:$failed"
 echo ok
