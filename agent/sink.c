@@ -16,6 +16,16 @@
  * File: opened (truncated, 0600: it holds the command line) on the first
  * attempt; the hello is written once at its start.
  *
+ * A daemon that does not read (SIGSTOPped, or its queue for us is full)
+ * is no reason to close: the streamer asks gt__sink_room before each
+ * chunk and drops (and counts) what does not fit within the wait (as long
+ * as a write used to wait before it gave the connection up), so that every chunk
+ * it wrote stays on the connection, to be read and acknowledged once the
+ * daemon goes on. Closing would count the unacknowledged chunks as lost
+ * while the daemon, reading what the socket still holds, converts them
+ * too. The last RESERVE bytes of the buffer are kept for the final
+ * chunk, the one that carries the loss counts and the goodbye.
+ *
  * Everything on the write path is plain syscalls so the crash handler can
  * use it.
  */
@@ -23,8 +33,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/core.h"
@@ -41,6 +54,37 @@ int gt__sink_write(const void *buf, size_t len, int timeout_ms)
     return gt__write_all(gt__st.fd, buf, len,
                          gt__st.kind == GT__SINK_SOCKET ? GT__WRITE_SOCKET : 0,
                          timeout_ms);
+}
+
+/* What a write of n bytes costs in the send buffer beyond n (socket
+ * buffer accounting per skb), overestimated. */
+#define SKB_SLACK(n) ((n) / 16 + 4096)
+
+static int sink_fits(size_t len, size_t reserve)
+{
+    int queued = 0;
+
+    if (gt__st.kind != GT__SINK_SOCKET || gt__st.fd < 0 || gt__st.sndbuf <= 0)
+        return 1;
+    if (ioctl(gt__st.fd, SIOCOUTQ, &queued) < 0 || queued <= 0)
+        return 1;
+    return (uint64_t)queued + len + SKB_SLACK(len) + reserve <=
+           (uint64_t)gt__st.sndbuf;
+}
+
+int gt__sink_room(size_t len, size_t reserve, int wait_ms)
+{
+    struct timespec step = {0, 5000000};
+
+    /* The daemon reads what a Unix socket holds in one go: polling the
+     * queue is enough, and POLLOUT would not say whether len fits. */
+    for (int waited = 0;; waited += 5) {
+        if (sink_fits(len, reserve))
+            return 1;
+        if (waited >= wait_ms)
+            return 0;
+        nanosleep(&step, NULL);
+    }
 }
 
 /* No sink for now: the next attempt after the current backoff, which
@@ -109,10 +153,14 @@ static int sink_peer_ok(void)
 /* The stream exists: hello first, then the streamer re-sends the rest. */
 static int sink_start_stream(void)
 {
+    socklen_t sl = sizeof(gt__st.sndbuf);
     int rc;
 
     if ((rc = sink_peer_ok()) < 0)
         return rc;
+    if (gt__st.kind != GT__SINK_SOCKET ||
+        getsockopt(gt__st.fd, SOL_SOCKET, SO_SNDBUF, &gt__st.sndbuf, &sl) < 0)
+        gt__st.sndbuf = 0;
 
     /* Rebuilt per stream: GT_HELLO_CAPTURE says what holds now. */
     gt__stream_hello_build();

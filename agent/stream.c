@@ -19,6 +19,18 @@
  *
  * At exit the streamer does one final pass, bounded per thread by its
  * buffer size so that threads still recording cannot keep it going.
+ *
+ * A daemon that stops reading (SIGSTOPped, its queue for us full) keeps
+ * its connection: a chunk that does not fit into the socket buffer
+ * within ROOM_WAIT_MS (as long as a write used to wait before it gave the
+ * connection up) is dropped and counted (its records undelivered, per
+ * thread), and while the daemon still does not read, without a wait; so is the
+ * rest of that pass, and the next pass sends again what the stream
+ * carries once (strings, thread infos, process info, the cumulative loss
+ * counts), which the dropped chunks may have held. The chunks written
+ * stay the daemon's to acknowledge: counted once, whichever way. The
+ * final pass ends with the loss counts and the goodbye in a chunk of
+ * their own when it dropped any, written into the buffer's reserve.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,6 +58,10 @@
 #define META_EVERY_NS 1000000000ull
 #define ZSTD_LEVEL 1
 #define FINAL_WAIT_MS 3000
+/* Socket buffer bytes only the final chunk (loss counts, goodbye) uses. */
+#define SINK_RESERVE (64u * 1024u)
+/* How long a chunk waits for the daemon to read before it is dropped. */
+#define ROOM_WAIT_MS 2000
 
 struct gt__stream gt__st = {.fd = -1};
 
@@ -64,6 +80,9 @@ static uint64_t last_meta_ns;
 static uint64_t orphan_sent, chunks_sent; /* process-level LOST, per stream */
 static uint64_t orphan_base;              /* gt__lost_orphan at stream start */
 static int goodbye_due;                   /* final pass: end with GT_R_GOODBYE */
+static int congested;  /* this pass dropped a chunk: the rest is dropped */
+static int resend_due; /* ...and the next one sends the once-per-stream again */
+static int tail_final; /* writing the final pass's last chunk: the reserve */
 
 /* The chunk being built in raw. */
 static uint32_t b_len, b_count;
@@ -161,7 +180,7 @@ static int chunk_write(const uint8_t *buf, uint32_t len, uint32_t count,
     ssize_t n;
     int rc;
 
-    if (!gt__st.ready) {
+    if (!gt__st.ready || congested) {
         atomic_fetch_add(&gt__st.lost_chunks, 1);
         return 0;
     }
@@ -170,6 +189,19 @@ static int chunk_write(const uint8_t *buf, uint32_t len, uint32_t count,
     if (n < 0) {
         GT__LOG("chunk %llu not encoded: %s", (unsigned long long)seq,
                gt__strerror((int)n));
+        atomic_fetch_add(&gt__st.lost_chunks, 1);
+        return 0;
+    }
+    /* The daemon is not reading: after a wait (none while it still does
+     * not read) drop rather than close. The final chunk tries even
+     * without room: nothing comes after it. */
+    if (!tail_final &&
+        !gt__sink_room((size_t)n, SINK_RESERVE, resend_due ? 0 : ROOM_WAIT_MS)) {
+        if (!resend_due)
+            GT__LOG("daemon not reading: chunks dropped (counted) until "
+                    "it reads again");
+        congested = 1;
+        resend_due = 1;
         atomic_fetch_add(&gt__st.lost_chunks, 1);
         return 0;
     }
@@ -415,6 +447,48 @@ static void thread_drain(struct gt__thread *t, uint64_t limit)
     }
 }
 
+/* A chunk of this stream was dropped: what a stream carries once goes
+ * again (strings, thread infos and per-thread counts by the stream id,
+ * process info, the process's cumulative counts), so the chunks after it
+ * stand on their own. The loss counts stay cumulative since the stream
+ * began (the bases are kept). */
+static void stream_resend(void)
+{
+    gt__st.stream_id++;
+    gt__st.str_emitted = 0;
+    gt__st.meta_due = 1;
+    orphan_sent = 0;
+    chunks_sent = 0;
+    gt__undel_stream_reset();
+    resend_due = 0;
+}
+
+/* The final pass dropped chunks: every loss count (cumulative, so the
+ * dropped chunks' are included) and the goodbye, alone in the last chunk,
+ * which may use the buffer's reserve. */
+static void final_tail(void)
+{
+    struct gt_r_goodbye g = {.h = {GT_R_GOODBYE, sizeof(g)}, .ts = gt__mono_ns()};
+    uint64_t v;
+
+    b_reset();
+    congested = 0;
+    for (struct gt__thread *t = atomic_load(&gt__threads); t; t = t->next) {
+        v = atomic_load_explicit(&t->lost, memory_order_relaxed) - t->lost_base;
+        if (v && t->lost_stream == gt__st.stream_id)
+            lost_append(t->tid, GT_LOST_EVENTS, v);
+    }
+    if ((v = atomic_load(&gt__lost_orphan) - orphan_base) != 0)
+        lost_append(0, GT_LOST_EVENTS, v);
+    gt__undel_stream_reset();
+    gt__undel_emit(undelivered_append);
+    lost_append(0, GT_LOST_CHUNKS, atomic_load(&gt__st.lost_chunks));
+    b_append(&g, sizeof(g));
+    tail_final = 1;
+    chunk_flush();
+    tail_final = 0;
+}
+
 /* One pass over every thread. Called with the lock held. */
 static void cycle(void)
 {
@@ -422,6 +496,9 @@ static void cycle(void)
     uint64_t v;
 
     b_reset();
+    congested = 0;
+    if (resend_due && gt__st.ready)
+        stream_resend();
     if (gt__st.ready && (gt__st.meta_due || now - last_meta_ns >= META_EVERY_NS)) {
         meta_append();
         gt__st.meta_due = 0;
@@ -469,6 +546,8 @@ static void cycle(void)
         }
     }
     chunk_flush();
+    if (goodbye_due && congested && gt__st.ready)
+        final_tail();
 }
 
 /*
@@ -484,6 +563,7 @@ void gt__stream_reset(void)
     gt__st.meta_due = 1;
     orphan_sent = 0;
     chunks_sent = 0;
+    resend_due = 0;
     orphan_base = atomic_load(&gt__lost_orphan);
     gt__undel_stream_reset();
     for (struct gt__thread *t = atomic_load(&gt__threads); t; t = t->next) {
@@ -700,6 +780,12 @@ void gt__streamer_stop(void)
         }
     }
     atomic_store(&streamer_running, 0);
+}
+
+void gt__streamer_exit_flush(void)
+{
+    if (atomic_load(&streamer_running))
+        gt__streamer_stop();
 }
 
 void gt__streamer_after_fork_child(void)

@@ -45,6 +45,7 @@ struct gt__stream {
     _Atomic uint64_t lost_chunks; /* chunks dropped, process lifetime */
     uint64_t sent;             /* chunks written to this connection */
     uint64_t acked;            /* of them, acknowledged (GT_CTL_ACK) */
+    int sndbuf;                /* socket: its send buffer, 0 unknown */
     uint64_t backoff_ns;       /* socket reconnect delay */
     uint64_t next_try_ns;      /* no sink: when to try again */
     int warned_open;           /* open failures since the last success */
@@ -100,6 +101,16 @@ void gt__sink_events(short revents);
  */
 GT__WUR int gt__sink_write(const void *buf, size_t len, int timeout_ms);
 
+/*
+ * Whether len more bytes fit into the socket's send buffer, reserve bytes
+ * left over, so that writing them cannot wait for the daemon; waits up to
+ * wait_ms for the daemon to read. Only a socket holding unread bytes is
+ * ever full: a file, an empty socket (a chunk larger than the buffer must
+ * still go out) or an unknown state say yes. Lock holder.
+ * @return 1 fits, 0 not.
+ */
+int gt__sink_room(size_t len, size_t reserve, int wait_ms);
+
 /* Closes the sink; a socket is retried after the backoff. */
 void gt__sink_close(const char *why);
 
@@ -148,6 +159,14 @@ GT__WUR int gt__streamer_start(void);
  * a streamer, flushes inline. Then the streamer is gone.
  */
 void gt__streamer_stop(void);
+
+/*
+ * The process ends without exit() (_exit, agent/exit.c): when this
+ * process's streamer runs, as gt__streamer_stop (final pass, goodbye,
+ * bounded wait); otherwise nothing (a fork child that never recorded
+ * ends without a stream; after gt__streamer_stop nothing is left).
+ */
+void gt__streamer_exit_flush(void);
 
 /* In a fork child: the parent's streamer does not exist here. */
 void gt__streamer_after_fork_child(void);

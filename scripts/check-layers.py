@@ -46,7 +46,7 @@ AGENT_ROLES = {
     "capture": "base", "cuda": "base",
     "trigger": "trigger",
     "stream": "stream", "sink": "stream", "control": "stream", "crash": "stream",
-    "undelivered": "stream",
+    "undelivered": "stream", "exit": "stream",
     "core": "stream",
     "api": "hooks", "torch": "hooks", "torch_layout": "hooks", "torch_params": "hooks",
     "cupti": "hooks",

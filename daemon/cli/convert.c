@@ -233,7 +233,8 @@ static int print_summary(const struct convert_args *a, struct gt__conv *conv,
             " chunks; %" PRIu64 " corrupt chunks%s; %zu file%s: %s%s\n",
             a->in, sum.events, stats->chunks, sum.lost_events, sum.lost_cupti,
             sum.lost_chunks + stats->chunks_lost, stats->corrupt_chunks,
-            info->truncated ? "; truncated" : "", nfiles,
+            info->truncated || !gt__conv_goodbye(conv) ? "; truncated" : "",
+            nfiles,
             nfiles == 1 ? "" : "s", nfiles ? paths[0] : "",
             nfiles > 1 ? " ..." : "");
     /* Rotated parts and capture windows: every file, one a line. */

@@ -856,7 +856,8 @@ static int agg_finish(struct gt__csink *s, const struct gt__framer_stats *st,
     const uint64_t *lost = k->conv->s.lost_sum;
     gt__agg_lost(k->a, lost[GT_LOST_EVENTS] + lost[GT_LOST_CUPTI],
                  lost[GT_LOST_CHUNKS] + (st ? st->chunks_lost : 0),
-                 st ? st->corrupt_chunks : 0, truncated);
+                 st ? st->corrupt_chunks : 0,
+                 truncated || !gt__conv_goodbye(k->conv));
     return rc ? rc : k->err;
 }
 

@@ -434,6 +434,18 @@ int gt__conv_chunk(struct gt__conv *c, const struct gt_chunk_header *h,
     return m->err;
 }
 
+/* Whether the stream has losses to report. A stream without events but
+ * with these (an agent's last connection after its backoff, a daemon that
+ * started late: undelivered counts and a goodbye) must still leave a
+ * file, or its counts are in none. */
+static int has_losses(const struct gt__conv *c)
+{
+    for (size_t i = 0; i < sizeof(c->s.lost_sum) / sizeof(c->s.lost_sum[0]); i++)
+        if (c->s.lost_sum[i])
+            return 1;
+    return c->s.lost_disk_full || (c->s.have_stats && c->s.stats.chunks_lost);
+}
+
 int gt__conv_finish(struct gt__conv *c, const struct gt__framer_stats *stats,
                     int truncated)
 {
@@ -443,7 +455,10 @@ int gt__conv_finish(struct gt__conv *c, const struct gt__framer_stats *stats,
         return m->err;
     if (!c->s.have_base)
         c->s.have_base = 1; /* nothing seen: base 0 */
-    c->s.truncated = truncated != 0;
+    /* The agent's goodbye is its last record: a stream ending without it
+     * was cut short (killed process, cut connection), in a file as on a
+     * socket. */
+    c->s.truncated = truncated != 0 || !c->s.goodbye;
     m->truncated = c->s.truncated;
     if (stats) {
         c->s.stats = *stats;
@@ -454,11 +469,11 @@ int gt__conv_finish(struct gt__conv *c, const struct gt__framer_stats *stats,
     if (rc && !m->err)
         m->err = rc;
     /* Closing spans still open may write the first events; a stream with
-     * none keeps no main file unless the caller named it (and no window
-     * file stands in for it). */
+     * none keeps no main file unless the caller named it or it has losses
+     * to report (and no window file stands in for it). */
     gt__writer_close_open(m);
-    if (!m->file_open && !m->err && c->s.keep_empty_main && c->s.nall == 0 &&
-        (rc = gt__writer_open_now(m)))
+    if (!m->file_open && !m->err && c->s.nall == 0 &&
+        (c->s.keep_empty_main || has_losses(c)) && (rc = gt__writer_open_now(m)))
         return rc;
     return gt__writer_close(m);
 }

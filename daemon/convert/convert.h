@@ -64,7 +64,9 @@ GT__WUR int gt__conv_chunk(struct gt__conv *c, const struct gt_chunk_header *h,
 /*
  * Closes open spans at the last timestamp seen, writes the final metadata
  * (lost counts, chunks lost and corrupt from stats, truncation when
- * truncated != 0) and closes the current file.
+ * truncated != 0 or the stream had no GT_R_GOODBYE) and closes the current
+ * file. A stream with no event still gets a main file when it reported
+ * losses (lost counts, missing chunks), so that they are in a file.
  * @return 0 or a negative errno.
  */
 GT__WUR int gt__conv_finish(struct gt__conv *c, const struct gt__framer_stats *stats,

@@ -467,10 +467,10 @@ static void finish(struct gt__agent *a, const char *reason, int failed)
                         "--repair)", (unsigned)a->hello->h.pid, a->stem);
             a->disk_full = 0;
         }
-        /* No goodbye: the process (or the connection) died before its
-         * last records; the trace says so, with its last time. */
-        rc = gt__conv_finish(a->conv, st,
-                             failed || frc != 0 || !gt__conv_goodbye(a->conv));
+        /* Without a goodbye the process (or the connection) died before
+         * its last records: the converter marks the trace truncated, with
+         * its last time. */
+        rc = gt__conv_finish(a->conv, st, failed || frc != 0);
         if (rc == 0)
             final_ack(a);
         if (rc < 0)

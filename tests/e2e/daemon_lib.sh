@@ -63,7 +63,23 @@ stop_daemon() {
   return $rc
 }
 
+# CPU hogs, one per core, for the loss-accounting tests (users' machines
+# are loaded, CONVENTIONS.md): on unless GT_HOG=0. Stopped at exit.
+HOGS=
+start_hogs() {
+  [ "${GT_HOG:-1}" = 0 ] && return 0
+  for _ in $(seq 1 "$(nproc)"); do
+    (exec yes >/dev/null) & HOGS="$HOGS $!"
+  done
+  echo "CPU hogs on $(nproc) cores (GT_HOG=0 for none)"
+}
+stop_hogs() {
+  for h in $HOGS; do kill "$h" 2>/dev/null; wait "$h" 2>/dev/null; done
+  HOGS=
+}
+
 cleanup_daemon() {
+  stop_hogs
   if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then
     kill "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null
   fi

@@ -3,8 +3,10 @@
 # ends without the agent's goodbye, so its trace is marked truncated, with
 # the time of the last record received, and holds what was streamed until
 # the kill. A process that exits normally says goodbye: not truncated.
+# The same holds offline: `gradtrace convert` of a killed process's .gtr
+# (GRADTRACE_FILE) marks it truncated (issue 23, item 7).
 . "$(dirname "$0")/daemon_lib.sh"
-need "$B/gradtraced" "$B/progs/agent_threads" "$FAKE"
+need "$B/gradtraced" "$B/gradtrace" "$B/progs/agent_threads" "$FAKE"
 [ -f "$B/libgradtrace.so" ] || skip "missing $B/libgradtrace.so"
 AGENT=$B/libgradtrace.so
 wait_disc() {
@@ -51,4 +53,22 @@ wait_disc 3
 read -r tr gb ts < <(meta "$(ls -t "$OUT"/fake_agent-pid*.json | head -1)")
 [ "$tr" = true ] || die "no-goodbye stream not truncated"
 stop_daemon || die "daemon exit $?"
+
+echo "== offline: a killed process's .gtr"
+GRADTRACE_FILE=$E2E_TMP/killed.gtr LD_PRELOAD=$AGENT "$B/progs/agent_threads" 2 2000 \
+  --then-sleep 5000 & prog=$!
+sleep 1
+kill -9 $prog; wait $prog 2>/dev/null
+"$B/gradtrace" convert "$E2E_TMP/killed.gtr" -o "$E2E_TMP/killed.json" 2>"$E2E_TMP/conv.err" \
+  || die "convert failed: $(cat "$E2E_TMP/conv.err")"
+validate "$E2E_TMP/killed.json"
+read -r tr gb ts < <(meta "$E2E_TMP/killed.json")
+echo "offline, killed: truncated=$tr goodbye=$gb; $(cat "$E2E_TMP/conv.err")"
+[ "$tr" = true ] && [ "$gb" = false ] || die "offline, killed process: truncated=$tr goodbye=$gb"
+grep -q "; truncated" "$E2E_TMP/conv.err" || die "the summary does not say truncated"
+GRADTRACE_FILE=$E2E_TMP/whole.gtr LD_PRELOAD=$AGENT "$B/progs/agent_threads" 2 2000 \
+  || die "program failed"
+"$B/gradtrace" convert "$E2E_TMP/whole.gtr" -o "$E2E_TMP/whole.json" 2>/dev/null || die "convert failed"
+read -r tr gb ts < <(meta "$E2E_TMP/whole.json")
+[ "$tr" = false ] && [ "$gb" = true ] || die "offline, normal exit: truncated=$tr goodbye=$gb"
 echo ok

@@ -76,34 +76,6 @@ echo "$KILLS kills in $(( $(date +%s) - t0 )) s: $files files, $repaired repaire
   head -5 "$E2E_TMP/invalid.txt" >&2; die "$(wc -l <"$E2E_TMP/invalid.txt") invalid files of $files after $KILLS kills"; }
 
 echo "== per thread, recorded + lost = produced over the $KILLS kills"
-"$PY" - "$E2E_TMP/paced.txt" "$OUT"/agent_paced-pid$paced*.json <<'PY' || die "records neither in the trace nor counted lost"
-import json, sys
-produced = {}
-for line in open(sys.argv[1]):
-    kv = dict(f.split("=") for f in line.split())
-    produced[int(kv["tid"])] = int(kv["produced"])
-recorded = {t: 0 for t in produced}
-events = {t: 0 for t in produced}   # ring drops: per stream, summed
-undeliv = {t: 0 for t in produced}  # process life: the newest is the largest
-for p in sys.argv[2:]:
-    d = json.load(open(p))
-    for e in d["traceEvents"]:
-        if e.get("name") == "paced" and e.get("ph") == "i":
-            recorded[e["tid"]] = recorded.get(e["tid"], 0) + 1
-    for l in d["gradtrace"]["lost"].get("threads", []):
-        if l["tid"] in events and "events" in l:
-            events[l["tid"]] += l["events"]
-        if l["tid"] in undeliv and "undelivered" in l:
-            undeliv[l["tid"]] = max(undeliv[l["tid"]], l["undelivered"])
-bad = 0
-for t in sorted(produced):
-    total = recorded[t] + events[t] + undeliv[t]
-    print("tid %d: produced %d, in the trace %d, lost %d + undelivered %d%s" % (
-        t, produced[t], recorded[t], events[t], undeliv[t],
-        "" if total == produced[t] else "  MISMATCH %+d" % (total - produced[t])))
-    bad += total != produced[t]
-print("%d files of the agent; %d of %d threads exact" % (
-    len(sys.argv) - 2, len(produced) - bad, len(produced)))
-sys.exit(1 if bad else 0)
-PY
+"$PY" "$ROOT/tests/tools/paced_check.py" "$E2E_TMP/paced.txt" "$OUT"/agent_paced-pid$paced*.json \
+  || die "records neither in the trace nor counted lost"
 echo ok

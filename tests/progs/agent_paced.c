@@ -4,13 +4,21 @@
  * apart, for MS milliseconds or until SIGUSR1, through the dlsym shim. At the end it
  * prints, per thread, "tid=<os tid> produced=<instants>" on stdout.
  *
- *   agent_paced THREADS MS [BURST]
+ *   agent_paced THREADS MS [BURST [LINGER_MS [CHILDREN]]]
+ *
+ * LINGER_MS: after printing, the process stays LINGER_MS more without
+ * recording (its agent may reconnect meanwhile: a stream with nothing but
+ * loss counts). CHILDREN: before its threads start, the process forks
+ * that many children, each recording in its own main thread like a
+ * worker, printing its line and ending with _exit(0), as Python's
+ * multiprocessing ends its workers; the parent waits for them.
  */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,17 +62,43 @@ static void *run(void *arg)
     return NULL;
 }
 
+/* A forked worker: records like a thread, says what it made, _exit(0). */
+static void child_run(long ms, long burst)
+{
+    struct worker w = {.ms = ms, .burst = burst};
+    char line[64];
+    int n;
+
+    run(&w);
+    n = snprintf(line, sizeof(line), "tid=%ld produced=%ld\n", w.tid, w.produced);
+    if (write(1, line, (size_t)n) != n)
+        _exit(1);
+    _exit(0);
+}
+
 int main(int argc, char **argv)
 {
     struct worker w[64] = {{0}};
     pthread_t th[64];
-    int n;
+    pid_t kids[64];
+    long linger = argc > 4 ? atol(argv[4]) : 0;
+    int n, nkids = argc > 5 ? atoi(argv[5]) : 0, status = 0;
 
-    if (argc < 3 || (n = atoi(argv[1])) < 1 || n > 64) {
-        fprintf(stderr, "usage: %s THREADS MS [BURST]\n", argv[0]);
+    if (argc < 3 || (n = atoi(argv[1])) < 1 || n > 64 || nkids < 0 ||
+        nkids > 64) {
+        fprintf(stderr, "usage: %s THREADS MS [BURST [LINGER_MS [CHILDREN]]]\n",
+                argv[0]);
         return 2;
     }
     signal(SIGUSR1, on_usr1);
+    fflush(stdout);
+    for (int i = 0; i < nkids; i++) {
+        kids[i] = fork();
+        if (kids[i] < 0)
+            return 1;
+        if (kids[i] == 0)
+            child_run(atol(argv[2]), argc > 3 ? atol(argv[3]) : 20);
+    }
     for (int i = 0; i < n; i++) {
         w[i].ms = atol(argv[2]);
         w[i].burst = argc > 3 ? atol(argv[3]) : 20;
@@ -75,5 +109,17 @@ int main(int argc, char **argv)
         pthread_join(th[i], NULL);
     for (int i = 0; i < n; i++)
         printf("tid=%ld produced=%ld\n", w[i].tid, w[i].produced);
-    return 0;
+    fflush(stdout);
+    for (int i = 0; i < nkids; i++) {
+        int st;
+        if (waitpid(kids[i], &st, 0) != kids[i] || !WIFEXITED(st) ||
+            WEXITSTATUS(st) != 0)
+            status = 1;
+    }
+    if (linger > 0) {
+        struct timespec ts = {linger / 1000, (linger % 1000) * 1000000};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
+    return status;
 }

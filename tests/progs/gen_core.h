@@ -401,6 +401,9 @@ static int gen_run(const struct gen_opts *o, gen_sink sink, void *ud,
     struct gt_r_lost lost = {{GT_R_LOST, sizeof(lost)}, GEN_PID,
                              GT_LOST_EVENTS, 7};
     gen_rec(&g, &lost, sizeof(lost));
+    /* It ends as an agent that exits does: with its goodbye. */
+    struct gt_r_goodbye bye = {{GT_R_GOODBYE, sizeof(bye)}, 0, gen_tick(&g, 10)};
+    gen_rec(&g, &bye, sizeof(bye));
     gen_flush(&g);
     n->layer_spans_per_pass = 2 + 4ull * o->layers; /* Net, layers, ... */
 out:

@@ -1,50 +1,80 @@
 #!/usr/bin/env python3
-"""Per-thread accounting of tests/progs/agent_paced (issue 23): for every
-thread, instants in all the process's trace files + lost events (ring
-drops) + undelivered (the agent's, cumulative over the process: the
-largest) + disk_full (the daemon's) = produced. Lost events and disk_full
-are cumulative per stream (each of a stream's files has the count so far:
-the largest per stream, streams told apart by clock.hello_mono_ns), summed
-over streams.
+"""Per-thread accounting of tests/progs/agent_paced, the check behind the
+loss-accounting guarantees (schema/reliability.md): for every thread,
 
-  paced_check.py PACED_STDOUT TRACE.json...   exit 0 when every thread is exact
-"""
+    instants in every trace file of the process (and its children)
+      + its GT_LOST_EVENTS ring drops
+      + its disk_full records (the daemon's, at a full disk)
+      + its GT_LOST_UNDELIVERED (process life: the newest, the largest)
+    = instants the thread produced, exactly.
+
+Ring drops and disk_full are cumulative per stream, and every file of a
+stream (its rotated parts, its window files) repeats the count so far:
+the largest per stream is taken, and streams are summed. A stream is the
+process's hello time (clock.hello_mono_ns) and the file stem with its part
+index and window suffix removed (a reconnecting agent gets a new stem,
+"<stem>-2").
+
+Usage: paced_check.py PACED_OUTPUT TRACE_FILE...
+PACED_OUTPUT holds agent_paced's "tid=T produced=N" lines (its children's
+too). Prints one line per thread; exits 1 when any thread is not exact or
+no thread was reported."""
 import json
+import os
+import re
 import sys
 
-produced = {}
-for line in open(sys.argv[1]):
-    kv = dict(f.split("=") for f in line.split())
-    produced[int(kv["tid"])] = int(kv["produced"])
-recorded = {t: 0 for t in produced}
-undeliv = {t: 0 for t in produced}
-per_stream = {}  # (stream, kind, tid) -> the largest count
-for p in sys.argv[2:]:
-    d = json.load(open(p))
-    for e in d["traceEvents"]:
-        if e.get("name") == "paced" and e.get("ph") == "i":
-            recorded[e["tid"]] = recorded.get(e["tid"], 0) + 1
-    g = d["gradtrace"]
-    stream = (g.get("clock") or {}).get("hello_mono_ns", p)
-    for l in g["lost"].get("threads", []):
-        t = l["tid"]
-        if t in undeliv and "undelivered" in l:
-            undeliv[t] = max(undeliv[t], l["undelivered"])
-        for kind in ("events", "disk_full"):
-            if t in produced and kind in l:
-                k = (stream, kind, t)
-                per_stream[k] = max(per_stream.get(k, 0), l[kind])
-events = {t: 0 for t in produced}
-disk = {t: 0 for t in produced}
-for (stream, kind, t), n in per_stream.items():
-    (events if kind == "events" else disk)[t] += n
-bad = 0
-for t in sorted(produced):
-    total = recorded[t] + events[t] + undeliv[t] + disk[t]
-    print("tid %d: produced %d, in the trace %d, lost %d + undelivered %d + disk full %d%s" % (
-        t, produced[t], recorded[t], events[t], undeliv[t], disk[t],
-        "" if total == produced[t] else "  MISMATCH %+d" % (total - produced[t])))
-    bad += total != produced[t]
-print("%d files of the agent; %d of %d threads exact" % (
-    len(sys.argv) - 2, len(produced) - bad, len(produced)))
-sys.exit(1 if bad else 0)
+
+def stream_of(path, doc):
+    stem = os.path.basename(path)
+    stem = re.sub(r"(\.pt\.trace)?\.json$", "", stem)
+    stem = re.sub(r"-w\d+-.*$", "", stem)
+    stem = re.sub(r"\.\d+$", "", stem)
+    hello = (doc["gradtrace"].get("clock") or {}).get("hello_mono_ns")
+    return (hello, stem)
+
+
+def main(argv):
+    produced = {}
+    for line in open(argv[1]):
+        kv = dict(f.split("=") for f in line.split())
+        produced[int(kv["tid"])] = int(kv["produced"])
+    recorded = {t: 0 for t in produced}
+    undeliv = {t: 0 for t in produced}
+    per_stream = {}  # (stream, kind, tid) -> the largest count
+    for p in argv[2:]:
+        d = json.load(open(p))
+        for e in d["traceEvents"]:
+            if e.get("name") == "paced" and e.get("ph") == "i":
+                recorded[e["tid"]] = recorded.get(e["tid"], 0) + 1
+        s = stream_of(p, d)
+        for l in d["gradtrace"]["lost"].get("threads", []):
+            t = l["tid"]
+            if t not in produced:
+                continue
+            if "undelivered" in l:
+                undeliv[t] = max(undeliv[t], l["undelivered"])
+            for kind in ("events", "disk_full"):
+                if kind in l:
+                    k = (s, kind, t)
+                    per_stream[k] = max(per_stream.get(k, 0), l[kind])
+    events = {t: 0 for t in produced}
+    disk = {t: 0 for t in produced}
+    for (_, kind, t), n in per_stream.items():
+        (events if kind == "events" else disk)[t] += n
+    bad = 0
+    for t in sorted(produced):
+        total = recorded[t] + events[t] + undeliv[t] + disk[t]
+        print("tid %d: produced %d, in the trace %d, lost %d + undelivered %d"
+              " + disk full %d%s" % (
+                  t, produced[t], recorded[t], events[t], undeliv[t], disk[t],
+                  "" if total == produced[t] else
+                  "  MISMATCH %+d" % (total - produced[t])))
+        bad += total != produced[t]
+    print("%d files of the agent; %d of %d threads exact" % (
+        len(argv) - 2, len(produced) - bad, len(produced)))
+    return 1 if bad or not produced else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
