@@ -50,6 +50,9 @@ static const char report_usage[] =
     "  AccumulateGrad time, all inclusive of sub-layers; the share of the\n"
     "  iterations' time and per-iteration p50/p95; then the backward time no\n"
     "  layer owns, the total, the step time outside layer spans, and hints.\n"
+    "  The table's ms are per iteration (--totals: sums). Warm-up and outlier\n"
+    "  iterations (a first step over 1.5x the others' median; any step far\n"
+    "  above the median) are left out of every figure and named on one line.\n"
     "  TRACE: gradtrace trace files (.json, every rotated file of a stream)\n"
     "  or recordings (.gtr), decoded on the fly.\n"
     "  --format table|csv|json   output (json: schema/report.md); --csv = csv\n"
@@ -70,7 +73,8 @@ static const char report_usage[] =
     "  --by-rank                 a table per rank first (inputs of several\n"
     "                            ranks; the whole table always shows each\n"
     "                            layer's slowest rank and its time / mean)\n"
-    "exit status: 0 ok, 1 unreadable input or no layer spans, 2 usage\n";
+    "exit status: 0 ok, 1 unreadable input or no layer spans, 2 usage (and\n"
+    "  an --iterations range that meets none of the input's iterations)\n";
 
 static double num_of(const cJSON *obj, const char *key, double dflt)
 {

@@ -411,6 +411,12 @@ static cJSON *summary_json(const struct gt__agg *r)
     cJSON_AddNumberToObject(it, "total_ms", r->step_us / 1e3);
     add_num_or_null(it, "rest_ms", t.rest_us / 1e3, r->steps > 0);
     cJSON_AddItemToObject(it, "duration", stat_json(&r->step_st));
+    cJSON *lo = cJSON_AddObjectToObject(it, "left_out");
+    cJSON_AddNumberToObject(lo, "count", (double)r->skipped);
+    cJSON_AddNumberToObject(lo, "total_ms", r->skipped_us / 1e3);
+    cJSON *ls = cJSON_AddArrayToObject(lo, "steps");
+    for (size_t i = 0; ls && r->skipped && i < r->nskip; i++)
+        cJSON_AddItemToArray(ls, cJSON_CreateNumber((double)r->skip[i]));
     in = cJSON_AddObjectToObject(j, "input");
     cJSON_AddNumberToObject(in, "lost_events", (double)r->lost_events);
     cJSON_AddNumberToObject(in, "lost_chunks", (double)r->lost_chunks);
