@@ -215,8 +215,8 @@ static void table_iterations(FILE *f, const struct gt__agg *r)
     for (size_t i = 0; i < r->nskip && i < 6; i++)
         fprintf(f, "%sProfilerStep#%llu", i ? ", " : "",
                 (unsigned long long)r->skip[i]);
-    fprintf(f, "%s (%.3f ms%s, above 1.5x the median step; --include-warmup "
-               "or --iterations to keep %s)\n",
+    fprintf(f, "%s (%.3f ms%s, far above the median iteration); "
+               "--include-warmup keeps %s\n",
             r->nskip > 6 ? ", ..." : "", r->skipped_us / 1e3,
             r->skipped > 1 ? " together" : "", r->skipped > 1 ? "them" : "it");
 }

@@ -262,9 +262,13 @@ int gt__agg_skip(struct gt__agg *a, const uint64_t *steps, size_t n)
     if (n)
         memcpy(d, steps, n * sizeof(*d));
     qsort(d, n, sizeof(*d), cmp_u64);
+    size_t u = 0; /* one entry per step: ranks name the same ones */
+    for (size_t i = 0; i < n; i++)
+        if (u == 0 || d[u - 1] != d[i])
+            d[u++] = d[i];
     gt__free(a->skip);
     a->skip = d;
-    a->nskip = n;
+    a->nskip = u;
     return 0;
 }
 

@@ -468,3 +468,14 @@ Test(hints, texts_are_per_iteration)
     cr_assert(strstr(h[0].text, "backward 40.000 ms/it"), "%s", h[0].text);
     gt__agg_close(&a);
 }
+
+Test(agg_iter, skip_list_names_each_step_once)
+{
+    const uint64_t skip[] = {4, 0, 0, 4, 2};
+    struct gt__agg a;
+    gt__agg_init(&a);
+    cr_assert_eq(gt__agg_skip(&a, skip, 5), 0);
+    cr_assert_eq(a.nskip, 3);
+    cr_assert(a.skip[0] == 0 && a.skip[1] == 2 && a.skip[2] == 4);
+    gt__agg_close(&a);
+}
