@@ -13,8 +13,16 @@
  *  - accumulate-grad: a layer's own AccumulateGrad nodes take more than
  *    half its own backward and at least ACCG_MIN of the step.
  *  - top-node: one node (named) takes at least TOP_SHARE of a layer's own
- *    backward, the layer has other nodes of its own, and that backward is
- *    at least SHARE_MIN of the step.
+ *    backward, the layer has other nodes of its own, that backward is at
+ *    least SHARE_MIN of the step, and the node is not the one the layer
+ *    exists to run (AddmmBackward0 of a Linear, ConvolutionBackward0 of a
+ *    Conv2d: table characteristic[]), nor AccumulateGrad (its own hint):
+ *    those dominate by construction and say nothing to act on.
+ *  - compiled: backward spans whose longest node is a compiled graph's
+ *    (CompiledFunctionBackward, torch.compile): the graph's whole backward
+ *    is one node on the compiled module, so the layers inside it show no
+ *    backward of their own; the report says so rather than let their rows
+ *    pass for cheap.
  *  - top-kernel: one GPU kernel (named) takes at least TOP_SHARE of a
  *    layer's own backward GPU time, among at least two kernel names, and
  *    that time is at least SHARE_MIN of all layers' GPU time.
@@ -30,7 +38,9 @@
  *    RC_MIN of the step.
  *
  * "The step" is the iterations' time; without iteration spans it is the
- * total forward + recompute + backward time.
+ * total forward + recompute + backward time. Times in the texts are per
+ * iteration (ms/it) when there are iterations: the rows' sums over the
+ * iterations counted, which leave out the warm-up by default.
  */
 #include <stdio.h>
 #include <string.h>
@@ -52,6 +62,91 @@ static double step_base(const struct gt__agg *r)
     if (r->steps && r->step_us > 0)
         return r->step_us;
     return t.fwd_us + t.rc_us + t.bwd_us;
+}
+
+/* The hints' unit: ms per iteration, or ms in all without iterations. */
+struct unit {
+    double k;            /* us per shown unit: 1e3 x iterations */
+    const char *name;
+};
+
+static struct unit unit_of(const struct gt__agg *r)
+{
+    if (r->steps && r->step_us > 0)
+        return (struct unit){1e3 * (double)r->steps, "ms/it"};
+    return (struct unit){1e3, "ms"};
+}
+
+/* Node name without its namespace and version ("torch::autograd::" and
+ * the trailing digits), len bytes at *name. */
+static const char *node_base(const char *node, size_t *len)
+{
+    const char *c = strrchr(node, ':');
+    const char *b = c ? c + 1 : node;
+    size_t n = strlen(b);
+    while (n > 0 && b[n - 1] >= '0' && b[n - 1] <= '9')
+        n--;
+    *len = n;
+    return b;
+}
+
+/*
+ * Whether node is the one a layer of class cls exists to run: a torch.nn
+ * module of one operation, whose backward node then takes its backward by
+ * construction. Names are torch's autograd nodes without their version
+ * digit, for CPU and CUDA (cuDNN, MKL-DNN) paths.
+ */
+static int characteristic(const char *cls, const char *node)
+{
+    static const struct {
+        const char *cls, *nodes;
+    } tab[] = {
+        {"Linear", "AddmmBackward MmBackward BmmBackward LinearBackward "
+                   "MkldnnLinearBackward UnsafeViewBackward ViewBackward"},
+        {"LazyLinear", "AddmmBackward MmBackward LinearBackward"},
+        {"NonDynamicallyQuantizableLinear", "AddmmBackward MmBackward"},
+        {"Conv1d", "ConvolutionBackward CudnnConvolutionBackward "
+                   "MkldnnConvolutionBackward SlowConv"},
+        {"Conv2d", "ConvolutionBackward CudnnConvolutionBackward "
+                   "MkldnnConvolutionBackward ThnnConv2DBackward SlowConv"},
+        {"Conv3d", "ConvolutionBackward CudnnConvolutionBackward SlowConv"},
+        {"ConvTranspose1d", "ConvolutionBackward CudnnConvolutionTranspose"},
+        {"ConvTranspose2d", "ConvolutionBackward CudnnConvolutionTranspose "
+                            "SlowConvTranspose"},
+        {"ConvTranspose3d", "ConvolutionBackward CudnnConvolutionTranspose"},
+        {"Embedding", "EmbeddingBackward EmbeddingDenseBackward"},
+        {"EmbeddingBag", "EmbeddingBagBackward"},
+        {"LayerNorm", "NativeLayerNormBackward"},
+        {"GroupNorm", "NativeGroupNormBackward"},
+        {"BatchNorm1d", "NativeBatchNormBackward CudnnBatchNormBackward"},
+        {"BatchNorm2d", "NativeBatchNormBackward CudnnBatchNormBackward"},
+        {"BatchNorm3d", "NativeBatchNormBackward CudnnBatchNormBackward"},
+        {"GELU", "GeluBackward"},
+        {"ReLU", "ReluBackward ThresholdBackward"},
+        {"SiLU", "SiluBackward"},
+        {"Tanh", "TanhBackward"},
+        {"Sigmoid", "SigmoidBackward"},
+        {"Softmax", "SoftmaxBackward"},
+        {"LogSoftmax", "LogSoftmaxBackward"},
+        {"Dropout", "NativeDropoutBackward MulBackward FusedDropoutBackward"},
+        {"MaxPool2d", "MaxPool2DWithIndicesBackward"},
+        {"AvgPool2d", "AvgPool2DBackward"},
+        {"AdaptiveAvgPool2d", "AdaptiveAvgPool2DBackward MeanBackward"},
+        {"MSELoss", "MseLossBackward"},
+    };
+    size_t len;
+    const char *b = node_base(node, &len);
+    for (size_t i = 0; cls && i < sizeof(tab) / sizeof(tab[0]); i++) {
+        if (strcmp(cls, tab[i].cls) != 0)
+            continue;
+        for (const char *p = tab[i].nodes; *p;) {
+            size_t n = strcspn(p, " ");
+            if (n == len && strncmp(p, b, n) == 0)
+                return 1;
+            p += n + (p[n] == ' ');
+        }
+    }
+    return 0;
 }
 
 static struct gt__hint *hint_add(struct gt__hint *h, size_t *n, size_t cap,
@@ -104,11 +199,12 @@ static void hint_bwd(const struct gt__agg *r, double base, struct gt__hint *h,
         if (child_has[i] || !bwd_heavy(l, base) ||
             !(x = hint_add(h, n, cap, "bwd-heavy", l->path)))
             continue;
+        struct unit u = unit_of(r);
         snprintf(x->text, sizeof(x->text),
-                 "backward %.3f ms is %.1fx its forward %.3f ms, %.1f%% of the "
+                 "backward %.3f %s is %.1fx its forward %.3f %s, %.1f%% of the "
                  "step",
-                 l->bwd_us / 1e3, l->bwd_us / l->fwd_us, l->fwd_us / 1e3,
-                 100 * (l->fwd_us + l->bwd_us) / base);
+                 l->bwd_us / u.k, u.name, l->bwd_us / l->fwd_us, l->fwd_us / u.k,
+                 u.name, 100 * (l->fwd_us + l->bwd_us) / base);
     }
     gt__free(child_has);
 }
@@ -123,10 +219,11 @@ static void hint_accg(const struct gt__agg *r, double base, struct gt__hint *h,
             base <= 0 || l->accg_us / base < ACCG_MIN ||
             !(x = hint_add(h, n, cap, "accumulate-grad", l->path)))
             continue;
+        struct unit u = unit_of(r);
         snprintf(x->text, sizeof(x->text),
-                 "AccumulateGrad (parameter gradients) takes %.3f ms of its own "
-                 "backward %.3f ms (%.0f%%), %.1f%% of the step",
-                 l->accg_us / 1e3, l->bwd_self_us / 1e3,
+                 "AccumulateGrad (parameter gradients) takes %.3f %s of its own "
+                 "backward %.3f %s (%.0f%%), %.1f%% of the step",
+                 l->accg_us / u.k, u.name, l->bwd_self_us / u.k, u.name,
                  100 * l->accg_us / l->bwd_self_us, 100 * l->accg_us / base);
     }
 }
@@ -161,12 +258,17 @@ static void hint_top(const struct gt__agg *r, double base, struct gt__hint *h,
             l->bwd_self_nodes < 2 * (l->bwd_spans ? l->bwd_spans : 1) ||
             l->top_node_us < TOP_SHARE * l->bwd_self_us ||
             l->bwd_self_us / base < SHARE_MIN ||
+            characteristic(l->cls, l->top_node) ||
+            strstr(l->top_node, "AccumulateGrad") ||
+            strstr(l->top_node, "CompiledFunction") ||
             !(x = hint_add(h, n, cap, "top-node", l->path)))
             continue;
+        struct unit u = unit_of(r);
         snprintf(x->text, sizeof(x->text),
-                 "one node, %.120s, takes %.3f ms of its own backward %.3f ms "
+                 "one node, %.120s, takes %.3f %s of its own backward %.3f %s "
                  "(%.0f%%), %.1f%% of the step",
-                 l->top_node, l->top_node_us / 1e3, l->bwd_self_us / 1e3,
+                 l->top_node, l->top_node_us / u.k, u.name, l->bwd_self_us / u.k,
+                 u.name,
                  100 * l->top_node_us / l->bwd_self_us, 100 * l->bwd_self_us / base);
     }
 }
@@ -234,12 +336,43 @@ static void hint_rank(const struct gt__agg *r, double base, struct gt__hint *h,
     gt__free(below);
 }
 
+static void hint_compiled(const struct gt__agg *r, struct gt__hint *h,
+                          size_t *n, size_t cap)
+{
+    const struct gt__agg_layer *c = NULL;
+    size_t bare = 0;
+    struct gt__hint *x;
+    if (!r->compiled_spans)
+        return;
+    for (size_t i = 0; i < r->n; i++) {
+        const struct gt__agg_layer *l = &r->layers[i];
+        if (l->top_node && strstr(l->top_node, "CompiledFunction")) {
+            if (!c)
+                c = l;
+        } else if (!l->container && l->bwd_self_us <= l->accg_us + 1e-9) {
+            bare++; /* no backward of its own but parameter gradients */
+        }
+    }
+    if (!(x = hint_add(h, n, cap, "compiled", c ? c->path : "")))
+        return;
+    struct unit u = unit_of(r);
+    snprintf(x->text, sizeof(x->text),
+             "torch.compile: a compiled graph's backward is one node "
+             "(CompiledFunctionBackward, %.3f %s, %llu span%s)%s; %zu rows "
+             "show only AccumulateGrad or nothing: per-layer backward is not "
+             "attributed under torch.compile yet",
+             r->compiled_us / u.k, u.name,
+             (unsigned long long)r->compiled_spans,
+             r->compiled_spans == 1 ? "" : "s", c ? " on this layer" : "", bare);
+}
+
 size_t gt__hints_find(const struct gt__agg *r, struct gt__hint *h, size_t cap)
 {
     size_t n = 0;
     double base = step_base(r);
     hint_input(r, h, &n, cap);
     hint_bwd(r, base, h, &n, cap);
+    hint_compiled(r, h, &n, cap);
     hint_top(r, base, h, &n, cap);
     hint_kernel(r, h, &n, cap);
     hint_rank(r, base, h, &n, cap);

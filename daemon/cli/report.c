@@ -50,6 +50,9 @@ static const char report_usage[] =
     "  AccumulateGrad time, all inclusive of sub-layers; the share of the\n"
     "  iterations' time and per-iteration p50/p95; then the backward time no\n"
     "  layer owns, the total, the step time outside layer spans, and hints.\n"
+    "  The table's ms are per iteration (--totals: sums). Warm-up and outlier\n"
+    "  iterations (a first step over 1.5x the others' median; any step far\n"
+    "  above the median) are left out of every figure and named on one line.\n"
     "  TRACE: gradtrace trace files (.json, every rotated file of a stream)\n"
     "  or recordings (.gtr), decoded on the fly.\n"
     "  --format table|csv|json   output (json: schema/report.md); --csv = csv\n"
@@ -57,13 +60,21 @@ static const char report_usage[] =
     "                            first, or path\n"
     "  --depth N                 rows at most N deep (0: top-level only)\n"
     "  --top N                   the first N rows (after --sort)\n"
-    "  --iterations A-B          only iterations ProfilerStep#A..#B (or A)\n"
+    "  --iterations A-B          only iterations ProfilerStep#A..#B (A: one;\n"
+    "                            A-: A to the last; -B: up to B), warm-up\n"
+    "                            included\n"
+    "  --include-warmup          keep the warm-up and outlier iterations,\n"
+    "                            which are left out by default (see\n"
+    "                            schema/report.md)\n"
+    "  --totals                  table ms summed over the iterations, not\n"
+    "                            per iteration\n"
     "  --svg FILE                also write a bar chart of the rows shown\n"
     "  --no-hints                no hints section\n"
     "  --by-rank                 a table per rank first (inputs of several\n"
     "                            ranks; the whole table always shows each\n"
     "                            layer's slowest rank and its time / mean)\n"
-    "exit status: 0 ok, 1 unreadable input or no layer spans, 2 usage\n";
+    "exit status: 0 ok, 1 unreadable input or no layer spans, 2 usage (and\n"
+    "  an --iterations range that meets none of the input's iterations)\n";
 
 static double num_of(const cJSON *obj, const char *key, double dflt)
 {
@@ -324,6 +335,8 @@ static const struct option report_opts[] = {
     {"iterations", required_argument, NULL, 'i'},
     {"svg", required_argument, NULL, 'g'},
     {"no-hints", no_argument, NULL, 'n'},
+    {"include-warmup", no_argument, NULL, 'w'},
+    {"totals", no_argument, NULL, 'T'},
     {"by-rank", no_argument, NULL, 'r'},
     {NULL, 0, NULL, 0},
 };
@@ -337,25 +350,28 @@ static int name_index(const char *const *names, int n, const char *s)
     return -1;
 }
 
-/* "A-B" or "A" into lo, hi. @return 0 or -EINVAL. */
+/* "A-B", "A", "A-" (A to the last) or "-B" (the first to B) into lo,
+ * hi. @return 0 or -EINVAL. */
 static int parse_range(const char *s, uint64_t *lo, uint64_t *hi)
 {
     char a[32];
     const char *dash = strchr(s, '-');
     size_t n = dash ? (size_t)(dash - s) : strlen(s);
-    if (n == 0 || n >= sizeof(a))
+    if ((n == 0 && (!dash || !dash[1])) || n >= sizeof(a))
         return -EINVAL;
     memcpy(a, s, n);
     a[n] = '\0';
-    if (gt__parse_u64(a, 0, UINT64_MAX >> 1, lo) < 0)
+    *lo = 0;
+    *hi = UINT64_MAX >> 1;
+    if (n && gt__parse_u64(a, 0, UINT64_MAX >> 1, lo) < 0)
         return -EINVAL;
     if (!dash) {
         *hi = *lo;
         return 0;
     }
-    if (gt__parse_u64(dash + 1, 0, UINT64_MAX >> 1, hi) < 0 || *hi < *lo)
+    if (dash[1] && gt__parse_u64(dash + 1, 0, UINT64_MAX >> 1, hi) < 0)
         return -EINVAL;
-    return 0;
+    return *hi < *lo ? -EINVAL : 0;
 }
 
 /* One option into o. @return -1 to go on, or 2 (message printed). */
@@ -372,6 +388,8 @@ static int parse_one(int ch, const char *arg, struct gt__rep_opts *o)
     switch (ch) {
     case 'c': o->format = GT__REP_CSV; return -1;
     case 'n': o->no_hints = 1; return -1;
+    case 'w': o->warmup = 0; return -1;
+    case 'T': o->totals = 1; return -1;
     case 'r': o->by_rank = 1; return -1;
     case 'g': o->svg = arg; return -1;
     case 'f':
@@ -398,6 +416,7 @@ static int parse_one(int ch, const char *arg, struct gt__rep_opts *o)
         if (parse_range(arg, &o->lo, &o->hi) < 0)
             break;
         o->select = 1;
+        o->warmup = 0;
         return -1;
     }
     fprintf(stderr, "gradtrace report: bad value '%s' (see --help)\n", arg);
@@ -451,21 +470,43 @@ static struct gt__agg *rank_table(struct gt__rep_ranks *rk, int32_t rank)
     return t;
 }
 
-/* One input into r and, by its rank, into rk. @return 0, or 1 (message
- * printed). */
+/* One input as the first pass saw it: its iterations (in the order they
+ * closed) and its rank. */
+struct pass1 {
+    struct gt__agg_it *its;
+    size_t n;
+    int32_t rank;
+};
+
+/* Reads path into t (initialised by the caller, selection and plan set).
+ * @return 0 or a negative errno (message printed). */
+static int read_input(struct gt__agg *t, const char *path, struct json_lost *jl)
+{
+    jl->rank = -1;
+    int rc = is_gtr(path) ? read_gtr(t, path) : read_json(t, path, jl);
+    if (!is_gtr(path))
+        t->rank = jl->rank;
+    return rc;
+}
+
+/* One input into r and, by its rank, into rk, leaving out skip[0..nskip)
+ * and counting only the selection's iterations, p its first pass (or
+ * NULL). @return 0, or 1 (message printed). */
 static int load_one(struct gt__agg *r, const struct gt__rep_opts *o,
                     const char *path, struct json_lost *jl,
-                    struct gt__rep_ranks *rk)
+                    struct gt__rep_ranks *rk, const struct pass1 *p)
 {
     struct gt__agg t;
-    int rc;
+    int rc = 0;
     gt__agg_init(&t);
     if (o->select)
         gt__agg_select(&t, o->lo, o->hi);
-    jl->rank = -1;
-    rc = is_gtr(path) ? read_gtr(&t, path) : read_json(&t, path, jl);
-    if (!is_gtr(path))
-        t.rank = jl->rank;
+    if (r->nskip)
+        rc = gt__agg_skip(&t, r->skip, r->nskip);
+    if (p)
+        gt__agg_plan(&t, p->its, p->n);
+    if (rc == 0)
+        rc = read_input(&t, path, jl);
     if (rc == 0) {
         gt__agg_iter_finish(&t);
         struct gt__agg *rt = rk && t.rank >= 0 ? rank_table(rk, t.rank) : NULL;
@@ -479,10 +520,175 @@ static int load_one(struct gt__agg *r, const struct gt__rep_opts *o,
     return rc < 0 ? 1 : 0;
 }
 
+/* The first pass over one input: its iterations and rank into p.
+ * @return 0, or 1 (message printed). */
+static int pass1_one(const char *path, struct pass1 *p)
+{
+    struct json_lost jl = {.rank = -1};
+    struct gt__agg t;
+    gt__agg_init(&t);
+    gt__agg_log_iterations(&t);
+    int rc = read_input(&t, path, &jl);
+    if (rc == 0) {
+        p->its = t.its;
+        p->n = t.nits;
+        p->rank = t.rank;
+        t.its = NULL;
+    }
+    gt__agg_close(&t);
+    return rc < 0 ? 1 : 0;
+}
+
+static int by_ts(const void *pa, const void *pb)
+{
+    const struct gt__agg_it *x = pa, *y = pb;
+    return x->ts < y->ts ? -1 : x->ts > y->ts ? 1 : 0;
+}
+
+/* The warm-up of the inputs of rank (one stream or several files of it:
+ * their iterations in time order) appended to skip[*ns]. @return 0 or
+ * -ENOMEM. */
+static int warm_rank(const struct pass1 *p, int n, int32_t rank,
+                     uint64_t *skip, size_t *ns)
+{
+    size_t k = 0, m = 0;
+    int rc = -ENOMEM;
+    for (int i = 0; i < n; i++)
+        m += p[i].rank == rank ? p[i].n : 0;
+    struct gt__agg_it *its = gt__malloc((m ? m : 1) * sizeof(*its));
+    double *dur = gt__malloc((m ? m : 1) * sizeof(*dur));
+    unsigned char *out = gt__malloc(m ? m : 1);
+    struct gt__rep_warm w;
+    if (!its || !dur || !out)
+        goto out_free;
+    for (int i = 0; i < n; i++)
+        if (p[i].rank == rank) {
+            memcpy(its + k, p[i].its, p[i].n * sizeof(*its));
+            k += p[i].n;
+        }
+    qsort(its, m, sizeof(*its), by_ts);
+    for (size_t i = 0; i < m; i++)
+        dur[i] = its[i].dur;
+    if ((rc = gt__report_warmup(dur, m, out, &w)) < 0)
+        goto out_free;
+    for (size_t i = 0; i < m; i++)
+        if (out[i])
+            skip[(*ns)++] = its[i].step;
+out_free:
+    gt__free(its);
+    gt__free(dur);
+    gt__free(out);
+    return rc;
+}
+
+/* The steps to leave out of r (every rank's warm-up) into r's skip list.
+ * @return 0 or -ENOMEM. */
+static int warm_choose(struct gt__agg *r, const struct pass1 *p, int n)
+{
+    size_t all = 0, ns = 0;
+    int rc = 0;
+    for (int i = 0; i < n; i++)
+        all += p[i].n;
+    uint64_t *skip = gt__malloc((all ? all : 1) * sizeof(*skip));
+    if (!skip)
+        return -ENOMEM;
+    for (int i = 0; i < n && rc == 0; i++) {
+        int first = 1; /* each rank once: at its first input */
+        for (int j = 0; j < i; j++)
+            first &= p[j].rank != p[i].rank;
+        if (first)
+            rc = warm_rank(p, n, p[i].rank, skip, &ns);
+    }
+    if (rc == 0)
+        rc = gt__agg_skip(r, skip, ns);
+    gt__free(skip);
+    return rc;
+}
+
+/* Whether the selection meets an iteration of the inputs; if not, says
+ * which they have. @return 0, or 2 (message printed). */
+static int select_check(const struct gt__rep_opts *o, const struct pass1 *p,
+                        int n, const char *prog)
+{
+    uint64_t lo = UINT64_MAX, hi = 0, count = 0;
+    for (int i = 0; i < n; i++)
+        for (size_t k = 0; k < p[i].n; k++) {
+            uint64_t s = p[i].its[k].step;
+            if (s >= o->lo && s <= o->hi)
+                return 0;
+            lo = s < lo ? s : lo;
+            hi = s > hi ? s : hi;
+            count++;
+        }
+    char want[64];
+    if (o->hi == UINT64_MAX >> 1)
+        snprintf(want, sizeof(want), "%llu-", (unsigned long long)o->lo);
+    else
+        snprintf(want, sizeof(want), "%llu-%llu", (unsigned long long)o->lo,
+                 (unsigned long long)o->hi);
+    if (count)
+        fprintf(stderr, "%s: --iterations %s: no such iteration; the input "
+                "has ProfilerStep#%llu..#%llu (%llu iterations)\n", prog, want,
+                (unsigned long long)lo, (unsigned long long)hi,
+                (unsigned long long)count);
+    else
+        fprintf(stderr, "%s: --iterations %s: the input has no iterations "
+                "(no ProfilerStep spans)\n", prog, want);
+    return 2;
+}
+
+/* The first pass over every input, then the selection checked and the
+ * warm-up chosen (into r's skip list). @return 0, 1 or 2 (message
+ * printed); *pp is the caller's to free with pass1_free. */
+static int pass1_all(struct gt__agg *r, const struct gt__rep_opts *o, int n,
+                     char **paths, const char *prog, struct pass1 **pp)
+{
+    struct pass1 *p = gt__calloc(n ? (size_t)n : 1, sizeof(*p));
+    *pp = p;
+    if (!p) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return 1;
+    }
+    for (int i = 0; i < n; i++)
+        if (pass1_one(paths[i], &p[i]))
+            return 1;
+    if (o->select)
+        return select_check(o, p, n, prog);
+    if (o->warmup && warm_choose(r, p, n) < 0) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return 1;
+    }
+    return 0;
+}
+
+static void pass1_free(struct pass1 *p, int n)
+{
+    for (int i = 0; p && i < n; i++)
+        gt__free(p[i].its);
+    gt__free(p);
+}
+
 void gt__report_ranks_close(struct gt__rep_ranks *rk)
 {
     for (size_t i = 0; rk && i < rk->n; i++)
         gt__agg_close(&rk->a[i]);
+}
+
+/* Why there is no row, when there is none. */
+static void say_no_rows(const struct gt__agg *r, const char *prog)
+{
+    if (r->steps)
+        fprintf(stderr, "%s: no per-layer spans in the input: %llu "
+                "iterations were captured, but no backward node has a "
+                "layer, so no layer source was active. Python runs get "
+                "layers from gradtrace record; a C++ or CUDA C program from "
+                "NVTX ranges with GRADTRACE_LAYERS=nvtx (see README, Agent "
+                "configuration) or from gt_module_begin/end\n", prog,
+                (unsigned long long)r->steps);
+    else
+        fprintf(stderr, "%s: no per-layer spans and no backward passes in "
+                "the input (was the program a PyTorch run under gradtrace "
+                "record?)\n", prog);
 }
 
 int gt__report_load(struct gt__agg *r, const struct gt__rep_opts *o,
@@ -491,24 +697,19 @@ int gt__report_load(struct gt__agg *r, const struct gt__rep_opts *o,
 {
     struct json_lost jl = {.rank = -1};
     load_prog = prog;
-    for (int i = 0; i < n; i++)
-        if (load_one(r, o, paths[i], &jl, rk))
-            return 1;
+    struct pass1 *p = NULL;
+    int st = 0;
+    if (o->select || o->warmup)
+        st = pass1_all(r, o, n, paths, prog, &p);
+    for (int i = 0; st == 0 && i < n; i++)
+        st = load_one(r, o, paths[i], &jl, rk, p ? &p[i] : NULL);
+    pass1_free(p, n);
+    if (st)
+        return st;
     /* Rotated files repeat the stream's cumulative counts: the largest. */
     gt__agg_lost(r, jl.events, jl.chunks, jl.corrupt, jl.truncated);
     if (r->n == 0) {
-        if (r->steps)
-            fprintf(stderr, "%s: no per-layer spans in the input: %llu "
-                    "iterations were captured, but no backward node has a "
-                    "layer, so no layer source was active. Python runs get "
-                    "layers from gradtrace record; a C++ or CUDA C program from "
-                    "NVTX ranges with GRADTRACE_LAYERS=nvtx (see README, Agent "
-                    "configuration) or from gt_module_begin/end\n", prog,
-                    (unsigned long long)r->steps);
-        else
-            fprintf(stderr, "%s: no per-layer spans and no backward passes in "
-                    "the input (was the program a PyTorch run under gradtrace "
-                    "record?)\n", prog);
+        say_no_rows(r, prog);
         return 1;
     }
     gt__agg_finish(r);
@@ -544,7 +745,8 @@ static int write_outputs(const struct gt__agg *r, const struct gt__rep_opts *o)
 
 int gt__cmd_report(int argc, char **argv)
 {
-    struct gt__rep_opts o = {.order = GT__AGG_MODEL, .depth = -1, .top = -1};
+    struct gt__rep_opts o = {.order = GT__AGG_MODEL, .depth = -1, .top = -1,
+                             .warmup = 1};
     struct gt__agg r;
     int status;
 

@@ -23,9 +23,28 @@ struct gt__rep_opts {
     const char *svg;     /* write the bar chart here, or NULL */
     int select;          /* --iterations A-B */
     uint64_t lo, hi;
+    int warmup;          /* leave warm-up and outlier iterations out
+                          * (report_warm.c); off with --iterations */
+    int totals;          /* --totals: the table's ms are sums, not per
+                          * iteration */
     int no_hints;
     int by_rank;         /* a table per rank, then the whole */
 };
+
+/* What gt__report_warmup left out: how many iterations, their time (us),
+ * and the median iteration of all (us). */
+struct gt__rep_warm {
+    size_t n;
+    double us, median_us;
+};
+/*
+ * The warm-up and outlier iterations among n durations (us, in time
+ * order) by the rule in report_warm.c and schema/report.md: out[i] set to
+ * 1 for those left out, else 0; w says how many and their time.
+ * @return 0 or -ENOMEM.
+ */
+int gt__report_warmup(const double *dur, size_t n, unsigned char *out,
+                      struct gt__rep_warm *w) GT__WUR;
 
 /* The inputs' tables by rank (inputs without a rank are in none). */
 #define GT__MAX_RANKS 64
@@ -42,8 +61,11 @@ void gt__report_ranks_close(struct gt__rep_ranks *rk);
  * table first and added to r and, when rk is not NULL and the input has
  * a rank, to that rank's table in rk (zeroed by the caller; close it with
  * gt__report_ranks_close); with several ranks each row of r gets its
- * slowest rank. prog names the command in messages.
- * @return 0, or 1 (unreadable input or no layer spans; message printed).
+ * slowest rank. prog names the command in messages. With a selection or
+ * o->warmup the inputs are read twice: first for their iterations (which
+ * the selection must meet; which are warm-up), then into the table.
+ * @return 0, 1 (unreadable input or no layer spans) or 2 (--iterations
+ * names none of the input's iterations); message printed.
  */
 int gt__report_load(struct gt__agg *r, const struct gt__rep_opts *o,
                     int n, char **paths, const char *prog,

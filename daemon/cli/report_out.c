@@ -173,8 +173,16 @@ void gt__report_print_csv(FILE *f, const struct gt__agg *r,
 
 /* ------------------------------------------------------------ table */
 
+/* What the table divides its ms by: the iterations (per iteration, the
+ * default), or 1 (--totals, or no iterations). */
+static double per_it(const struct gt__agg *r, const struct gt__rep_opts *o)
+{
+    return !o->totals && r->steps ? (double)r->steps : 1;
+}
+
 static void table_row(FILE *f, const struct gt__agg *r,
-                      const struct gt__agg_layer *l, int w, int indent)
+                      const struct gt__agg_layer *l, int w, int indent,
+                      double k)
 {
     char ratio[16] = "-", calls[24] = "-", name[128], share[16] = "-";
     char itn[24] = "-", p50[24] = "-", p95[24] = "-";
@@ -195,14 +203,16 @@ static void table_row(FILE *f, const struct gt__agg *r,
     }
     snprintf(name, sizeof(name), "%*s%s", d, "", l->path);
     fprintf(f, "%-*.*s  %-14.14s %6s %11.3f %5llu %9.3f %11.3f %11.3f %9llu "
-               "%8s %9.3f %6s %5s %9s %9s",
-            w, w, name, l->cls ? l->cls : "", calls, l->fwd_us / 1e3,
-            (unsigned long long)l->rc_calls, l->rc_us / 1e3, l->bwd_us / 1e3,
-            l->bwd_self_us / 1e3, (unsigned long long)l->bwd_nodes, ratio,
-            l->accg_us / 1e3, share, itn, p50, p95);
+               "%8s %10.3f %6s %5s %9s %9s",
+            w, w, name, l->cls ? l->cls : "", calls, l->fwd_us / 1e3 / k,
+            (unsigned long long)l->rc_calls, l->rc_us / 1e3 / k,
+            l->bwd_us / 1e3 / k, l->bwd_self_us / 1e3 / k,
+            (unsigned long long)l->bwd_nodes, ratio, l->accg_us / 1e3 / k,
+            share, itn, p50, p95);
     /* GPU columns only when the input has CUDA data. */
     if (r->gpu_kernels)
-        fprintf(f, " %10.3f %10.3f", l->gpu_us[0] / 1e3, l->gpu_us[1] / 1e3);
+        fprintf(f, " %10.3f %10.3f", l->gpu_us[0] / 1e3 / k,
+                l->gpu_us[1] / 1e3 / k);
     if (r->nranks > 1 && l->rank_mean_us > 0)
         fprintf(f, "  r%-4d %5.2fx", (int)l->slow_rank, l->slow_us / l->rank_mean_us);
     else if (r->nranks > 1)
@@ -210,28 +220,47 @@ static void table_row(FILE *f, const struct gt__agg *r,
     fputc('\n', f);
 }
 
-static void table_footer(FILE *f, const struct gt__agg *r, int w)
+/* The iterations line: how many, ms per iteration, and what was left out. */
+static void table_iterations(FILE *f, const struct gt__agg *r)
+{
+    fprintf(f, "%llu iterations, %.3f ms per iteration on average (p50 %.3f, "
+               "p95 %.3f); step = total fwd + rc + bwd + (rest of step)\n",
+            (unsigned long long)r->steps, r->step_us / 1e3 / (double)r->steps,
+            gt__agg_quantile(&r->step_st, 0.5) / 1e3,
+            gt__agg_quantile(&r->step_st, 0.95) / 1e3);
+    if (!r->skipped)
+        return;
+    fputs("warm-up left out: ", f);
+    for (size_t i = 0; i < r->nskip && i < 6; i++)
+        fprintf(f, "%sProfilerStep#%llu", i ? ", " : "",
+                (unsigned long long)r->skip[i]);
+    fprintf(f, "%s (%.3f ms%s, far above the median iteration); "
+               "--include-warmup keeps %s\n",
+            r->nskip > 6 ? ", ..." : "", r->skipped_us / 1e3,
+            r->skipped > 1 ? " together" : "", r->skipped > 1 ? "them" : "it");
+}
+
+static void table_footer(FILE *f, const struct gt__agg *r, int w, double k)
 {
     struct gt__rep_totals t = gt__report_totals(r);
     fprintf(f, "%-*s  %-14s %6s %11s %5s %9s %11.3f %11.3f %9llu\n", w,
-            "(unattributed)", "", "", "", "", "", r->rest.un_us / 1e3,
-            r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes);
-    fprintf(f, "%-*s  %-14s %6s %11.3f %5s %9.3f %11.3f %11s %9llu %8s %9.3f\n",
-            w, "total", "", "", t.fwd_us / 1e3, "", t.rc_us / 1e3,
-            t.bwd_us / 1e3, "", (unsigned long long)t.nodes, "", t.accg_us / 1e3);
+            "(unattributed)", "", "", "", "", "", r->rest.un_us / 1e3 / k,
+            r->rest.un_us / 1e3 / k, (unsigned long long)r->rest.un_nodes);
+    fprintf(f, "%-*s  %-14s %6s %11.3f %5s %9.3f %11.3f %11s %9llu %8s %10.3f\n",
+            w, "total", "", "", t.fwd_us / 1e3 / k, "", t.rc_us / 1e3 / k,
+            t.bwd_us / 1e3 / k, "", (unsigned long long)t.nodes, "",
+            t.accg_us / 1e3 / k);
     if (r->steps) {
         fprintf(f, "%-*s  %-14s %6s %11.3f\n", w, "(rest of step)", "", "",
-                t.rest_us / 1e3);
-        fprintf(f, "%llu iterations, %.3f ms each on average (p50 %.3f, p95 "
-                   "%.3f); step = total fwd + rc + bwd + (rest of step)\n",
-                (unsigned long long)r->steps, r->step_us / 1e3 / (double)r->steps,
-                gt__agg_quantile(&r->step_st, 0.5) / 1e3,
-                gt__agg_quantile(&r->step_st, 0.95) / 1e3);
+                t.rest_us / 1e3 / k);
+        table_iterations(f, r);
     }
-    fputs("times are inclusive of sub-layers; bwd ms sums the layer's node times "
-          "(self ms: its own nodes);\ncontainers (fwd n -) show their children's "
-          "sums; total = top-level rows + (unattributed);\nshare: % of the "
-          "iterations' time; it n, p50, p95: per-iteration fwd+rc+bwd ms", f);
+    fprintf(f, "ms %s; times are inclusive of sub-layers; bwd ms sums the "
+               "layer's node times\n(self ms: its own nodes); counts are "
+               "totals; containers (fwd n -) show their children's sums;\n"
+               "total = top-level rows + (unattributed); share: %% of the "
+               "iterations' time; it n, p50, p95:\nper-iteration fwd+rc+bwd ms",
+            k > 1 ? "per iteration (--totals: summed)" : "summed over the iterations");
     if (r->gpu_kernels)
         fputs(";\ngpu ms: kernels tagged with the layer and phase, inclusive", f);
     if (r->nranks > 1)
@@ -262,6 +291,9 @@ void gt__report_print_table(FILE *f, const struct gt__agg *r,
 {
     int w = 14, indent = o->order == GT__AGG_MODEL;
     size_t end = rows_end(r, o);
+    double k = per_it(r, o);
+    const char *u = k > 1 ? "/it" : "";
+    char h[5][16];
 
     for (size_t i = 0; i < end; i++) {
         const struct gt__agg_layer *l = &r->layers[i];
@@ -269,19 +301,23 @@ void gt__report_print_table(FILE *f, const struct gt__agg *r,
         if (gt__report_shown(l, o) && len > w)
             w = len < 60 ? len : 60;
     }
-    fprintf(f, "%-*s  %-14s %6s %11s %5s %9s %11s %11s %9s %8s %9s %6s %5s %9s %9s",
-            w, "layer", "class", "fwd n", "fwd ms", "rc n", "rc ms", "bwd ms",
-            "self ms", "bwd nodes", "bwd/fwd", "accg ms", "share", "it n",
-            "p50 ms", "p95 ms");
+    static const char *const ms[5] = {"fwd ms", "rc ms", "bwd ms", "self ms",
+                                      "accg ms"};
+    for (int i = 0; i < 5; i++)
+        snprintf(h[i], sizeof(h[i]), "%s%s", ms[i], u);
+    fprintf(f, "%-*s  %-14s %6s %11s %5s %9s %11s %11s %9s %8s %10s %6s %5s %9s %9s",
+            w, "layer", "class", "fwd n", h[0], "rc n", h[1], h[2], h[3],
+            "bwd nodes", "bwd/fwd", h[4], "share", "it n", "p50 ms", "p95 ms");
     if (r->gpu_kernels)
-        fprintf(f, " %10s %10s", "gpu fwd ms", "gpu bwd ms");
+        fprintf(f, " %10s %10s", k > 1 ? "gpu fwd/it" : "gpu fwd ms",
+                k > 1 ? "gpu bwd/it" : "gpu bwd ms");
     if (r->nranks > 1)
         fputs("  slowest rank", f);
     fputc('\n', f);
     for (size_t i = 0; i < end; i++)
         if (gt__report_shown(&r->layers[i], o))
-            table_row(f, r, &r->layers[i], w, indent);
-    table_footer(f, r, w);
+            table_row(f, r, &r->layers[i], w, indent, k);
+    table_footer(f, r, w, k);
     if (!o->no_hints)
         hints_print(f, r);
 }
@@ -394,6 +430,12 @@ static cJSON *summary_json(const struct gt__agg *r)
     cJSON_AddNumberToObject(it, "total_ms", r->step_us / 1e3);
     add_num_or_null(it, "rest_ms", t.rest_us / 1e3, r->steps > 0);
     cJSON_AddItemToObject(it, "duration", stat_json(&r->step_st));
+    cJSON *lo = cJSON_AddObjectToObject(it, "left_out");
+    cJSON_AddNumberToObject(lo, "count", (double)r->skipped);
+    cJSON_AddNumberToObject(lo, "total_ms", r->skipped_us / 1e3);
+    cJSON *ls = cJSON_AddArrayToObject(lo, "steps");
+    for (size_t i = 0; ls && r->skipped && i < r->nskip; i++)
+        cJSON_AddItemToArray(ls, cJSON_CreateNumber((double)r->skip[i]));
     in = cJSON_AddObjectToObject(j, "input");
     cJSON_AddNumberToObject(in, "lost_events", (double)r->lost_events);
     cJSON_AddNumberToObject(in, "lost_chunks", (double)r->lost_chunks);

@@ -51,6 +51,8 @@ void gt__agg_close(struct gt__agg *a)
     gt__free(a->slots);
     gt__free(a->rest_it);
     gt__free(a->tree_ix);
+    gt__free(a->skip);
+    gt__free(a->its);
     memset(a, 0, sizeof(*a));
 }
 
@@ -174,6 +176,8 @@ static struct gt__agg_vals vals_of(const struct gt__agg_ev *ev)
         v.self_us = ev->self_us > 0 ? ev->self_us : 0;
         v.accg_us = ev->accg_us > 0 ? ev->accg_us : 0;
         v.nodes = ev->nodes > 0 ? (double)(uint64_t)ev->nodes : 0;
+        v.self_nodes = ev->self_nodes > 0 ? (double)(uint64_t)ev->self_nodes : 0;
+        v.order2 = ev->order2 > 0 ? (double)(uint64_t)ev->order2 : 0;
     }
     return v;
 }
@@ -248,8 +252,14 @@ static int add_clean(struct gt__agg *a, const struct gt__agg_ev *ev)
         l->rc_us += ev->dur;
     } else {
         add_backward(l, ev);
-        if (ev->top_node && top_add(l, ev) < 0)
-            return -ENOMEM;
+        if (ev->top_node && gt__agg_ts_selected(a, ev->ts)) {
+            if (top_add(l, ev) < 0)
+                return -ENOMEM;
+            if (strstr(ev->top_node, "CompiledFunction")) {
+                a->compiled_spans++;
+                a->compiled_us += ev->top_node_us;
+            }
+        }
     }
     struct gt__agg_vals v = vals_of(ev);
     return gt__agg_iter_span(a, &l->it, ev->ts, &v);
@@ -464,6 +474,9 @@ int gt__agg_merge(struct gt__agg *d, const struct gt__agg *s)
     gt__agg_totals(d, &s->rest);
     d->rest.groups = groups + s->rest.groups;
     gt__agg_steps_merge(d, s);
+    /* d holds no span of its own: its iterations are s's, closed (a skip
+     * list d carries only names what its inputs left out). */
+    d->iter_closed = 1;
     if (d->rank < 0)
         d->rank = s->rank;
     return 0;

@@ -38,7 +38,16 @@
 /* One layer's numbers for one iteration, or summed over several. */
 struct gt__agg_vals {
     double fwd_calls, fwd_us, rc_calls, rc_us;
-    double bwd_spans, bwd_us, self_us, accg_us, nodes;
+    double bwd_spans, bwd_us, self_us, accg_us, nodes, self_nodes, order2;
+};
+
+/* One iteration span as gt__agg_step got it (us), when the table logs
+ * them (gt__agg_log_iterations): the report's first pass, which chooses
+ * the warm-up iterations and tells the second which iteration a span
+ * belongs to as it arrives (gt__agg_plan). */
+struct gt__agg_it {
+    uint64_t step;
+    double ts, dur;
 };
 
 /* Reservoir size for the per-iteration percentiles: exact up to this many
@@ -149,6 +158,26 @@ struct gt__agg {
     int select;                   /* only iterations sel_lo..sel_hi */
     uint64_t sel_lo, sel_hi, sel_steps;
     double sel_step_us;
+    /* Iterations left out besides (warm-up; sorted step numbers, owned),
+     * and how many of this table's iterations that left out, and their
+     * time (us). */
+    uint64_t *skip;
+    size_t nskip;
+    uint64_t skipped;
+    double skipped_us;
+    /* The logged iterations (log_its set: every gt__agg_step appends) and
+     * a first pass's iterations of the same input (plan, not owned):
+     * with a selection, a backward span's longest node and a compiled
+     * graph's node count only when the span's iteration is selected. */
+    int log_its;
+    struct gt__agg_it *its;
+    size_t nits, its_cap;
+    const struct gt__agg_it *plan;
+    size_t nplan;
+    /* Backward spans whose longest node is a compiled graph's
+     * (CompiledFunctionBackward: torch.compile), and those nodes' time. */
+    uint64_t compiled_spans;
+    double compiled_us;
     uint64_t late;                /* spans too late for their iteration */
     uint64_t rng;                 /* reservoir sampling state */
     /* what the input says was lost (gt__agg_lost), for the hints */
@@ -247,6 +276,24 @@ GT__WUR int gt__agg_step(struct gt__agg *a, uint64_t step, double ts,
 /* Counts only iterations lo..hi (ProfilerStep numbers) in the rows; call
  * before the first span. */
 void gt__agg_select(struct gt__agg *a, uint64_t lo, uint64_t hi);
+/* Leaves iterations steps[0..n) (ProfilerStep numbers, any order; copied)
+ * out of the rows as well; call before the first span. @return 0 or
+ * -ENOMEM. */
+GT__WUR int gt__agg_skip(struct gt__agg *a, const uint64_t *steps, size_t n);
+/* Whether iteration step is counted (the selection and the skip list). */
+int gt__agg_selected(const struct gt__agg *a, uint64_t step);
+/* Logs every iteration span into a->its (a first pass); call before the
+ * first span. */
+void gt__agg_log_iterations(struct gt__agg *a);
+/* The iterations a first pass logged from the same input (n of them, in
+ * the order they closed; the caller keeps them alive until
+ * gt__agg_iter_finish): with a selection, a span's iteration is then known
+ * when it arrives. */
+void gt__agg_plan(struct gt__agg *a, const struct gt__agg_it *its, size_t n);
+/* Whether a span starting at ts us falls in a counted iteration: always
+ * without a selection or without a plan (the whole input's, as before
+ * there was a plan); never after the plan's last iteration. */
+int gt__agg_ts_selected(const struct gt__agg *a, double ts);
 /* Adds what an input says was lost: events dropped by the agent, chunks
  * missing or corrupt, a truncated end. */
 void gt__agg_lost(struct gt__agg *a, uint64_t events, uint64_t chunks,

@@ -42,6 +42,8 @@ static void vals_add(struct gt__agg_vals *d, const struct gt__agg_vals *v)
     d->self_us += v->self_us;
     d->accg_us += v->accg_us;
     d->nodes += v->nodes;
+    d->self_nodes += v->self_nodes;
+    d->order2 += v->order2;
 }
 
 static uint64_t rng_next(struct gt__agg *a)
@@ -69,9 +71,31 @@ static void stat_push(struct gt__agg *a, struct gt__agg_stat *s, double x)
     }
 }
 
-static int in_selection(const struct gt__agg *a, uint64_t step)
+static int cmp_u64(const void *pa, const void *pb)
+{
+    uint64_t x = *(const uint64_t *)pa, y = *(const uint64_t *)pb;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+static int in_range(const struct gt__agg *a, uint64_t step)
 {
     return !a->select || (step >= a->sel_lo && step <= a->sel_hi);
+}
+
+static int in_skip(const struct gt__agg *a, uint64_t step)
+{
+    return a->nskip && bsearch(&step, a->skip, a->nskip, sizeof(*a->skip),
+                               cmp_u64) != NULL;
+}
+
+int gt__agg_selected(const struct gt__agg *a, uint64_t step)
+{
+    return in_range(a, step) && !in_skip(a, step);
+}
+
+static int in_selection(const struct gt__agg *a, uint64_t step)
+{
+    return gt__agg_selected(a, step);
 }
 
 /* The held iteration's forward and recompute as the row shows them: its
@@ -180,14 +204,35 @@ int gt__agg_iter_span(struct gt__agg *a, struct gt__agg_iters **itp, double ts,
     return 0;
 }
 
+/* Appends iteration step to the log. @return 0 or -ENOMEM. */
+static int log_iteration(struct gt__agg *a, uint64_t step, double ts,
+                         double dur)
+{
+    if (a->nits == a->its_cap) {
+        size_t cap = a->its_cap ? 2 * a->its_cap : 64;
+        struct gt__agg_it *n = gt__realloc(a->its, cap * sizeof(*n));
+        if (!n)
+            return -ENOMEM;
+        a->its = n;
+        a->its_cap = cap;
+    }
+    a->its[a->nits++] = (struct gt__agg_it){.step = step, .ts = ts, .dur = dur};
+    return 0;
+}
+
 int gt__agg_step(struct gt__agg *a, uint64_t step, double ts, double dur)
 {
     double end = ts + (dur > 0 ? dur : 0);
+    if (a->log_its && log_iteration(a, step, ts, dur) < 0)
+        return -ENOMEM;
     gt__agg_iteration(a, dur);
     if (in_selection(a, step)) {
         stat_push(a, &a->step_st, dur);
         a->sel_steps++;
         a->sel_step_us += dur;
+    } else if (in_range(a, step)) {
+        a->skipped++;
+        a->skipped_us += dur;
     }
     held_commit_all(a);
     for (size_t r = 0; r <= a->n; r++) {
@@ -207,6 +252,53 @@ void gt__agg_select(struct gt__agg *a, uint64_t lo, uint64_t hi)
     a->select = 1;
     a->sel_lo = lo;
     a->sel_hi = hi;
+}
+
+int gt__agg_skip(struct gt__agg *a, const uint64_t *steps, size_t n)
+{
+    uint64_t *d = n ? gt__malloc(n * sizeof(*d)) : NULL;
+    if (n && !d)
+        return -ENOMEM;
+    if (n)
+        memcpy(d, steps, n * sizeof(*d));
+    qsort(d, n, sizeof(*d), cmp_u64);
+    size_t u = 0; /* one entry per step: ranks name the same ones */
+    for (size_t i = 0; i < n; i++)
+        if (u == 0 || d[u - 1] != d[i])
+            d[u++] = d[i];
+    gt__free(a->skip);
+    a->skip = d;
+    a->nskip = u;
+    return 0;
+}
+
+void gt__agg_log_iterations(struct gt__agg *a)
+{
+    a->log_its = 1;
+}
+
+void gt__agg_plan(struct gt__agg *a, const struct gt__agg_it *its, size_t n)
+{
+    a->plan = its;
+    a->nplan = n;
+}
+
+int gt__agg_ts_selected(const struct gt__agg *a, double ts)
+{
+    if ((!a->select && !a->nskip) || !a->plan)
+        return 1;
+    /* A span belongs to the first iteration that ends after its start
+     * (gt__agg_step's rule); iterations close in order of their ends. */
+    size_t lo = 0, hi = a->nplan;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct gt__agg_it *it = &a->plan[mid];
+        if (it->ts + (it->dur > 0 ? it->dur : 0) > ts)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo < a->nplan && in_selection(a, a->plan[lo].step);
 }
 
 void gt__agg_lost(struct gt__agg *a, uint64_t events, uint64_t chunks,
@@ -232,6 +324,8 @@ static void row_select(struct gt__agg_layer *l)
     l->bwd_self_us = v->self_us;
     l->accg_us = v->accg_us;
     l->bwd_nodes = (uint64_t)v->nodes;
+    l->bwd_self_nodes = (uint64_t)v->self_nodes;
+    l->order2 = (uint64_t)v->order2;
     l->bwd_wall_us = 0;
     if (l->fwd_calls == 0)
         l->first_fwd_ts = -1;
@@ -257,7 +351,7 @@ void gt__agg_iter_finish(struct gt__agg *a)
         return;
     a->iter_closed = 1;
     held_commit_all(a);
-    if (!a->select)
+    if (!a->select && !a->nskip)
         return;
     for (size_t r = 0; r < a->n; r++)
         row_select(&a->layers[r]);
@@ -345,6 +439,10 @@ void gt__agg_steps_merge(struct gt__agg *a, const struct gt__agg *s)
     a->steps += s->steps;
     a->step_us += s->step_us;
     a->late += s->late;
+    a->skipped += s->skipped;
+    a->skipped_us += s->skipped_us;
+    a->compiled_spans += s->compiled_spans;
+    a->compiled_us += s->compiled_us;
     a->gpu_kernels += s->gpu_kernels;
     gt__agg_lost(a, s->lost_events, s->lost_chunks, s->corrupt_chunks, 0);
     a->truncated += s->truncated;

@@ -2,7 +2,8 @@
 # `gradtrace report`: the per-layer table of a real torch run matches the
 # forward call counts the program counted itself and the sums of the
 # trace computed here independently (forward: span durations; backward:
-# the node-time sums each backward span carries); rows add up (parent >=
+# the node-time sums each backward span carries; --include-warmup, since
+# the program counted every call, warm-up included); rows add up (parent >=
 # children, total = top-level rows + unattributed); the .gtr recording
 # gives the same table as its JSON; bad input and usage errors exit 1 and
 # 2 with a message.
@@ -17,8 +18,8 @@ export GRADTRACE_SOCKET=$E2E_TMP/none/agent.sock GRADTRACE_CONTROL=$E2E_TMP/none
 "$B/gradtrace" record --raw -o out -- "$PYTHON" "$ROOT/tests/e2e/torch/report_model.py" calls.json 4 \
   2>rec.err || die "record failed: $(cat rec.err)"
 json=$(ls out/*.json) gtr=$(ls out/*.gtr)
-"$B/gradtrace" report --csv $json >from_json.csv || die "report on json failed"
-"$B/gradtrace" report --csv $gtr >from_gtr.csv || die "report on gtr failed"
+"$B/gradtrace" report --csv --include-warmup $json >from_json.csv || die "report on json failed"
+"$B/gradtrace" report --csv --include-warmup $gtr >from_gtr.csv || die "report on gtr failed"
 cmp -s from_json.csv from_gtr.csv || die "gtr and json reports differ: $(diff from_json.csv from_gtr.csv)"
 "$B/gradtrace" report $json >table.txt || die "table report failed"
 cat table.txt

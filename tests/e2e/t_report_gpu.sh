@@ -18,7 +18,9 @@ cmp -s g.csv gj.csv || die "gtr and json tables differ"
 "$B/gradtrace" report --format json g.gtr >g.rep.json || die "report json"
 "$PYTHON" "$R/check_report.py" g.json g.csv g.rep.json "$ROOT/schema/report.md" || die "numbers"
 "$B/gradtrace" report g.gtr >g.txt || die "table"
-grep -q "gpu fwd ms" g.txt || die "no GPU columns in the table"
+# Per iteration by default (labels /it), sums with --totals.
+grep -q "gpu fwd/it" g.txt || die "no GPU columns in the table"
+"$B/gradtrace" report --totals g.gtr | grep -q "gpu fwd ms" || die "no GPU columns with --totals"
 awk -F, 'NR > 1 && $1 == "layers.0.fc1" && $25 + 0 > 0 && $26 + 0 > 0 { ok = 1 } END { exit !ok }' g.csv ||
   die "layers.0.fc1 has no GPU time per phase"
 "$B/gradtrace" diff g.gtr g.json | head -1 | grep -q "d gpu" || die "diff shows no GPU delta"

@@ -285,3 +285,197 @@ Test(agg, kernel_top_k_keeps_heavy_names_past_its_size)
     cr_assert_float_eq(m->bk_us[k], 1000, 1e-9);
     gt__agg_close(&a);
 }
+
+/* ------------------------------------------------------------ warm-up */
+
+/* Which of the durations the rule leaves out, as a string of 0/1. */
+static const char *warm(const double *d, size_t n)
+{
+    static char s[64];
+    unsigned char out[64];
+    struct gt__rep_warm w;
+    cr_assert_eq(gt__report_warmup(d, n, out, &w), 0);
+    for (size_t i = 0; i < n; i++)
+        s[i] = out[i] ? '1' : '0';
+    s[n] = '\0';
+    return s;
+}
+
+Test(warmup, a_slow_first_step_is_left_out)
+{
+    /* torch 2.x: compilation in step 0, 4.7 s against 47 ms. */
+    const double d[] = {4700, 47, 48, 46, 47, 49, 47};
+    cr_assert_str_eq(warm(d, 7), "1000000");
+    /* Two iterations: the first is still considered. */
+    const double two[] = {4700, 47};
+    cr_assert_str_eq(warm(two, 2), "10");
+}
+
+Test(warmup, a_slow_step_in_the_middle_is_an_outlier)
+{
+    const double d[] = {10, 10.2, 9.9, 10.1, 55, 10, 10.3, 9.8};
+    cr_assert_str_eq(warm(d, 8), "00001000");
+}
+
+Test(warmup, nothing_left_out_of_even_noisy_or_single_runs)
+{
+    const double one[] = {4700};
+    cr_assert_str_eq(warm(one, 1), "0");
+    const double eq[] = {5, 5, 5, 5, 5};
+    cr_assert_str_eq(warm(eq, 5), "00000");
+    /* A loaded machine: steps within 1.5x of each other are noise. */
+    const double noisy[] = {12.4, 7.4, 7.1, 12.9, 9.8, 11.0};
+    cr_assert_str_eq(warm(noisy, 6), "000000");
+    /* A slow last step of two is no warm-up. */
+    const double last[] = {47, 4700};
+    cr_assert_str_eq(warm(last, 2), "00");
+}
+
+/* Iteration k over [100k, 100k + 100), layer m's backward in it naming
+ * node top_k[k] for top_us[k] of its self_us[k]. */
+static void top_run(struct gt__agg *a, const char *const *top, const double *top_us,
+                    const double *self_us, int n)
+{
+    for (int k = 0; k < n; k++) {
+        struct gt__agg_ev f = {.phase = GT__AGG_PH_FWD, .name = "m (Attn) forward",
+                               .ts = 100.0 * k + 1, .dur = 10};
+        struct gt__agg_ev b = {.phase = GT__AGG_PH_BWD, .name = "m (Attn) backward",
+                               .ts = 100.0 * k + 20, .dur = self_us[k],
+                               .time_us = self_us[k], .self_us = self_us[k],
+                               .nodes = 5, .self_nodes = 5, .top_node = top[k],
+                               .top_node_us = top_us[k]};
+        cr_assert_eq(gt__agg_add(a, &f), 0);
+        cr_assert_eq(gt__agg_add(a, &b), 0);
+        cr_assert_eq(gt__agg_step(a, (uint64_t)k, 100.0 * k, 100), 0);
+    }
+}
+
+/* --iterations: the longest node is the selected iterations' (a first
+ * pass's iterations say which a span is in), so the hint can never say a
+ * node took more than the backward it is part of. */
+Test(hints, top_node_is_the_selected_iterations_own)
+{
+    const char *const top[] = {"BigBackward0", "BmmBackward0", "BmmBackward0"};
+    const double top_us[] = {60, 8, 8}, self_us[] = {70, 10, 10};
+    struct gt__agg p, a;
+    gt__agg_init(&p);
+    gt__agg_log_iterations(&p);
+    top_run(&p, top, top_us, self_us, 3);
+    cr_assert_eq(p.nits, 3);
+    gt__agg_init(&a);
+    gt__agg_select(&a, 1, 2);
+    gt__agg_plan(&a, p.its, p.nits);
+    top_run(&a, top, top_us, self_us, 3);
+    gt__agg_finish(&a);
+    const struct gt__agg_layer *l = &a.layers[0];
+    cr_assert_float_eq(l->bwd_self_us, 20, 1e-9);
+    cr_assert_str_eq(l->top_node, "BmmBackward0");
+    cr_assert(l->top_node_us <= l->bwd_self_us, "top %f > self %f",
+              l->top_node_us, l->bwd_self_us);
+    cr_assert_eq(l->bwd_self_nodes, 10, "own nodes follow the selection");
+    gt__agg_close(&a);
+    gt__agg_close(&p);
+}
+
+/* A skip list leaves a middle iteration out of the rows and steps. */
+Test(agg_iter, skipped_iterations_leave_rows_and_steps)
+{
+    const char *const top[] = {"BmmBackward0", "BmmBackward0", "BmmBackward0"};
+    const double top_us[] = {8, 80, 8}, self_us[] = {10, 100, 10};
+    const uint64_t skip[] = {1};
+    struct gt__agg a;
+    gt__agg_init(&a);
+    cr_assert_eq(gt__agg_skip(&a, skip, 1), 0);
+    top_run(&a, top, top_us, self_us, 3);
+    gt__agg_finish(&a);
+    cr_assert_eq(a.steps, 2);
+    cr_assert_eq(a.skipped, 1);
+    cr_assert_float_eq(a.skipped_us, 100, 1e-9);
+    cr_assert_float_eq(a.layers[0].bwd_self_us, 20, 1e-9);
+    cr_assert_eq(a.layers[0].fwd_calls, 2);
+    gt__agg_close(&a);
+}
+
+/* A table of one iteration whose layer m of class cls has its own
+ * backward of 20 ms in 4 nodes, node taking 19 ms of it. */
+static void node_table(struct gt__agg *a, const char *name_fwd,
+                       const char *name_bwd, const char *node)
+{
+    gt__agg_init(a);
+    struct gt__agg_ev f = {.phase = GT__AGG_PH_FWD, .name = name_fwd, .ts = 1,
+                           .dur = 2000};
+    struct gt__agg_ev b = {.phase = GT__AGG_PH_BWD, .name = name_bwd, .ts = 2,
+                           .dur = 20000, .time_us = 20000, .self_us = 20000,
+                           .nodes = 4, .self_nodes = 4, .top_node = node,
+                           .top_node_us = 19000};
+    cr_assert_eq(gt__agg_add(a, &f), 0);
+    cr_assert_eq(gt__agg_add(a, &b), 0);
+    cr_assert_eq(gt__agg_step(a, 0, 0, 100000), 0);
+    gt__agg_finish(a);
+}
+
+Test(hints, top_node_only_when_the_node_is_not_what_the_layer_runs)
+{
+    struct gt__agg a;
+    node_table(&a, "m (Linear) forward", "m (Linear) backward", "AddmmBackward0");
+    cr_assert_eq(count(&a, "top-node", "m"), 0, "a Linear's addmm is no finding");
+    gt__agg_close(&a);
+    node_table(&a, "m (Conv2d) forward", "m (Conv2d) backward",
+               "ConvolutionBackward0");
+    cr_assert_eq(count(&a, "top-node", "m"), 0, "nor a conv's convolution");
+    gt__agg_close(&a);
+    node_table(&a, "m (Linear) forward", "m (Linear) backward", "CopyBackwards");
+    cr_assert_eq(count(&a, "top-node", "m"), 1, "a copy dominating a Linear is");
+    gt__agg_close(&a);
+    node_table(&a, "m (Attn) forward", "m (Attn) backward", "AddmmBackward0");
+    cr_assert_eq(count(&a, "top-node", "m"), 1, "a composite layer's node is");
+    gt__agg_close(&a);
+}
+
+Test(hints, compiled_graph_says_per_layer_backward_is_missing)
+{
+    struct gt__agg a;
+    node_table(&a, "Net (Net) forward", "Net (Net) backward",
+               "CompiledFunctionBackward");
+    cr_assert_eq(count(&a, "compiled", "Net"), 1);
+    cr_assert_eq(count(&a, "top-node", "Net"), 0);
+    gt__agg_close(&a);
+    node_table(&a, "m (Attn) forward", "m (Attn) backward", "BmmBackward0");
+    cr_assert_eq(count(&a, "compiled", "m"), 0, "eager: no such hint");
+    gt__agg_close(&a);
+}
+
+/* Hints speak per iteration: two equal iterations halve the ms. */
+Test(hints, texts_are_per_iteration)
+{
+    struct gt__agg a;
+    gt__agg_init(&a);
+    for (int k = 0; k < 2; k++) {
+        struct gt__agg_ev f = {.phase = GT__AGG_PH_FWD, .name = "m (Net) forward",
+                               .ts = 100000.0 * k + 1, .dur = 1000};
+        struct gt__agg_ev b = {.phase = GT__AGG_PH_BWD, .name = "m (Net) backward",
+                               .ts = 100000.0 * k + 2, .dur = 40000,
+                               .time_us = 40000, .self_us = 40000, .nodes = 1,
+                               .self_nodes = 1};
+        cr_assert_eq(gt__agg_add(&a, &f), 0);
+        cr_assert_eq(gt__agg_add(&a, &b), 0);
+        cr_assert_eq(gt__agg_step(&a, (uint64_t)k, 100000.0 * k, 100000), 0);
+    }
+    gt__agg_finish(&a);
+    struct gt__hint h[GT__MAX_HINTS];
+    size_t n = gt__hints_find(&a, h, GT__MAX_HINTS);
+    cr_assert_eq(n, 1);
+    cr_assert(strstr(h[0].text, "backward 40.000 ms/it"), "%s", h[0].text);
+    gt__agg_close(&a);
+}
+
+Test(agg_iter, skip_list_names_each_step_once)
+{
+    const uint64_t skip[] = {4, 0, 0, 4, 2};
+    struct gt__agg a;
+    gt__agg_init(&a);
+    cr_assert_eq(gt__agg_skip(&a, skip, 5), 0);
+    cr_assert_eq(a.nskip, 3);
+    cr_assert(a.skip[0] == 0 && a.skip[1] == 2 && a.skip[2] == 4);
+    gt__agg_close(&a);
+}
