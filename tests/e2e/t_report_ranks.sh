@@ -20,7 +20,8 @@ run() { # NAME RANK ARGS...
   RANK=$rank WORLD_SIZE=2 "$B/gradtrace" record --raw -o "$name" -- "$PYTHON" "$R/models.py" "$@" \
     2>"$name.err" || die "$name: record failed: $(tail -5 "$name.err")"
 }
-# Each pair runs at the same time, as ranks do, so that the machine's load
+# Each pair runs 20 steps (medians over the steady ones: the report leaves
+# warm-up out) at the same time, as ranks do, so that the machine's load
 # falls on both ranks alike. Two processes on a shared 2-core machine can
 # still be slowed unequally by other jobs (a real imbalance as far as the
 # trace can tell), so a pair whose hints are wrong is recorded again, at
@@ -28,7 +29,7 @@ run() { # NAME RANK ARGS...
 pair() { # A B ARGS_OF_B...
   local a=$1 b=$2; shift 2
   rm -rf "$a" "$b"
-  run "$a" 0 demo 6 & run "$b" 1 demo 6 "$@" & wait
+  run "$a" 0 demo 20 & run "$b" 1 demo 20 "$@" & wait
   ls "$a"/*.gtr "$b"/*.gtr >/dev/null 2>&1 || die "$a/$b: no recording"
 }
 slow_ok() {
