@@ -411,6 +411,13 @@ GT_API int gt_job_trigger_take(char *buf, size_t cap)
     return buf ? gt__jobtrig_take(buf, cap) : -EINVAL;
 }
 
+GT_API void gt_job_route(int up)
+{
+    __atomic_store_n(&gt__st.job_route, up != 0, __ATOMIC_RELAXED);
+    /* With the process info, at the next pass and in every later stream. */
+    __atomic_store_n(&gt__st.meta_due, 1, __ATOMIC_RELEASE);
+}
+
 GT_API int gt_trigger_arm(const char *spec)
 {
     return spec ? gt__trig_arm(spec, strlen(spec)) : -EINVAL;

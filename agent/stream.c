@@ -297,10 +297,13 @@ uint32_t gt__meta_records(uint8_t *out)
 static void meta_append(void)
 {
     uint8_t m[sizeof(struct gt_r_process_info) + sizeof(struct gt_r_clock_sync)];
+    struct gt_r_job_route jr = {.h = {GT_R_JOB_ROUTE, sizeof(jr)},
+                                .up = (uint32_t)atomic_load(&gt__st.job_route)};
 
     (void)gt__meta_records(m);
     b_append(m, sizeof(struct gt_r_process_info));
     b_append(m + sizeof(struct gt_r_process_info), sizeof(struct gt_r_clock_sync));
+    b_append(&jr, sizeof(jr));
 }
 
 /* Reads the thread's current name (it may have been set after its first

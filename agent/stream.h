@@ -41,6 +41,7 @@ struct gt__stream {
     uint32_t stream_id;        /* incremented for every new stream */
     uint32_t str_emitted;      /* string log entries sent in this stream */
     int meta_due;              /* process info + clock pair owed */
+    _Atomic int job_route;     /* gt_job_route: job triggers reach the job */
     _Atomic uint64_t seq;      /* next chunk number */
     _Atomic uint64_t lost_chunks; /* chunks dropped, process lifetime */
     uint64_t sent;             /* chunks written to this connection */

@@ -470,7 +470,7 @@ static int wait_command(pid_t pid)
 
 /* @return the files of CMD's finished agents; *running counts the others. */
 static cJSON *collect(const struct record *r, pid_t pid, uint64_t since,
-                      int *running_n)
+                      int *running_n, int *agents)
 {
     char err[256];
     cJSON *req = cJSON_CreateObject(), *reply = NULL, *files = NULL, *running;
@@ -487,6 +487,8 @@ static cJSON *collect(const struct record *r, pid_t pid, uint64_t since,
         files = cJSON_DetachItemFromObjectCaseSensitive(reply, "files");
         running = cJSON_GetObjectItemCaseSensitive(reply, "running");
         *running_n = cJSON_GetArraySize(running);
+        if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(reply, "agents")))
+            *agents = (int)gt__cli_num(reply, "agents");
         if (*running_n > 0 && !r->private_daemon)
             fprintf(stderr, "gradtrace record: %d process(es) of the command "
                     "are still streaming; their traces are not listed\n",
@@ -678,23 +680,45 @@ static int report_unmatched(const struct record *r)
     return printed > 0;
 }
 
+/*
+ * Why no trace was written, from what is known: the command's exit
+ * status, whether a second interrupt cut the wait, and how many of its
+ * processes' streams the daemon saw (agents; -1 unknown). The agent is
+ * blamed only when no process of the command loaded it.
+ */
+static void say_no_trace(int triggers, int status, int agents)
+{
+    const char *why;
+
+    if (interrupts >= 2)
+        why = "the wait was interrupted before the command's processes had "
+              "recorded anything";
+    else if (agents == 0 && (status == 126 || status == 127))
+        why = "the command could not be run";
+    else if (agents == 0)
+        why = "no process of the command loaded the agent (statically linked "
+              "programs, and programs that clear LD_PRELOAD, cannot)";
+    else if (triggers)
+        why = "no trigger opened a capture window";
+    else if (status != 0)
+        why = "the command ended before anything was recorded";
+    else
+        why = "the agent ran but recorded nothing (no layer, autograd node, "
+              "NVTX range or GPU activity while capturing)";
+    fprintf(stderr, "gradtrace: no trace written: %s\n", why);
+}
+
 /* fresh: whether record's output so far may not end a line. */
-static void print_files(const cJSON *files, int triggers, int fresh)
+static void print_files(const cJSON *files, int triggers, int fresh,
+                        int status, int agents)
 {
     const cJSON *f;
     int n = cJSON_GetArraySize(files);
 
     if (fresh)
         fresh_line();
-    if (n == 0 && triggers) {
-        /* Capture is off outside trigger windows: nothing fired. */
-        fprintf(stderr, "gradtrace: no trace written: no trigger opened a "
-                "capture window\n");
-        return;
-    }
     if (n == 0) {
-        fprintf(stderr, "gradtrace: no trace written (did the command load "
-                "the agent? statically linked programs cannot)\n");
+        say_no_trace(triggers, status, agents);
         return;
     }
     fprintf(stderr, "gradtrace: %d trace file%s:\n", n, n == 1 ? "" : "s");
@@ -734,7 +758,7 @@ int gt__cmd_record(int argc, char **argv)
     struct sigaction count = {.sa_handler = count_interrupt};
     struct sigaction old_int, old_quit;
     cJSON *files = NULL, *all;
-    int cmd_at = 0, rc, status = GT__EXIT_ERROR, running = 0, said;
+    int cmd_at = 0, rc, status = GT__EXIT_ERROR, running = 0, said, agents = -1;
     uint64_t since;
     pid_t pid;
 
@@ -770,7 +794,7 @@ int gt__cmd_record(int argc, char **argv)
         goto out_stop;
     }
     status = wait_command(pid);
-    files = collect(r, pid, since, &running);
+    files = collect(r, pid, since, &running, &agents);
 out_stop:
     all = stop_private(r);
     /* Processes of CMD still streaming (after a second interrupt): the
@@ -784,7 +808,7 @@ out_stop:
     cJSON_Delete(all);
     said = report_unmatched(r);
     if (files)
-        print_files(files, r->ntrig > 0, !said);
+        print_files(files, r->ntrig > 0, !said, status, agents);
     cJSON_Delete(files);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGQUIT, &old_quit, NULL);

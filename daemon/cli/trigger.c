@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <time.h>
 
 static const char trigger_usage[] =
     "usage: gradtrace trigger layer=NAME[,phase=P][,iteration=N|next][,count=N]\n"
@@ -31,6 +32,9 @@ static const char trigger_usage[] =
     "process group that uses MASTER_ADDR/MASTER_PORT's store.\n";
 
 static const char prog[] = "gradtrace trigger";
+
+/* How long a job trigger waits for an agent whose job route is up. */
+#define JOB_WAIT_MS 5000
 
 /*
  * The request for the command line: trigger_clear, or the parsed spec.
@@ -90,9 +94,18 @@ int gt__cmd_trigger(int argc, char **argv)
     rc = GT__EXIT_ERROR;
     if (!req || gt__cli_control_path(path, sizeof(path)) < 0)
         goto out;
-    if (gt__cli_request(path, req, 10000, &reply, err, sizeof(err)) < 0) {
-        fprintf(stderr, "%s: %s\n", prog, err);
-        goto out;
+    /* A job trigger sent as the job starts may find no agent with its job
+     * route up yet ("pending"): ask again for up to JOB_WAIT_MS. */
+    for (int waited = 0;; waited += 100) {
+        cJSON_Delete(reply);
+        if (gt__cli_request(path, req, 10000, &reply, err, sizeof(err)) == 0)
+            break;
+        if (clear >= 0 || waited >= JOB_WAIT_MS || !reply ||
+            !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "pending"))) {
+            fprintf(stderr, "%s: %s\n", prog, err);
+            goto out;
+        }
+        nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
     }
     if (clear < 0) {
         printf("job-wide trigger handed to pid %.0f (rank %.0f): %s\n"

@@ -338,18 +338,47 @@ static void do_job_trigger(struct gt__ctlconn *c, const struct gt__req *r, cJSON
     struct gt__agent *best = NULL;
     char spec[GT_CTL_MAX_SIZE];
     int len = gt__trigger_format(&r->trig, spec, sizeof(spec));
+    unsigned connected = 0;
     cJSON *o;
 
     if (len < 0 || (size_t)len + sizeof(struct gt_ctl) > GT_CTL_MAX_SIZE) {
         reply_error(c, "trigger spec too long", id);
         return;
     }
-    for (struct gt__agent *a = s->agents; a; a = a->next)
-        if (a->hello_seen && !a->closing &&
+    /* Only an agent whose Python side watches the job's store can carry
+     * the trigger to the ranks; handing it to any other would arm
+     * nothing anywhere and still say ok. */
+    for (struct gt__agent *a = s->agents; a; a = a->next) {
+        if (!a->hello_seen || a->closing)
+            continue;
+        connected++;
+        if (a->job_route &&
             (!best || (uint32_t)a->hello->h.rank < (uint32_t)best->hello->h.rank))
             best = a;
-    if (!best || gt__agent_send(best, GT_CTL_JOB_TRIGGER, spec) < 0) {
-        reply_error(c, best ? "could not send to the agent" : "no agents connected", id);
+    }
+    if (!best && !connected) {
+        reply_error(c, "no agents connected", id);
+        return;
+    }
+    if (!best) {
+        /* "pending": a job that has just started may not have its route
+         * up yet (the package sees the process group a moment after
+         * init_process_group): the CLI asks again for a few seconds. */
+        o = cJSON_CreateObject();
+        if (o) {
+            cJSON_AddFalseToObject(o, "ok");
+            cJSON_AddStringToObject(o, "error",
+                "no connected agent can reach a torch.distributed job (a job "
+                "trigger needs the gradtrace package in the job, gradtrace "
+                "record, and a process group on MASTER_ADDR/MASTER_PORT's "
+                "store): nothing armed");
+            cJSON_AddTrueToObject(o, "pending");
+        }
+        reply(c, o, id);
+        return;
+    }
+    if (gt__agent_send(best, GT_CTL_JOB_TRIGGER, spec) < 0) {
+        reply_error(c, "could not send to the agent", id);
         return;
     }
     gt__log("job-wide trigger handed to pid %u: %s", (unsigned)best->hello->h.pid, spec);
@@ -420,6 +449,7 @@ static void do_collect(struct gt__ctlconn *c, const struct gt__req *r, cJSON *id
     size_t n;
     cJSON *o = ok_obj(), *files, *running;
     struct gt__agent *a, *next;
+    unsigned agents = 0;
 
     /* Agents of the tree that already exited may still be in the listen
      * backlog or have data in their sockets: take and read everything
@@ -434,13 +464,20 @@ static void do_collect(struct gt__ctlconn *c, const struct gt__req *r, cJSON *id
     files = cJSON_AddArrayToObject(o, "files");
     running = cJSON_AddArrayToObject(o, "running");
     for (struct gt__done *d = s->done; d; d = d->next)
-        if (d->start_mono_ns >= r->since_ns && in_set(set, n, d->pid))
+        if (d->start_mono_ns >= r->since_ns && in_set(set, n, d->pid)) {
+            agents++;
             for (size_t i = 0; i < d->nfiles; i++)
                 cJSON_AddItemToArray(files, cJSON_CreateString(d->files[i]));
+        }
     for (a = s->agents; a; a = a->next)
         if (a->hello_seen && a->hello->h.start_mono_ns >= r->since_ns &&
-            in_set(set, n, a->hello->h.pid))
+            in_set(set, n, a->hello->h.pid)) {
+            agents++;
             cJSON_AddItemToArray(running, cJSON_CreateNumber(a->hello->h.pid));
+        }
+    /* Streams of the tree seen at all: 0 tells record the command never
+     * loaded the agent, rather than that it recorded nothing. */
+    cJSON_AddNumberToObject(o, "agents", agents);
     reply(c, o, id);
 }
 

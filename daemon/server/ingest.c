@@ -283,6 +283,11 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
 
             if (gt__rec_get(rec, size, &l, sizeof(l)) == 0)
                 note_lost(a, &l);
+        } else if (type == GT_R_JOB_ROUTE) {
+            struct gt_r_job_route jr;
+
+            if (gt__rec_get(rec, size, &jr, sizeof(jr)) == 0)
+                a->job_route = jr.up != 0;
         }
     }
     int rc = gt__conv_chunk(a->conv, h, records, raw_size);
@@ -997,6 +1002,7 @@ static cJSON *agent_json_locked(const struct gt__agent *a)
     /* Operators in every capture (GRADTRACE_OPS=1); windows with ops=1
      * add them for their own span only. */
     cJSON_AddBoolToObject(o, "ops", (h->h.flags & GT_HELLO_OPS) != 0);
+    cJSON_AddBoolToObject(o, "job_route", a->job_route);
     cJSON_AddBoolToObject(o, "disk_full", a->disk_full);
     cJSON_AddNumberToObject(o, "connected_s",
                             (double)(gt__mono_ns() - a->connected_ns) / 1e9);

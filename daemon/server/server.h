@@ -95,6 +95,7 @@ struct gt__agent {
     int closing;
     int hello_seen;
     int capture;                /* last capture state the daemon knows */
+    int job_route;              /* GT_R_JOB_ROUTE: job triggers reach its job */
     int eof;                    /* socket ended; closes once converted */
     int paused;                 /* not read: its queue is full */
     uint64_t connected_ns;

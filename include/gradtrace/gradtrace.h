@@ -43,7 +43,7 @@ extern "C" {
  * of the same major whose minor is >= m.
  */
 #define GT_API_VERSION_MAJOR 1
-#define GT_API_VERSION_MINOR 2
+#define GT_API_VERSION_MINOR 3
 #define GT_API_VERSION (GT_API_VERSION_MAJOR * 1000 + GT_API_VERSION_MINOR)
 /* The major number alone, as earlier headers defined it. */
 #define GRADTRACE_API_VERSION GT_API_VERSION_MAJOR
@@ -227,6 +227,15 @@ GT_API void gt_collective(uint32_t op_id, uint32_t group, uint32_t ranks,
 GT_API int gt_job_trigger_take(char *buf, size_t cap);
 GT_API int gt_trigger_arm(const char *spec);
 GT_API uint64_t gt_iteration(void);
+
+/*
+ * Says whether this process can carry job-wide triggers to every rank of
+ * its job (up 1: it watches the job's torch.distributed store and takes
+ * them with gt_job_trigger_take; 0: no longer). The daemon hands a
+ * `gradtrace trigger --job` only to agents that said 1, and refuses it
+ * when none did. Since API minor 3. Any thread; cold path.
+ */
+GT_API void gt_job_route(int up);
 
 #ifdef __cplusplus
 }

@@ -160,6 +160,7 @@ enum gt_rec_type {
     GT_R_OP_BEGIN = 30,     /* a libtorch operator (RecordFunction) begins */
     GT_R_OP_END = 31,
     GT_R_COLLECTIVE = 38,   /* a collective call ended (torch.distributed) */
+    GT_R_JOB_ROUTE = 39,    /* job-wide triggers can reach the job's ranks */
     GT_R_TYPE_COUNT
 };
 
@@ -461,6 +462,19 @@ struct gt_r_collective {
 _Static_assert(sizeof(struct gt_r_collective) == 40, "collective");
 
 /*
+ * Whether this process can carry a job-wide trigger (GT_CTL_JOB_TRIGGER)
+ * to every rank of its job: up = 1 once its Python side watches the job's
+ * torch.distributed store (python/gradtrace/_jobtrig.py), 0 when it stops.
+ * Sent with the process info at the start of every stream and when it
+ * changes; the daemon hands job triggers only to agents whose route is up.
+ */
+struct gt_r_job_route {
+    struct gt_rec h;
+    uint32_t up;
+} GT_PACKED;
+_Static_assert(sizeof(struct gt_r_job_route) == 8, "job_route");
+
+/*
  * A libtorch operator (at::RecordFunction of scope FUNCTION: an aten op)
  * on the current thread. id is unique within the stream (the
  * RecordFunction handle); it is the operator's Kineto "External id", and
@@ -522,7 +536,8 @@ _Static_assert(sizeof(struct gt_r_op_end) == 24, "op_end");
     X(GT_R_WINDOW_BEGIN_SHARED, gt_r_window)        \
     X(GT_R_OP_BEGIN, gt_r_op_begin)                 \
     X(GT_R_OP_END, gt_r_op_end)                     \
-    X(GT_R_COLLECTIVE, gt_r_collective)
+    X(GT_R_COLLECTIVE, gt_r_collective)             \
+    X(GT_R_JOB_ROUTE, gt_r_job_route)
 
 /* ------------------------------------------------ daemon -> agent messages */
 

@@ -47,6 +47,9 @@ _take = _agent._load_optional("gt_job_trigger_take", ctypes.c_int,
                               [ctypes.c_char_p, ctypes.c_size_t])
 _arm = _agent._load_optional("gt_trigger_arm", ctypes.c_int, [ctypes.c_char_p])
 _iteration = _agent._load_optional("gt_iteration", ctypes.c_uint64, [])
+# Tells the daemon this process can carry job triggers (API minor 3; an
+# older agent hands them to any agent, as before).
+_route = _agent._load_optional("gt_job_route", None, [ctypes.c_int])
 
 PREFIX = "gradtrace/jobtrig/"
 POLL_S = 0.1
@@ -151,6 +154,11 @@ def _poll(dist):
 def _at_exit():
     t = _state.get("thread")
     _stop.set()
+    if _route is not None:
+        try:
+            _route(0)
+        except Exception:
+            pass
     if t is None or not t.is_alive():
         return
     try:
@@ -184,6 +192,8 @@ def _start(dist):
     atexit.register(_at_exit)
     for t in threads:
         t.start()
+    if _route is not None:
+        _route(1)
 
 
 def _wait_for_group(dist):

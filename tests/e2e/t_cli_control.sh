@@ -51,6 +51,21 @@ want1=$'ctl 1 gradtraced\nctl 4 layer=layers.17,phase=backward,iteration=200,cou
 [ "$(sed 's/^ctl 1 gradtraced.*/ctl 1 gradtraced/' "$E2E_TMP/r0")" = "$want0" ] || die "rank 0 got the wrong messages"
 [ "$(sed 's/^ctl 1 gradtraced.*/ctl 1 gradtraced/' "$E2E_TMP/r1")" = "$want1" ] || die "rank 1 got the wrong messages"
 
+# A job-wide trigger needs an agent whose Python side watches the job's
+# store (GT_R_JOB_ROUTE): this one has none, so after waiting 5 s for a
+# route to come up it is refused, and nothing was sent to the agent.
+"$FAKE" --rank 0 --chunks 1 --hold-ms 8000 >"$E2E_TMP/r2" 2>/dev/null & a2=$!
+for _ in $(seq 1 100); do
+  [ "$(ctl_q '{"cmd":"status"}' 'len(r["agents"])')" = 1 ] && break; sleep 0.02
+done
+"$GT" trigger --job layer=fc 2>"$E2E_TMP/e"; rc=$?
+[ $rc -eq 1 ] || die "job trigger without a job: exit $rc, want 1"
+grep -q "^gradtrace trigger: no connected agent can reach a torch.distributed job" "$E2E_TMP/e" ||
+  die "job trigger without a job: $(cat "$E2E_TMP/e")"
+wait $a2
+[ "$(sed 's/^ctl 1 gradtraced.*/ctl 1 gradtraced/' "$E2E_TMP/r2")" = "ctl 1 gradtraced" ] ||
+  die "the agent without a job route got: $(cat "$E2E_TMP/r2")"
+
 # Bad specs: usage errors naming the field; nothing sent.
 "$GT" trigger layer=x,count=0 2>"$E2E_TMP/e"; [ $? -eq 2 ] || die "bad count must exit 2"
 grep -q "count" "$E2E_TMP/e" || die "error does not name count"

@@ -86,4 +86,20 @@ start_daemon
 grep -q "^  $OUT/fake_agent-pid" "$E2E_TMP/shared.err" || die "shared daemon not used: $(cat "$E2E_TMP/shared.err")"
 kill -0 "$DAEMON_PID" || die "record stopped the shared daemon"
 stop_daemon || die "daemon exit $?"
+
+# No trace: record says why, and blames the agent only when no process of
+# the command loaded it (a static program: ldconfig is static-pie on
+# Debian, checked with file(1) where it is there).
+no_trace() { # WANT CMD...
+  local want=$1; shift
+  env -u GRADTRACE_AGENT "$GT" record -o "$E2E_TMP/none" -- "$@" >/dev/null 2>"$E2E_TMP/none.err"
+  grep -q "^gradtrace: no trace written: $want" "$E2E_TMP/none.err" ||
+    die "record -- $*: want '$want': $(cat "$E2E_TMP/none.err")"
+}
+no_trace "the agent ran but recorded nothing" /bin/true
+no_trace "the command ended before anything was recorded" /bin/false
+no_trace "the command could not be run" "$E2E_TMP/no-such-command"
+if ldd /sbin/ldconfig 2>&1 | grep -qiE 'statically|not a dynamic'; then
+  no_trace "no process of the command loaded the agent" /sbin/ldconfig -p
+fi
 echo ok

@@ -106,4 +106,9 @@ for cmd in "report $E2E_TMP/z.gtr" "diff $E2E_TMP/z.gtr $E2E_TMP/z.gtr" "convert
   grep -q "^gradtrace ${cmd%% *}: " "$E2E_TMP/e" || die "gradtrace $cmd: $(cat "$E2E_TMP/e")"
 done
 grep -q "already a JSON trace" "$E2E_TMP/e" || die "convert of a JSON trace: $(cat "$E2E_TMP/e")"
+# Every option a command takes is in its --help.
+"$GT" daemon --help | grep -q -- "--stop" || die "daemon --help lacks --stop"
+"$GT" trigger --help | grep -q "pass=K" || die "trigger --help lacks pass="
+"$GT" trigger --help | grep -q "ops=1" || die "trigger --help lacks ops="
+"$GT" record --help | grep -q -- "--ops" || die "record --help lacks --ops"
 echo ok
