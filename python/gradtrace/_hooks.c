@@ -244,15 +244,18 @@ static void set_ref(PyObject **slot, PyObject *v)
  * nn.Module.__call__: the hooks stay out of compiled graphs by what the
  * function is, not by when it is swapped.
  *
- * The vectorcall runs the form's own bytecode instead (_PyFunction_Vectorcall:
- * the same behaviour, by definition) when it cannot do it in C, and
- * whenever a frame evaluation hook other than CPython's is installed:
- * dynamo installs one while a thread runs inside a compiled region's
- * entry (torch.compile's wrapper of the bound __call__ it kept), and
- * there a frame must exist for dynamo to compile, with the hooks folded
- * out, and no Python hook of ours may run in eager for dynamo to trace.
- * An interpreter that inlines a direct call of the function in its
- * bytecode (3.11's CALL specialisations) runs the bytecode too.
+ * Where a PEP 523 frame hook is installed (dynamo installs one while a
+ * thread runs a compiled region's entry: torch.compile's wrapper of the
+ * bound __call__ it kept), every frame may be one dynamo compiles. There
+ * the vectorcall still runs the C hooks and orig, so the frames dynamo
+ * meets are torch's own, as without gradtrace, but never a Python hook of
+ * ours: a call whose pre-hook needs Python runs the form's bytecode
+ * (_PyFunction_Vectorcall: the same behaviour, by definition; dynamo
+ * compiles that frame with the hooks folded out), and a post-hook that
+ * needs Python is left to the next hook that finds the call stale. The
+ * bytecode also runs where the vectorcall cannot (no table entry, no
+ * module argument), and where an interpreter inlines a direct call of the
+ * function in its bytecode (3.11 does for mod.__call__(x), super().__call__).
  *
  * The forms given a vectorcall are kept here with their `on` list and
  * original (references held for the process's life: nn.Module.__call__
@@ -315,6 +318,7 @@ static PyObject *form_vectorcall(PyObject *func, PyObject *const *args,
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     struct form *f = NULL;
     PyObject *r, *et, *ev, *tb;
+    int eager;
 
     for (int i = 0; i < n_forms; i++) {
         if (forms[i].func == func) {
@@ -322,16 +326,22 @@ static PyObject *form_vectorcall(PyObject *func, PyObject *const *args,
             break;
         }
     }
-    if (!f || nargs < 1 || !gt_begin || PyList_GET_SIZE(f->on) < 1 ||
-        !default_eval_frame())
+    if (!f || nargs < 1 || !gt_begin || PyList_GET_SIZE(f->on) < 1)
         return _PyFunction_Vectorcall(func, args, nargsf, kwnames);
     if (PyList_GET_ITEM(f->on, 0) != Py_True)
         return PyObject_Vectorcall(f->orig, args, nargsf, kwnames);
-    if (pre_fast(args[0]) == 0)
+    eager = default_eval_frame();
+    if (pre_fast(args[0]) == 0) {
+        if (!eager)             /* nothing done yet: the bytecode does it */
+            return _PyFunction_Vectorcall(func, args, nargsf, kwnames);
         call_py_hook(py_pre, args, nargs, 0);
+    }
     r = PyObject_Vectorcall(f->orig, args, nargsf, kwnames);
     PyErr_Fetch(&et, &ev, &tb);         /* the call's exception, if any */
-    if (!post_fast(args[0]))
+    /* The Python post-hook only where no frame hook may trace it; a call
+     * it would have closed is closed by the next hook that finds it stale
+     * (_modules._close_stale). */
+    if (!post_fast(args[0]) && eager)
         call_py_hook(py_post, args, nargs, 1);
     PyErr_Restore(et, ev, tb);
     return r;

@@ -704,13 +704,13 @@ _OVERDUE_MIN_S = 2.0     # a boundary this late (or 3 steps' worth) is missed
 # graph can hold such a guard, so idle stays free. Dynamo's compile-start
 # callback says when one starts; it and the restore take _restore_lock, so
 # a compile starts either with torch's __call__ in place or after the flag
-# is up. Where that callback is missing (older 2.x), torch._dynamo being
-# imported counts as compiling.
+# is up. Where that callback is missing once torch._dynamo is imported
+# (older 2.x, or torch._dynamo.reset(), which drops every callback), dynamo
+# counts as having compiled.
 _use_global = os.environ.get("GRADTRACE_MODULE_HOOKS", "") == "global"
 _orig_call = None        # nn.Module.__call__ before ours
 _restore_lock = threading.Lock()
 _dynamo_compiled = False  # dynamo started a compilation (under the lock)
-_dynamo_watched = False   # its compile-start callback is registered
 
 
 _c_call_ok = _gthooks is not None and hasattr(_gthooks, "fast_call")
@@ -808,9 +808,16 @@ def _hooks_off():
 
 
 def _dynamo_may_guard():
+    # Called under _restore_lock.
     if _dynamo_compiled:
         return True
-    return not _dynamo_watched and "torch._dynamo" in sys.modules
+    if "torch._dynamo" not in sys.modules:
+        return False
+    cb = sys.modules.get("torch._dynamo.callback")
+    try:
+        return _on_dynamo_compile not in cb.callback_handler.start_callbacks
+    except Exception:
+        return True  # no callback could have told us
 
 
 def _on_dynamo_compile(*_args):
@@ -822,11 +829,9 @@ def _on_dynamo_compile(*_args):
 
 
 def _watch_dynamo():
-    global _dynamo_watched
     try:
         from torch._dynamo.callback import callback_handler
         callback_handler.register_start_callback(_on_dynamo_compile)
-        _dynamo_watched = True
     except Exception:  # then torch._dynamo imported counts as compiling
         pass
 
