@@ -248,14 +248,18 @@ static void set_ref(PyObject **slot, PyObject *v)
  * thread runs a compiled region's entry: torch.compile's wrapper of the
  * bound __call__ it kept), every frame may be one dynamo compiles. There
  * the vectorcall still runs the C hooks and orig, so the frames dynamo
- * meets are torch's own, as without gradtrace, but never a Python hook of
- * ours: a call whose pre-hook needs Python runs the form's bytecode
- * (_PyFunction_Vectorcall: the same behaviour, by definition; dynamo
- * compiles that frame with the hooks folded out), and a post-hook that
+ * meets are torch's own, as without gradtrace (running the bytecode
+ * instead would make dynamo compile our frame: the same graph, but its
+ * inputs named after our *args), and never a Python hook of ours: a call
+ * whose pre-hook needs Python runs orig alone, opening no scope (in the
+ * compiling thread that is a call dynamo compiles, whose scope would be
+ * folded out anyway; another thread's first call of a module not yet
+ * mapped loses its scope while dynamo runs there), and a post-hook that
  * needs Python is left to the next hook that finds the call stale. The
- * bytecode also runs where the vectorcall cannot (no table entry, no
- * module argument), and where an interpreter inlines a direct call of the
- * function in its bytecode (3.11 does for mod.__call__(x), super().__call__).
+ * bytecode runs where the vectorcall cannot (no table entry, no module
+ * argument), and where an interpreter inlines a direct call of the
+ * function in its bytecode (3.11 does for mod.__call__(x) and
+ * super().__call__(x)): the same behaviour, more slowly.
  *
  * The forms given a vectorcall are kept here with their `on` list and
  * original (references held for the process's life: nn.Module.__call__
@@ -332,8 +336,8 @@ static PyObject *form_vectorcall(PyObject *func, PyObject *const *args,
         return PyObject_Vectorcall(f->orig, args, nargsf, kwnames);
     eager = default_eval_frame();
     if (pre_fast(args[0]) == 0) {
-        if (!eager)             /* nothing done yet: the bytecode does it */
-            return _PyFunction_Vectorcall(func, args, nargsf, kwnames);
+        if (!eager)             /* nothing done yet: torch's call alone */
+            return PyObject_Vectorcall(f->orig, args, nargsf, kwnames);
         call_py_hook(py_pre, args, nargs, 0);
     }
     r = PyObject_Vectorcall(f->orig, args, nargsf, kwnames);

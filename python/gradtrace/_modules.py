@@ -111,6 +111,7 @@ import weakref
 import torch
 
 from . import _agent
+from . import _callform
 
 _lib = _agent.lib
 # gt_module_begin without argtypes: ctypes then passes the (small, positive)
@@ -717,42 +718,15 @@ _c_call_ok = _gthooks is not None and hasattr(_gthooks, "fast_call")
 
 
 def _make_wrapper(orig, pre=None, post=None):
-    """Our nn.Module.__call__ around orig, and the one-element list that
-    switches its hooks on (a reference to it kept elsewhere, e.g.
-    torch.compile's bound forward, stays harmless once hooks are out).
-    With the C hooks loaded and pre/post left to the package's, it runs
-    in C (_gthooks.fast_call), doing exactly what its bytecode does."""
-    fast = pre is None and post is None
-    pre, post = pre or _fast_pre, post or _fast_post
-    compiling = _is_compiling
-    on = [False]
-
-    if compiling is not None:
-        def __call__(self, *args, **kwargs):
-            # torch 2.x: dynamo folds this check first, so it traces
-            # torch's __call__ alone and reads nothing that changes.
-            if compiling() or not on[0]:
-                return orig(self, *args, **kwargs)
-            pre(self, args)
-            try:
-                return orig(self, *args, **kwargs)
-            finally:
-                post(self, args, None)
-    else:
-        def __call__(self, *args, **kwargs):
-            if not on[0]:
-                return orig(self, *args, **kwargs)
-            pre(self, args)
-            try:
-                return orig(self, *args, **kwargs)
-            finally:
-                post(self, args, None)
-    if fast and _c_call_ok:
-        try:
-            _gthooks.fast_call(__call__, on, orig)
-        except Exception:  # the bytecode does the same, more slowly
-            pass
-    return __call__, on
+    """Our nn.Module.__call__ around orig (_callform.make), and the
+    one-element list that switches its hooks on (a reference to it kept
+    elsewhere, e.g. torch.compile's bound forward, stays harmless once
+    hooks are out). With the C hooks loaded and pre/post left to the
+    package's, it runs in C (_gthooks.fast_call), doing exactly what its
+    bytecode does."""
+    return _callform.make(orig, _is_compiling, pre or _fast_pre,
+                          post or _fast_post,
+                          _gthooks if _c_call_ok else None)
 
 
 _call_wrapper = None     # our __call__ around _orig_call

@@ -216,8 +216,8 @@ def percall():
                 M._hooks_on()
             elif hooks == "wrapper-py":  # its bytecode alone (where the
                 # C vectorcall defers to it, or is not built)
-                form, on = M._make_wrapper(torch_call, M._fast_pre,
-                                           M._fast_post)
+                form, on = M._callform.make(torch_call, M._is_compiling,
+                                            M._fast_pre, M._fast_post)
                 on[0] = True
                 nn.Module.__call__ = form
             elif hooks == "wrapper-off":  # ours left in place, switched
