@@ -108,7 +108,7 @@ PROGRAMS := $(BUILD)/gradtraced $(BUILD)/gradtrace
 UNIT_BIN := $(BUILD)/unit-tests
 
 .PHONY: check-layers all test unit e2e fuzz fuzz-regress bench demo deps install uninstall clean kernels \
-        tsan analyze soak pyext
+        tsan analyze soak pyext pyunit
 .DEFAULT_GOAL := all
 
 all: $(AGENT_SO) $(PROGRAMS) $(PROG_BIN) $(CUDA_BIN) $(TORCH_PROG_BIN) pyext
@@ -120,6 +120,11 @@ all: $(AGENT_SO) $(PROGRAMS) $(PROG_BIN) $(CUDA_BIN) $(TORCH_PROG_BIN) pyext
 TORCH2_PY ?= $(wildcard $(HOME)/.cache/gradtrace/torch2-venv/bin/python)
 pyext:
 	@scripts/build-pyext.sh "$(CC)" "$(CFLAGS_BASE)" $(PYTHON) $(TORCH2_PY)
+
+# The Python package's own tests (tests/python: its rules, without the
+# agent), with each interpreter the C hooks are built for.
+pyunit: pyext
+	@scripts/run-pyunit.sh $(PYTHON) $(TORCH2_PY)
 
 deps:
 	@scripts/install-deps.sh --quiet
@@ -262,6 +267,7 @@ test: deps
 	$(MAKE) check-layers
 	$(MAKE) all
 	$(MAKE) unit
+	$(MAKE) pyunit
 	$(MAKE) fuzz-regress
 	$(MAKE) e2e
 

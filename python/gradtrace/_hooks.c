@@ -23,7 +23,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <structmember.h>
 
 typedef void (*begin_fn)(uint32_t path_id, uint32_t class_id);
 typedef void (*end_fn)(void);
@@ -227,27 +226,56 @@ static void set_ref(PyObject **slot, PyObject *v)
 /* ------------------------------------------- nn.Module.__call__ in C
  *
  * The package reaches torch by replacing nn.Module.__call__ (so torch's
- * no-hooks fast path stays). Call(original) is that __call__ in C, doing
- * what _modules._make_wrapper's Python __call__ does without a Python
- * frame: while its `on` is true, the pre-hook, the original __call__,
- * then the post-hook, also when the call raised (its exception kept as
- * it was); while off, the original alone. Its hooks are pre_hook and
- * post_hook above, falling back to the Python hooks exactly as they do.
+ * no-hooks fast path stays) with the Python form of _modules.py
+ * (_make_wrapper): a real Python function, so that whatever reads it --
+ * torch.compile's dynamo above all, which reads nn.Module.__call__ from
+ * the class dict, binds it (OptimizedModule keeps the bound
+ * module.__call__ it found when torch.compile ran) and traces its
+ * bytecode -- finds Python it can trace, and through the form's
+ * torch.compiler.is_compiling() check, traces torch's own __call__ and
+ * nothing of ours. fast_call(form, on, orig) gives that same function a
+ * C vectorcall (PEP 590: a function's vectorcall field is how CPython's
+ * C code calls it), which does what the form's bytecode does without a
+ * Python frame: while on[0] is True, the pre-hook, orig, then the
+ * post-hook, also when orig raised (its exception kept as it was);
+ * otherwise orig alone. So module(x), which CPython runs through the
+ * type's call slot and thus the vectorcall, costs what a C __call__
+ * does, while no tracer can ever meet a C object where it looks for
+ * nn.Module.__call__: the hooks stay out of compiled graphs by what the
+ * function is, not by when it is swapped.
  *
- * A Call is a method descriptor (Py_TPFLAGS_METHOD_DESCRIPTOR), as a
- * Python function is: module(x) reaches it through the type's __call__
- * slot as Call(module, x), without a bound-method object, and the vector
- * of arguments (module first) goes on to the original as it came. Each
- * Call keeps its own original and its own `on`, so two of them (one
- * wrapped by another library between a hooks-off and a hooks-on) never
- * call each other or both run the hooks.
+ * Where a PEP 523 frame hook is installed (dynamo installs one while a
+ * thread runs a compiled region's entry: torch.compile's wrapper of the
+ * bound __call__ it kept), every frame may be one dynamo compiles. There
+ * the vectorcall still runs the C hooks and orig, so the frames dynamo
+ * meets are torch's own, as without gradtrace (running the bytecode
+ * instead would make dynamo compile our frame: the same graph, but its
+ * inputs named after our *args), and never a Python hook of ours: a call
+ * whose pre-hook needs Python runs orig alone, opening no scope (in the
+ * compiling thread that is a call dynamo compiles, whose scope would be
+ * folded out anyway; another thread's first call of a module not yet
+ * mapped loses its scope while dynamo runs there), and a post-hook that
+ * needs Python is left to the next hook that finds the call stale. The
+ * bytecode runs where the vectorcall cannot (no table entry, no module
+ * argument), and where an interpreter inlines a direct call of the
+ * function in its bytecode (3.11 does for mod.__call__(x) and
+ * super().__call__(x)): the same behaviour, more slowly.
+ *
+ * The forms given a vectorcall are kept here with their `on` list and
+ * original (references held for the process's life: nn.Module.__call__
+ * and OptimizedModule's bound calls outlive any hooks-off). Each form has
+ * its own on and orig, so two of them (another library wrapped ours
+ * between a hooks-off and a hooks-on, and the package wrapped that) never
+ * both run the hooks.
  */
-typedef struct {
-    PyObject_HEAD
-    PyObject *orig;             /* nn.Module.__call__ before this one */
-    vectorcallfunc vectorcall;
-    char on;                    /* run the hooks */
-} call_object;
+#define FORMS_MAX 8
+
+static struct form {
+    PyObject *func;             /* the Python form */
+    PyObject *on;               /* its one-element list: run the hooks */
+    PyObject *orig;             /* nn.Module.__call__ before it */
+} forms[FORMS_MAX];
+static int n_forms;
 
 static PyObject *args_tuple(PyObject *const *args, Py_ssize_t nargs)
 {
@@ -276,125 +304,84 @@ static void call_py_hook(PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
     }
 }
 
-static PyObject *call_vectorcall(PyObject *callable, PyObject *const *args,
+/* Whether frames run as CPython runs them (no PEP 523 hook such as
+ * dynamo's is installed in this interpreter). */
+static int default_eval_frame(void)
+{
+#if PY_VERSION_HEX < 0x03090000
+    return 0;                   /* no way to tell: the bytecode always */
+#else
+    return _PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get()) ==
+           _PyEval_EvalFrameDefault;
+#endif
+}
+
+static PyObject *form_vectorcall(PyObject *func, PyObject *const *args,
                                  size_t nargsf, PyObject *kwnames)
 {
-    call_object *c = (call_object *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    struct form *f = NULL;
     PyObject *r, *et, *ev, *tb;
+    int eager;
 
-    if (nargs < 1) {
-        PyErr_SetString(PyExc_TypeError, "__call__ needs the module");
-        return NULL;
+    for (int i = 0; i < n_forms; i++) {
+        if (forms[i].func == func) {
+            f = &forms[i];
+            break;
+        }
     }
-    if (!c->on || !gt_begin)
-        return PyObject_Vectorcall(c->orig, args, nargsf, kwnames);
-    if (pre_fast(args[0]) == 0)
+    if (!f || nargs < 1 || !gt_begin || PyList_GET_SIZE(f->on) < 1)
+        return _PyFunction_Vectorcall(func, args, nargsf, kwnames);
+    if (PyList_GET_ITEM(f->on, 0) != Py_True)
+        return PyObject_Vectorcall(f->orig, args, nargsf, kwnames);
+    eager = default_eval_frame();
+    if (pre_fast(args[0]) == 0) {
+        if (!eager)             /* nothing done yet: torch's call alone */
+            return PyObject_Vectorcall(f->orig, args, nargsf, kwnames);
         call_py_hook(py_pre, args, nargs, 0);
-    r = PyObject_Vectorcall(c->orig, args, nargsf, kwnames);
+    }
+    r = PyObject_Vectorcall(f->orig, args, nargsf, kwnames);
     PyErr_Fetch(&et, &ev, &tb);         /* the call's exception, if any */
-    if (!post_fast(args[0]))
+    /* The Python post-hook only where no frame hook may trace it; a call
+     * it would have closed is closed by the next hook that finds it stale
+     * (_modules._close_stale). */
+    if (!post_fast(args[0]) && eager)
         call_py_hook(py_post, args, nargs, 1);
     PyErr_Restore(et, ev, tb);
     return r;
 }
 
-static PyObject *call_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+/* fast_call(form, on, orig): gives the Python form its C vectorcall.
+ * @return True, or False when the table is full (the form then runs as
+ * Python). */
+static PyObject *fast_call(PyObject *self, PyObject *args)
 {
-    PyObject *orig;
-    call_object *c;
+    PyObject *func, *on, *orig;
 
-    if (kw && PyDict_GET_SIZE(kw) > 0) {
-        PyErr_SetString(PyExc_TypeError, "Call takes no keyword arguments");
-        return NULL;
-    }
-    if (!PyArg_ParseTuple(args, "O:Call", &orig))
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!O!O:fast_call", &PyFunction_Type, &func,
+                          &PyList_Type, &on, &orig))
         return NULL;
     if (!PyCallable_Check(orig)) {
-        PyErr_SetString(PyExc_TypeError, "Call: the original is not callable");
+        PyErr_SetString(PyExc_TypeError, "fast_call: orig is not callable");
         return NULL;
     }
-    c = (call_object *)type->tp_alloc(type, 0);
-    if (!c)
-        return NULL;
+    for (int i = 0; i < n_forms; i++)
+        if (forms[i].func == func)
+            Py_RETURN_TRUE;
+    if (n_forms == FORMS_MAX)
+        Py_RETURN_FALSE;
+    Py_INCREF(func);
+    Py_INCREF(on);
     Py_INCREF(orig);
-    c->orig = orig;
-    c->vectorcall = call_vectorcall;
-    c->on = 0;
-    return (PyObject *)c;
+    forms[n_forms++] = (struct form){func, on, orig};
+#if PY_VERSION_HEX >= 0x030C0000
+    PyFunction_SetVectorcall((PyFunctionObject *)func, form_vectorcall);
+#else
+    ((PyFunctionObject *)func)->vectorcall = form_vectorcall;
+#endif
+    Py_RETURN_TRUE;
 }
-
-static void call_dealloc(PyObject *self)
-{
-    call_object *c = (call_object *)self;
-
-    PyObject_GC_UnTrack(self);
-    Py_CLEAR(c->orig);
-    Py_TYPE(self)->tp_free(self);
-}
-
-static int call_traverse(PyObject *self, visitproc visit, void *arg)
-{
-    Py_VISIT(((call_object *)self)->orig);
-    return 0;
-}
-
-static int call_clear(PyObject *self)
-{
-    Py_CLEAR(((call_object *)self)->orig);
-    return 0;
-}
-
-/* Module.__call__ looked up on an instance: bound, as a function is. */
-static PyObject *call_get(PyObject *self, PyObject *obj, PyObject *type)
-{
-    (void)type;
-    if (obj == NULL || obj == Py_None) {
-        Py_INCREF(self);
-        return self;
-    }
-    return PyMethod_New(self, obj);
-}
-
-static PyObject *call_name(PyObject *self, void *closure)
-{
-    (void)self;
-    (void)closure;
-    return PyUnicode_FromString("__call__");
-}
-
-static PyMemberDef call_members[] = {
-    {"on", T_BOOL, offsetof(call_object, on), 0,
-     "whether the call runs gradtrace's module hooks"},
-    {"__wrapped__", T_OBJECT, offsetof(call_object, orig), READONLY,
-     "the original __call__"},
-    {NULL, 0, 0, 0, NULL},
-};
-
-static PyGetSetDef call_getset[] = {
-    {"__name__", call_name, NULL, NULL, NULL},
-    {"__qualname__", call_name, NULL, NULL, NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static PyTypeObject call_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "gradtrace._gthooks.Call",
-    .tp_doc = "Call(original): nn.Module.__call__ with gradtrace's module "
-              "scopes (python/gradtrace/_hooks.c)",
-    .tp_basicsize = sizeof(call_object),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
-                Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_new = call_new,
-    .tp_dealloc = call_dealloc,
-    .tp_traverse = call_traverse,
-    .tp_clear = call_clear,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(call_object, vectorcall),
-    .tp_descr_get = call_get,
-    .tp_members = call_members,
-    .tp_getset = call_getset,
-};
 
 /* A hook that does nothing, in C: what torch's own hook path costs is
  * measured with it (tests/bench/bench_torch.py). */
@@ -442,6 +429,8 @@ static PyMethodDef methods[] = {
      "pre_hook(module, args): _modules._pre_hook, its common case in C"},
     {"post_hook", (PyCFunction)(void (*)(void))post_hook, METH_FASTCALL,
      "post_hook(module, args, output): _modules._post_hook, likewise"},
+    {"fast_call", fast_call, METH_VARARGS,
+     "fast_call(form, on, orig): the Python __call__ form, run in C"},
     {"noop", (PyCFunction)(void (*)(void))noop, METH_FASTCALL,
      "noop(*args): returns None (a baseline for hook costs)"},
     {NULL, NULL, 0, NULL},
@@ -463,16 +452,5 @@ PyMODINIT_FUNC PyInit__gthooks(void)
     s_dict = PyUnicode_InternFromString("__dict__");
     if (!s_stack || !s_ents || !s_root_map || !s_dict)
         return NULL;
-    if (PyType_Ready(&call_type) < 0)
-        return NULL;
-    PyObject *m = PyModule_Create(&moddef);
-    if (!m)
-        return NULL;
-    Py_INCREF(&call_type);
-    if (PyModule_AddObject(m, "Call", (PyObject *)&call_type) < 0) {
-        Py_DECREF(&call_type);
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    return PyModule_Create(&moddef);
 }

@@ -59,9 +59,9 @@ common case runs in C (the _gthooks extension built from _hooks.c, which
 hands every other case to the Python hooks here, so behaviour is theirs);
 where it cannot load (not built for this interpreter, or
 GRADTRACE_C_HOOKS=0) the Python hooks run, calling the agent through
-ctypes. The hooks reach torch through our own nn.Module.__call__ (in C
-where no torch.compile can trace it, else in Python: "How the hooks reach
-torch" below), which keeps torch's no-hooks fast path (torch's
+ctypes. The hooks reach torch through our own nn.Module.__call__ (a
+Python function that torch.compile traces as torch's own, run in C by
+_gthooks: "How the hooks reach torch" below), which keeps torch's no-hooks fast path (torch's
 global-hook path costs more than the hooks), and only while the agent
 wants module scopes
 (capturing or a trigger armed), switched at optimizer steps: see "Idle =
@@ -111,6 +111,7 @@ import weakref
 import torch
 
 from . import _agent
+from . import _callform
 
 _lib = _agent.lib
 # gt_module_begin without argtypes: ctypes then passes the (small, positive)
@@ -674,88 +675,70 @@ _OVERDUE_MIN_S = 2.0     # a boundary this late (or 3 steps' worth) is missed
 # closes it after its forward hooks. GRADTRACE_MODULE_HOOKS=global uses
 # torch's global module hooks instead (register_module_forward_*_hook).
 #
-# Two forms of the same __call__: the C one (_gthooks.Call, a method
-# descriptor: no Python frame) and the Python one (_make_wrapper). Each
-# has its own "on" switch, so a form that another library wrapped (and
-# that we then wrapped again) never runs the hooks a second time. Dynamo traces nn.Module.__call__ when a compiled
-# function calls a module, and can only trace Python, which keeps the
-# hooks out of its graphs with torch.compiler.is_compiling() (folded to
-# True while tracing, a Python call of its own in eager). So the C form is
-# used where no torch.compile can trace it: always on torch without
-# torch.compiler (1.13), and on 2.x until dynamo starts its first
-# compilation (its compile-start callback, registered as soon as
-# torch._dynamo is imported, switches to the Python form for the rest of
-# the process). A 2.x whose dynamo has no such callback gets the Python
-# form throughout; so do interpreters the C hooks are not built for.
+# Our __call__ is one Python function (_make_wrapper) that is also run in
+# C. Dynamo (torch.compile) finds nn.Module.__call__ in several ways: it
+# reads it from the class dict when a compiled function calls a module
+# (through getattr, and raw when it walks the MRO, e.g. for super()),
+# torch.compile(module) binds module.__call__ once and keeps it (its
+# OptimizedModule's forward), and it traces the bytecode of whatever it
+# found. A C object there cannot be traced: under fullgraph=True the
+# compile fails ("call to a callable object with no traceable __call__"),
+# without it every module call is a graph break; and switching objects
+# when dynamo starts cannot reach the references it already took. So the
+# object is always a Python function, whose first test is
+# torch.compiler.is_compiling(): dynamo folds it to True and traces
+# torch's own __call__, reading none of our state (no guard on the on
+# switch, so capture going on and off recompiles nothing). Eager calls
+# do not pay for that Python: _gthooks.fast_call gives the same function
+# a C vectorcall doing what its bytecode does (module(x) reaches a
+# function through its vectorcall), and that runs the bytecode itself
+# whenever dynamo's frame hook is installed, so that dynamo finds a frame
+# to compile where it expects one and never a Python hook of ours.
+#
+# Once dynamo has started compiling, hooks-off leaves our function in
+# place (switched off: one C call in front of torch's) instead of putting
+# torch's back: a graph dynamo traced while ours was in place may carry
+# guards on it (the class dict entry, its closure: when torch._dynamo was
+# imported before ours went in, dynamo inlines ours instead of going
+# straight to forward), and taking it out would fail them and recompile
+# the compiled regions at every capture toggle. Before any compilation no
+# graph can hold such a guard, so idle stays free. Dynamo's compile-start
+# callback says when one starts; it and the restore take _restore_lock, so
+# a compile starts either with torch's __call__ in place or after the flag
+# is up. Where that callback is missing once torch._dynamo is imported
+# (older 2.x, or torch._dynamo.reset(), which drops every callback), dynamo
+# counts as having compiled.
 _use_global = os.environ.get("GRADTRACE_MODULE_HOOKS", "") == "global"
 _orig_call = None        # nn.Module.__call__ before ours
-_dynamo_seen = False     # dynamo compiled (or may compile): Python form
+_restore_lock = threading.Lock()
+_dynamo_compiled = False  # dynamo started a compilation (under the lock)
 
 
-def _dynamo_has_start_callback():
-    # A look at torch's files, not find_spec: finding a submodule imports
-    # its parents, and importing torch._dynamo costs the job over a second
-    # of start-up.
-    try:
-        return any(os.path.exists(os.path.join(d, "_dynamo", "callback.py"))
-                   for d in torch.__path__)
-    except Exception:
-        return False
-
-
-_c_call_ok = _gthooks is not None and hasattr(_gthooks, "Call") and (
-    _is_compiling is None or _dynamo_has_start_callback())
+_c_call_ok = _gthooks is not None and hasattr(_gthooks, "fast_call")
 
 
 def _make_wrapper(orig, pre=None, post=None):
-    """The Python form of our nn.Module.__call__ around orig, and the
+    """Our nn.Module.__call__ around orig (_callform.make), and the
     one-element list that switches its hooks on (a reference to it kept
     elsewhere, e.g. torch.compile's bound forward, stays harmless once
-    hooks are out)."""
-    pre, post = pre or _fast_pre, post or _fast_post
-    compiling = _is_compiling
-    on = [False]
-
-    if compiling is not None:
-        def __call__(self, *args, **kwargs):
-            # torch 2.x: dynamo folds this check, so a C hook never shows
-            # up in a graph it traces.
-            if not on[0] or compiling():
-                return orig(self, *args, **kwargs)
-            pre(self, args)
-            try:
-                return orig(self, *args, **kwargs)
-            finally:
-                post(self, args, None)
-    else:
-        def __call__(self, *args, **kwargs):
-            if not on[0]:
-                return orig(self, *args, **kwargs)
-            pre(self, args)
-            try:
-                return orig(self, *args, **kwargs)
-            finally:
-                post(self, args, None)
-    return __call__, on
+    hooks are out). With the C hooks loaded and pre/post left to the
+    package's, it runs in C (_gthooks.fast_call), doing exactly what its
+    bytecode does."""
+    return _callform.make(orig, _is_compiling, pre or _fast_pre,
+                          post or _fast_post,
+                          _gthooks if _c_call_ok else None)
 
 
-_call_wrapper = None     # the Python form around _orig_call
+_call_wrapper = None     # our __call__ around _orig_call
 _call_wrapper_on = [False]
-_c_call = None           # the C form around _orig_call, where usable
 
 
 def _ours(call):
-    return call is not None and (call is _call_wrapper or call is _c_call)
-
-
-def _set_wrapper_on(on):
-    _call_wrapper_on[0] = on
-    if _c_call is not None:
-        _c_call.on = on
+    return call is not None and call is _call_wrapper
 
 
 def _hooks_on():
-    global _handles, _orig_call, _call_wrapper, _call_wrapper_on, _c_call
+    global _handles, _orig_call, _call_wrapper, _call_wrapper_on
     if _handles is not None:
         return
     if _use_global:
@@ -775,17 +758,8 @@ def _hooks_on():
     if not _ours(mod.__call__):
         _orig_call = mod.__call__
         _call_wrapper, _call_wrapper_on = _make_wrapper(_orig_call)
-        _c_call = None
-        if _c_call_ok:
-            try:
-                _c_call = _gthooks.Call(_orig_call)
-            except Exception:
-                _c_call = None
-    _set_wrapper_on(True)
-    mod.__call__ = _c_call if _c_call is not None and not _dynamo_seen \
-        else _call_wrapper
-    if _dynamo_seen and mod.__call__ is _c_call:
-        mod.__call__ = _call_wrapper  # dynamo started meanwhile (no lock)
+    _call_wrapper_on[0] = True
+    mod.__call__ = _call_wrapper
     _handles = ("wrapper",)
 
 
@@ -798,33 +772,42 @@ def _hooks_off():
         h[0].remove()
         h[1].remove()
         return
-    _set_wrapper_on(False)
+    _call_wrapper_on[0] = False
     # Put the original back unless someone wrapped ours meanwhile (then
-    # ours stays in place, calling no hook while it is off).
-    if _ours(torch.nn.Module.__call__):
-        torch.nn.Module.__call__ = _orig_call
+    # ours stays in place, calling no hook while it is off), or dynamo may
+    # hold graphs that guard on ours (above).
+    with _restore_lock:
+        if _ours(torch.nn.Module.__call__) and not _dynamo_may_guard():
+            torch.nn.Module.__call__ = _orig_call
+
+
+def _dynamo_may_guard():
+    # Called under _restore_lock.
+    if _dynamo_compiled:
+        return True
+    if "torch._dynamo" not in sys.modules:
+        return False
+    cb = sys.modules.get("torch._dynamo.callback")
+    try:
+        return _on_dynamo_compile not in cb.callback_handler.start_callbacks
+    except Exception:
+        return True  # no callback could have told us
 
 
 def _on_dynamo_compile(*_args):
-    """dynamo's compile-start callback: the Python form from now on."""
-    global _dynamo_seen
-    if _dynamo_seen:
-        return
-    _dynamo_seen = True
-    try:
-        if _c_call is not None and torch.nn.Module.__call__ is _c_call:
-            torch.nn.Module.__call__ = _call_wrapper
-    except Exception:
-        pass
+    """dynamo's compile-start callback: ours stays in place from now on."""
+    global _dynamo_compiled
+    if not _dynamo_compiled:
+        with _restore_lock:
+            _dynamo_compiled = True
 
 
 def _watch_dynamo():
     try:
         from torch._dynamo.callback import callback_handler
         callback_handler.register_start_callback(_on_dynamo_compile)
-    except Exception:
-        # No callback to be told by: take no chance with the C form.
-        _on_dynamo_compile()
+    except Exception:  # then torch._dynamo imported counts as compiling
+        pass
 
 
 def hooks_installed():
@@ -903,9 +886,13 @@ def install():
         if _hooks_wanted is None or _hooks_wanted():
             _hooks_on()
         _installed = True
-        if _c_call_ok and _is_compiling is not None:
-            from . import _importhook
-            _importhook.after_import("torch._dynamo.callback", _watch_dynamo)
+        if _is_compiling is not None and not _use_global:
+            if "torch._dynamo.callback" in sys.modules:
+                _watch_dynamo()
+            else:
+                from . import _importhook
+                _importhook.after_import("torch._dynamo.callback",
+                                         _watch_dynamo)
         if _seen_dir is not None:
             import atexit
             atexit.register(_write_seen)

@@ -157,37 +157,55 @@ assert not calls, calls
 assert [e[1] for e in events] == ["B", "B", "E", "B", "E", "E"], events
 
 
-# nn.Module.__call__ in C (_gthooks.Call, as the package installs it
-# where no torch.compile can trace it) against the Python form
-# (_make_wrapper) around the Python hooks: the same scopes, and the same
-# results, kwargs and exceptions as torch's own __call__.
+# nn.Module.__call__ as the package installs it (_make_wrapper's function,
+# run in C by _gthooks.fast_call) against its Python-only form around the
+# Python hooks: the same scopes, and the same results, kwargs and
+# exceptions as torch's own __call__.
 _gthooks.setup(ctypes.cast(BEGIN, ctypes.c_void_p).value,
                ctypes.cast(END, ctypes.c_void_p).value,
                M._tls, M._known, M._pre_hook, M._post_hook)
 TORCH_CALL = nn.Module.__call__
 
 
-def call_trial(call, switch):
+def call_trial(call, on):
     nn.Module.__call__ = call
-    switch(True)
+    on[0] = True
     del events[:]
     try:
         run_models(NETS)
     finally:
         nn.Module.__call__ = TORCH_CALL
-        switch(False)
+        on[0] = False
     return norm(events)
 
 
+def py_frames(fn, *args):
+    """Python frames of the form's own code that running fn(*args) made."""
+    n = [0]
+
+    def prof(frame, ev, _arg):
+        if ev == "call" and frame.f_code is c_form.__code__:
+            n[0] += 1
+    sys.setprofile(prof)
+    try:
+        fn(*args)
+    finally:
+        sys.setprofile(None)
+    return n[0]
+
+
 py_form, py_on = M._make_wrapper(TORCH_CALL, M._pre_hook, M._post_hook)
-py_call = call_trial(py_form, lambda v: py_on.__setitem__(0, v))
-c_form = _gthooks.Call(TORCH_CALL)
-c_call = call_trial(c_form, lambda v: setattr(c_form, "on", v))
+py_call = call_trial(py_form, py_on)
+c_form, c_on = M._make_wrapper(TORCH_CALL)
+c_call = call_trial(c_form, c_on)
 for i, (a, b) in enumerate(zip(py_call, c_call)):
     if a != b:
         sys.exit("__call__ event %d differs: python %r, C %r" % (i, a, b))
 if len(py_call) != len(c_call) or len(c_call) < 50:
     sys.exit("__call__: python %d events, C %d" % (len(py_call), len(c_call)))
+# It is a real Python function (what dynamo can trace) whose calls through
+# the type's call slot run in C: no frame of its own code.
+assert type(c_form) is type(TORCH_CALL), type(c_form)
 
 
 class Kw(nn.Module):
@@ -201,7 +219,8 @@ kw, err = Kw(), KeyError("k")
 nn.Module.__call__ = c_form
 try:
     for on in (False, True):
-        c_form.on = on
+        c_on[0] = on
+        assert py_frames(kw, 1) == 0, "module(x) ran the form's bytecode"
         del events[:]
         many = tuple(range(40))
         assert kw(*many, scale=2) == (many, 2)
@@ -215,18 +234,17 @@ try:
         assert [e[1] for e in events] == (["B", "E"] * 4 if on else []), \
             events
     # Another library wraps ours, and the package wraps that again (hooks
-    # out, then in): each Call runs its own original and only the one
+    # out, then in): each form runs its own original and only the one
     # switched on runs the hooks, so one scope per call, no loop.
     outer_lib = lambda self, *a, **k: c_form(self, *a, **k)  # noqa: E731
-    c_form.on = False
-    c2 = _gthooks.Call(outer_lib)
+    c_on[0] = False
+    c2, c2_on = M._make_wrapper(outer_lib)
     nn.Module.__call__ = c2
-    c2.on = True
+    c2_on[0] = True
     del events[:]
     assert kw(5) == ((5,), 1.0)
     assert [e[1] for e in events] == ["B", "E"], events
-    assert c2.__wrapped__ is outer_lib and c_form.__wrapped__ is TORCH_CALL
 finally:
     nn.Module.__call__ = TORCH_CALL
-    c_form.on = False
+    c_on[0] = False
 print("ok %d events, __call__ %d events" % (len(py), len(c_call)))
