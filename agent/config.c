@@ -18,11 +18,16 @@
 #include "common/paths.h"
 #include "common/util.h"
 
-static int bad(const struct gt__config *c, const char *var, const char *val,
+static int bad(struct gt__config *c, const char *var, const char *val,
                const char *why)
 {
     if (c->log)
         gt__log("ignoring %s=\"%s\": %s; using the default", var, val, why);
+    /* Kept for the trace (gt__config_warn): the job's stderr is not ours. */
+    if (c->nbad < GT__CONFIG_BAD_MAX)
+        snprintf(c->bad[c->nbad++], sizeof(c->bad[0]),
+                 "%s=\"%.40s%s\" ignored: %s; the default is used", var, val,
+                 strlen(val) > 40 ? "..." : "", why);
     return 1;
 }
 
@@ -211,7 +216,7 @@ static int parse_switches(struct gt__config *c, gt__getenv_fn get)
 }
 
 /* Copies a text variable that must fit dst whole. @return 1 when too long. */
-static int copy_text(const struct gt__config *c, gt__getenv_fn get,
+static int copy_text(struct gt__config *c, gt__getenv_fn get,
                      const char *var, char *dst, size_t cap)
 {
     const char *v = get(var);

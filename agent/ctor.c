@@ -50,6 +50,10 @@ __attribute__((constructor)) static void gt__agent_ctor(void)
      * application registers later (atexit runs in reverse order). */
     atexit(at_exit);
     arm_env_triggers(gt__agent_config()->trigger);
+    /* Bad GRADTRACE_* values were ignored: said in the trace's warnings
+     * (and Perfetto's instants), never on the job's stderr. */
+    for (int i = 0; i < gt__agent_config()->nbad; i++)
+        gt__warn_once(GT__WARN_CONFIG, gt__agent_config()->bad[i]);
     if (gt__torch_init)
         gt__torch_init();
     if (gt__recordfn_init)

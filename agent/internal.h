@@ -191,6 +191,9 @@ void gt__layer_bwd_end(void);
  * life, from any thread (cold path: interns msg). Also written to stderr
  * when GRADTRACE_LOG is set.
  */
+/* Warning codes of the agent core (the hooks have their own ranges). */
+#define GT__WARN_CONFIG 0x0101u /* a GRADTRACE_* value was ignored */
+
 void gt__warn_once(uint32_t code, const char *msg);
 
 /* ------------------------------------------------------------ logging */
@@ -249,6 +252,7 @@ GT__WUR int gt__config_layers(struct gt__layer_config *l, const char *v,
                               const char **why);
 
 #define GT__CONFIG_TRIGGER_MAX 4096
+#define GT__CONFIG_BAD_MAX 8
 
 /*
  * Everything the agent takes from the environment, read once by the
@@ -278,6 +282,9 @@ struct gt__config {
     char trigger[GT__CONFIG_TRIGGER_MAX]; /* GRADTRACE_TRIGGER ("" none) */
     char cupti_path[GT__PATH_MAX];        /* GRADTRACE_CUPTI ("" search) */
     char cuda_home[GT__PATH_MAX];         /* CUDA_HOME ("" unset) */
+    /* The bad values, one line each, for the trace's warnings. */
+    char bad[GT__CONFIG_BAD_MAX][160];
+    int nbad;
 };
 
 #define GT__CONFIG_BLOCK_KB_DEFAULT 256u

@@ -33,6 +33,21 @@ check_quiet sh-exit-3 /bin/sh -c 'exit 3'
 check_quiet python "${PYTHON:-/usr/bin/python3}" -c pass
 check_quiet threads "$B/progs/agent_threads" 4 200000
 
+# A bad GRADTRACE_* value is not printed into the job's output either: it
+# is ignored (the default is used) and said in the trace's warnings.
+GRADTRACE_BUFFER_KB=lots GRADTRACE_OPS=maybe check_quiet bad-config "$B/progs/agent_threads" 1 1000
+GRADTRACE_FILE=$T/bad.gtr GRADTRACE_BUFFER_KB=lots GRADTRACE_OPS=maybe LD_PRELOAD=$AGENT \
+  "$B/progs/agent_threads" 1 1000 >/dev/null 2>"$T/bad.err"
+[ ! -s "$T/bad.err" ] || { echo "bad config printed: $(cat "$T/bad.err")"; exit 1; }
+"$B/gradtrace" convert --quiet -o "$T/bad.json" "$T/bad.gtr"
+"${PYTHON:-/usr/bin/python3}" - "$T/bad.json" <<'PY'
+import json, sys
+w = [x["text"] for x in json.load(open(sys.argv[1]))["gradtrace"]["warnings"]]
+assert any(t.startswith('GRADTRACE_BUFFER_KB="lots" ignored') for t in w), w
+assert any(t.startswith('GRADTRACE_OPS="maybe" ignored') for t in w), w
+print("bad config: in the trace's warnings:", w)
+PY
+
 # Wall time with no daemon: best of 3 each way. The agent records (capture
 # is on by default) and discards without a sink; a bound of 2x + 0.3 s
 # only fails if something waits (a connect, a flush, a retry loop).

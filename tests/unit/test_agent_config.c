@@ -286,6 +286,10 @@ Test(agent_config, bad_switch_keeps_hook_on, .init = cr_redirect_stderr)
 
     cr_assert_eq(parse(&c, env), 1);
     cr_assert_eq(c.torch, 1);
+    /* Kept for the trace's warnings, whatever GRADTRACE_LOG says. */
+    cr_assert_eq(c.nbad, 1);
+    cr_assert_str_eq(c.bad[0], "GRADTRACE_TORCH=\"maybe\" ignored: expected 1 or 0; "
+                               "the default is used");
 }
 
 Test(agent_config, trigger_too_long_is_refused)
