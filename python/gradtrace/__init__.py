@@ -25,6 +25,7 @@ What the agent gets, through its C API (include/gradtrace/gradtrace.h):
 """
 
 import contextlib
+import sys
 
 from . import _agent
 
@@ -81,8 +82,13 @@ def step(n):
 
 
 def capture_start():
+    """Starts capturing now; the module hooks come in at once (with torch
+    installed), so the layers are right from the next module call."""
     if _agent.lib is not None:
         _agent.lib["gt_capture_start"]()
+        mods = sys.modules.get(__name__ + "._modules")
+        if mods is not None:
+            mods.hooks_now()
 
 
 def capture_stop():
