@@ -433,6 +433,13 @@ GT_API int gt_hooks_wanted(void)
     return gt__capture_hooks_ask() || gt__capture_hooks();
 }
 
+GT_API void gt_finish(void)
+{
+    /* The exit path itself, run early: idempotent, so the destructor
+     * that may still run later does nothing. */
+    gt__agent_stop();
+}
+
 GT_API unsigned gt_api_version(void)
 {
     return GT_API_VERSION;
