@@ -336,8 +336,10 @@ GT_API void gt_bwd_pass_end(void)
 {
     if (gt__capture_on())
         mark(GT_R_BWD_PASS_END, gt__trig_iteration(), gt__trig_pass_flags());
-    /* After the mark: the pass end may complete a window. */
+    /* After the mark: the pass end may complete a window, and as an
+     * iteration boundary begin or end a requested capture. */
     gt__trig_pass_end();
+    gt__capture_boundary(gt__trig_iteration());
 }
 
 GT_API void gt_step_expect(void)
@@ -358,6 +360,8 @@ GT_API void gt_step(uint64_t step)
             r->ts = ts;
             r->value = n;
         });
+    /* After the mark: a requested capture begins or ends here. */
+    gt__capture_boundary(gt__trig_iteration());
 }
 
 GT_API void gt_instant(uint32_t name_id)
@@ -378,6 +382,7 @@ GT_API void gt_capture_start(void)
 
 GT_API void gt_capture_stop(void)
 {
+    gt__capture_request_cancel();
     gt__capture_set(0, 1);
 }
 
@@ -430,7 +435,16 @@ GT_API uint64_t gt_iteration(void)
 
 GT_API int gt_hooks_wanted(void)
 {
-    return gt__capture_hooks();
+    /* Also while a requested capture waits for its boundary: the hooks
+     * are then in by the first forward it records. */
+    return gt__capture_hooks_ask() || gt__capture_hooks();
+}
+
+GT_API void gt_finish(void)
+{
+    /* The exit path itself, run early: idempotent, so the destructor
+     * that may still run later does nothing. */
+    gt__agent_stop();
 }
 
 GT_API unsigned gt_api_version(void)

@@ -119,4 +119,46 @@ void gt__capture_arm(int armed);
 uint64_t gt__capture_pass_next(void);
 uint64_t gt__capture_passes(void);
 
+/*
+ * Captures the daemon asks for (GT_CTL_CAPTURE_ON, agent/control.c), which
+ * begin at the program's next iteration boundary so that their first
+ * iteration is whole, and with a count end by themselves (schema/
+ * control.md, "start"). This file knows no iteration: callers pass the
+ * trigger engine's number (gt__trig_iteration), which changes at every
+ * boundary.
+ *
+ * gt__capture_request: iterations 0 for "until stopped", else the
+ * iterations to capture; iteration the current number; now nonzero to
+ * start at once (the program has no iterations to wait for). A request
+ * replaces an earlier one. Any thread except a signal handler.
+ *
+ * gt__capture_request_cancel: a stop (GT_CTL_CAPTURE_OFF, gt_capture_stop)
+ * drops a request not yet begun or still counting.
+ *
+ * gt__capture_boundary: called by the program's thread right after an
+ * iteration boundary's records (gt_step's STEP mark, a counted pass's
+ * end) with the number after it: a waiting request begins, a counting one
+ * may end (capture off with flush). One relaxed load while no request is
+ * open.
+ *
+ * gt__capture_tick: the streamer, every tick: follows the boundaries'
+ * pace and begins a waiting request once no boundary came for max(2 s,
+ * three iterations).
+ *
+ * gt__capture_pending: nonzero while a request waits for its boundary
+ * (the module hooks are wanted then: gt_hooks_wanted).
+ *
+ * gt__capture_hooks_ask: gt_hooks_wanted's part: @return
+ * gt__capture_pending(), and notes that the hooks' side asked, and saw
+ * the request. Once some caller asks, a waiting request begins only at a
+ * boundary after it was seen (or 1 s after it came), so the hooks are in
+ * by the first forward it records.
+ */
+void gt__capture_request(uint64_t iterations, uint64_t iteration, int now);
+void gt__capture_request_cancel(void);
+void gt__capture_boundary(uint64_t iteration);
+void gt__capture_tick(uint64_t now_ns, uint64_t iteration);
+int gt__capture_pending(void);
+int gt__capture_hooks_ask(void);
+
 #endif /* GRADTRACE_AGENT_CAPTURE_H */

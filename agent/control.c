@@ -67,6 +67,26 @@ int gt__jobtrig_take(char *buf, size_t cap)
     return n;
 }
 
+/*
+ * "start": capture from the next iteration boundary (agent/capture.h), so
+ * that the first iteration is whole; "iterations=N" ends it after N. A
+ * program with no iteration to wait for (none counted yet, no optimizer
+ * announced, its forward not begun) starts at once. "ms=N" is the
+ * daemon's to end (it sends GT_CTL_CAPTURE_OFF).
+ */
+static void capture_on(const char *text, size_t len)
+{
+    uint64_t n = 0, it = gt__trig_iteration();
+    int now;
+
+    if (len > 11 && memcmp(text, "iterations=", 11) == 0 &&
+        gt__parse_u64n(text + 11, len - 11, 1, UINT32_MAX, &n) != 0)
+        n = 0;
+    now = it == 0 && !(gt__trig_pass_flags() & GT_MARK_F_STEPS) &&
+          !atomic_load(&gt__trig_begun) && !gt__trig_in_backward();
+    gt__capture_request(n, it, now);
+}
+
 static void ctl_handle(uint16_t type, const char *text, size_t len)
 {
     switch (type) {
@@ -74,9 +94,10 @@ static void ctl_handle(uint16_t type, const char *text, size_t len)
         GT__LOG("daemon says welcome (%.*s)", (int)len, text);
         break;
     case GT_CTL_CAPTURE_ON:
-        gt__capture_set(1, 0);
+        capture_on(text, len);
         break;
     case GT_CTL_CAPTURE_OFF:
+        gt__capture_request_cancel();
         gt__capture_set(0, 1);
         break;
     case GT_CTL_TRIGGER:

@@ -423,8 +423,10 @@ static void layer_close(uint8_t layer)
         gt__layer_end();
     else if (layer == LAYER_BWD_OPENED)
         gt__layer_bwd_end();
-    else if (layer == LAYER_PASS)
+    else if (layer == LAYER_PASS) {
         gt__trig_pass_end();
+        gt__capture_boundary(gt__trig_iteration());
+    }
 }
 
 /* A pushed range taken as a layer: entry e (pushed now on t) records it. */

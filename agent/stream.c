@@ -46,9 +46,11 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "agent/capture.h"
 #include "agent/ring.h"
 #include "agent/stream.h"
 #include "agent/strings.h"
+#include "agent/trigger.h"
 #include "agent/undelivered.h"
 #include "common/alloc.h"
 #include "common/util.h"
@@ -652,6 +654,7 @@ static void *streamer_main(void *arg)
             atomic_store(&wake_pending, 0);
         }
         gt__timebase_update();
+        gt__capture_tick(gt__mono_ns(), gt__trig_iteration());
         if (atomic_load(&stop_req) || !gt__stream_trylock(100))
             continue;
         if (nf == 2 && pf[1].revents)

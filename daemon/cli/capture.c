@@ -2,8 +2,9 @@
  * `gradtrace start` and `gradtrace stop`: capture on or off in every
  * connected agent, or in those selected by --pid/--rank. Both share the
  * parsing and the request; start alone may bound the capture by time
- * (--duration-ms) or by backward passes (--iterations), which the daemon
- * and the agents then end by themselves.
+ * (--duration-ms, which the daemon ends) or by iterations (--iterations,
+ * training steps, which the agents end by themselves; they begin every
+ * capture at the next iteration boundary: schema/control.md).
  */
 #include "daemon/cli/cli.h"
 
@@ -15,7 +16,9 @@ static const char capture_usage[] =
     "usage: gradtrace start [--pid N]... [--rank N]... [--duration-ms N | --iterations N]\n"
     "       gradtrace stop [--pid N]... [--rank N]...\n"
     "Turns capture on or off in every connected agent, or in those whose pid\n"
-    "or rank is listed (both lists given: both must match).\n";
+    "or rank is listed (both lists given: both must match). start begins at\n"
+    "each job's next iteration (training step), so it is whole; --iterations N\n"
+    "captures exactly N of them, then stops.\n";
 
 /* The largest count a JSON number (a double) carries exactly, rounded
  * down to a round figure. */

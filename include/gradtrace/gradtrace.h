@@ -148,9 +148,22 @@ GT_API int gt_capture_active(void);
  * engine then follows module scopes to open its windows), else 0: when
  * gt_module_begin/gt_module_end do anything. The Python package installs
  * its module hooks only then, at an optimizer-step boundary. Any thread;
- * one relaxed load. Since API minor 2.
+ * one relaxed load. Since API minor 2. Also 1 while a capture the daemon
+ * asked for waits for the next iteration boundary (schema/torch.md).
  */
 GT_API int gt_hooks_wanted(void);
+
+/*
+ * Ends the stream now, as the agent does at exit: everything committed
+ * is sent, then the stream's goodbye, which tells the daemon the trace is
+ * whole; records made after this are not sent. For a runtime that ends
+ * its process without running C exit handlers: CPython, after the main
+ * code raised KeyboardInterrupt, finalizes and then kills itself with
+ * SIGINT (the Python package calls this from its exit handler then).
+ * Idempotent; the program's threads only, not from signal handlers;
+ * blocks until the streamer has finished (3 s at most). Since API minor 3.
+ */
+GT_API void gt_finish(void);
 
 /*
  * Lets a program check at run time which agent it got (the header it was

@@ -25,6 +25,7 @@ What the agent gets, through its C API (include/gradtrace/gradtrace.h):
 """
 
 import contextlib
+import sys
 
 from . import _agent
 
@@ -46,15 +47,41 @@ def install():
     """
     if _agent.lib is None:
         return False
+    _watch_exit()
     from . import _modules
     return _modules.install()
 
 
+def _at_exit():
+    # A run whose main code raised KeyboardInterrupt (Ctrl-C) ends, after
+    # finalizing, with CPython killing itself by SIGINT (bpo-1054041), so
+    # the agent's C exit handlers never run and its stream would end with
+    # no goodbye, read as cut short. The agent ends it here instead; this
+    # handler was registered first, so it runs after the program's own.
+    last = getattr(sys, "last_exc", None)
+    last = type(last) if last is not None else getattr(sys, "last_type", None)
+    if isinstance(last, type) and issubclass(last, KeyboardInterrupt) and \
+            _agent.finish is not None:
+        _agent.finish()
+
+
+_exit_watched = []
+
+
+def _watch_exit():
+    if not _exit_watched:
+        import atexit
+        atexit.register(_at_exit)
+        _exit_watched.append(True)
+
+
 def install_when_torch_imported():
     """Calls install() right after the program imports torch, if it ever
-    does: importing torch here would slow every Python process down."""
+    does: importing torch here would slow every Python process down.
+    Also ends the agent's stream at an exit after Ctrl-C (_at_exit)."""
     if _agent.lib is None:
         return False
+    _watch_exit()
     from . import _importhook
     _importhook.after_import("torch", install)
     return True
@@ -81,8 +108,13 @@ def step(n):
 
 
 def capture_start():
+    """Starts capturing now; the module hooks come in at once (with torch
+    installed), so the layers are right from the next module call."""
     if _agent.lib is not None:
         _agent.lib["gt_capture_start"]()
+        mods = sys.modules.get(__name__ + "._modules")
+        if mods is not None:
+            mods.hooks_now()
 
 
 def capture_stop():

@@ -69,6 +69,10 @@ step_expect = _load_optional("gt_step_expect", None, [])
 # gt_hooks_wanted(): API minor 2; without it module hooks stay installed.
 hooks_wanted = _load_optional("gt_hooks_wanted", ctypes.c_int, [])
 
+# gt_finish(): API minor 3; an older agent's stream then ends cut short
+# when the interpreter kills itself after a KeyboardInterrupt.
+finish = _load_optional("gt_finish", None, [])
+
 # gt_torch_param(tensor_impl, module path id, parameter name id).
 torch_param = _load_optional("gt_torch_param", None,
                              [ctypes.c_uint64, ctypes.c_uint32,

@@ -871,6 +871,20 @@ def _watch():
             pass
 
 
+def hooks_now():
+    """The program started a capture itself (gradtrace.capture_start):
+    the hooks go in now, not at the next boundary, so what it runs next
+    has its layers (a module already running keeps its root's names)."""
+    if not _installed or _hooks_wanted is None or _handles is not None:
+        return
+    try:
+        with _install_lock:
+            if _hooks_wanted():
+                _hooks_on()
+    except Exception:
+        pass
+
+
 def _step_boundary(*_args):
     try:
         _sync_hooks()

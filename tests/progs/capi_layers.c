@@ -6,11 +6,13 @@
  * itself) and running them in reverse order in a backward pass, for a few
  * iterations.
  *
- * Usage: capi_layers MODE STRUCTURE_FILE [STEPS]
+ * Usage: capi_layers MODE STRUCTURE_FILE [STEPS [PAUSE_MS]]
  *   MODE capi: layers are gt_module_begin/end with full paths;
  *   MODE nvtx: layers are NVTX ranges "blocks.<i>" > "fc1" | "fc2" in the
  *        forward, and each block's backward is a range "blocks.<i>
  *        backward" (a backward range: no forward layer call).
+ * PAUSE_MS: a pause after every step, so that a control sent from outside
+ * (tests/e2e/t_cli_start_steps.sh) lands while the program runs.
  * As tests/progs/torch_layers.cpp, it writes "<path> <first seq> <end
  * seq>" per layer call to STRUCTURE_FILE. Nothing on stdout. Exit 0, 2 on
  * bad usage. NVTX: tests/progs/nvtx_client.h.
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gradtrace/gradtrace_shim.h"
 #include "tests/progs/nvtx_client.h"
@@ -98,7 +101,7 @@ static void block_backward(int i, uint64_t first, uint32_t name)
 int main(int argc, char **argv)
 {
     if (argc < 3 || (strcmp(argv[1], "capi") && strcmp(argv[1], "nvtx"))) {
-        fprintf(stderr, "usage: capi_layers capi|nvtx STRUCTURE_FILE [STEPS]\n");
+        fprintf(stderr, "usage: capi_layers capi|nvtx STRUCTURE_FILE [STEPS [PAUSE_MS]]\n");
         return 2;
     }
     g_nvtx = !strcmp(argv[1], "nvtx");
@@ -108,6 +111,8 @@ int main(int argc, char **argv)
         return 1;
     }
     int steps = argc > 3 ? atoi(argv[3]) : 3;
+    int pause_ms = argc > 4 ? atoi(argv[4]) : 0;
+    struct timespec pause = {pause_ms / 1000, (long)(pause_ms % 1000) * 1000000L};
     uint32_t name = gt_shim_intern("BlockBackward");
     for (int step = 0; step < steps; step++) {
         uint64_t first = g_seq;
@@ -118,6 +123,8 @@ int main(int argc, char **argv)
             block_backward(i, first, name);
         gt_shim_bwd_pass_end();
         gt_shim_step((uint64_t)step + 1);
+        if (pause_ms > 0)
+            nanosleep(&pause, NULL);
     }
     fclose(g_structure);
     return 0;

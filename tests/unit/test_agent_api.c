@@ -88,3 +88,53 @@ Test(agent_capture, pass_count_restarts_with_each_capture)
     cr_assert_eq(gt__capture_passes(), 0);
     gt__capture_set(0, 0);
 }
+
+Test(agent_capture, counted_request_begins_at_a_boundary_and_ends_itself)
+{
+    gt__capture_request(3, 10, 0);
+    cr_assert_not(gt__capture_on(), "waits for the next boundary");
+    cr_assert(gt__capture_pending());
+    cr_assert(gt_hooks_wanted(), "hooks wanted while it waits");
+    gt__capture_boundary(10); /* no boundary: the same iteration */
+    cr_assert_not(gt__capture_on());
+    gt__capture_boundary(11);
+    cr_assert(gt__capture_on(), "iteration 11 is the first captured");
+    cr_assert_not(gt__capture_pending());
+    gt__capture_boundary(12);
+    gt__capture_boundary(13);
+    cr_assert(gt__capture_on(), "11 and 12 done, 13 running");
+    gt__capture_boundary(14);
+    cr_assert_not(gt__capture_on(), "three iterations: 11, 12, 13");
+    gt__capture_boundary(15);
+    cr_assert_not(gt__capture_on());
+}
+
+Test(agent_capture, plain_request_runs_until_stopped)
+{
+    gt__capture_request(0, 4, 0);
+    gt__capture_boundary(5);
+    cr_assert(gt__capture_on());
+    gt__capture_boundary(50);
+    cr_assert(gt__capture_on(), "no count: runs on");
+    gt_capture_stop();
+    cr_assert_not(gt__capture_on());
+}
+
+Test(agent_capture, request_without_iterations_starts_at_once)
+{
+    gt__capture_request(2, 0, 1);
+    cr_assert(gt__capture_on());
+    gt__capture_boundary(1);
+    cr_assert(gt__capture_on());
+    gt__capture_boundary(2);
+    cr_assert_not(gt__capture_on(), "two iterations, from the start");
+}
+
+Test(agent_capture, stop_drops_a_waiting_request)
+{
+    gt__capture_request(3, 7, 0);
+    gt_capture_stop();
+    cr_assert_not(gt__capture_pending());
+    gt__capture_boundary(8);
+    cr_assert_not(gt__capture_on(), "a stopped request never begins");
+}

@@ -5,8 +5,8 @@ first module.
 
   idle_hooks.py steps OUT.txt   capture off at start: no hooks while idle;
       capture started in the middle of step 3 (between its forward and
-      backward): no hooks until step 3's optimizer step, then in; stopped
-      in step 6: out after its step. Writes the step numbers at which
+      backward) by gradtrace.capture_start(): hooks in at once (issue 24);
+      stopped in step 6: out after its step. Writes the step numbers at which
       hooks were seen, for the shell side to compare with the trace.
   idle_hooks.py armed           GRADTRACE_TRIGGER set: hooks from install.
   idle_hooks.py nostep          no optimizer: a capture started later gets
@@ -49,7 +49,7 @@ if mode == "steps":
         loss = model(x)
         if step == 3:
             gradtrace.capture_start()
-            assert not hooked(), "hooks in before the step boundary"
+            assert hooked(), "capture_start() without the hooks"
         if step == 6:
             gradtrace.capture_stop()
         loss.backward()
