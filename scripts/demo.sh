@@ -3,7 +3,8 @@
 # train_small.py on Debian's CPU torch) under `gradtrace record`, then
 # prints where the trace is, the per-layer forward/backward table with its
 # hints, and the path of the table's bar chart (SVG).
-# The trace opens in https://ui.perfetto.dev or chrome://tracing.
+# The trace opens in https://ui.perfetto.dev, or offline in catapult's
+# trace2html page or TensorBoard's profiler plugin (README, "Viewing a trace").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -22,7 +23,7 @@ echo "demo: training examples/train_small.py under gradtrace record..."
 }
 trace=$(ls "$out"/*.json | head -n 1)
 echo
-echo "Trace (open in https://ui.perfetto.dev or chrome://tracing):"
+echo "Trace (open in https://ui.perfetto.dev; offline viewers: README, \"Viewing a trace\"):"
 for f in "$out"/*.json; do echo "  $f"; done
 echo "Raw recording (gradtrace convert / gradtrace report take it too):"
 for f in "$out"/*.gtr; do echo "  $f"; done

@@ -26,9 +26,10 @@ layers_run() {
 }
 
 # layers_report NAME STEPS: one report row per block, each with STEPS
-# forward calls and backward nodes.
+# forward calls and backward nodes (--include-warmup: every step the
+# program ran, a slow first one included).
 layers_report() {
-  "$GT" report --csv "$T/$1.gtr" >"$T/$1.csv" 2>"$T/$1.rerr" \
+  "$GT" report --include-warmup --csv "$T/$1.gtr" >"$T/$1.csv" 2>"$T/$1.rerr" \
     || { cat "$T/$1.rerr"; die "$1: report failed"; }
   python3 - "$T/$1.csv" "$2" <<'P' || die "$1: report rows"
 import csv, sys
