@@ -222,6 +222,17 @@ static void add_lost_line(struct json_lost *jl, const char *line)
 /* The command whose inputs are being read (report, diff), for messages. */
 static const char *load_prog = "gradtrace report";
 
+/* A trace's "detail":{"ops":...} line: whether operators were captured. */
+static void note_detail(struct gt__agg *r, const char *line)
+{
+    static const char *const names[] = {"\"ops\":\"off\"", "\"ops\":\"windows\"",
+                                        "\"ops\":\"all\""};
+
+    for (int i = 0; i < 3; i++)
+        if (strstr(line, names[i]) && GT__OPS_OFF + i > r->ops_detail)
+            r->ops_detail = GT__OPS_OFF + i;
+}
+
 static int read_json(struct gt__agg *r, const char *path, struct json_lost *jl)
 {
     FILE *f = fopen(path, "r");
@@ -254,6 +265,10 @@ static int read_json(struct gt__agg *r, const char *path, struct json_lost *jl)
         }
         if (strncmp(line, "\"merge\":{", 9) == 0) {
             gt__report_note_merge(line);
+            continue;
+        }
+        if (strncmp(line, "\"detail\":{", 10) == 0) {
+            note_detail(r, line);
             continue;
         }
         /* Cheap filter before parsing: only the categories we sum. */

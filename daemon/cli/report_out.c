@@ -228,6 +228,13 @@ static void table_iterations(FILE *f, const struct gt__agg *r)
             (unsigned long long)r->steps, r->step_us / 1e3 / (double)r->steps,
             gt__agg_quantile(&r->step_st, 0.5) / 1e3,
             gt__agg_quantile(&r->step_st, 0.95) / 1e3);
+    if (r->ops_detail == GT__OPS_OFF)
+        fputs("operators: not captured (the default; gradtrace record --ops, or a "
+              "trigger's ops=1, records them)\n", f);
+    else if (r->ops_detail == GT__OPS_WINDOWS)
+        fputs("operators: captured in the windows that asked for them (ops=1)\n", f);
+    else if (r->ops_detail == GT__OPS_ALL)
+        fputs("operators: captured (--ops)\n", f);
     if (!r->skipped)
         return;
     fputs("warm-up left out: ", f);
@@ -441,6 +448,11 @@ static cJSON *summary_json(const struct gt__agg *r)
     cJSON_AddNumberToObject(in, "lost_chunks", (double)r->lost_chunks);
     cJSON_AddNumberToObject(in, "corrupt_chunks", (double)r->corrupt_chunks);
     cJSON_AddNumberToObject(in, "truncated_inputs", (double)r->truncated);
+    {
+        static const char *const ops[] = {"unknown", "off", "windows", "all"};
+        int d = r->ops_detail >= 0 && r->ops_detail <= GT__OPS_ALL ? r->ops_detail : 0;
+        cJSON_AddStringToObject(in, "operators", ops[d]);
+    }
     cJSON_AddNumberToObject(in, "late_spans", (double)r->late);
     return j;
 }

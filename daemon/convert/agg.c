@@ -479,6 +479,8 @@ int gt__agg_merge(struct gt__agg *d, const struct gt__agg *s)
     d->iter_closed = 1;
     if (d->rank < 0)
         d->rank = s->rank;
+    if (s->ops_detail > d->ops_detail)
+        d->ops_detail = s->ops_detail;
     return 0;
 }
 
@@ -867,6 +869,10 @@ static int agg_finish(struct gt__csink *s, const struct gt__framer_stats *st,
     struct agg_sink *k = (struct agg_sink *)s;
     int rc = gt__conv_finish(k->conv, st, truncated);
     const uint64_t *lost = k->conv->s.lost_sum;
+    int ops = (int)gt__conv_ops_detail(k->conv);
+
+    if (ops > k->a->ops_detail)
+        k->a->ops_detail = ops;
     gt__agg_lost(k->a, lost[GT_LOST_EVENTS] + lost[GT_LOST_CUPTI],
                  lost[GT_LOST_CHUNKS] + (st ? st->chunks_lost : 0),
                  st ? st->corrupt_chunks : 0,

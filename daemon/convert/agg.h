@@ -144,6 +144,7 @@ struct gt__agg_rest {
 };
 
 struct gt__agg {
+    int ops_detail;      /* enum gt__ops_detail: the most the inputs held */
     struct gt__agg_layer *layers; /* in order of first appearance */
     size_t n, cap;
     uint32_t *slots;     /* index by path: row + 1; rebuilt after a sort */

@@ -372,6 +372,17 @@ int gt__conv_goodbye(const struct gt__conv *c)
     return c->s.goodbye;
 }
 
+enum gt__ops_detail gt__conv_ops_detail(const struct gt__conv *c)
+{
+    uint64_t n = c->main->total_ops;
+
+    if (c->s.hello_flags & GT_HELLO_OPS)
+        return GT__OPS_ALL;
+    for (uint32_t i = 0; i < c->nwout; i++)
+        n += c->wout[i].sub->total_ops;
+    return n ? GT__OPS_WINDOWS : GT__OPS_OFF;
+}
+
 uint64_t gt__conv_events(const struct gt__conv *c)
 {
     uint64_t n = c->main->total_events + c->win_events;

@@ -131,6 +131,18 @@ GT__WUR int gt__conv_restem(struct gt__conv *c, const char *stem);
 /* Events written so far, across files. */
 uint64_t gt__conv_events(const struct gt__conv *c);
 
+/* Whether aten operators were captured: unknown (no input said), off
+ * (the default capture), in some windows (a trigger's ops=1), or in every
+ * capture (GRADTRACE_OPS=1): the trace's gradtrace.detail.ops. Ordered,
+ * so that the most a set of inputs held is their maximum. */
+enum gt__ops_detail {
+    GT__OPS_UNKNOWN = 0,
+    GT__OPS_OFF,
+    GT__OPS_WINDOWS,
+    GT__OPS_ALL,
+};
+enum gt__ops_detail gt__conv_ops_detail(const struct gt__conv *c);
+
 /*
  * Writes what the converter holds in its buffers to the open files, so a
  * daemon killed now loses only what arrived since (the daemon calls it

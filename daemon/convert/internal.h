@@ -293,6 +293,7 @@ struct gt__writer {
     uint32_t file_index;   /* index of the current (or next) file */
     uint64_t file_events;
     uint64_t file_ops;            /* cpu_op events written to this file */
+    uint64_t total_ops;           /* ... and to all of this writer's files */
     uint64_t total_events;
     struct gt__file *files;
     size_t nfiles;

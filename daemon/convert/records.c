@@ -96,6 +96,7 @@ static void emit_op(struct gt__writer *c, struct gt__wthread *th,
     const char *name = gt__str_esc(c, o->name, &nl);
     char *p = gt__x_open(c, th->track, "cpu_op", o->ts, end, nl + 160);
     c->file_ops++;
+    c->total_ops++;
     p = put_esc(p, name, nl);
     p = PUT_KV(p, "\",\"args\":{\"External id\":", o->op_id);
     p = PUT_KV(p, ",\"Record function id\":", o->op_id);

@@ -22,7 +22,7 @@ LAYERS='nvtx::block.*'
 layers_run "$PROG" nvtx all GRADTRACE_LAYERS="$LAYERS"
 $RCHECK trace "$T/all.txt" "$T/all.json" || die "backward spans"
 $VALIDATE "$T/all.json" || die "trace invalid"
-"$GT" report --csv "$T/all.gtr" >"$T/all.csv" 2>"$T/all.rerr" \
+"$GT" report --include-warmup --csv "$T/all.gtr" >"$T/all.csv" 2>"$T/all.rerr" \
   || { cat "$T/all.rerr"; die "report failed"; }
 $RCHECK report "$T/all.txt" "$T/all.csv" || die "report rows"
 "$GT" report "$T/all.gtr"

@@ -39,14 +39,19 @@ for py in "${pys[@]}"; do
   validate $f
   "$PY1" "$ROOT/tests/e2e/torch/check_ops.py" $f || die "torch $v operators"
   d=$(detail $f); [ "${d% *}" = all ] && [ "${d#* }" -gt 0 ] || die "torch $v --ops: detail $d"
+  "$B/gradtrace" report $f | grep -q '^operators: captured (--ops)$' || die "torch $v --ops: report"
+
   f=$(run "off$v" "$py") || exit 1
   "$PY1" "$ROOT/tests/e2e/torch/check_ops.py" $f --none || die "torch $v default capture has operators"
   [ "$(detail $f)" = "off 0" ] || die "torch $v default: detail $(detail $f)"
+  "$B/gradtrace" report $f | grep -q '^operators: not captured' || die "torch $v default: report"
+
   # A full capture with one window asking for operators: the forward of
   # layer 2 (a Linear) in step 1. Operators only inside that window; its
   # file holds them too.
   f=$(GRADTRACE_CAPTURE=1 run "win$v" "$py" --trigger layer=2,phase=forward,iteration=1,ops=1) || exit 1
   validate $f
+  "$B/gradtrace" report $f | grep -q '^operators: captured in the windows' || die "torch $v ops=1: report"
   "$PY1" - $f <<'PY' || die "torch $v ops=1 window"
 import json, sys
 wins = [p for p in sys.argv[1:] if "-w1-" in p.rsplit("/", 1)[-1]]

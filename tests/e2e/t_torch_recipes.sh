@@ -45,9 +45,9 @@ trace_check() {
   "$ROOT/$BUILD/gradtrace" convert --quiet -o "$out.trace.json" "$out.gtr" ||
     { echo "convert $out.gtr failed"; return 1; }
   "$PY" "$ROOT/tests/tools/validate_trace.py" --quiet "$out.trace.json" || return 1
-  "$ROOT/$BUILD/gradtrace" report --csv "$out.gtr" >"$out.gtr.csv" ||
+  "$ROOT/$BUILD/gradtrace" report --include-warmup --csv "$out.gtr" >"$out.gtr.csv" ||
     { echo "report $out.gtr failed"; return 1; }
-  "$ROOT/$BUILD/gradtrace" report --csv "$out.trace.json" >"$out.json.csv" ||
+  "$ROOT/$BUILD/gradtrace" report --include-warmup --csv "$out.trace.json" >"$out.json.csv" ||
     { echo "report $out.trace.json failed"; return 1; }
   cmp -s "$out.gtr.csv" "$out.json.csv" || {
     echo "report of $out.gtr and of its trace differ:"

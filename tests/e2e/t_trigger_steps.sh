@@ -21,7 +21,7 @@ steps_case() {
   local py=$1 t=$2
   PY=$py file_run ${t}full "" --iters 3 --accum 4
   $STEPS steps "$E2E_TMP/${t}full.json" --steps 3 --passes 4 || die "$t: steps"
-  "$B/gradtrace" report --format json "$E2E_TMP/${t}full.json" >"$E2E_TMP/${t}rep.json" \
+  "$B/gradtrace" report --include-warmup --format json "$E2E_TMP/${t}full.json" >"$E2E_TMP/${t}rep.json" \
     || die "$t: report failed"
   "$py" -c 'import json,sys; n=json.load(open(sys.argv[1]))["iterations"]["count"]; sys.exit(n != 3)' \
     "$E2E_TMP/${t}rep.json" || die "$t: report does not count 3 iterations"
