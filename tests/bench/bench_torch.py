@@ -21,16 +21,19 @@ machine hits all alike:
               to none is this run's noise floor, the smallest cost the
               other rows can resolve
   idle        agent + Python package, nothing captured or armed
-  capture     agent + package capturing (GRADTRACE_FILE, no daemon)
-  capture-noops  the same without forward operators (GRADTRACE_OPS=0):
-              layers, nodes and steps only
+  capture     agent + package capturing (GRADTRACE_FILE, no daemon), the
+              default detail: layers, nodes and steps, no operators
+  capture-ops the same with every aten operator (GRADTRACE_OPS=1,
+              record --ops)
   capture-py  capture with the Python module hooks (GRADTRACE_C_HOOKS=0)
   profiler    no agent; torch.profiler.profile(activities=[CPU]) on for
               the whole process (its results are not processed)
 Figures: per configuration the median over rounds of each round's median
 step time, its ratio to "none" and the spread of that ratio over rounds
 (min..max), next to the targets (idle <= 0.5 % on overhead, capture
-<= 2 % on dispatch, <= 1 % on decoder).
+<= 2 % on dispatch, <= 1 % on decoder); then per model capture-ops'
+overhead as a fraction of torch.profiler's for the same operators
+(target <= 0.25).
 
 Per call: a Sequential of 50 nn.Identity called in a loop with no hooks,
 with do-nothing global hooks in C (_gthooks.noop: torch's own hook path)
@@ -65,7 +68,7 @@ ROOT = os.environ.get("ROOT") or os.path.abspath(os.path.join(HERE, "..", ".."))
 BUILD = os.environ.get("BUILD", "build")
 AGENT = os.path.join(ROOT, BUILD, "libgradtrace.so")
 VENV_PY = os.path.expanduser("~/.cache/gradtrace/torch2-venv/bin/python")
-CONFIGS = ["none", "control", "idle", "capture", "capture-noops",
+CONFIGS = ["none", "control", "idle", "capture", "capture-ops",
            "capture-py", "profiler"]
 # model -> (iterations per round, warm-up)
 MODELS = {"overhead": (150, 30), "dispatch": (100, 20), "decoder": (40, 5)}
@@ -277,7 +280,7 @@ def env_for(config, tmp, tag):
     for k in ("LD_PRELOAD", "PYTHONPATH", "GRADTRACE_C_HOOKS", "GRADTRACE_OPS",
               "GRADTRACE_CAPTURE", "GRADTRACE_FILE", "GRADTRACE_TRIGGER"):
         env.pop(k, None)
-    if config in ("idle", "capture", "capture-noops", "capture-py",
+    if config in ("idle", "capture", "capture-ops", "capture-py",
                   "percall", "pernode"):
         env["LD_PRELOAD"] = AGENT
         env["GRADTRACE_FILE"] = os.path.join(tmp, "%s-%s.gtr" % (tag, config))
@@ -285,13 +288,11 @@ def env_for(config, tmp, tag):
         env["PYTHONPATH"] = os.path.join(ROOT, "python")
         if config == "capture-py":
             env["GRADTRACE_C_HOOKS"] = "0"
-        if config in ("capture-noops", "pernode"):
-            # pernode: the node's own cost; operators are bench_ops.py's
-            # and bench_ops_idle.py's (with them, "off" would be free and
-            # "on" would add libtorch's RecordFunction per operator).
-            env["GRADTRACE_OPS"] = "0"
-        else:
-            env["GRADTRACE_OPS"] = "1"  # operators are opt-in
+        # Operators are opt-in: only capture-ops asks for them. pernode
+        # times the node's own cost (operators are bench_ops.py's and
+        # bench_ops_idle.py's: with them, "off" would be free and "on"
+        # would add libtorch's RecordFunction per operator).
+        env["GRADTRACE_OPS"] = "1" if config == "capture-ops" else "0"
     return env
 
 
@@ -356,6 +357,14 @@ def report(rounds, args):
                 m, c, med * 1e3, 100.0 * (med / statistics.median(base) - 1),
                 min(ratios), max(ratios),
                 "<= %.1f %%" % tgt if tgt is not None else ""))
+    # The budget with operators is relative: capture-ops' overhead over
+    # torch.profiler's, recording the same operators, in the same rounds.
+    for m in MODELS:
+        none = statistics.median(rounds[("none", m)])
+        ops = statistics.median(rounds[("capture-ops", m)]) - none
+        prof = statistics.median(rounds[("profiler", m)]) - none
+        print("  %-9s capture-ops / profiler overhead: %s (target <= 0.25)" % (
+            m, "%.2f" % (ops / prof) if prof > 0 else "n/a (profiler costs nothing here)"))
 
 
 def torch_version(py):
