@@ -263,7 +263,10 @@ int gt__conv_disk_full(const struct gt__conv *c)
 /* ------------------------------------------------------------ disk full */
 
 /* Adds n records of tid to table t (past GT__MAX_TCOUNT threads, tid 0's
- * entry takes them: still counted, no longer attributed). */
+ * entry takes them: still counted, no longer attributed). A table is
+ * emptied by setting *nt to 0, so an entry taken anew starts at 0: the
+ * pending table is emptied at every mark and every pause, and its old
+ * counts, already in a file or already counted, must not come back. */
 static void tcount_add(struct gt__tcount *t, uint32_t *nt, uint32_t tid,
                        uint64_t n)
 {
@@ -279,9 +282,10 @@ static void tcount_add(struct gt__tcount *t, uint32_t *nt, uint32_t tid,
             for (i = 0; i < *nt && t[i].tid != 0; i++)
                 ;
             if (i == *nt)
-                i = *nt - 1;
+                i = *nt - 1; /* its thread's count goes to tid 0 too */
         } else {
             (*nt)++;
+            t[i].n = 0;
         }
         t[i].tid = tid;
     }
