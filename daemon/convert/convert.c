@@ -352,8 +352,22 @@ void gt__conv_disk_pause(struct gt__conv *c)
 
 void gt__conv_skip(struct gt__conv *c, const uint8_t *records, size_t raw_size)
 {
+    struct gt__rec_iter it;
+    const uint8_t *rec;
+    uint16_t type, size;
+
     c->s.lost_disk_full += count_chunk(c->s.dfull, &c->s.ndfull, records,
                                        raw_size);
+    /* Not converted, but what the stream says of itself still holds: the
+     * agent's cumulative lost counts (a stream ending now has no later
+     * ones) and its goodbye (it ended the stream: not truncated). */
+    gt__rec_iter_init(&it, records, raw_size);
+    while (gt__rec_next(&it, &type, &size, &rec) == 1) {
+        if (type == GT_R_LOST && size == sizeof(struct gt_r_lost))
+            gt__cs_on_lost(&c->s, rec, size);
+        else if (type == GT_R_GOODBYE)
+            gt__cs_on_goodbye(&c->s, rec, size);
+    }
 }
 
 int gt__conv_resume(struct gt__conv *c)
@@ -368,6 +382,11 @@ int gt__conv_resume(struct gt__conv *c)
         rc = c->main->err;
     if (rc == 0 && gt__conv_flush(c) != 0)
         rc = c->main->err;
+    /* Full again at once: that file is cut too (nothing was converted
+     * since the pause), so the writer is not left stopped on the error
+     * and the next try starts clean. */
+    if (rc == -ENOSPC || rc == -EDQUOT)
+        gt__conv_disk_pause(c);
     return rc;
 }
 

@@ -138,3 +138,42 @@ Test(convert_diskfull, a_mark_keeps_what_it_covered, .timeout = 10)
     cr_expect_eq(got[1], 4 + 6 + 3 + 2 + 1, "thread 200: %llu", (unsigned long long)got[1]);
     fx_close(&f);
 }
+
+/* A chunk skipped while the disk is full still says what the stream says
+ * of itself: its agent's cumulative lost counts and its goodbye. Before,
+ * a stream ending while full was marked truncated and kept older counts. */
+Test(convert_diskfull, a_skipped_chunk_keeps_lost_counts_and_goodbye, .timeout = 10)
+{
+    struct conv_fx f;
+    const char *const *paths;
+    struct gt_r_lost l = {{GT_R_LOST, sizeof(l)}, 100, GT_LOST_EVENTS, 9};
+    struct gt_r_goodbye g = {{GT_R_GOODBYE, sizeof(g)}, 0, T0 + 999000};
+
+    open_marked(&f);
+    instants(&f, 3);
+    feed(&f);
+    gt__conv_disk_pause(f.c);
+    instants(&f, 2);
+    add(&f, &l, sizeof(l));
+    add(&f, &g, sizeof(g));
+    gt__conv_skip(f.c, f.b.data, f.b.len);
+    gt__recbuf_reset(&f.b);
+    cr_assert_eq(gt__conv_resume(f.c), 0);
+    cr_assert(gt__conv_goodbye(f.c), "the skipped goodbye was not seen");
+    cr_assert_eq(gt__conv_finish(f.c, NULL, !gt__conv_goodbye(f.c)), 0);
+    size_t n = gt__conv_files(f.c, &paths);
+    cJSON *d = load(paths[n - 1]);
+    cJSON *g2 = cJSON_GetObjectItem(d, "gradtrace");
+    cJSON *lost = cJSON_GetObjectItem(g2, "lost"), *e;
+    cr_expect_eq(cJSON_GetObjectItem(lost, "events")->valueint, 9);
+    cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetObjectItem(g2, "stream"),
+                                                 "truncated")));
+    uint64_t dfull = 0;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(lost, "threads"))
+        if (cJSON_GetObjectItem(e, "tid")->valueint == 100 &&
+            cJSON_GetObjectItem(e, "disk_full"))
+            dfull = (uint64_t)cJSON_GetObjectItem(e, "disk_full")->valuedouble;
+    cr_expect_eq(dfull, 3 + 2);
+    cJSON_Delete(d);
+    fx_close(&f);
+}
