@@ -34,19 +34,21 @@ wait_status() {
   die "$1: status never said so: $(ctl '{"cmd":"status"}')"
 }
 
-# Starts agent_paced (4 threads, bursts of 5 a millisecond) as $paced.
+# Starts agent_paced (4 threads, bursts of 5 a millisecond; $1: a layer
+# the first thread calls) as $paced.
 start_paced() {
-  LD_PRELOAD=$B/libgradtrace.so "$B/progs/agent_paced" 4 3600000 5 \
+  LD_PRELOAD=$B/libgradtrace.so "$B/progs/agent_paced" 4 3600000 5 "$@" \
     >"$E2E_TMP/paced.txt" 2>"$E2E_TMP/paced.err" & paced=$!
   wait_status "agent connected" "any(a['pid'] == $paced for a in r['agents'])"
 }
 
-# Waits until the agent's newest file holds an ACK mark after its header
-# (a tab: the header has one), so a cut keeps acknowledged events.
+# Waits until the agent's newest file (of its windows with $1 = -w)
+# holds an ACK mark after its header (a tab: the header has one), so a
+# cut keeps acknowledged events.
 wait_mark() {
   local f
   for _ in $(seq 1 600); do
-    f=$(ls "$OUT"/agent_paced-pid$paced*.json 2>/dev/null | sort -V | tail -1)
+    f=$(ls "$OUT"/agent_paced-pid$paced${1:-.}*.json 2>/dev/null | sort -V | tail -1)
     [ -n "$f" ] && [ "$(tr -cd '\t' <"$f" | wc -c)" -ge 2 ] && return 0
     sleep 0.1
   done

@@ -7,15 +7,23 @@ are cumulative per stream (each of a stream's files has the count so far:
 the largest per stream, streams told apart by clock.hello_mono_ns), summed
 over streams.
 
+A thread that also made module calls (agent_paced's LAYER, "spans=1")
+is printed but not held to it: a span is two records and one event, and
+one whose begin a mark covered but whose end a full disk cost is half in
+neither (schema/reliability.md, "Not yet guaranteed").
+
   paced_check.py PACED_STDOUT TRACE.json...   exit 0 when every thread is exact
 """
 import json
 import sys
 
 produced = {}
+spans = set()
 for line in open(sys.argv[1]):
     kv = dict(f.split("=") for f in line.split())
     produced[int(kv["tid"])] = int(kv["produced"])
+    if kv.get("spans") == "1":
+        spans.add(int(kv["tid"]))
 recorded = {t: 0 for t in produced}
 undeliv = {t: 0 for t in produced}
 per_stream = {}  # (stream, kind, tid) -> the largest count
@@ -41,10 +49,13 @@ for (stream, kind, t), n in per_stream.items():
 bad = 0
 for t in sorted(produced):
     total = recorded[t] + events[t] + undeliv[t] + disk[t]
+    off = "" if total == produced[t] else (
+        "  (spans too: %+d, not checked)" if t in spans else "  MISMATCH %+d") % (
+        total - produced[t])
     print("tid %d: produced %d, in the trace %d, lost %d + undelivered %d + disk full %d%s" % (
-        t, produced[t], recorded[t], events[t], undeliv[t], disk[t],
-        "" if total == produced[t] else "  MISMATCH %+d" % (total - produced[t])))
-    bad += total != produced[t]
+        t, produced[t], recorded[t], events[t], undeliv[t], disk[t], off))
+    bad += total != produced[t] and t not in spans
+checked = len(produced) - len(spans)
 print("%d files of the agent; %d of %d threads exact" % (
-    len(sys.argv) - 2, len(produced) - bad, len(produced)))
+    len(sys.argv) - 2, checked - bad, checked))
 sys.exit(1 if bad else 0)
