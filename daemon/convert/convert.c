@@ -241,8 +241,10 @@ int gt__conv_ack_mark(struct gt__conv *c)
         if (wrc && !rc)
             rc = wrc;
     }
-    if (rc == 0)
+    if (rc == 0) {
         c->s.npend = 0; /* in the files up to the mark */
+        c->s.marked_done = c->s.files_done;
+    }
     return rc;
 }
 
@@ -454,6 +456,18 @@ int gt__conv_chunk(struct gt__conv *c, const struct gt_chunk_header *h,
         m->an.bad_records++; /* the rest of the chunk is unreadable */
     gt__writer_chunk_end(m);
     gt__win_chunk_end(c);
+    if (!m->err && c->s.ack_marks && c->s.files_done != c->s.marked_done) {
+        /* A file was finished since the last mark (rotated, or a window
+         * done): its events are on disk, and a cut must not count them as
+         * lost as well. Marking every open file now puts the rest of what
+         * was converted there too, so a full disk later counts only what
+         * comes after. A mark a full disk refuses pauses the stream as
+         * any write would (the finished file's records then count twice:
+         * schema/reliability.md). */
+        rc = gt__conv_ack_mark(c);
+        if (rc && gt__conv_disk_full(c))
+            return rc;
+    }
     return m->err;
 }
 

@@ -20,16 +20,22 @@
 
 static uint64_t g_us = 100;
 
-static void open_marked(struct conv_fx *f)
+static void open_rotating(struct conv_fx *f, uint64_t max_events)
 {
     memset(f, 0, sizeof(*f));
     snprintf(f->dir, sizeof(f->dir), "/tmp/gt-df-XXXXXX");
     cr_assert_not_null(mkdtemp(f->dir));
-    struct gt__conv_opts o = {.out_dir = f->dir, .stem = "t", .ack_marks = 1};
+    struct gt__conv_opts o = {.out_dir = f->dir, .stem = "t", .ack_marks = 1,
+                              .max_file_events = max_events};
     f->c = gt__conv_create(&o);
     cr_assert_not_null(f->c);
     fx_hello(f, 4242, -1, -1, -1, "paced");
     str(f, 1, "paced");
+}
+
+static void open_marked(struct conv_fx *f)
+{
+    open_rotating(f, 0);
 }
 
 /* n instants on each of threads 100 and 200, as one chunk's records. */
@@ -175,5 +181,32 @@ Test(convert_diskfull, a_skipped_chunk_keeps_lost_counts_and_goodbye, .timeout =
             dfull = (uint64_t)cJSON_GetObjectItem(e, "disk_full")->valuedouble;
     cr_expect_eq(dfull, 3 + 2);
     cJSON_Delete(d);
+    fx_close(&f);
+}
+
+/* A file finished between the last mark and the full disk (here a main
+ * file rotated inside a chunk) keeps its events: they must not be
+ * counted as lost too. Before, that chunk's records were both in the
+ * rotated file and counted (+40 per thread). */
+Test(convert_diskfull, a_file_finished_since_the_mark_is_not_counted, .timeout = 10)
+{
+    struct conv_fx f;
+    uint64_t got[2];
+    const char *const *paths;
+
+    open_rotating(&f, 30);
+    instants(&f, 5);
+    feed(&f);
+    cr_assert_eq(gt__conv_ack_mark(f.c), 0);
+    instants(&f, 20); /* 40 events: the file rotates inside this chunk */
+    feed(&f);
+    cr_assert_geq(gt__conv_files(f.c, &paths), 2, "no rotation");
+    gt__conv_disk_pause(f.c);
+    skip(&f, 3);
+    cr_assert_eq(gt__conv_resume(f.c), 0);
+    cr_assert_eq(gt__conv_finish(f.c, NULL, 0), 0);
+    account(&f, got);
+    cr_expect_eq(got[0], 5 + 20 + 3, "thread 100: %llu", (unsigned long long)got[0]);
+    cr_expect_eq(got[1], 5 + 20 + 3, "thread 200: %llu", (unsigned long long)got[1]);
     fx_close(&f);
 }
