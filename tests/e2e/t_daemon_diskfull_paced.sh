@@ -21,13 +21,14 @@ for i in $(seq 1 "$LOOPS"); do
   sleep 0.5 # chunks arrive while full (counted, not converted)
   free_space
   wait_status "loop $i: writing resumed" "any(a['pid'] == $paced and not a['disk_full'] for a in r['agents'])"
+  move_finished
 done
 kill -USR1 $paced
 wait $paced || die "agent_paced failed: $(tail -3 "$E2E_TMP/paced.err")"
 stop_daemon || die "daemon exit $?"
 grep "disk" "$E2E_TMP/daemon.log" | sed 's/.*gradtraced: //' | tail -4
 check_paced
-"$PY" - "$LOOPS" "$OUT"/agent_paced-pid$paced*.json <<'PY' || die "cut files"
+"$PY" - "$LOOPS" "$OUT"/agent_paced-pid$paced*.json "$E2E_TMP"/moved/*.json <<'PY' || die "cut files"
 import json, sys
 loops, docs = int(sys.argv[1]), [json.load(open(p)) for p in sys.argv[2:]]
 cut = [d for d in docs if d["gradtrace"].get("repaired")]
