@@ -17,6 +17,7 @@
 #include "daemon/server/server.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/statvfs.h>
 
@@ -98,7 +99,7 @@ static int parked_finish(struct gt__server *s, struct gt__parked *p)
             if ((files[k] = gt__strdup(paths[i])) != NULL)
                 k++;
         if (files) {
-            s->files += k - d->nfiles;
+            s->files = s->files - d->nfiles + k;
             for (size_t i = 0; i < d->nfiles; i++)
                 gt__free(d->files[i]);
             gt__free(d->files);
