@@ -293,6 +293,7 @@ soak: all
 	GT_KILLS=1000 BUILD=$(BUILD) PYTHON=$(PYTHON) E2E_TIMEOUT=1800 tests/e2e/run.sh t_daemon_kill
 	GT_MUTATIONS=3000 BUILD=$(BUILD) PYTHON=$(PYTHON) E2E_TIMEOUT=1800 tests/e2e/run.sh t_mutate
 	GT_LOSS_ROUNDS=20 BUILD=$(BUILD) PYTHON=$(PYTHON) E2E_TIMEOUT=1800 tests/e2e/run.sh t_agent_loss
+	GT_DISKFULL_LOOPS=20 GT_HOG=1 BUILD=$(BUILD) PYTHON=$(PYTHON) E2E_TIMEOUT=1800 tests/e2e/run.sh t_daemon_diskfull_paced
 
 bench: deps all $(BENCH_BIN)
 	BUILD=$(BUILD) PYTHON=$(PYTHON) tests/bench/run.sh

@@ -241,8 +241,10 @@ int gt__conv_ack_mark(struct gt__conv *c)
         if (wrc && !rc)
             rc = wrc;
     }
-    if (rc == 0)
+    if (rc == 0) {
         c->s.npend = 0; /* in the files up to the mark */
+        c->s.marked_done = c->s.files_done;
+    }
     return rc;
 }
 
@@ -263,7 +265,10 @@ int gt__conv_disk_full(const struct gt__conv *c)
 /* ------------------------------------------------------------ disk full */
 
 /* Adds n records of tid to table t (past GT__MAX_TCOUNT threads, tid 0's
- * entry takes them: still counted, no longer attributed). */
+ * entry takes them: still counted, no longer attributed). A table is
+ * emptied by setting *nt to 0, so an entry taken anew starts at 0: the
+ * pending table is emptied at every mark and every pause, and its old
+ * counts, already in a file or already counted, must not come back. */
 static void tcount_add(struct gt__tcount *t, uint32_t *nt, uint32_t tid,
                        uint64_t n)
 {
@@ -279,9 +284,10 @@ static void tcount_add(struct gt__tcount *t, uint32_t *nt, uint32_t tid,
             for (i = 0; i < *nt && t[i].tid != 0; i++)
                 ;
             if (i == *nt)
-                i = *nt - 1;
+                i = *nt - 1; /* its thread's count goes to tid 0 too */
         } else {
             (*nt)++;
+            t[i].n = 0;
         }
         t[i].tid = tid;
     }
@@ -348,8 +354,22 @@ void gt__conv_disk_pause(struct gt__conv *c)
 
 void gt__conv_skip(struct gt__conv *c, const uint8_t *records, size_t raw_size)
 {
+    struct gt__rec_iter it;
+    const uint8_t *rec;
+    uint16_t type, size;
+
     c->s.lost_disk_full += count_chunk(c->s.dfull, &c->s.ndfull, records,
                                        raw_size);
+    /* Not converted, but what the stream says of itself still holds: the
+     * agent's cumulative lost counts (a stream ending now has no later
+     * ones) and its goodbye (it ended the stream: not truncated). */
+    gt__rec_iter_init(&it, records, raw_size);
+    while (gt__rec_next(&it, &type, &size, &rec) == 1) {
+        if (type == GT_R_LOST && size == sizeof(struct gt_r_lost))
+            gt__cs_on_lost(&c->s, rec, size);
+        else if (type == GT_R_GOODBYE)
+            gt__cs_on_goodbye(&c->s, rec, size);
+    }
 }
 
 int gt__conv_resume(struct gt__conv *c)
@@ -364,6 +384,11 @@ int gt__conv_resume(struct gt__conv *c)
         rc = c->main->err;
     if (rc == 0 && gt__conv_flush(c) != 0)
         rc = c->main->err;
+    /* Full again at once: that file is cut too (nothing was converted
+     * since the pause), so the writer is not left stopped on the error
+     * and the next try starts clean. */
+    if (rc == -ENOSPC || rc == -EDQUOT)
+        gt__conv_disk_pause(c);
     return rc;
 }
 
@@ -442,6 +467,18 @@ int gt__conv_chunk(struct gt__conv *c, const struct gt_chunk_header *h,
         m->an.bad_records++; /* the rest of the chunk is unreadable */
     gt__writer_chunk_end(m);
     gt__win_chunk_end(c);
+    if (!m->err && c->s.ack_marks && c->s.files_done != c->s.marked_done) {
+        /* A file was finished since the last mark (rotated, or a window
+         * done): its events are on disk, and a cut must not count them as
+         * lost as well. Marking every open file now puts the rest of what
+         * was converted there too, so a full disk later counts only what
+         * comes after. A mark a full disk refuses pauses the stream as
+         * any write would (the finished file's records then count twice:
+         * schema/reliability.md). */
+        rc = gt__conv_ack_mark(c);
+        if (rc && gt__conv_disk_full(c))
+            return rc;
+    }
     return m->err;
 }
 

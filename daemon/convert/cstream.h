@@ -302,6 +302,8 @@ struct gt__cstream {
      * a full disk cost. */
     struct gt__tcount pend[GT__MAX_TCOUNT], dfull[GT__MAX_TCOUNT];
     uint32_t npend, ndfull;
+    uint64_t files_done;    /* files finished, written out (files.c) */
+    uint64_t marked_done;   /* files_done at the last mark (convert.c) */
     /* Files a full disk cut, finished when space is back (files.c). */
     struct gt__cut cut[GT__MAX_CUT];
     uint32_t ncut;

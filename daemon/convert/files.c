@@ -584,8 +584,10 @@ int gt__file_close(struct gt__writer *c, int last)
     c->total_bytes += w->bytes;
     rc = gt__jw_flush(w);
     /* Finished: out of the index while its lock is still held. */
-    if (rc == 0)
+    if (rc == 0) {
         gt__file_unindex(c, c->nfiles - 1);
+        c->s->files_done++;
+    }
     if ((rc == -ENOSPC || rc == -EDQUOT) && c->s->ack_marks) {
         /* Cut by a full disk: finished when space is back. */
         gt__file_cut(c);

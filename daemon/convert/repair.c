@@ -262,10 +262,13 @@ int gt__trace_repair_fd(int fd, struct gt__repair_info *info, int marks)
         goto out_done;
     }
     if (s.marked && marks) {
-        /* Only what the agent was told is written stays. */
+        /* Only what the agent was told is written stays. The mark stays
+         * too (JSON whitespace): a tail a full disk cuts short is tried
+         * again later, and that try must find the same mark, not the one
+         * before it. */
         info->events = s.mark_events;
-        info->cut_bytes = (uint64_t)st.st_size - s.mark;
-        rc = finish_file(fd, s.mark, s.mark_events, 1);
+        info->cut_bytes = (uint64_t)st.st_size - (s.mark + 1);
+        rc = finish_file(fd, s.mark + 1, s.mark_events, 1);
         goto out_done;
     }
     if (s.closed) {

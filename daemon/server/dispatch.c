@@ -191,6 +191,7 @@ static cJSON *status_json(struct gt__server *s)
         cJSON_AddNumberToObject(tot, "control_cut", (double)s->ctl_cut);
         cJSON_AddNumberToObject(tot, "files_repaired", (double)s->repaired);
         cJSON_AddNumberToObject(tot, "disk_full", (double)gt__stat(&s->disk_full));
+        cJSON_AddNumberToObject(tot, "disk_full_held", (double)s->nparked);
         cJSON_AddNumberToObject(tot, "bad_streams", (double)s->bad_streams);
         cJSON_AddNumberToObject(tot, "bytes", (double)s->bytes);
         cJSON_AddNumberToObject(tot, "chunks", (double)gt__stat(&s->chunks));

@@ -451,32 +451,41 @@ static void final_ack(struct gt__agent *a)
         a->acked = gt__framer_stats(a->framer)->chunks;
 }
 
+/* A stream paused by a full disk ends: finished now if space allows
+ * (the cut files, then a last main file with what the disk cost), else
+ * held by the server until it does (diskfull.c). @return 1 held. */
+static int disk_end(struct gt__agent *a, const struct gt__framer_stats *st,
+                    int truncated)
+{
+    int rc = gt__conv_resume(a->conv);
+
+    a->disk_full = 0;
+    if (rc != -ENOSPC && rc != -EDQUOT)
+        return 0;
+    return gt__disk_park(a->srv, a->conv, st, truncated, a->hello->h.pid,
+                         a->hello->h.start_mono_ns, a->stem) == 0;
+}
+
 static void finish(struct gt__agent *a, const char *reason, int failed)
 {
     struct gt__server *s = a->srv;
-    int frc, rc;
+    int frc, rc, held = 0;
 
     /* After a stream error the framer is dead: finishing it would only
      * repeat the error. */
     frc = failed ? 0 : gt__framer_finish(a->framer);
     if (a->conv) {
         const struct gt__framer_stats *st = gt__framer_stats(a->framer);
-
-        if (a->disk_full) {
-            /* Ends while paused: finish the cut files if space allows
-             * (else the next start does), then close what is left. */
-            rc = gt__conv_resume(a->conv);
-            if (rc < 0)
-                gt__log("agent pid %u: disk still full: %s left unfinished "
-                        "(finished at the next start or by gradtrace convert "
-                        "--repair)", (unsigned)a->hello->h.pid, a->stem);
-            a->disk_full = 0;
-        }
         /* Without a goodbye the process (or the connection) died before
          * its last records: the converter marks the trace truncated, with
-         * its last time. */
-        rc = gt__conv_finish(a->conv, st, failed || frc != 0);
-        if (rc == 0)
+         * its last time. A stream that ends while its disk is full is held
+         * and finished when space returns (daemon/server/diskfull.c). */
+        int truncated = failed || frc != 0;
+
+        if (a->disk_full)
+            held = disk_end(a, st, truncated);
+        rc = held ? 0 : gt__conv_finish(a->conv, st, truncated);
+        if (rc == 0 && !held)
             final_ack(a);
         if (rc < 0)
             gt__log("agent pid %u: finishing %s failed: %s",
@@ -502,6 +511,8 @@ static void finish(struct gt__agent *a, const char *reason, int failed)
         gt__log("connection from pid %u closed before a valid hello: %s",
                 (unsigned)a->peer_pid, reason);
     }
+    if (held)
+        a->conv = NULL; /* the server's now */
 }
 
 static void unlink_agent(struct gt__agent *a)

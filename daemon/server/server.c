@@ -176,6 +176,7 @@ static void on_sweep(uv_timer_t *t)
         else
             gt__agent_sweep(a);
     }
+    gt__disk_parked_sweep(s);
     gt__armed_retire(s);
     gt__ctl_sweep(s);
 }
@@ -469,6 +470,7 @@ void gt__server_shutdown(struct gt__server *s)
         if (!gt__agent_drain(a))
             gt__agent_close(a, "daemon shutting down");
     }
+    gt__disk_parked_close_all(s);
     uv_close((uv_handle_t *)&s->sweep, NULL);
     uv_close((uv_handle_t *)&s->wake, NULL);
     uv_close((uv_handle_t *)&s->sig_int, NULL);

@@ -6,6 +6,8 @@
  *   server.c     libuv loop, runtime directory, sockets, peer checks
  *   ingest.c     one agent connection: hello, framer, converter, raw .gtr
  *   agent_trig.c triggers sent to an agent and the windows it fired
+ *   diskfull.c   streams that ended while the disk was full, finished
+ *                when space returns
  *   dispatch.c   control connections: JSON lines in, one reply per line
  *   log.c        the daemon's log (stderr or a file)
  *   workq.c      the conversion pool: agents' bytes decoded and converted
@@ -197,6 +199,8 @@ struct gt__server {
     uint64_t repaired;          /* unfinished files repaired at start */
     uint64_t disk_full;         /* times an agent's output hit a full disk */
     struct gt__timer *timers;
+    struct gt__parked *parked;  /* ended while the disk was full (diskfull.c) */
+    size_t nparked;
     /* totals over every connection since start */
     /* records, chunks and disk_full are added to by pool workers:
      * gt__stat_add / gt__stat */
@@ -255,6 +259,29 @@ struct cJSON *gt__agent_json(struct gt__agent *a);
 struct cJSON *gt__done_json(const struct gt__done *d);
 /* Sends the armed triggers that select this agent. */
 void gt__agent_send_triggers(struct gt__agent *a);
+
+/* diskfull.c: streams that ended while the disk was full */
+struct gt__conv;
+struct gt__parked;
+/* Whether the output directory has GT__DISK_RESUME_BYTES free. */
+int gt__disk_space_back(const struct gt__server *s);
+/*
+ * Keeps conv, a stream that ended while its output was paused by a full
+ * disk and that gt__conv_resume could not finish yet, until space is
+ * back; then gt__disk_parked_sweep finishes it (gt__conv_finish with st
+ * and truncated), gives the agent's status entry (matched by pid,
+ * start_mono_ns, stem) its files, and frees it.
+ * @return 0: conv is the server's now; -ENOMEM: not taken, still the
+ *         caller's.
+ */
+int gt__disk_park(struct gt__server *s, struct gt__conv *conv,
+                  const struct gt__framer_stats *st, int truncated,
+                  uint32_t pid, uint64_t start_mono_ns, const char *stem) GT__WUR;
+/* The sweep's part: finishes each parked stream once space is back. */
+void gt__disk_parked_sweep(struct gt__server *s);
+/* At shutdown: one last try each, then frees them (a stream still not
+ * finished is left to the next start, its disk-full counts lost; logged). */
+void gt__disk_parked_close_all(struct gt__server *s);
 
 /* agent_trig.c: triggers sent to an agent and the windows it fired */
 void gt__agent_trig_sent(struct gt__agent *a, const struct gt__armed *t);

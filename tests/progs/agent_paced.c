@@ -1,17 +1,22 @@
 /*
- * Test workload with known per-thread counts for the kill loops: THREADS
- * threads each record instants (name "paced") in bursts of BURST, 1 ms
- * apart, for MS milliseconds or until SIGUSR1, through the dlsym shim. At the end it
- * prints, per thread, "tid=<os tid> produced=<instants>" on stdout.
+ * Test workload with known per-thread counts for the kill and disk-full
+ * loops: THREADS threads each record instants (name "paced") in bursts of
+ * BURST, 1 ms apart, for MS milliseconds or until SIGUSR1, through the
+ * dlsym shim. At the end it prints, per thread, "tid=<os tid>
+ * produced=<instants>" on stdout.
  *
- *   agent_paced THREADS MS [BURST [LINGER_MS [CHILDREN]]]
+ *   agent_paced THREADS MS [BURST [LINGER_MS [CHILDREN [LAYER]]]]
  *
  * LINGER_MS: after printing, the process stays LINGER_MS more without
  * recording (its agent may reconnect meanwhile: a stream with nothing but
  * loss counts). CHILDREN: before its threads start, the process forks
  * that many children, each recording in its own main thread like a
  * worker, printing its line and ending with _exit(0), as Python's
- * multiprocessing ends its workers; the parent waits for them.
+ * multiprocessing ends its workers; the parent waits for them. With
+ * LAYER, the first thread makes each burst a call of module LAYER (a
+ * capture window's forward segment, for triggers naming it; its line says
+ * "spans=1") and ends a training step (gt_step) at each SIGUSR2: a window
+ * of iteration N is done at the N+1-th signal.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -24,7 +29,7 @@
 
 #include "gradtrace/gradtrace_shim.h"
 
-static volatile sig_atomic_t stop;
+static volatile sig_atomic_t stop, steps;
 
 static void on_usr1(int sig)
 {
@@ -32,9 +37,16 @@ static void on_usr1(int sig)
     stop = 1;
 }
 
+static void on_usr2(int sig)
+{
+    (void)sig;
+    steps++;
+}
+
 struct worker {
     long ms, burst, produced;
     long tid;
+    const char *layer;          /* NULL: no module calls */
 };
 
 static long now_ms(void)
@@ -50,13 +62,21 @@ static void *run(void *arg)
     struct worker *w = arg;
     uint32_t name = gt_shim_intern("paced");
     long end = now_ms() + w->ms;
+    uint32_t layer = w->layer ? gt_shim_intern(w->layer) : 0;
     struct timespec pause = {0, 1000000};
+    long stepped = 0;
 
     w->tid = (long)syscall(SYS_gettid);
     while (!stop && now_ms() < end) {
+        if (layer)
+            gt_shim_module_begin(layer, layer);
         for (long k = 0; k < w->burst; k++)
             gt_shim_instant(name);
+        if (layer)
+            gt_shim_module_end();
         w->produced += w->burst;
+        while (layer && stepped < steps)
+            gt_shim_step((uint64_t)stepped++);
         nanosleep(&pause, NULL);
     }
     return NULL;
@@ -86,11 +106,12 @@ int main(int argc, char **argv)
 
     if (argc < 3 || (n = atoi(argv[1])) < 1 || n > 64 || nkids < 0 ||
         nkids > 64) {
-        fprintf(stderr, "usage: %s THREADS MS [BURST [LINGER_MS [CHILDREN]]]\n",
-                argv[0]);
+        fprintf(stderr, "usage: %s THREADS MS [BURST [LINGER_MS [CHILDREN "
+                "[LAYER]]]]\n", argv[0]);
         return 2;
     }
     signal(SIGUSR1, on_usr1);
+    signal(SIGUSR2, on_usr2);
     fflush(stdout);
     for (int i = 0; i < nkids; i++) {
         kids[i] = fork();
@@ -102,13 +123,15 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++) {
         w[i].ms = atol(argv[2]);
         w[i].burst = argc > 3 ? atol(argv[3]) : 20;
+        w[i].layer = argc > 6 && i == 0 ? argv[6] : NULL;
         if (pthread_create(&th[i], NULL, run, &w[i]) != 0)
             return 1;
     }
     for (int i = 0; i < n; i++)
         pthread_join(th[i], NULL);
     for (int i = 0; i < n; i++)
-        printf("tid=%ld produced=%ld\n", w[i].tid, w[i].produced);
+        printf("tid=%ld produced=%ld%s\n", w[i].tid, w[i].produced,
+               w[i].layer ? " spans=1" : "");
     fflush(stdout);
     for (int i = 0; i < nkids; i++) {
         int st;

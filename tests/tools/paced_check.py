@@ -15,6 +15,11 @@ process's hello time (clock.hello_mono_ns) and the file stem with its part
 index and window suffix removed (a reconnecting agent gets a new stem,
 "<stem>-2").
 
+A thread that also made module calls (agent_paced's LAYER, "spans=1")
+is printed but not held to it: a span is two records and one event, and
+one whose begin a mark covered but whose end a full disk cost is half in
+neither (schema/reliability.md, "Not yet guaranteed").
+
 Usage: paced_check.py PACED_OUTPUT TRACE_FILE...
 PACED_OUTPUT holds agent_paced's "tid=T produced=N" lines (its children's
 too). Prints one line per thread; exits 1 when any thread is not exact or
@@ -36,9 +41,12 @@ def stream_of(path, doc):
 
 def main(argv):
     produced = {}
+    spans = set()
     for line in open(argv[1]):
         kv = dict(f.split("=") for f in line.split())
         produced[int(kv["tid"])] = int(kv["produced"])
+        if kv.get("spans") == "1":
+            spans.add(int(kv["tid"]))
     recorded = {t: 0 for t in produced}
     undeliv = {t: 0 for t in produced}
     per_stream = {}  # (stream, kind, tid) -> the largest count
@@ -65,15 +73,18 @@ def main(argv):
     bad = 0
     for t in sorted(produced):
         total = recorded[t] + events[t] + undeliv[t] + disk[t]
+        off = "" if total == produced[t] else (
+            "  (spans too: %+d, not checked)" if t in spans else
+            "  MISMATCH %+d") % (total - produced[t])
         print("tid %d: produced %d, in the trace %d, lost %d + undelivered %d"
               " + disk full %d%s" % (
                   t, produced[t], recorded[t], events[t], undeliv[t], disk[t],
-                  "" if total == produced[t] else
-                  "  MISMATCH %+d" % (total - produced[t])))
-        bad += total != produced[t]
+                  off))
+        bad += total != produced[t] and t not in spans
+    checked = len(produced) - len(spans)
     print("%d files of the agent; %d of %d threads exact" % (
-        len(argv) - 2, len(produced) - bad, len(produced)))
-    return 1 if bad or not produced else 0
+        len(argv) - 2, checked - bad, checked))
+    return 1 if bad or not checked else 0
 
 
 if __name__ == "__main__":

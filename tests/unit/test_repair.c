@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/codec.h"
@@ -149,4 +150,33 @@ Test(repair, a_marked_file_is_cut_back_to_its_last_mark)
     cr_assert_eq(rc, 1);
     cr_assert_eq(count_ph(doc, "i"), 1);
     cJSON_Delete(doc);
+}
+
+/* A repair whose tail a full disk cut short (the daemon tries again when
+ * space is back) keeps the mark it cut at, so the next try cuts there
+ * too. Before, the first try cut the mark off with what followed it, and
+ * the next went back to the mark before it (often the file's first: 0
+ * events, every acknowledged one gone). */
+Test(repair, a_repair_cut_short_keeps_its_mark)
+{
+    const char *ev = "{\"ph\":\"i\",\"s\":\"t\",\"name\":\"a\",\"pid\":1,\"tid\":2,\"ts\":1}";
+    char text[1024], path[] = "/tmp/gt-repair-file-XXXXXX";
+    struct gt__repair_info info;
+    struct stat st;
+    int fd = mkstemp(path);
+
+    cr_assert_geq(fd, 0);
+    snprintf(text, sizeof(text), "{\"traceEvents\":[\t\n%s,\n%s,\n%s\t,\n%s", ev, ev, ev, ev);
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    cr_assert_eq(gt__trace_repair_fd(fd, &info, 1), 1);
+    cr_assert_eq(info.events, 3);
+    cr_assert_eq(fstat(fd, &st), 0);
+    /* The tail written only in part, as a write to a full disk ends. */
+    cr_assert_eq(ftruncate(fd, st.st_size / 2 + (off_t)strlen(text) / 2), 0);
+    cr_assert_eq(gt__trace_repair_fd(fd, &info, 1), 1);
+    close(fd);
+    cJSON *doc = load(path);
+    cr_expect_eq(count_ph(doc, "i"), 3, "the second try cut back further");
+    cJSON_Delete(doc);
+    unlink(path);
 }
