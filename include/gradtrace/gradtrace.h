@@ -28,6 +28,7 @@
 #ifndef GRADTRACE_GRADTRACE_H
 #define GRADTRACE_GRADTRACE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus

@@ -29,6 +29,14 @@
 
 #include <stdint.h>
 
+/* The layouts' size checks, in C and in C++ (which spells it
+ * static_assert): the header compiles alone in either. */
+#ifdef __cplusplus
+#define GT_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define GT_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -80,7 +88,7 @@ struct gt_hello {
     uint16_t cmdline_len;
     uint32_t reserved;    /* zero */
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_hello) == 64, "gt_hello is 64 bytes");
+GT_STATIC_ASSERT(sizeof(struct gt_hello) == 64, "gt_hello is 64 bytes");
 
 /* ------------------------------------------------------------------ chunk */
 
@@ -108,7 +116,7 @@ struct gt_chunk_header {
     uint32_t crc;          /* CRC-32C, see above */
     uint32_t reserved;     /* zero */
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_chunk_header) == 48, "chunk header is 48");
+GT_STATIC_ASSERT(sizeof(struct gt_chunk_header) == 48, "chunk header is 48");
 
 /* ---------------------------------------------------------------- records */
 
@@ -117,7 +125,7 @@ struct gt_rec {
     uint16_t type;
     uint16_t size;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_rec) == 4, "record header is 4 bytes");
+GT_STATIC_ASSERT(sizeof(struct gt_rec) == 4, "record header is 4 bytes");
 
 /*
  * Record types. Numbers are stable forever; 0 is invalid. The X-macro lists
@@ -170,7 +178,7 @@ struct gt_r_string {
     uint32_t id;
     /* char text[]: UTF-8 expected, not NUL-terminated, <= GT_STRING_MAX */
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_string) == 8, "string record is 8+n");
+GT_STATIC_ASSERT(sizeof(struct gt_r_string) == 8, "string record is 8+n");
 
 struct gt_r_process_info {
     struct gt_rec h;
@@ -184,20 +192,20 @@ struct gt_r_process_info {
     uint64_t start_mono_ns;
     uint64_t start_real_ns;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_process_info) == 48, "process_info");
+GT_STATIC_ASSERT(sizeof(struct gt_r_process_info) == 48, "process_info");
 
 struct gt_r_thread_info {
     struct gt_rec h;
     uint32_t tid;         /* OS thread id */
     uint32_t name;        /* string id of the thread name */
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_thread_info) == 12, "thread_info");
+GT_STATIC_ASSERT(sizeof(struct gt_r_thread_info) == 12, "thread_info");
 
 struct gt_r_thread {
     struct gt_rec h;
     uint32_t tid;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_thread) == 8, "thread");
+GT_STATIC_ASSERT(sizeof(struct gt_r_thread) == 8, "thread");
 
 /* Scope kinds (scope_begin.kind). */
 enum gt_scope_kind {
@@ -226,7 +234,7 @@ struct gt_r_scope_begin {
     uint32_t cls;         /* string id: module class or NVTX domain, or 0 */
     uint64_t ts;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_scope_begin) == 24, "scope_begin");
+GT_STATIC_ASSERT(sizeof(struct gt_r_scope_begin) == 24, "scope_begin");
 
 struct gt_r_scope_end {
     struct gt_rec h;
@@ -235,7 +243,7 @@ struct gt_r_scope_end {
     uint32_t name;        /* same id as the matching begin */
     uint64_t ts;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_scope_end) == 20, "scope_end");
+GT_STATIC_ASSERT(sizeof(struct gt_r_scope_end) == 20, "scope_end");
 
 /* (fwd_tid, seq) is the forward/backward correlation id of a node. */
 struct gt_r_node_created {
@@ -245,7 +253,7 @@ struct gt_r_node_created {
     uint64_t seq;         /* autograd sequence number */
     uint64_t fwd_tid;     /* torch's thread id (RecordFunction) */
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_node_created) == 32, "node_created");
+GT_STATIC_ASSERT(sizeof(struct gt_r_node_created) == 32, "node_created");
 
 struct gt_r_bwd_node_begin {
     struct gt_rec h;
@@ -254,7 +262,7 @@ struct gt_r_bwd_node_begin {
     uint64_t seq;         /* UINT64_MAX when the node's fields are unknown */
     uint64_t fwd_tid;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_bwd_node_begin) == 32, "bwd_node_begin");
+GT_STATIC_ASSERT(sizeof(struct gt_r_bwd_node_begin) == 32, "bwd_node_begin");
 
 struct gt_r_bwd_node_end {
     struct gt_rec h;
@@ -263,7 +271,7 @@ struct gt_r_bwd_node_end {
     uint64_t seq;
     uint64_t fwd_tid;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_bwd_node_end) == 32, "bwd_node_end");
+GT_STATIC_ASSERT(sizeof(struct gt_r_bwd_node_end) == 32, "bwd_node_end");
 
 /*
  * Backward pass begin/end, step marks: ts + a counter. value: the
@@ -281,14 +289,14 @@ struct gt_r_mark {
     uint64_t ts;
     uint64_t value;       /* iteration, or step number */
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_mark) == 24, "mark");
+GT_STATIC_ASSERT(sizeof(struct gt_r_mark) == 24, "mark");
 
 struct gt_r_instant {
     struct gt_rec h;
     uint32_t name;
     uint64_t ts;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_instant) == 16, "instant");
+GT_STATIC_ASSERT(sizeof(struct gt_r_instant) == 16, "instant");
 
 /* GPU records carry device times already mapped to host CLOCK_MONOTONIC. */
 struct gt_r_gpu_kernel {
@@ -304,7 +312,7 @@ struct gt_r_gpu_kernel {
     uint32_t shared_mem;  /* static + dynamic bytes */
     uint32_t registers;   /* per thread */
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_gpu_kernel) == 68, "gpu_kernel");
+GT_STATIC_ASSERT(sizeof(struct gt_r_gpu_kernel) == 68, "gpu_kernel");
 
 struct gt_r_gpu_memcpy {
     struct gt_rec h;
@@ -319,7 +327,7 @@ struct gt_r_gpu_memcpy {
     uint64_t start;
     uint64_t end;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_gpu_memcpy) == 44, "gpu_memcpy");
+GT_STATIC_ASSERT(sizeof(struct gt_r_gpu_memcpy) == 44, "gpu_memcpy");
 
 struct gt_r_gpu_memset {
     struct gt_rec h;
@@ -331,7 +339,7 @@ struct gt_r_gpu_memset {
     uint64_t start;
     uint64_t end;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_gpu_memset) == 44, "gpu_memset");
+GT_STATIC_ASSERT(sizeof(struct gt_r_gpu_memset) == 44, "gpu_memset");
 
 struct gt_r_cuda_api {
     struct gt_rec h;
@@ -342,7 +350,7 @@ struct gt_r_cuda_api {
     uint64_t start;
     uint64_t end;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_cuda_api) == 36, "cuda_api");
+GT_STATIC_ASSERT(sizeof(struct gt_r_cuda_api) == 36, "cuda_api");
 
 /* External correlation kinds (ext_corr.kind). */
 enum gt_ext_kind {
@@ -359,7 +367,7 @@ struct gt_r_ext_corr {
     uint32_t corr;        /* CUDA correlation id */
     uint64_t ext;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_ext_corr) == 20, "ext_corr");
+GT_STATIC_ASSERT(sizeof(struct gt_r_ext_corr) == 20, "ext_corr");
 
 /*
  * A clock pair. device < 0: host pair (mono, real), device_ts unused.
@@ -374,7 +382,7 @@ struct gt_r_clock_sync {
     uint64_t device_ts;
     uint64_t uncertainty_ns;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_clock_sync) == 40, "clock_sync");
+GT_STATIC_ASSERT(sizeof(struct gt_r_clock_sync) == 40, "clock_sync");
 
 /* Lost kinds (lost.what). */
 enum gt_lost_kind {
@@ -392,7 +400,7 @@ struct gt_r_lost {
     uint32_t what;        /* enum gt_lost_kind */
     uint64_t count;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_lost) == 20, "lost");
+GT_STATIC_ASSERT(sizeof(struct gt_r_lost) == 20, "lost");
 
 struct gt_r_window {
     struct gt_rec h;
@@ -402,7 +410,7 @@ struct gt_r_window {
     uint64_t ts;
     uint64_t iteration;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_window) == 32, "window");
+GT_STATIC_ASSERT(sizeof(struct gt_r_window) == 32, "window");
 
 struct gt_r_warning {
     struct gt_rec h;
@@ -410,7 +418,7 @@ struct gt_r_warning {
     uint32_t text;        /* string id of a one-line message */
     uint64_t ts;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_warning) == 20, "warning");
+GT_STATIC_ASSERT(sizeof(struct gt_r_warning) == 20, "warning");
 
 /*
  * The backward node that began last and is still open on this thread
@@ -425,7 +433,7 @@ struct gt_r_bwd_node_layer {
     uint32_t flags;       /* zero */
     uint64_t ts;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_bwd_node_layer) == 24, "bwd_node_layer");
+GT_STATIC_ASSERT(sizeof(struct gt_r_bwd_node_layer) == 24, "bwd_node_layer");
 
 /*
  * The last record of a stream the agent ended itself (exit, final flush):
@@ -437,7 +445,7 @@ struct gt_r_goodbye {
     uint32_t flags;       /* zero */
     uint64_t ts;          /* when the agent said goodbye */
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_goodbye) == 16, "goodbye");
+GT_STATIC_ASSERT(sizeof(struct gt_r_goodbye) == 16, "goodbye");
 
 /*
  * One collective call of the process (torch.distributed all_reduce,
@@ -459,7 +467,7 @@ struct gt_r_collective {
     uint64_t begin_ns;
     uint64_t end_ns;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_collective) == 40, "collective");
+GT_STATIC_ASSERT(sizeof(struct gt_r_collective) == 40, "collective");
 
 /*
  * Whether this process can carry a job-wide trigger (GT_CTL_JOB_TRIGGER)
@@ -472,7 +480,7 @@ struct gt_r_job_route {
     struct gt_rec h;
     uint32_t up;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_job_route) == 8, "job_route");
+GT_STATIC_ASSERT(sizeof(struct gt_r_job_route) == 8, "job_route");
 
 /*
  * A libtorch operator (at::RecordFunction of scope FUNCTION: an aten op)
@@ -492,7 +500,7 @@ struct gt_r_op_begin {
     uint64_t seq;
     uint64_t fwd_tid;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_op_begin) == 44, "op_begin");
+GT_STATIC_ASSERT(sizeof(struct gt_r_op_begin) == 44, "op_begin");
 
 struct gt_r_op_end {
     struct gt_rec h;
@@ -500,7 +508,7 @@ struct gt_r_op_end {
     uint64_t ts;
     uint64_t id;
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_r_op_end) == 24, "op_end");
+GT_STATIC_ASSERT(sizeof(struct gt_r_op_end) == 24, "op_end");
 
 /*
  * Fixed-size record types: X(type, struct). GT_R_STRING and
@@ -571,7 +579,7 @@ struct gt_ctl {
     uint16_t type;            /* enum gt_ctl_type */
     uint16_t size;            /* total bytes incl. this header */
 } GT_PACKED;
-_Static_assert(sizeof(struct gt_ctl) == 8, "ctl header is 8 bytes");
+GT_STATIC_ASSERT(sizeof(struct gt_ctl) == 8, "ctl header is 8 bytes");
 
 #ifdef __cplusplus
 }

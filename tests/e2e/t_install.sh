@@ -5,7 +5,8 @@
 # and runs unchanged without it (the shim). The agent is installed as
 # libgradtrace.so.1 (its soname, symbols versioned GRADTRACE_1) with the
 # unversioned link; a program linked with -lgradtrace needs the .so.1 and
-# can ask which API it got; make uninstall removes both names.
+# can ask which API it got; make uninstall removes both names. Each
+# installed header compiles alone in C and C++.
 set -u
 die() { echo "FAIL: $*" >&2; exit 1; }
 cd "$ROOT"
@@ -29,6 +30,18 @@ grep -v ' GRADTRACE_1 ' "$E2E_TMP/exports" | grep -Ev ' GLIBC_2\.2\.5 +(_exit|_E
 grep -q ' GRADTRACE_1 *gt_api_version$' "$E2E_TMP/exports" || die "gt_api_version is not exported"
 grep -q ' GRADTRACE_1 *gt_scope_begin$' "$E2E_TMP/exports" || die "gt_scope_begin is not exported"
 cd "$E2E_TMP"
+# Each installed header compiles alone, in C and in C++ (a program that
+# includes only it, as a user's first line would).
+for h in gradtrace.h gradtrace_shim.h wire.h; do
+  printf '#include <gradtrace/%s>\nint main(void) { return 0; }\n' "$h" >alone.c
+  cc -std=c11 -Wall -Wextra -Werror -I"$prefix/include" -c alone.c -o alone.o 2>alone.err ||
+    die "$h does not compile alone in C: $(head -3 alone.err)"
+  cp alone.c alone.cpp
+  if command -v c++ >/dev/null; then
+    c++ -std=c++11 -Wall -Werror -I"$prefix/include" -c alone.cpp -o alone.o 2>alone.err ||
+      die "$h does not compile alone in C++: $(head -3 alone.err)"
+  fi
+done
 cat >linked.c <<'C'
 #include <stdio.h>
 #include "gradtrace/gradtrace.h"
