@@ -46,8 +46,18 @@ int gt__disk_park(struct gt__server *s, struct gt__conv *conv,
                   const struct gt__framer_stats *st, int truncated,
                   uint32_t pid, uint64_t start_mono_ns, const char *stem)
 {
-    struct gt__parked *p = gt__calloc(1, sizeof(*p));
+    struct gt__parked *p;
 
+    /* Agents are untrusted: many short streams while the disk stays full
+     * must not hold converters (and their cut files' fds) without bound.
+     * Past the cap a stream is finished as before the parking existed. */
+    if (s->nparked >= GT__DISK_PARKED_MAX) {
+        gt__log("agent pid %u: %s ended while the disk is full, and %zu "
+                "streams are held already: left unfinished, its disk-full "
+                "counts lost", (unsigned)pid, stem, s->nparked);
+        return -EBUSY;
+    }
+    p = gt__calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
     p->conv = conv;

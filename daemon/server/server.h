@@ -262,6 +262,9 @@ void gt__agent_send_triggers(struct gt__agent *a);
 
 /* diskfull.c: streams that ended while the disk was full */
 struct gt__conv;
+/* Most streams held at once for a full disk (diskfull.c). */
+#define GT__DISK_PARKED_MAX 64
+
 struct gt__parked;
 /* Whether the output directory has GT__DISK_RESUME_BYTES free. */
 int gt__disk_space_back(const struct gt__server *s);

@@ -18,7 +18,7 @@ mount -t tmpfs -o size=32m,mode=700 tmpfs "$SMALL" 2>"$E2E_TMP/mount.err" || {
   [ -n "${CI:-}" ] && die "cannot mount tmpfs: $(cat "$E2E_TMP/mount.err")"
   skip "cannot mount tmpfs here: $(cat "$E2E_TMP/mount.err")"; }
 hogs=()
-trap 'cleanup_daemon; for h in "${hogs[@]}"; do kill "$h" 2>/dev/null; done; umount "$SMALL" 2>/dev/null' EXIT
+trap 'cleanup_daemon; [ -n "${paced:-}" ] && kill "$paced" 2>/dev/null; for h in "${hogs[@]}"; do kill "$h" 2>/dev/null; done; umount "$SMALL" 2>/dev/null' EXIT
 if [ "${GT_HOG:-0}" = 1 ]; then
   for _ in 1 2; do (while :; do :; done) & hogs+=($!); done
 fi
