@@ -55,6 +55,21 @@ ctl_q() {
   ctl "$req" | "$PY" -c "import json,sys; r=json.load(sys.stdin); print($expr)"
 }
 
+# mount_small SIZE: a private tmpfs of SIZE at $SMALL ($E2E_TMP/small)
+# for disk-full tests; needs root (CI is root and never skips). The
+# caller's EXIT trap unmounts it.
+mount_small() {
+  if [ "$(id -u)" -ne 0 ]; then
+    [ -n "${CI:-}" ] && die "CI must run this as root"
+    skip "needs root to mount a small tmpfs"
+  fi
+  SMALL=$E2E_TMP/small
+  mkdir -p "$SMALL"
+  mount -t tmpfs -o size="$1",mode=700 tmpfs "$SMALL" 2>"$E2E_TMP/mount.err" || {
+    [ -n "${CI:-}" ] && die "cannot mount tmpfs: $(cat "$E2E_TMP/mount.err")"
+    skip "cannot mount tmpfs here: $(cat "$E2E_TMP/mount.err")"; }
+}
+
 stop_daemon() {
   [ -n "$DAEMON_PID" ] || return 0
   ctl '{"cmd":"shutdown"}' >/dev/null || true

@@ -6,17 +6,9 @@
 # on both cores meanwhile.
 need "$B/gradtraced" "$B/progs/agent_paced"
 [ -f "$B/libgradtrace.so" ] || skip "missing $B/libgradtrace.so"
-if [ "$(id -u)" -ne 0 ]; then
-  [ -n "${CI:-}" ] && die "CI must run this as root"
-  skip "needs root to mount a small tmpfs"
-fi
-SMALL=$E2E_TMP/small
-mkdir -p "$SMALL"
 # 32 MiB: the agent (burst 5, ~1.5 MB of trace a second) never fills it
 # by itself; only the filler does, when the script says so.
-mount -t tmpfs -o size=32m,mode=700 tmpfs "$SMALL" 2>"$E2E_TMP/mount.err" || {
-  [ -n "${CI:-}" ] && die "cannot mount tmpfs: $(cat "$E2E_TMP/mount.err")"
-  skip "cannot mount tmpfs here: $(cat "$E2E_TMP/mount.err")"; }
+mount_small 32m
 hogs=()
 trap 'cleanup_daemon; [ -n "${paced:-}" ] && kill "$paced" 2>/dev/null; for h in "${hogs[@]}"; do kill "$h" 2>/dev/null; done; umount "$SMALL" 2>/dev/null' EXIT
 if [ "${GT_HOG:-0}" = 1 ]; then

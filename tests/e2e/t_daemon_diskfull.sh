@@ -6,15 +6,7 @@
 # file left is valid. Needs root to mount (CI is root and never skips).
 . "$(dirname "$0")/daemon_lib.sh"
 need "$B/gradtraced" "$FAKE"
-if [ "$(id -u)" -ne 0 ]; then
-  [ -n "${CI:-}" ] && die "CI must run this as root"
-  skip "needs root to mount a small tmpfs"
-fi
-SMALL=$E2E_TMP/small
-mkdir -p "$SMALL"
-mount -t tmpfs -o size=3m,mode=700 tmpfs "$SMALL" 2>"$E2E_TMP/mount.err" || {
-  [ -n "${CI:-}" ] && die "cannot mount tmpfs: $(cat "$E2E_TMP/mount.err")"
-  skip "cannot mount tmpfs here: $(cat "$E2E_TMP/mount.err")"; }
+mount_small 3m
 trap 'cleanup_daemon; umount "$SMALL" 2>/dev/null' EXIT
 OUT=$SMALL/out
 start_daemon
