@@ -25,12 +25,15 @@ struct conv_fx {
     struct gt__recbuf b;
 };
 
-/* Sends the hello of process pid (rank/world -1 when unset), started at T0. */
-static inline void fx_hello(struct conv_fx *f, uint32_t pid, int32_t rank,
-                            int32_t local_rank, int32_t world, const char *cmdline)
+/* Sends the hello of process pid (rank/world -1 when unset), started at T0,
+ * with GT_HELLO_* flags. */
+static inline void fx_hello_flags(struct conv_fx *f, uint32_t pid, int32_t rank,
+                                  int32_t local_rank, int32_t world,
+                                  const char *cmdline, uint32_t flags)
 {
     struct gt__hello_info *h = calloc(1, sizeof(*h));
     cr_assert_not_null(h);
+    h->h.flags = flags;
     h->h.pid = pid;
     h->h.ppid = 1;
     h->h.rank = rank;
@@ -42,6 +45,12 @@ static inline void fx_hello(struct conv_fx *f, uint32_t pid, int32_t rank,
     snprintf(h->cmdline, sizeof(h->cmdline), "%s", cmdline);
     cr_assert_eq(gt__conv_hello(f->c, h), 0);
     free(h);
+}
+
+static inline void fx_hello(struct conv_fx *f, uint32_t pid, int32_t rank,
+                            int32_t local_rank, int32_t world, const char *cmdline)
+{
+    fx_hello_flags(f, pid, rank, local_rank, world, cmdline, 0);
 }
 
 static inline void add(struct conv_fx *f, const void *r, size_t n)

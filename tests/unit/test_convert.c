@@ -1029,16 +1029,8 @@ static void detail_case(uint32_t flags, int with_op, const char *want, int64_t n
 {
     struct conv_fx f;
     fx_open(&f, 0, 0);
-    if (flags) {
-        struct gt__hello_info *h = calloc(1, sizeof(*h));
-        cr_assert_not_null(h);
-        h->h.pid = PID;
-        h->h.rank = h->h.local_rank = h->h.world_size = -1;
-        h->h.start_mono_ns = T0;
-        h->h.flags = flags;
-        cr_assert_eq(gt__conv_hello(f.c, h), 0);
-        free(h);
-    }
+    if (flags) /* the stream's hello again, with flags (a reconnect's) */
+        fx_hello_flags(&f, PID, 3, 1, 8, "/usr/bin/python3 train.py", flags);
     str(&f, 3, "aten::addmm");
     thr(&f, 100);
     user_scope(&f, 3, 1, 2);
