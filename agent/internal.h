@@ -4,7 +4,7 @@
  * Roles, bottom up; a file includes headers of its own role or lower only,
  * and calls go the same way (scripts/check-layers.py, AGENT_ROLES):
  *   base    internal.h capture.[ch] clock.[ch] timebase.c config.c log.c
- *           ring.[ch] strings.[ch] cuda.h: process-wide state, capture
+ *           warn.c ring.[ch] strings.[ch] cuda.h: process-wide state, capture
  *           state, clocks, configuration, logging, buffers, strings;
  *   trigger trigger.[ch]: the trigger engine (capture windows);
  *   stream  stream.[ch] sink.c control.c crash.[ch] core.[ch]
@@ -35,7 +35,8 @@
  *   crash.c   fatal-signal flush (async-signal-safe, raw chunks);
  *   core.c    start, exit flush, fork handling;
  *   api.c     the public C API (include/gradtrace/gradtrace.h);
- *   log.c     GT__LOG and gt__warn_once.
+ *   log.c     GT__LOG (below everything: the time base logs too);
+ *   warn.c    gt__warn_once (warnings recorded into the trace).
  * Hook files written by others (torch.c, cupti.c, nvtx.c) use only what is
  * declared here and in agent/capture.h.
  *
@@ -108,9 +109,12 @@ static inline uint64_t gt__now(void)
  * Streamer only: (re)fits the TSC map; a no-op until 50 ms after
  * gt__timebase_init and then at most once a second. enabled = 0 (or no
  * invariant TSC, or the kernel not using the TSC) keeps clock_gettime.
+ * @return 0, or -ERANGE the one time the TSC disagreed with
+ * CLOCK_MONOTONIC by more than 5 ms and was turned off for good (the
+ * caller says so in the trace: this file sits below the warnings).
  */
 void gt__timebase_init(int enabled);
-void gt__timebase_update(void);
+GT__WUR int gt__timebase_update(void);
 
 /* ------------------------------------------------------------ strings */
 
@@ -188,8 +192,8 @@ void gt__layer_bwd_end(void);
 
 /*
  * Records one GT_R_WARNING (code, msg) per distinct msg for the process's
- * life, from any thread (cold path: interns msg). Also written to stderr
- * when GRADTRACE_LOG is set.
+ * life, from any thread (cold path: interns msg; agent/warn.c). Also
+ * written to stderr when GRADTRACE_LOG is set.
  */
 /* Warning codes of the agent core (the hooks have their own ranges). */
 #define GT__WARN_CONFIG 0x0101u /* a GRADTRACE_* value was ignored */

@@ -653,7 +653,9 @@ static void *streamer_main(void *arg)
             (void)rc;
             atomic_store(&wake_pending, 0);
         }
-        gt__timebase_update();
+        if (gt__timebase_update() < 0)
+            gt__warn_once(0, "agent: TSC disagrees with CLOCK_MONOTONIC by more than "
+                             "5 ms; timestamps now come from clock_gettime");
         gt__capture_tick(gt__mono_ns(), gt__trig_iteration());
         if (atomic_load(&stop_req) || !gt__stream_trylock(100))
             continue;
