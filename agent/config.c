@@ -22,7 +22,7 @@ static int bad(struct gt__config *c, const char *var, const char *val,
                const char *why)
 {
     if (c->log)
-        gt__log("ignoring %s=\"%s\": %s; using the default", var, val, why);
+        gt__diag("ignoring %s=\"%s\": %s; using the default", var, val, why);
     /* Kept for the trace (gt__config_warn): the job's stderr is not ours. */
     if (c->nbad < GT__CONFIG_BAD_MAX)
         snprintf(c->bad[c->nbad++], sizeof(c->bad[0]),

@@ -48,7 +48,7 @@ static void jobtrig_put(const char *text, size_t len)
     memcpy(jobtrig, text, len);
     jobtrig_len = len;
     pthread_mutex_unlock(&jobtrig_lock);
-    GT__LOG("job-wide trigger received: %.*s", (int)len, text);
+    GT__DIAG("job-wide trigger received: %.*s", (int)len, text);
 }
 
 int gt__jobtrig_take(char *buf, size_t cap)
@@ -91,7 +91,7 @@ static void ctl_handle(uint16_t type, const char *text, size_t len)
 {
     switch (type) {
     case GT_CTL_WELCOME:
-        GT__LOG("daemon says welcome (%.*s)", (int)len, text);
+        GT__DIAG("daemon says welcome (%.*s)", (int)len, text);
         break;
     case GT_CTL_CAPTURE_ON:
         capture_on(text, len);
@@ -128,7 +128,7 @@ static void ctl_handle(uint16_t type, const char *text, size_t len)
         jobtrig_put(text, len);
         break;
     case GT_CTL_TRIGGER_CLEAR:
-        GT__LOG("triggers cleared");
+        GT__DIAG("triggers cleared");
         gt__trig_clear();
         ntriggers = 0;
         break;

@@ -190,7 +190,7 @@ int gt__agent_start(const struct gt__config *c)
     if (atomic_exchange(&started, 1))
         return 0;
     config = *c;
-    gt__log_enabled = c->log;
+    gt__diag_on = c->log;
     gt__ring_configure(c->block_kb, c->blocks);
     gt__timebase_init(c->tsc);
     gt__st.kind = c->file_path[0] ? GT__SINK_FILE : GT__SINK_SOCKET;
@@ -198,7 +198,7 @@ int gt__agent_start(const struct gt__config *c)
     process_identity();
     rc = sink_path(0);
     if (rc < 0) {
-        GT__LOG("GRADTRACE_FILE does not expand to a usable path");
+        GT__DIAG("GRADTRACE_FILE does not expand to a usable path");
         return rc;
     }
     gt__capture_init(c->capture);
@@ -209,7 +209,7 @@ int gt__agent_start(const struct gt__config *c)
     gt__crash_install();
     rc = pthread_atfork(fork_prepare, fork_parent, fork_child);
     if (rc)
-        GT__LOG("pthread_atfork failed: forked children share our state");
+        GT__DIAG("pthread_atfork failed: forked children share our state");
     /* A socket stream starts here, before the application runs: a
      * nonblocking connect (a Unix socket connect completes or fails at
      * once) plus a hello into an empty socket buffer. Nothing here waits
@@ -221,9 +221,9 @@ int gt__agent_start(const struct gt__config *c)
         gt__stream_unlock();
     }
     rc = gt__streamer_start();
-    GT__LOG("agent started: %s %s, capture %s, %u x %u KiB per thread",
-           gt__st.kind == GT__SINK_FILE ? "file" : "socket", gt__st.path,
-           c->capture ? "on" : "off", c->blocks, c->block_kb);
+    GT__DIAG("agent started: %s %s, capture %s, %u x %u KiB per thread",
+             gt__st.kind == GT__SINK_FILE ? "file" : "socket", gt__st.path,
+             c->capture ? "on" : "off", c->blocks, c->block_kb);
     return rc;
 }
 
@@ -233,12 +233,12 @@ void gt__agent_stop(void)
         return;
     gt__capture_flush();
     gt__streamer_stop();
-    if (gt__log_enabled) {
+    if (gt__diag_on) {
         unsigned states = 0;
         for (struct gt__thread *t = atomic_load(&gt__threads); t; t = t->next)
             states++;
-        GT__LOG("stopped: %llu threads recorded using %u buffer sets, %llu chunks "
-               "lost", (unsigned long long)atomic_load(&gt__thread_registrations),
-               states, (unsigned long long)atomic_load(&gt__st.lost_chunks));
+        GT__DIAG("stopped: %llu threads recorded using %u buffer sets, %llu chunks "
+                 "lost", (unsigned long long)atomic_load(&gt__thread_registrations),
+                 states, (unsigned long long)atomic_load(&gt__st.lost_chunks));
     }
 }

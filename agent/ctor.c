@@ -25,7 +25,7 @@ static void arm_env_triggers(const char *p)
         const char *semi = strchr(p, ';');
         size_t n = semi ? (size_t)(semi - p) : strlen(p);
         if (n && gt__trig_arm(p, n) < 0)
-            GT__LOG("GRADTRACE_TRIGGER: bad spec '%.*s' ignored", (int)n, p);
+            GT__DIAG("GRADTRACE_TRIGGER: bad spec '%.*s' ignored", (int)n, p);
         p = semi ? semi + 1 : NULL;
     }
 }

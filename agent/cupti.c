@@ -156,7 +156,7 @@ static void *try_open(const char *dir, const char *name, int flags)
     }
     void *h = dlopen(name, flags);
     if (h)
-        GT__LOG("cupti: loaded %s", name);
+        GT__DIAG("cupti: loaded %s", name);
     return h;
 }
 
@@ -246,7 +246,7 @@ int gt__cupti_load(const char *path)
     SYM(GetCallbackName, "cuptiGetCallbackName", 0);
     SYM(GetStreamId, "cuptiGetStreamId", 0);
     if (missing) {
-        GT__LOG("cupti: %s missing", missing);
+        GT__DIAG("cupti: %s missing", missing);
         memset(&gt__cupti, 0, sizeof(gt__cupti));
         dlclose(h);
         return -ENOSYS;
@@ -422,7 +422,7 @@ static int cupti_start(void)
             gt__cuda_sink->warn(GT__CUDA_WARN_SYNC,
                                 "could not start the CUDA clock-sync thread: "
                                 "no per-device clock offsets");
-        GT__LOG("cupti: start %s", r ? "failed" : "ok");
+        GT__DIAG("cupti: start %s", r ? "failed" : "ok");
     } else if (atomic_load(&g_state) != ST_RUNNING) {
         r = -EIO;
     }

@@ -111,7 +111,7 @@ void gt__cupti_sync_cupti_pair(void)
     pthread_mutex_lock(&g_clock_lock);
     models_init_locked();
     if (gt__clock_add_pair(&g_cupti_clock, lo, hi, ts))
-        GT__LOG("cupti: clock pair rejected");
+        GT__DIAG("cupti: clock pair rejected");
     pthread_mutex_unlock(&g_clock_lock);
 }
 

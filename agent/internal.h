@@ -3,7 +3,7 @@
  *
  * Roles, bottom up; a file includes headers of its own role or lower only,
  * and calls go the same way (scripts/check-layers.py, AGENT_ROLES):
- *   base    internal.h capture.[ch] clock.[ch] timebase.c config.c log.c
+ *   base    internal.h capture.[ch] clock.[ch] timebase.c config.c diag.c
  *           warn.c ring.[ch] strings.[ch] cuda.h: process-wide state, capture
  *           state, clocks, configuration, logging, buffers, strings;
  *   trigger trigger.[ch]: the trigger engine (capture windows);
@@ -35,7 +35,7 @@
  *   crash.c   fatal-signal flush (async-signal-safe, raw chunks);
  *   core.c    start, exit flush, fork handling;
  *   api.c     the public C API (include/gradtrace/gradtrace.h);
- *   log.c     GT__LOG (below everything: the time base logs too);
+ *   diag.c    GT__DIAG (below everything: the time base uses it too);
  *   warn.c    gt__warn_once (warnings recorded into the trace).
  * Hook files written by others (torch.c, cupti.c, nvtx.c) use only what is
  * declared here and in agent/capture.h.
@@ -200,25 +200,30 @@ void gt__layer_bwd_end(void);
 
 void gt__warn_once(uint32_t code, const char *msg);
 
-/* ------------------------------------------------------------ logging */
+/* ------------------------------------------------------------ diagnostics */
 
-extern int gt__log_enabled;
+/*
+ * The agent's diagnostics (agent/diag.c): one GT__DIAG family, its own
+ * names (the daemon's log is gt__log, another function in another
+ * program), silent unless GRADTRACE_LOG asks.
+ */
+
+/* GRADTRACE_LOG: set once at agent start, read by GT__DIAG. */
+extern int gt__diag_on;
 
 /*
  * Formats into a stack buffer and write(2)s one line to stderr, prefixed
  * "gradtrace[pid]: ". Async-signal-safe (own formatter: %s %c %d %i %u %x
- * %p with l/ll/z modifiers), errno preserved. Use GT__LOG.
+ * %p with l/ll/z modifiers), errno preserved. Use GT__DIAG unless the line
+ * must go out whatever GRADTRACE_LOG says (a fatal error).
  */
-void gt__agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The daemon has its own gt__log; the agent's symbol is distinct so the
- * unit-test binary can link both. */
-#define gt__log gt__agent_log
+void gt__diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Diagnostics to stderr, only when GRADTRACE_LOG is set. */
-#define GT__LOG(...)                                                           \
+#define GT__DIAG(...)                                                          \
     do {                                                                      \
-        if (GT__UNLIKELY(gt__log_enabled))                                     \
-            gt__log(__VA_ARGS__);                                             \
+        if (GT__UNLIKELY(gt__diag_on))                                         \
+            gt__diag(__VA_ARGS__);                                            \
     } while (0)
 
 /* ------------------------------------------------------------ configuration */

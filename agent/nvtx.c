@@ -857,7 +857,7 @@ int gt__nvtx_install(const void *(*get_export_table)(uint32_t))
     /* CORE2 (domains) is optional: NVTX v1/v2 clients lack it. */
     (void)install(cb, NVTX_CB_MODULE_CORE2, core2,
                   sizeof(core2) / sizeof(core2[0]));
-    GT__LOG("nvtx: injection installed");
+    GT__DIAG("nvtx: injection installed");
     return 1;
 }
 

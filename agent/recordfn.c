@@ -74,8 +74,8 @@ void gt__recordfn_init(void)
     }
     cb.scopes[GT__RF_USER_SCOPE] = 1;
     handle = add(cb);
-    GT__LOG("recordfunction: user-scope callback %llu registered",
-            (unsigned long long)handle);
+    GT__DIAG("recordfunction: user-scope callback %llu registered",
+             (unsigned long long)handle);
 #else
     (void)add;
     (void)cb;

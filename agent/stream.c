@@ -189,8 +189,8 @@ static int chunk_write(const uint8_t *buf, uint32_t len, uint32_t count,
     n = gt__chunk_encode(cctx, ZSTD_LEVEL, buf, len, count, seq,
                         first_ns == UINT64_MAX ? 0 : first_ns, enc, enc_cap);
     if (n < 0) {
-        GT__LOG("chunk %llu not encoded: %s", (unsigned long long)seq,
-               gt__strerror((int)n));
+        GT__DIAG("chunk %llu not encoded: %s", (unsigned long long)seq,
+                 gt__strerror((int)n));
         atomic_fetch_add(&gt__st.lost_chunks, 1);
         return 0;
     }
@@ -200,8 +200,8 @@ static int chunk_write(const uint8_t *buf, uint32_t len, uint32_t count,
     if (!tail_final &&
         !gt__sink_room((size_t)n, SINK_RESERVE, resend_due ? 0 : ROOM_WAIT_MS)) {
         if (!resend_due)
-            GT__LOG("daemon not reading: chunks dropped (counted) until "
-                    "it reads again");
+            GT__DIAG("daemon not reading: chunks dropped (counted) until "
+                     "it reads again");
         congested = 1;
         resend_due = 1;
         atomic_fetch_add(&gt__st.lost_chunks, 1);
@@ -703,7 +703,7 @@ static void armed(void)
     if (!atomic_load_explicit(&streamer_running, memory_order_relaxed) &&
         atomic_load(&lazy_start) && atomic_exchange(&lazy_start, 0) &&
         gt__streamer_start() < 0)
-        GT__LOG("streamer not started in the child");
+        GT__DIAG("streamer not started in the child");
 }
 
 static int buffers_alloc(void)
@@ -758,7 +758,7 @@ int gt__streamer_start(void)
     if (rc == 0)
         atomic_store(&streamer_running, 1);
     else
-        GT__LOG("streamer thread not started: %s", strerror(-rc));
+        GT__DIAG("streamer thread not started: %s", strerror(-rc));
     return rc;
 }
 
@@ -783,7 +783,7 @@ void gt__streamer_stop(void)
         struct timespec ts = {0, 50000000};
         syscall(SYS_futex, &final_done, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
         if ((gt__mono_ns() - t0) / 1000000 > FINAL_WAIT_MS) {
-            GT__LOG("final flush did not finish in %d ms; giving up", FINAL_WAIT_MS);
+            GT__DIAG("final flush did not finish in %d ms; giving up", FINAL_WAIT_MS);
             break;
         }
     }

@@ -81,7 +81,7 @@ void gt__timebase_init(int enabled)
     usable = enabled && tsc_trusted();
     if (usable)
         (void)pair(&tsc0, &mono0);
-    GT__LOG("time base: %s", usable ? "TSC mapped to CLOCK_MONOTONIC" : "clock_gettime");
+    GT__DIAG("time base: %s", usable ? "TSC mapped to CLOCK_MONOTONIC" : "clock_gettime");
 #else
     (void)enabled;
 #endif

@@ -179,7 +179,7 @@ static void *resolve(const char *sym, const void *self, const void *caller)
     if (p == self)
         p = NULL;
     if (!p) {
-        GT__LOG("torch: cannot resolve %s", sym);
+        GT__DIAG("torch: cannot resolve %s", sym);
         gt__warn_once(GT__TORCH_WARN_RESOLVE,
                       "torch: a libtorch function could not be resolved");
     }
@@ -205,7 +205,7 @@ static void *resolve(const char *sym, const void *self, const void *caller)
  */
 static _Noreturn void fatal_unresolved(const char *sym)
 {
-    gt__log("torch: %s has no definition to forward to; aborting", sym);
+    gt__diag("torch: %s has no definition to forward to; aborting", sym);
     abort();
 }
 
@@ -619,5 +619,5 @@ void gt__torch_init(void)
 {
     torch_disabled = !gt__agent_config()->torch;
     if (torch_disabled)
-        GT__LOG("torch: hooks disabled by GRADTRACE_TORCH=0");
+        GT__DIAG("torch: hooks disabled by GRADTRACE_TORCH=0");
 }

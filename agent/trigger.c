@@ -318,8 +318,8 @@ static void segment_open(int i, uint32_t layer)
      * capture without them paused it. */
     if (g_capture_ours || t->s.ops)
         gt__capture_started();
-    GT__LOG("window %u open (%s, iteration %llu)", t->win_id, t->s.layer,
-           (unsigned long long)t->target);
+    GT__DIAG("window %u open (%s, iteration %llu)", t->win_id, t->s.layer,
+             (unsigned long long)t->target);
 }
 
 /* g_lock held. */
@@ -375,7 +375,7 @@ static void iteration_done(int i)
     window_record(GT_R_WINDOW_DONE, t, 0);
     g_windows_done++;
     t->fired++;
-    GT__LOG("window %u done (%u of %u)", t->win_id, t->fired, t->s.count);
+    GT__DIAG("window %u done (%u of %u)", t->win_id, t->fired, t->s.count);
     if (t->fired < t->s.count) {
         retarget(t, t->target + 1, 1);
     } else {
@@ -462,7 +462,7 @@ int gt__trig_arm(const char *spec, size_t len)
         pthread_mutex_unlock(&arm_lock);
         if (rc == 1)
             return 1;
-        GT__LOG("trigger refused: %s", err);
+        GT__DIAG("trigger refused: %s", err);
         gt__warn_once(0, "a trigger from the daemon could not be parsed");
         return rc;
     }
@@ -511,8 +511,8 @@ int gt__trig_arm(const char *spec, size_t len)
     gt__capture_arm(1);
     pthread_mutex_unlock(&g_lock);
     pthread_mutex_unlock(&arm_lock);
-    GT__LOG("trigger armed: %.*s (iteration %llu)", (int)len, spec,
-           (unsigned long long)g_trig[slot].target);
+    GT__DIAG("trigger armed: %.*s (iteration %llu)", (int)len, spec,
+             (unsigned long long)g_trig[slot].target);
     return 0;
 }
 

@@ -1,7 +1,7 @@
 /*
  * Warnings recorded into the trace (GT_R_WARNING), once per distinct
- * message for the process's life, and written to stderr as a GT__LOG line
- * when GRADTRACE_LOG asks. Apart from agent/log.c, whose formatter must
+ * message for the process's life, and written to stderr as a GT__DIAG line
+ * when GRADTRACE_LOG asks. Apart from agent/diag.c, whose formatter must
  * stay below everything (the time base and the buffers log too): a
  * warning needs the string table, the buffers and the clock.
  */
@@ -30,7 +30,7 @@ void gt__warn_once(uint32_t code, const char *msg)
     pthread_mutex_unlock(&warn_lock);
     if (!first)
         return;
-    GT__LOG("warning %u: %s", code, msg);
+    GT__DIAG("warning %u: %s", code, msg);
     if (!id)
         return;
     w.h.type = GT_R_WARNING;

@@ -42,7 +42,7 @@ DEPS = {
 # a role here.
 AGENT_ROLES = {
     "internal": "base", "clock": "base", "timebase": "base", "config": "base",
-    "log": "base", "warn": "base", "ring": "base", "strings": "base",
+    "diag": "base", "warn": "base", "ring": "base", "strings": "base",
     "capture": "base", "cuda": "base",
     "trigger": "trigger",
     "stream": "stream", "sink": "stream", "control": "stream", "crash": "stream",

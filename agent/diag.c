@@ -1,8 +1,8 @@
 /*
- * Agent diagnostics: GT__LOG lines to stderr, only with GRADTRACE_LOG
+ * Agent diagnostics: GT__DIAG lines to stderr, only with GRADTRACE_LOG
  * (warnings recorded into the trace are agent/warn.c's).
  *
- * gt__log has its own small formatter because it must work in a signal
+ * gt__diag has its own small formatter because it must work in a signal
  * handler and inside the host's allocator: vsnprintf may allocate or take
  * locale locks. It supports what the agent uses: %s %c %d %i %u %x %p %%
  * with the l, ll and z length modifiers, and %.*s. Output is one line,
@@ -15,7 +15,7 @@
 #include "agent/internal.h"
 #include "common/util.h"
 
-int gt__log_enabled;
+int gt__diag_on;
 
 struct out {
     char *p;
@@ -42,7 +42,7 @@ static void put_u(struct out *o, unsigned long long v, unsigned base, int neg)
     put(o, tmp + i, sizeof(tmp) - (size_t)i);
 }
 
-void gt__agent_log(const char *fmt, ...)
+void gt__diag(const char *fmt, ...)
 {
     int saved = errno;
     char buf[512];
