@@ -52,6 +52,7 @@
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
 #include "agent/nvtx.h"
+#include "agent/rec_out.h"
 #include "common/alloc.h"
 
 #define GT__CUPTI_BUFFER_SIZE (512u << 10)
@@ -59,27 +60,6 @@
 #define GT__CUPTI_FLUSH_MS 200u
 
 _Static_assert(GT__CUPTI_BUFFERS <= 64, "pool bitmap is one uint64_t");
-
-/* ------------------------------------------------------------------ sink */
-
-static uint64_t sink_now(void)
-{
-    return gt__now();
-}
-
-static const struct gt__cuda_sink core_sink = {
-    .emit = gt__emit,
-    .intern = gt__intern,
-    .now = sink_now,
-    .warn = gt__warn_once,
-};
-
-const struct gt__cuda_sink *gt__cuda_sink = &core_sink;
-
-void gt__cuda_set_sink(const struct gt__cuda_sink *sink)
-{
-    gt__cuda_sink = sink ? sink : &core_sink;
-}
 
 /* ------------------------------------------------------------------ state */
 
@@ -108,7 +88,7 @@ int gt__cupti_check(int result, const char *call, const char *file, int line)
     char msg[512];
     snprintf(msg, sizeof(msg), "CUPTI %s failed at %s:%d: %s (%d)", call,
              file, line, name ? name : "CUPTI error", result);
-    gt__cuda_sink->warn((uint32_t)result, msg);
+    gt__rec_out->warn((uint32_t)result, msg);
     return -EIO;
 }
 
@@ -305,7 +285,7 @@ void gt__cupti_pool_put(uint8_t *buf)
 /* CUPTI's clock for every timestamp it takes: the host's monotonic clock. */
 static uint64_t cupti_timestamp(void)
 {
-    return gt__cuda_sink->now();
+    return gt__rec_out->now();
 }
 
 static const uint32_t activity_kinds[] = {
@@ -343,7 +323,7 @@ static int cupti_start_locked(void)
                  "CUDA is in the process but CUPTI could not be loaded (%s): "
                  "no GPU activity recorded; set GRADTRACE_CUPTI to libcupti's path",
                  r == -ENOENT ? "libcupti not found" : "symbols missing");
-        gt__cuda_sink->warn(GT__CUDA_WARN_NO_CUPTI, msg);
+        gt__rec_out->warn(GT__CUDA_WARN_NO_CUPTI, msg);
         return r;
     }
     uint32_t version = 0;
@@ -354,13 +334,13 @@ static int cupti_start_locked(void)
         snprintf(msg, sizeof(msg),
                  "CUPTI API version %u is older than CUDA 11.0's: "
                  "no GPU activity recorded", version);
-        gt__cuda_sink->warn(GT__CUDA_WARN_NO_CUPTI, msg);
+        gt__rec_out->warn(GT__CUDA_WARN_NO_CUPTI, msg);
         return -ENOTSUP;
     }
     if (pool_create()) {
-        gt__cuda_sink->warn(GT__CUDA_WARN_POOL,
-                            "no memory for CUPTI activity buffers: "
-                            "no GPU activity recorded");
+        gt__rec_out->warn(GT__CUDA_WARN_POOL,
+                          "no memory for CUPTI activity buffers: "
+                          "no GPU activity recorded");
         return -ENOMEM;
     }
     if ((r = GT__CUPTI_CALL(gt__cupti.SetThreadIdType(GT__CU_THREAD_ID_SYSTEM))))
@@ -419,9 +399,9 @@ static int cupti_start(void)
             gt__capture_set_flush(cuda_flush);
         atomic_store(&g_state, r ? ST_FAILED : ST_RUNNING);
         if (!r && gt__cupti_sync_start())
-            gt__cuda_sink->warn(GT__CUDA_WARN_SYNC,
-                                "could not start the CUDA clock-sync thread: "
-                                "no per-device clock offsets");
+            gt__rec_out->warn(GT__CUDA_WARN_SYNC,
+                              "could not start the CUDA clock-sync thread: "
+                              "no per-device clock offsets");
         GT__DIAG("cupti: start %s", r ? "failed" : "ok");
     } else if (atomic_load(&g_state) != ST_RUNNING) {
         r = -EIO;

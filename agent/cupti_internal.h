@@ -6,8 +6,8 @@
  *                    path, run by CUPTI's worker or a flushing thread);
  *   cupti_sync.c     clock models and the per-device start events.
  *
- * Where records go is a small ops struct (the sink) so tests can catch
- * what the CUDA code emits without the agent core's buffers.
+ * Records go through the hooks' record output (agent/rec_out.h), so
+ * tests can catch what the CUDA code writes without the agent's buffers.
  */
 #ifndef GRADTRACE_AGENT_CUPTI_INTERNAL_H
 #define GRADTRACE_AGENT_CUPTI_INTERNAL_H
@@ -24,19 +24,6 @@ enum {
     GT__CUDA_WARN_SYNC = 0x4302,       /* a start-event clock sync failed */
     GT__CUDA_WARN_POOL = 0x4303,       /* activity buffer pool unavailable */
 };
-
-struct gt__cuda_sink {
-    int (*emit)(const void *rec, size_t size);
-    uint32_t (*intern)(const char *s, size_t len);
-    uint64_t (*now)(void);
-    void (*warn)(uint32_t code, const char *msg);
-};
-
-/* The sink in use: the agent core's functions unless a test replaced it. */
-extern const struct gt__cuda_sink *gt__cuda_sink;
-
-/* Replaces the sink (NULL restores the core's). Tests only, before use. */
-void gt__cuda_set_sink(const struct gt__cuda_sink *sink);
 
 /* CUPTI's entry points once loaded (all NULL before). */
 extern struct gt__cupti_api gt__cupti;
@@ -60,7 +47,7 @@ int gt__cupti_check(int result, const char *call, const char *file,
 
 /*
  * CUPTI's buffer-completed callback: turns every record of buf[0..valid)
- * into wire records through the sink, emits the cumulative CUPTI drop
+ * into wire records through gt__rec_out, emits the cumulative CUPTI drop
  * count, and returns buf to the pool when it came from it. Any thread
  * (serialised inside); allocates only to intern a new name.
  */

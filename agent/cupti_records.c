@@ -34,6 +34,7 @@
 
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
+#include "agent/rec_out.h"
 
 #define NAME_SLOTS 4096u          /* kernel-name cache, power of two */
 #define CBID_SLOTS 4096u          /* API-name cache per domain */
@@ -61,7 +62,7 @@ void gt__cupti_records_reset(void)
 
 static uint32_t intern_str(const char *s)
 {
-    return gt__cuda_sink->intern(s, strlen(s));
+    return gt__rec_out->intern(s, strlen(s));
 }
 
 static uint32_t kernel_name(const char *name)
@@ -128,7 +129,7 @@ static uint32_t api_name(uint32_t domain, uint32_t cbid)
             const char *v = strstr(name, "_v");
             if (v && v[2] >= '0' && v[2] <= '9')
                 len = (size_t)(v - name);
-            id = gt__cuda_sink->intern(name, len);
+            id = gt__rec_out->intern(name, len);
         }
     } else {
         /* No name (CUPTI not initialised by a driver): keep the record. */
@@ -182,7 +183,7 @@ static void emit_kernel(const struct gt__cu_kernel *k)
                       clamp_u32(k->dynamic_shared_memory),
         .registers = k->registers_per_thread,
     };
-    (void)gt__cuda_sink->emit(&r, sizeof(r));
+    (void)gt__rec_out->emit(&r, sizeof(r));
 }
 
 static void emit_memcpy(const struct gt__cu_memcpy *m)
@@ -201,7 +202,7 @@ static void emit_memcpy(const struct gt__cu_memcpy *m)
         .start = gt__cupti_map_ts(m->start),
         .end = gt__cupti_map_ts(m->end),
     };
-    (void)gt__cuda_sink->emit(&r, sizeof(r));
+    (void)gt__rec_out->emit(&r, sizeof(r));
 }
 
 static void emit_memset(const struct gt__cu_memset *m)
@@ -218,7 +219,7 @@ static void emit_memset(const struct gt__cu_memset *m)
         .start = gt__cupti_map_ts(m->start),
         .end = gt__cupti_map_ts(m->end),
     };
-    (void)gt__cuda_sink->emit(&r, sizeof(r));
+    (void)gt__rec_out->emit(&r, sizeof(r));
 }
 
 static void emit_api(const struct gt__cu_api *a, uint32_t domain)
@@ -235,7 +236,7 @@ static void emit_api(const struct gt__cu_api *a, uint32_t domain)
         .start = gt__cupti_map_ts(a->start),
         .end = gt__cupti_map_ts(a->end),
     };
-    (void)gt__cuda_sink->emit(&r, sizeof(r));
+    (void)gt__rec_out->emit(&r, sizeof(r));
 }
 
 static void emit_ext(const struct gt__cu_ext_corr *e)
@@ -253,7 +254,7 @@ static void emit_ext(const struct gt__cu_ext_corr *e)
         .corr = e->correlation_id,
         .ext = e->external_id,
     };
-    (void)gt__cuda_sink->emit(&r, sizeof(r));
+    (void)gt__rec_out->emit(&r, sizeof(r));
 }
 
 static void emit_overhead(const struct gt__cu_overhead *o)
@@ -269,7 +270,7 @@ static void emit_overhead(const struct gt__cu_overhead *o)
         .start = gt__cupti_map_ts(o->start),
         .end = gt__cupti_map_ts(o->end),
     };
-    (void)gt__cuda_sink->emit(&r, sizeof(r));
+    (void)gt__rec_out->emit(&r, sizeof(r));
 }
 
 static void convert(const void *rec)
@@ -336,7 +337,7 @@ void gt__cupti_buffer_completed(void *ctx, uint32_t stream, uint8_t *buf,
         .what = GT_LOST_CUPTI,
         .count = g_dropped,
     };
-    (void)gt__cuda_sink->emit(&lost, sizeof(lost));
+    (void)gt__rec_out->emit(&lost, sizeof(lost));
     pthread_mutex_unlock(&g_lock);
     gt__cupti_pool_put(buf);
 }

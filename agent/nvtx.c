@@ -50,9 +50,9 @@
 #include "agent/capture.h"
 #include "agent/core.h"
 #include "agent/cuda.h"
-#include "agent/cupti_internal.h"
 #include "agent/internal.h"
 #include "agent/nvtx.h"
+#include "agent/rec_out.h"
 #include "agent/trigger.h"
 #include "common/util.h"
 
@@ -131,7 +131,7 @@ static uint32_t intern_wide(const wchar_t *w)
 {
     char buf[1024];
     size_t n = wide_to_utf8(w, buf, sizeof(buf));
-    return gt__cuda_sink->intern(buf, n);
+    return gt__rec_out->intern(buf, n);
 }
 
 /*
@@ -222,11 +222,11 @@ static uint32_t intern_c(const char *s)
     uint64_t h = gt__fnv1a64(GT__FNV64_INIT, s, len);
     struct nvtx_thread *t = nvtx_self();
     if (!t)
-        return gt__cuda_sink->intern(s, len);
+        return gt__rec_out->intern(s, len);
     struct name_slot *e = &t->names[(h ^ (h >> 29)) & (NAME_CACHE - 1)];
     if (e->id && e->hash == h && e->len == len)
         return e->id;
-    uint32_t id = gt__cuda_sink->intern(s, len);
+    uint32_t id = gt__rec_out->intern(s, len);
     if (id && len <= UINT32_MAX)
         *e = (struct name_slot){h, (uint32_t)len, id};
     return id;
@@ -359,7 +359,7 @@ static int layer_domain(const struct gt__layer_config *l, uint32_t domain)
         return domain == 0;
     w = atomic_load_explicit(&want, memory_order_relaxed);
     if (!w) {
-        w = gt__cuda_sink->intern(l->nvtx_domain, strlen(l->nvtx_domain));
+        w = gt__rec_out->intern(l->nvtx_domain, strlen(l->nvtx_domain));
         atomic_store_explicit(&want, w, memory_order_relaxed);
     }
     return w && domain == w;
@@ -468,9 +468,9 @@ static void emit_begin(uint32_t name, uint32_t domain)
         .kind = GT_SCOPE_NVTX,
         .name = name,
         .cls = domain,
-        .ts = gt__cuda_sink->now(),
+        .ts = gt__rec_out->now(),
     };
-    (void)gt__cuda_sink->emit(&r, sizeof(r));
+    (void)gt__rec_out->emit(&r, sizeof(r));
 }
 
 static void emit_end(uint32_t name)
@@ -479,9 +479,9 @@ static void emit_end(uint32_t name)
         .h = {GT_R_SCOPE_END, sizeof(r)},
         .kind = GT_SCOPE_NVTX,
         .name = name,
-        .ts = gt__cuda_sink->now(),
+        .ts = gt__rec_out->now(),
     };
-    (void)gt__cuda_sink->emit(&r, sizeof(r));
+    (void)gt__rec_out->emit(&r, sizeof(r));
 }
 
 /*
@@ -652,9 +652,9 @@ static void mark(uint32_t name)
     struct gt_r_instant r = {
         .h = {GT_R_INSTANT, sizeof(r)},
         .name = name,
-        .ts = gt__cuda_sink->now(),
+        .ts = gt__rec_out->now(),
     };
-    (void)gt__cuda_sink->emit(&r, sizeof(r));
+    (void)gt__rec_out->emit(&r, sizeof(r));
 }
 
 void gt__nvtx_scope_push(const char *text)

@@ -43,7 +43,7 @@ DEPS = {
 AGENT_ROLES = {
     "internal": "base", "clock": "base", "timebase": "base", "config": "base",
     "diag": "base", "warn": "base", "ring": "base", "strings": "base",
-    "capture": "base", "cuda": "base",
+    "capture": "base", "cuda": "base", "rec_out": "base",
     "trigger": "trigger",
     "stream": "stream", "sink": "stream", "control": "stream", "crash": "stream",
     "undelivered": "stream", "exit": "stream",
