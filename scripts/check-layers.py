@@ -49,7 +49,7 @@ AGENT_ROLES = {
     "undelivered": "stream", "exit": "stream",
     "core": "stream",
     "api": "hooks", "torch": "hooks", "torch_layout": "hooks", "torch_params": "hooks",
-    "cupti": "hooks",
+    "cupti": "hooks", "cupti_api": "hooks",
     "cupti_internal": "hooks", "cupti_abi": "hooks", "cupti_records": "hooks",
     "cupti_sync": "hooks", "nvtx": "hooks", "recordfn": "hooks", "ops": "hooks",
     "ctor": "entry",
