@@ -33,45 +33,38 @@
 #include "common/paths.h"
 #include "common/util.h"
 
-/* Until gt__agent_start, what an empty environment gives: hooks on, ranks
- * unknown (tests that drive a hook without starting the agent). */
-static struct gt__config config = {
-    .capture = 1, .torch = 1, .ops = 0, .cuda = 1, .nvtx = 1,
-    .rank = -1, .local_rank = -1, .world_size = -1,
-};
 static _Atomic int started;
 static _Atomic int stopped;
 static char hostname[256];
 static char cmdline[GT_HELLO_MAX_SIZE];
 static size_t cmdline_len;
 
-const struct gt__config *gt__agent_config(void)
-{
-    return &config;
-}
-
 /* The process's place in its job, from the configuration (read from the
  * environment by the constructor, or by a fork child). */
 static void identity_ranks(void)
 {
-    gt__st.rank = config.rank;
-    gt__st.local_rank = config.local_rank;
-    gt__st.world_size = config.world_size;
-    gt__trig_env_rank(config.rank);
+    const struct gt__config *config = gt__agent_config();
+
+    gt__st.rank = config->rank;
+    gt__st.local_rank = config->local_rank;
+    gt__st.world_size = config->world_size;
+    gt__trig_env_rank(config->rank);
 }
 
 /* A fork child: what its environment says now, else what the parent had
  * (its environment's, or what gt_set_rank told it). */
 static void identity_ranks_child(void)
 {
-    gt__config_identity(&config, gt__config_getenv);
-    if (config.rank >= 0)
-        gt__st.rank = config.rank;
-    if (config.local_rank >= 0)
-        gt__st.local_rank = config.local_rank;
-    if (config.world_size >= 0)
-        gt__st.world_size = config.world_size;
-    gt__trig_env_rank(config.rank);
+    const struct gt__config *config = gt__agent_config();
+
+    gt__config_reread_identity();
+    if (config->rank >= 0)
+        gt__st.rank = config->rank;
+    if (config->local_rank >= 0)
+        gt__st.local_rank = config->local_rank;
+    if (config->world_size >= 0)
+        gt__st.world_size = config->world_size;
+    gt__trig_env_rank(config->rank);
 }
 
 /* Host name and command line, read once (a fork child shares them). */
@@ -132,7 +125,7 @@ void gt__stream_hello_build(void)
         .world_size = gt__st.world_size,
         .flags = (gt__st.kind == GT__SINK_FILE ? GT_HELLO_FILE : 0) |
                  (gt__capture_on() ? GT_HELLO_CAPTURE : 0) |
-                 (config.ops ? GT_HELLO_OPS : 0),
+                 (gt__agent_config()->ops ? GT_HELLO_OPS : 0),
         .start_mono_ns = gt__st.start_mono,
         .start_real_ns = gt__st.start_real,
     };
@@ -152,9 +145,9 @@ static void identity_now(void)
 static int sink_path(int child)
 {
     if (gt__st.kind == GT__SINK_FILE)
-        return gt__config_file_path(config.file_path, (int)gt__st.pid, child,
-                                    gt__st.path, sizeof(gt__st.path));
-    snprintf(gt__st.path, sizeof(gt__st.path), "%s", config.socket_path);
+        return gt__config_file_path(gt__agent_config()->file_path, (int)gt__st.pid,
+                                    child, gt__st.path, sizeof(gt__st.path));
+    snprintf(gt__st.path, sizeof(gt__st.path), "%s", gt__agent_config()->socket_path);
     return 0;
 }
 
@@ -189,7 +182,7 @@ int gt__agent_start(const struct gt__config *c)
 
     if (atomic_exchange(&started, 1))
         return 0;
-    config = *c;
+    gt__config_set(c);
     gt__diag_on = c->log;
     gt__ring_configure(c->block_kb, c->blocks);
     gt__timebase_init(c->tsc);

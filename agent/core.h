@@ -23,9 +23,6 @@ GT__WUR int gt__agent_start(const struct gt__config *c);
  */
 void gt__agent_stop(void);
 
-/* The configuration the agent runs with (valid after gt__agent_start). */
-const struct gt__config *gt__agent_config(void);
-
 /* Builds gt__st.hello (agent/stream.h) for the current process: pid,
  * ranks, host, command line, and whether capture is on right now. */
 void gt__stream_hello_build(void);

@@ -261,14 +261,15 @@ GT__WUR int gt__config_layers(struct gt__layer_config *l, const char *v,
                               const char **why);
 
 #define GT__CONFIG_TRIGGER_MAX 4096
-#define GT__CONFIG_BAD_MAX 8
+#define GT__CONFIG_BAD_MAX 24 /* at least one per variable read */
 
 /*
  * Everything the agent takes from the environment, read once by the
- * constructor (agent/ctor.c) before any thread of ours exists: nothing in
- * the agent calls getenv after that, since the application's setenv or
- * putenv (Python's os.environ[...] = ...) may be reallocating environ on
- * another thread at any moment. Readers use gt__agent_config().
+ * constructor (agent/ctor.c) before any thread of ours exists, through
+ * agent/config.c's one table: nothing in the agent calls getenv after
+ * that, since the application's setenv or putenv (Python's
+ * os.environ[...] = ...) may be reallocating environ on another thread at
+ * any moment. Readers use gt__agent_config().
  */
 struct gt__config {
     char socket_path[108];     /* sun_path of the daemon's agent socket */
@@ -315,26 +316,39 @@ int32_t gt__config_id(const char *v);
 typedef const char *(*gt__getenv_fn)(const char *name);
 
 /*
- * Fills c from the environment through get. A bad value leaves that
- * setting at its default and, when GRADTRACE_LOG is on, writes one line
- * naming the variable to stderr.
+ * Fills c from the environment through get, one row of agent/config.c's
+ * table at a time (the empty value is no value). A bad value leaves that
+ * setting at its default, is kept in c->bad for the trace's warnings and,
+ * when GRADTRACE_LOG is on, written to stderr as one line naming the
+ * variable.
  * @return the number of bad values (0 when all were valid or unset).
  */
 int gt__config_parse(struct gt__config *c, gt__getenv_fn get);
 
 /*
- * Reads RANK, LOCAL_RANK and WORLD_SIZE into c through get: the
- * constructor's part of gt__config_parse, and a fork child's (alone in
- * its process, so getenv is safe there), whose launcher may have set them
- * for it.
+ * gt__config_parse from the process's environment. The constructor only,
+ * before any thread of ours exists.
+ * @return the number of bad values.
  */
-void gt__config_identity(struct gt__config *c, gt__getenv_fn get);
+int gt__config_read(struct gt__config *c);
+
+/* The name of the table's row i (what the agent reads, in order), NULL
+ * past its end. For the test that holds README.md to the table. */
+const char *gt__config_var(size_t i);
+
+/* The configuration the agent runs with: c copied (gt__agent_start), read
+ * by everyone through gt__agent_config. Before any set, the defaults the
+ * hooks need (hooks on, ranks unknown). */
+void gt__config_set(const struct gt__config *c);
+const struct gt__config *gt__agent_config(void);
 
 /*
- * The process's getenv as a gt__getenv_fn. Only for the constructor, before
- * any thread of ours exists, and a fork child, alone in its process.
+ * A fork child, alone in its process (so getenv is safe there): reads the
+ * identity rows (RANK, LOCAL_RANK, WORLD_SIZE) again into the agent's
+ * configuration, -1 where unset or bad, since a launcher that forks its
+ * workers may have set them for each.
  */
-const char *gt__config_getenv(const char *name);
+void gt__config_reread_identity(void);
 
 /*
  * Expands GRADTRACE_FILE's template for process pid: every "%p" becomes

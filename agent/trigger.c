@@ -463,7 +463,7 @@ int gt__trig_arm(const char *spec, size_t len)
         if (rc == 1)
             return 1;
         GT__DIAG("trigger refused: %s", err);
-        gt__warn_once(0, "a trigger from the daemon could not be parsed");
+        gt__warn_once(0, "a trigger spec could not be parsed");
         return rc;
     }
     if (!g_nodes) {
