@@ -17,8 +17,14 @@
  * (a training job's stderr is not ours to clutter). An empty value is the
  * same as none. Parsing takes the lookup function as a parameter so unit
  * tests feed it tables instead of mutating their own environment.
+ *
+ * The environment the agent writes is here too: the two injection
+ * variables that make the CUDA driver and NVTX load this library
+ * (gt__config_inject_self), set by the constructor, never overwritten.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -426,6 +432,36 @@ void gt__config_reread_identity(void)
         if (val && *val && v->parse(&config, v, val, &why) < 0)
             GT__DIAG("ignoring %s=\"%s\" in the fork child: %s", v->name, val, why);
     }
+}
+
+/* The path this library was loaded from, for the injection variables. */
+static int self_path(char *out, size_t cap)
+{
+    Dl_info info;
+    if (!dladdr((void *)self_path, &info) || !info.dli_fname ||
+        !*info.dli_fname)
+        return -ENOENT;
+    char real[PATH_MAX];
+    if (!realpath(info.dli_fname, real))
+        return -errno;
+    if (strlen(real) >= cap)
+        return -ENAMETOOLONG;
+    strcpy(out, real);
+    return 0;
+}
+
+int gt__config_inject_self(void)
+{
+    char self[GT__PATH_MAX];
+    int rc = self_path(self, sizeof(self));
+
+    if (rc < 0)
+        return rc;
+    if (setenv("CUDA_INJECTION64_PATH", self, 0) < 0)
+        return -errno;
+    if (config.nvtx && setenv("NVTX_INJECTION64_PATH", self, 0) < 0)
+        return -errno;
+    return 0;
 }
 
 int gt__config_file_path(const char *tmpl, int pid, int child, char *out,

@@ -9,8 +9,10 @@
  * (agent/cupti_sync.c).
  *
  * How CUPTI starts, without the agent ever linking CUDA or CUPTI:
- *   - ctor: gt__cuda_init sets CUDA_INJECTION64_PATH (and, through nvtx.c,
- *     NVTX_INJECTION64_PATH) to this library's own path when unset. The
+ *   - ctor: gt__cuda_init sets CUDA_INJECTION64_PATH (and
+ *     NVTX_INJECTION64_PATH) to this library's own path when unset
+ *     (gt__config_inject_self: config.c is the file that touches the
+ *     environment). The
  *     CUDA driver then loads us at cuInit and calls InitializeInjection,
  *     which starts CUPTI before the first context exists: this is how a
  *     process that dlopens CUDA later (PyTorch) is covered.
@@ -46,7 +48,6 @@
 #include "agent/cuda.h"
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
-#include "agent/nvtx.h"
 #include "agent/rec_out.h"
 #include "common/alloc.h"
 
@@ -171,32 +172,13 @@ int gt__cuda_active(void)
 
 /* ------------------------------------------------------------ entry points */
 
-/* The path this library was loaded from, for the injection variables. */
-static int self_path(char *out, size_t cap)
-{
-    Dl_info info;
-    if (!dladdr((void *)self_path, &info) || !info.dli_fname ||
-        !*info.dli_fname)
-        return -ENOENT;
-    char real[PATH_MAX];
-    if (!realpath(info.dli_fname, real))
-        return -errno;
-    if (strlen(real) >= cap)
-        return -ENAMETOOLONG;
-    strcpy(out, real);
-    return 0;
-}
-
 void gt__cuda_init(void)
 {
     if (!gt__agent_config()->cuda)
         return;
-    char self[GT__PATH_MAX];
-    if (!self_path(self, sizeof(self))) {
-        /* The driver loads us by this path at cuInit: same handle, no copy. */
-        setenv("CUDA_INJECTION64_PATH", self, 0);
-        gt__nvtx_env(self);
-    }
+    /* The driver loads us by this path at cuInit: same handle, no copy. */
+    if (gt__config_inject_self() < 0)
+        GT__DIAG("cupti: this library's path not found: no CUDA injection");
     if (gt__cuda_in_process())
         (void)cupti_start();
 }

@@ -351,6 +351,16 @@ const struct gt__config *gt__agent_config(void);
 void gt__config_reread_identity(void);
 
 /*
+ * Points CUDA_INJECTION64_PATH and, unless GRADTRACE_NVTX=0,
+ * NVTX_INJECTION64_PATH at this library's own file (its real path), each
+ * only when unset: the CUDA driver and NVTX then load the copy already
+ * here. The constructor only (gt__cuda_init), before any thread of ours
+ * reads anything; setenv is not thread-safe either.
+ * @return 0, or a negative errno (the library's path not found).
+ */
+GT__WUR int gt__config_inject_self(void);
+
+/*
  * Expands GRADTRACE_FILE's template for process pid: every "%p" becomes
  * the pid, "%%" a '%'. When child is set and the template has no %p,
  * ".<pid>" is appended so a forked child never writes its parent's file.

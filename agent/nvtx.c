@@ -6,7 +6,8 @@
  * named by NVTX_INJECTION64_PATH, whose InitializeInjectionNvtx2 receives
  * NVTX's export table and fills in the function pointers NVTX calls from
  * then on. gt__cuda_init sets NVTX_INJECTION64_PATH to this library when
- * unset (gt__nvtx_env); NVTX then dlopens the copy already preloaded.
+ * unset (gt__config_inject_self); NVTX then dlopens the copy already
+ * preloaded.
  *
  * What becomes what:
  *   push/pop ranges (nvtxRangePush*, nvtxDomainRangePushEx/Pop) and
@@ -866,11 +867,4 @@ GT_API int InitializeInjectionNvtx2(const void *(*get_export_table)(uint32_t))
     if (!gt__agent_config()->nvtx)
         return 0;
     return gt__nvtx_install(get_export_table);
-}
-
-void gt__nvtx_env(const char *self)
-{
-    if (!gt__agent_config()->nvtx)
-        return;
-    setenv("NVTX_INJECTION64_PATH", self, 0);
 }

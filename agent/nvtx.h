@@ -103,9 +103,6 @@ void gt__nvtx_scope_pop(void);
  */
 int gt__nvtx_install(const void *(*get_export_table)(uint32_t));
 
-/* Sets NVTX_INJECTION64_PATH to self unless set or GRADTRACE_NVTX=0. */
-void gt__nvtx_env(const char *self);
-
 /*
  * NVTX injection entry point (exported): NVTX calls it at the first NVTX
  * call when NVTX_INJECTION64_PATH names this library. @return 1 when the
