@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "agent/core.h"
+#include "agent/hooks.h"
 #include "agent/internal.h"
 #include "agent/trigger.h"
 

@@ -44,9 +44,10 @@
 #include <string.h>
 
 #include "agent/capture.h"
-#include "agent/core.h"
 #include "agent/cuda.h"
 #include "agent/cupti_internal.h"
+#include "agent/events.h"
+#include "agent/hooks.h"
 #include "agent/internal.h"
 #include "agent/rec_out.h"
 #include "common/alloc.h"
@@ -133,6 +134,16 @@ static void cuda_flush(void)
     (void)GT__CUPTI_CALL(gt__cupti.ActivityFlushAll(GT__CU_FLUSH_FORCED));
 }
 
+/* What the event core calls so that kernels carry their layer and phase
+ * (agent/events.h), registered once CUPTI runs. */
+static const struct gt__kernel_tags cuda_tags = {
+    .push = gt__cuda_ext_push,
+    .pop = gt__cuda_ext_pop,
+    .node_created = gt__cuda_node_created,
+    .bwd_begin = gt__cuda_bwd_begin,
+    .bwd_end = gt__cuda_bwd_end,
+};
+
 /*
  * Starts CUPTI once per process; later calls report the first outcome.
  * Never waits for another start: CUPTI may call into the driver, whose
@@ -153,6 +164,8 @@ static int cupti_start(void)
         if (!r)
             gt__capture_set_flush(cuda_flush);
         atomic_store(&g_state, r ? ST_FAILED : ST_RUNNING);
+        if (!r)
+            gt__events_set_tags(&cuda_tags);
         if (!r && gt__cupti_sync_start())
             gt__rec_out->warn(GT__CUDA_WARN_SYNC,
                               "could not start the CUDA clock-sync thread: "
@@ -253,9 +266,10 @@ void gt__cuda_ext_pop(uint16_t kind)
  * often on another thread (autograd's per-device thread), outside any
  * module scope: its layer is the module that was innermost when the node
  * was created in the forward. The agent remembers that at creation
- * (gt__cuda_node_created, from gt_node_created) and pushes it as
- * GT_EXT_LAYER_BWD around the node's execution (gt__cuda_bwd_begin/end,
- * from gt_bwd_node_begin/end), so backward kernels carry layer and phase.
+ * (gt__cuda_node_created, from the event core's gt__node_created) and
+ * pushes it as GT_EXT_LAYER_BWD around the node's execution
+ * (gt__cuda_bwd_begin/end, from gt__bwd_node_begin/end), so backward
+ * kernels carry layer and phase.
  *
  * The memory is a fixed direct-mapped table keyed by (forward thread id,
  * sequence number): one 64-bit atomic per slot holding a 32-bit key hash
@@ -327,4 +341,5 @@ void gt__cupti_test_set_running(int on)
     if (on)
         gt__capture_set_flush(cuda_flush);
     atomic_store(&g_state, on ? ST_RUNNING : ST_OFF);
+    gt__events_set_tags(on ? &cuda_tags : NULL);
 }

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "agent/core.h"
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
 #include "agent/rec_out.h"

@@ -139,7 +139,8 @@ GT_API int InitializeInjection(void);
  * Test hooks: not used by the agent itself. */
 
 /* Marks CUPTI running (on) or off, to run the ext push/pop paths against
- * the loaded CUPTI (agent/cupti.c). */
+ * the loaded CUPTI (agent/cupti.c); registers (or removes) the kernel
+ * tags with the event core as a real start does. */
 void gt__cupti_test_set_running(int on);
 
 /*

@@ -1,30 +1,34 @@
 /*
- * Interfaces shared by the files of the agent (libgradtrace.so).
+ * Interfaces shared by the files of the agent (libgradtrace.so): the base
+ * role's (each header declares only what its own role defines).
  *
  * Roles, bottom up; a file includes headers of its own role or lower only,
  * and calls go the same way (scripts/check-layers.py, AGENT_ROLES):
  *   base    internal.h capture.[ch] clock.[ch] timebase.c config.c diag.c
- *           warn.c ring.[ch] strings.[ch] cuda.h: process-wide state, capture
- *           state, clocks, configuration, logging, buffers, strings;
+ *           warn.c ring.[ch] strings.[ch] rec_out.[ch]: process-wide
+ *           state, capture state, clocks, configuration, diagnostics and
+ *           warnings, buffers, strings, the hooks' record output;
  *   trigger trigger.[ch]: the trigger engine (capture windows);
  *   stream  stream.[ch] sink.c control.c crash.[ch] core.[ch]
- *           undelivered.[ch]: the streamer thread, its sink, the daemon's
- *           control messages and acknowledgements, the crash flush, and
- *           the life cycle (start, exit flush, fork);
- *   hooks   api.c torch.[ch] torch_layout.c torch_params.c recordfn.c ops.c
- *           cupti.c cupti_internal.h cupti_abi.h cupti_records.c
- *           cupti_sync.c nvtx.[ch]: the event sources (public C API,
- *           PyTorch, libtorch RecordFunction, CUDA, NVTX);
+ *           undelivered.[ch] exit.c: the streamer thread, its sink, the
+ *           daemon's control messages and acknowledgements, the crash
+ *           flush, and the life cycle (start, exit flush, fork);
+ *   hooks   events.[ch] api.c hooks.h torch.[ch] torch_layout.c
+ *           torch_params.c recordfn.c ops.c cuda.h cupti.c cupti_api.c
+ *           cupti_internal.h cupti_abi.h cupti_records.c cupti_sync.c
+ *           nvtx.[ch]: the event core every source feeds (events.c,
+ *           which calls only base and trigger), and the event sources
+ *           (public C API, PyTorch, libtorch RecordFunction, CUDA, NVTX);
  *   entry   ctor.c: the constructor and destructor.
- * Lower roles never call into the hooks: a hook that needs to be told
- * something registers a callback (gt__capture_set_flush, gt__ring_notify).
- * The weak optional entry points at the end of this file are called by
- * the entry role only; those of agent/cuda.h by other hooks.
+ * No two files call each other. Lower roles never call into the hooks: a
+ * hook that needs to be told something registers a callback
+ * (gt__capture_set_flush, gt__ring_notify, gt__events_set_tags).
  *
  * The agent is split by responsibility:
  *   ctor.c    the only constructor/destructor: reads the environment once,
- *             starts the core, then the optional hooks (torch, CUDA);
- *   config.c  environment parsing (GRADTRACE_*);
+ *             starts the core, then the optional hooks (agent/hooks.h);
+ *   config.c  the environment: one table read once (GRADTRACE_*, ranks),
+ *             the configuration it gives, the injection variables;
  *   capture.c the capture state (on, triggers armed, epoch): its one writer;
  *   ring.c    per-thread buffers: reserve/commit, block hand-off, drops;
  *   strings.c string interning and the string log the streamer emits first;
@@ -34,11 +38,10 @@
  *   control.c control messages from the daemon (capture, triggers);
  *   crash.c   fatal-signal flush (async-signal-safe, raw chunks);
  *   core.c    start, exit flush, fork handling;
- *   api.c     the public C API (include/gradtrace/gradtrace.h);
+ *   events.c  the event core: layer and scope stacks, nodes, passes, steps;
+ *   api.c     the public C API (include/gradtrace/gradtrace.h), forwards;
  *   diag.c    GT__DIAG (below everything: the time base uses it too);
  *   warn.c    gt__warn_once (warnings recorded into the trace).
- * Hook files written by others (torch.c, cupti.c, nvtx.c) use only what is
- * declared here and in agent/capture.h.
  *
  * Rules for hooks: test the capture state first (agent/capture.h: one load
  * and a branch when off); record with gt__reserve/gt__commit (or gt__emit)
@@ -163,32 +166,6 @@ void gt__commit(void *rec, size_t size);
  * @return 0 or -ENOSPC.
  */
 int gt__emit(const void *rec, size_t size);
-
-/* @return the innermost module path id on this thread, 0 if none. */
-uint32_t gt__current_layer(void);
-
-/* gt_bwd_pass_begin with extra != 0 for a pass that is no iteration
- * (agent/torch.c: autograd.grad, a retained graph's second pass). */
-void gt__bwd_pass_begin(int extra);
-
-/*
- * Opens / closes a layer on the calling thread (agent/api.c): the layer
- * stack node creations read, the module scope record, forward triggers
- * and the kernels' GT_EXT_LAYER_FWD tag. gt_module_begin/end call them
- * when GRADTRACE_LAYERS has capi, agent/nvtx.c for ranges taken as
- * layers. Pairs must nest on one thread. Not async-signal-safe.
- */
-void gt__layer_begin(uint32_t path_id, uint32_t class_id);
-void gt__layer_end(void);
-/*
- * Opens / closes a layer's backward range (agent/nvtx.c, rule 7 of
- * schema/torch.md "Layer sources"): a module scope flagged
- * GT_SCOPE_F_BACKWARD, backward triggers' segments and the kernels'
- * GT_EXT_LAYER_BWD tag. It sits on the layer stack but is no node's
- * layer. Nests with gt__layer_begin/end on one thread.
- */
-void gt__layer_bwd_begin(uint32_t path_id);
-void gt__layer_bwd_end(void);
 
 /*
  * Records one GT_R_WARNING (code, msg) per distinct msg for the process's
@@ -368,23 +345,5 @@ GT__WUR int gt__config_inject_self(void);
  */
 GT__WUR int gt__config_file_path(const char *tmpl, int pid, int child,
                                 char *out, size_t cap);
-
-/* ------------------------------------------------------------ hooks */
-
-/*
- * Optional hooks, defined by agent/torch.c and agent/cupti.c when present
- * (weak: the library links without them). ctor.c calls the inits after the
- * core started. A hook that holds records outside the agent's buffers
- * registers its flush with gt__capture_set_flush (agent/capture.h).
- */
-extern void gt__torch_init(void) __attribute__((weak));
-/* RecordFunction layers (agent/recordfn.c): registers libtorch callbacks
- * when GRADTRACE_LAYERS asks for them. Constructor only. */
-extern void gt__recordfn_init(void) __attribute__((weak));
-/* Operators as cpu_op events (agent/ops.c): reads GRADTRACE_OPS and
- * registers libtorch's callback when libtorch is already in the global
- * scope (a C++ program). Constructor only. */
-extern void gt__ops_init(void) __attribute__((weak));
-extern void gt__cuda_init(void) __attribute__((weak));
 
 #endif /* GRADTRACE_AGENT_INTERNAL_H */

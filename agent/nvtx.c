@@ -20,7 +20,7 @@
  *          the range's duration, so its kernels carry the sequence number.
  *   with GRADTRACE_LAYERS=nvtx, a range that is a layer (gt__nvtx_layer_path
  *   in agent/nvtx.h says which, and its path)
- *       -> a layer call through gt__layer_begin/end (agent/api.c): the
+ *       -> a layer call through gt__layer_begin/end (agent/events.c): the
  *          layer stack nodes read, a module scope, forward triggers and
  *          GT_EXT_LAYER_FWD; a layer's backward range, through
  *          gt__layer_bwd_begin/end, a module scope flagged
@@ -49,8 +49,8 @@
 #include <wchar.h>
 
 #include "agent/capture.h"
-#include "agent/core.h"
 #include "agent/cuda.h"
+#include "agent/events.h"
 #include "agent/internal.h"
 #include "agent/nvtx.h"
 #include "agent/rec_out.h"

@@ -65,14 +65,14 @@
 #include <string.h>
 
 #include "agent/capture.h"
-#include "common/alloc.h"
-#include "agent/core.h"
 #include "agent/cuda.h"
+#include "agent/hooks.h"
 #include "agent/internal.h"
 #include "agent/ring.h"
 #include "agent/strings.h"
 #include "agent/torch.h"
 #include "agent/trigger.h"
+#include "common/alloc.h"
 
 #define GT__OPS_DEPTH 64
 #define GT__OPS_NAMES 128 /* per-thread name cache, power of two */

@@ -31,7 +31,7 @@
 #include <dlfcn.h>
 #include <stdint.h>
 
-#include "agent/core.h"
+#include "agent/hooks.h"
 #include "agent/internal.h"
 #include "agent/nvtx.h"
 #include "agent/torch.h"

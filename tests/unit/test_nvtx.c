@@ -16,6 +16,7 @@
 #include "agent/capture.h"
 #include "agent/cuda.h"
 #include "agent/cupti_internal.h"
+#include "agent/events.h"
 #include "agent/internal.h"
 #include "agent/nvtx.h"
 #include "agent/rec_out.h"
