@@ -9,7 +9,7 @@
  *           state, capture state, clocks, configuration, diagnostics and
  *           warnings, buffers, strings, the hooks' record output;
  *   trigger trigger.[ch]: the trigger engine (capture windows);
- *   stream  stream.[ch] sink.c control.c crash.[ch] core.[ch]
+ *   stream  stream.h streamer.c sink.c control.c crash.[ch] core.[ch]
  *           undelivered.[ch] exit.c: the streamer thread, its sink, the
  *           daemon's control messages and acknowledgements, the crash
  *           flush, and the life cycle (start, exit flush, fork);
@@ -33,7 +33,7 @@
  *   ring.c    per-thread buffers: reserve/commit, block hand-off, drops;
  *   strings.c string interning and the string log the streamer emits first;
  *   trigger.c capture windows opened and closed at the hooks;
- *   stream.c  the streamer thread: gathers blocks, builds chunks;
+ *   streamer.c the streamer thread: gathers blocks, builds chunks;
  *   sink.c    where chunks go: daemon socket (reconnecting) or .gtr file;
  *   control.c control messages from the daemon (capture, triggers);
  *   crash.c   fatal-signal flush (async-signal-safe, raw chunks);

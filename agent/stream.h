@@ -1,5 +1,5 @@
 /*
- * The streamer and its sink: state shared by stream.c (the thread, chunk
+ * The streamer and its sink: state shared by streamer.c (the thread, chunk
  * building), sink.c (daemon socket or .gtr file), control.c (messages
  * from the daemon), crash.c (fatal-signal flush) and core.c (start, exit,
  * fork).
@@ -150,7 +150,7 @@ int gt__jobtrig_take(char *buf, size_t cap);
 unsigned gt__triggers_count(void);
 const char *gt__trigger_text(unsigned i);
 
-/* ------------------------------------------------------------ stream.c */
+/* ------------------------------------------------------------ streamer.c */
 
 /* Starts the streamer thread (signals blocked). @return 0 or -errno. */
 GT__WUR int gt__streamer_start(void);

@@ -45,7 +45,7 @@ AGENT_ROLES = {
     "diag": "base", "warn": "base", "ring": "base", "strings": "base",
     "capture": "base", "rec_out": "base",
     "trigger": "trigger",
-    "stream": "stream", "sink": "stream", "control": "stream", "crash": "stream",
+    "stream": "stream", "streamer": "stream", "sink": "stream", "control": "stream", "crash": "stream",
     "undelivered": "stream", "exit": "stream",
     "core": "stream",
     "events": "hooks", "api": "hooks", "hooks": "hooks", "cuda": "hooks",
