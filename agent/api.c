@@ -8,6 +8,7 @@
 #include <errno.h>
 
 #include "agent/capture.h"
+#include "agent/control.h"
 #include "agent/core.h"
 #include "agent/events.h"
 #include "agent/stream.h"

@@ -27,17 +27,16 @@
 #include "agent/capture.h"
 #include "agent/crash.h"
 #include "agent/ring.h"
+#include "agent/sink.h"
 #include "agent/stream.h"
-#include "agent/trigger.h"
+#include "agent/streamer.h"
 #include "agent/strings.h"
+#include "agent/trigger.h"
 #include "common/paths.h"
 #include "common/util.h"
 
 static _Atomic int started;
 static _Atomic int stopped;
-static char hostname[256];
-static char cmdline[GT_HELLO_MAX_SIZE];
-static size_t cmdline_len;
 
 /* The process's place in its job, from the configuration (read from the
  * environment by the constructor, or by a fork child). */
@@ -67,31 +66,6 @@ static void identity_ranks_child(void)
     gt__trig_env_rank(config->rank);
 }
 
-/* Host name and command line, read once (a fork child shares them). */
-static void process_identity(void)
-{
-    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-    char joined[GT_HELLO_MAX_SIZE];
-
-    if (gethostname(hostname, sizeof(hostname) - 1) < 0)
-        hostname[0] = '\0';
-    cmdline_len = 0;
-    if (fd >= 0) {
-        ssize_t n;
-        while (cmdline_len < sizeof(cmdline) &&
-               (n = read(fd, cmdline + cmdline_len, sizeof(cmdline) - cmdline_len)) > 0)
-            cmdline_len += (size_t)n;
-        close(fd);
-    }
-    while (cmdline_len && cmdline[cmdline_len - 1] == '\0')
-        cmdline_len--;
-    for (size_t i = 0; i < cmdline_len; i++)
-        joined[i] = cmdline[i] ? cmdline[i] : ' ';
-    gt__st.host_id = gt__intern(hostname, strlen(hostname));
-    gt__st.cmd_id = gt__intern(joined, cmdline_len);
-    identity_ranks();
-}
-
 /*
  * A runtime that learns the rank later than the environment could say it
  * (torch.multiprocessing.spawn sets no RANK; the Python package reads it
@@ -110,29 +84,6 @@ GT_API void gt_set_rank(int32_t rank, int32_t world_size)
         __atomic_store_n(&gt__st.world_size, world_size, __ATOMIC_RELAXED);
     __atomic_store_n(&gt__st.meta_due, 1, __ATOMIC_RELEASE);
     gt__trig_set_rank(rank);
-}
-
-void gt__stream_hello_build(void)
-{
-    struct gt_hello h = {
-        .magic = GT_HELLO_MAGIC,
-        .major = GT_WIRE_MAJOR,
-        .minor = GT_WIRE_MINOR,
-        .pid = gt__st.pid,
-        .ppid = (uint32_t)getppid(),
-        .rank = gt__st.rank,
-        .local_rank = gt__st.local_rank,
-        .world_size = gt__st.world_size,
-        .flags = (gt__st.kind == GT__SINK_FILE ? GT_HELLO_FILE : 0) |
-                 (gt__capture_on() ? GT_HELLO_CAPTURE : 0) |
-                 (gt__agent_config()->ops ? GT_HELLO_OPS : 0),
-        .start_mono_ns = gt__st.start_mono,
-        .start_real_ns = gt__st.start_real,
-    };
-    ssize_t n = gt__hello_encode(&h, hostname, cmdline, cmdline_len, gt__st.hello,
-                                sizeof(gt__st.hello));
-
-    gt__st.hello_len = n > 0 ? (uint32_t)n : 0;
 }
 
 static void identity_now(void)
@@ -188,7 +139,8 @@ int gt__agent_start(const struct gt__config *c)
     gt__timebase_init(c->tsc);
     gt__st.kind = c->file_path[0] ? GT__SINK_FILE : GT__SINK_SOCKET;
     identity_now();
-    process_identity();
+    gt__stream_identity_read();
+    identity_ranks();
     rc = sink_path(0);
     if (rc < 0) {
         GT__DIAG("GRADTRACE_FILE does not expand to a usable path");

@@ -25,6 +25,7 @@
 #include "agent/crash.h"
 
 #include "agent/ring.h"
+#include "agent/sink.h"
 #include "agent/stream.h"
 #include "agent/strings.h"
 

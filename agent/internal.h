@@ -9,10 +9,11 @@
  *           state, capture state, clocks, configuration, diagnostics and
  *           warnings, buffers, strings, the hooks' record output;
  *   trigger trigger.[ch]: the trigger engine (capture windows);
- *   stream  stream.h streamer.c sink.c control.c crash.[ch] core.[ch]
- *           undelivered.[ch] exit.c: the streamer thread, its sink, the
- *           daemon's control messages and acknowledgements, the crash
- *           flush, and the life cycle (start, exit flush, fork);
+ *   stream  bottom up: undelivered.[ch] stream.[ch] control.[ch]
+ *           sink.[ch] crash.[ch] streamer.[ch] exit.c core.[ch]: the
+ *           stream's state, the daemon's control messages and
+ *           acknowledgements, the sink, the crash flush, the streamer
+ *           thread, and the life cycle (start, exit flush, fork);
  *   hooks   events.[ch] api.c hooks.h torch.[ch] torch_layout.c
  *           torch_params.c recordfn.c ops.c cuda.h cupti.c cupti_api.c
  *           cupti_internal.h cupti_abi.h cupti_records.c cupti_sync.c
@@ -33,9 +34,10 @@
  *   ring.c    per-thread buffers: reserve/commit, block hand-off, drops;
  *   strings.c string interning and the string log the streamer emits first;
  *   trigger.c capture windows opened and closed at the hooks;
+ *   stream.c  the stream's state: lock, hello, once-per-stream records;
  *   streamer.c the streamer thread: gathers blocks, builds chunks;
  *   sink.c    where chunks go: daemon socket (reconnecting) or .gtr file;
- *   control.c control messages from the daemon (capture, triggers);
+ *   control.c control messages from the daemon (capture, triggers, ACKs);
  *   crash.c   fatal-signal flush (async-signal-safe, raw chunks);
  *   core.c    start, exit flush, fork handling;
  *   events.c  the event core: layer and scope stacks, nodes, passes, steps;

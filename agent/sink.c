@@ -40,7 +40,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/core.h"
+#include "agent/sink.h"
+
+#include "agent/control.h"
 #include "agent/stream.h"
 #include "agent/undelivered.h"
 #include "common/paths.h"
@@ -257,6 +259,10 @@ void gt__sink_events(short revents)
         (void)sink_start_stream();
         return;
     }
-    if (revents & (POLLIN | POLLHUP | POLLERR))
-        gt__control_read();
+    if (revents & (POLLIN | POLLHUP | POLLERR)) {
+        const char *why = NULL;
+
+        if (gt__control_read(&why) < 0)
+            gt__sink_close(why);
+    }
 }

@@ -46,8 +46,11 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "agent/streamer.h"
+
 #include "agent/capture.h"
 #include "agent/ring.h"
+#include "agent/sink.h"
 #include "agent/stream.h"
 #include "agent/strings.h"
 #include "agent/trigger.h"
@@ -65,8 +68,6 @@
 /* How long a chunk waits for the daemon to read before it is dropped. */
 #define ROOM_WAIT_MS 2000
 
-struct gt__stream gt__st = {.fd = -1};
-
 static _Atomic int streamer_running;
 static _Atomic int stop_req;
 static _Atomic int final_done;  /* futex word */
@@ -79,73 +80,15 @@ static uint8_t *sbuf;           /* string definitions, GT_CHUNK_MAX_RAW */
 static uint8_t *enc;
 static size_t enc_cap;
 static uint64_t last_meta_ns;
-static uint64_t orphan_sent, chunks_sent; /* process-level LOST, per stream */
-static uint64_t orphan_base;              /* gt__lost_orphan at stream start */
 static int goodbye_due;                   /* final pass: end with GT_R_GOODBYE */
 static int congested;  /* this pass dropped a chunk: the rest is dropped */
-static int resend_due; /* ...and the next one sends the once-per-stream again */
 static int tail_final; /* writing the final pass's last chunk: the reserve */
 
 /* The chunk being built in raw. */
 static uint32_t b_len, b_count;
 static uint64_t b_first;
 
-/* ------------------------------------------------------------ lock */
-
-int gt__stream_trylock(int wait_ms)
-{
-    int me = (int)gettid();
-
-    for (int i = 0;; i++) {
-        int expect = 0;
-        struct timespec ms = {0, 1000000};
-
-        if (atomic_compare_exchange_strong(&gt__st.lock, &expect, me))
-            return 1;
-        if (expect == me || i >= wait_ms)
-            return 0;
-        nanosleep(&ms, NULL);
-    }
-}
-
-void gt__stream_unlock(void)
-{
-    atomic_store(&gt__st.lock, 0);
-}
-
 /* ------------------------------------------------------------ records */
-
-uint64_t gt__rec_ts(const uint8_t *rec, uint16_t type, uint16_t size)
-{
-    size_t off;
-    uint64_t ts;
-
-    switch (type) {
-    case GT_R_SCOPE_BEGIN: off = offsetof(struct gt_r_scope_begin, ts); break;
-    case GT_R_SCOPE_END: off = offsetof(struct gt_r_scope_end, ts); break;
-    case GT_R_NODE_CREATED: off = offsetof(struct gt_r_node_created, ts); break;
-    case GT_R_BWD_NODE_BEGIN: off = offsetof(struct gt_r_bwd_node_begin, ts); break;
-    case GT_R_BWD_NODE_END: off = offsetof(struct gt_r_bwd_node_end, ts); break;
-    case GT_R_BWD_PASS_BEGIN:
-    case GT_R_BWD_PASS_END:
-    case GT_R_STEP: off = offsetof(struct gt_r_mark, ts); break;
-    case GT_R_INSTANT: off = offsetof(struct gt_r_instant, ts); break;
-    case GT_R_GPU_KERNEL: off = offsetof(struct gt_r_gpu_kernel, start); break;
-    case GT_R_GPU_MEMCPY: off = offsetof(struct gt_r_gpu_memcpy, start); break;
-    case GT_R_GPU_MEMSET: off = offsetof(struct gt_r_gpu_memset, start); break;
-    case GT_R_CUDA_API: off = offsetof(struct gt_r_cuda_api, start); break;
-    case GT_R_CLOCK_SYNC: off = offsetof(struct gt_r_clock_sync, mono_ns); break;
-    case GT_R_WINDOW_BEGIN:
-    case GT_R_WINDOW_BEGIN_SHARED:
-    case GT_R_WINDOW_END: off = offsetof(struct gt_r_window, ts); break;
-    case GT_R_WARNING: off = offsetof(struct gt_r_warning, ts); break;
-    default: return 0;
-    }
-    if (off + 8 > size)
-        return 0;
-    memcpy(&ts, rec + off, 8);
-    return ts;
-}
 
 static void b_note_ts(uint64_t ts)
 {
@@ -198,12 +141,12 @@ static int chunk_write(const uint8_t *buf, uint32_t len, uint32_t count,
      * not read) drop rather than close. The final chunk tries even
      * without room: nothing comes after it. */
     if (!tail_final &&
-        !gt__sink_room((size_t)n, SINK_RESERVE, resend_due ? 0 : ROOM_WAIT_MS)) {
-        if (!resend_due)
+        !gt__sink_room((size_t)n, SINK_RESERVE, gt__st.resend_due ? 0 : ROOM_WAIT_MS)) {
+        if (!gt__st.resend_due)
             GT__DIAG("daemon not reading: chunks dropped (counted) until "
                      "it reads again");
         congested = 1;
-        resend_due = 1;
+        gt__st.resend_due = 1;
         atomic_fetch_add(&gt__st.lost_chunks, 1);
         return 0;
     }
@@ -267,33 +210,6 @@ static void chunk_flush(void)
     } else
         gt__undel_chunk_lost();
     b_reset();
-}
-
-uint32_t gt__meta_records(uint8_t *out)
-{
-    struct gt_r_process_info pi = {
-        .h = {GT_R_PROCESS_INFO, sizeof(pi)},
-        .pid = gt__st.pid,
-        .ppid = (uint32_t)getppid(),
-        .rank = gt__st.rank,
-        .local_rank = gt__st.local_rank,
-        .world_size = gt__st.world_size,
-        .hostname = gt__st.host_id,
-        .cmdline = gt__st.cmd_id,
-        .start_mono_ns = gt__st.start_mono,
-        .start_real_ns = gt__st.start_real,
-    };
-    struct gt_r_clock_sync cs = {.h = {GT_R_CLOCK_SYNC, sizeof(cs)}, .device = -1};
-    uint64_t m0 = gt__mono_ns(), r = gt__real_ns(), m1 = gt__mono_ns();
-
-    /* The realtime read sits between two monotonic reads: pair it with
-     * their midpoint, uncertain by half the interval. */
-    cs.mono_ns = m0 + (m1 - m0) / 2;
-    cs.real_ns = r;
-    cs.uncertainty_ns = (m1 - m0 + 1) / 2;
-    memcpy(out, &pi, sizeof(pi));
-    memcpy(out + sizeof(pi), &cs, sizeof(cs));
-    return sizeof(pi) + sizeof(cs);
 }
 
 static void meta_append(void)
@@ -462,10 +378,10 @@ static void stream_resend(void)
     gt__st.stream_id++;
     gt__st.str_emitted = 0;
     gt__st.meta_due = 1;
-    orphan_sent = 0;
-    chunks_sent = 0;
+    gt__st.orphan_sent = 0;
+    gt__st.chunks_sent = 0;
     gt__undel_stream_reset();
-    resend_due = 0;
+    gt__st.resend_due = 0;
 }
 
 /* The final pass dropped chunks: every loss count (cumulative, so the
@@ -483,7 +399,7 @@ static void final_tail(void)
         if (v && t->lost_stream == gt__st.stream_id)
             lost_append(t->tid, GT_LOST_EVENTS, v);
     }
-    if ((v = atomic_load(&gt__lost_orphan) - orphan_base) != 0)
+    if ((v = atomic_load(&gt__lost_orphan) - gt__st.orphan_base) != 0)
         lost_append(0, GT_LOST_EVENTS, v);
     gt__undel_stream_reset();
     gt__undel_emit(undelivered_append);
@@ -502,7 +418,7 @@ static void cycle(void)
 
     b_reset();
     congested = 0;
-    if (resend_due && gt__st.ready)
+    if (gt__st.resend_due && gt__st.ready)
         stream_resend();
     if (gt__st.ready && (gt__st.meta_due || now - last_meta_ns >= META_EVERY_NS)) {
         meta_append();
@@ -531,16 +447,16 @@ static void cycle(void)
         atomic_fetch_add(&gt__st.seq, chunks);
     }
     if (gt__st.ready) {
-        v = atomic_load(&gt__lost_orphan) - orphan_base;
-        if (v != orphan_sent) {
+        v = atomic_load(&gt__lost_orphan) - gt__st.orphan_base;
+        if (v != gt__st.orphan_sent) {
             lost_append(0, GT_LOST_EVENTS, v);
-            orphan_sent = v;
+            gt__st.orphan_sent = v;
         }
         gt__undel_emit(undelivered_append);
         v = atomic_load(&gt__st.lost_chunks);
-        if (v != chunks_sent) {
+        if (v != gt__st.chunks_sent) {
             lost_append(0, GT_LOST_CHUNKS, v);
-            chunks_sent = v;
+            gt__st.chunks_sent = v;
         }
         if (goodbye_due) {
             struct gt_r_goodbye g = {.h = {GT_R_GOODBYE, sizeof(g)},
@@ -553,32 +469,6 @@ static void cycle(void)
     chunk_flush();
     if (goodbye_due && congested && gt__st.ready)
         final_tail();
-}
-
-/*
- * LOST counts are cumulative since the stream began (schema/wire.md):
- * drops before it are not this stream's to explain. GT_LOST_CHUNKS is the
- * exception: chunks dropped while there was no stream can only be reported
- * in the next one, so it counts over the process's life.
- */
-void gt__stream_reset(void)
-{
-    gt__st.stream_id++;
-    gt__st.str_emitted = 0;
-    gt__st.meta_due = 1;
-    orphan_sent = 0;
-    chunks_sent = 0;
-    resend_due = 0;
-    orphan_base = atomic_load(&gt__lost_orphan);
-    gt__undel_stream_reset();
-    for (struct gt__thread *t = atomic_load(&gt__threads); t; t = t->next) {
-        int status = atomic_load_explicit(&t->status, memory_order_acquire);
-        if (status != GT__THR_ACTIVE && status != GT__THR_EXITED)
-            continue;
-        t->lost_stream = gt__st.stream_id;
-        t->lost_sent = 0;
-        t->lost_base = atomic_load_explicit(&t->lost, memory_order_relaxed);
-    }
 }
 
 /* ------------------------------------------------------------ thread */
@@ -802,27 +692,12 @@ void gt__streamer_after_fork_child(void)
     atomic_store(&stop_req, 0);
     atomic_store(&final_done, 0);
     atomic_store(&wake_pending, 0);
-    atomic_store(&gt__st.lock, 0);
-    /* The parent's eventfd and sink are shared objects: never touch them
-     * from here (a write would wake the parent's streamer). */
+    /* The parent's eventfd is a shared object: never touch it from here
+     * (a write would wake the parent's streamer). */
     if (efd >= 0)
         close(efd);
     efd = -1;
-    if (gt__st.fd >= 0)
-        close(gt__st.fd);
-    gt__st.fd = -1;
-    gt__st.ready = 0;
-    gt__st.connecting = 0;
-    gt__st.ctl_len = 0;
-    gt__st.next_try_ns = 0;
-    gt__st.backoff_ns = 0;
-    gt__st.warned_open = 0;
-    atomic_store(&gt__st.file_wanted, 0);
-    gt__st.child = 1;
-    atomic_store(&gt__st.seq, 0);
-    atomic_store(&gt__st.lost_chunks, 0);
-    gt__st.sent = gt__st.acked = 0;
-    gt__undel_forget();
+    gt__stream_after_fork_child();
     last_meta_ns = 0;
     atomic_store(&lazy_start, 1);
 }

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/control.h"
 #include "agent/core.h"
 #include "agent/internal.h"
 #include "agent/stream.h"
