@@ -52,7 +52,8 @@ AGENT_ROLES = {
     "torch": "hooks", "torch_layout": "hooks", "torch_params": "hooks",
     "cupti": "hooks", "cupti_api": "hooks",
     "cupti_internal": "hooks", "cupti_abi": "hooks", "cupti_records": "hooks",
-    "cupti_sync": "hooks", "nvtx": "hooks", "recordfn": "hooks", "ops": "hooks",
+    "cupti_sync": "hooks", "nvtx": "hooks", "nvtx_ranges": "hooks", "nvtx_rules": "hooks",
+    "recordfn": "hooks", "ops": "hooks",
     "ctor": "entry",
 }
 
