@@ -8,7 +8,8 @@
  *           warn.c ring.[ch] strings.[ch] rec_out.[ch]: process-wide
  *           state, capture state, clocks, configuration, diagnostics and
  *           warnings, buffers, strings, the hooks' record output;
- *   trigger trigger.[ch]: the trigger engine (capture windows);
+ *   trigger trigger.[ch] trigger_nodes.[ch]: the trigger engine (capture
+ *           windows) and its node table;
  *   stream  bottom up: undelivered.[ch] stream.[ch] control.[ch]
  *           sink.[ch] crash.[ch] streamer.[ch] exit.c core.[ch]: the
  *           stream's state, the daemon's control messages and
@@ -17,9 +18,10 @@
  *   hooks   events.[ch] api.c hooks.h torch.[ch] torch_layout.c
  *           torch_params.c recordfn.c ops.c cuda.h cupti.c cupti_api.c
  *           cupti_internal.h cupti_abi.h cupti_records.c cupti_sync.c
- *           nvtx.[ch]: the event core every source feeds (events.c,
- *           which calls only base and trigger), and the event sources
- *           (public C API, PyTorch, libtorch RecordFunction, CUDA, NVTX);
+ *           nvtx.[ch] nvtx_ranges.c nvtx_rules.c: the event core every
+ *           source feeds (events.c, which calls only base and trigger),
+ *           and the event sources (public C API, PyTorch, libtorch
+ *           RecordFunction, CUDA, NVTX);
  *   entry   ctor.c: the constructor and destructor.
  * No two files call each other. Lower roles never call into the hooks: a
  * hook that needs to be told something registers a callback
