@@ -34,7 +34,7 @@
  *             the configuration it gives, the injection variables;
  *   capture.c the capture state (on, triggers armed, epoch): its one writer;
  *   ring.c    per-thread buffers: reserve/commit, block hand-off, drops;
- *   strings.c string interning and the string log the streamer emits first;
+ *   strings.c string interning and the definitions the streamer sends first;
  *   trigger.c capture windows opened and closed at the hooks;
  *   stream.c  the stream's state: lock, hello, once-per-stream records;
  *   streamer.c the streamer thread: gathers blocks, builds chunks;
@@ -128,7 +128,7 @@ GT__WUR int gt__timebase_update(void);
 /*
  * Interns len bytes at s (copied; cut to GT_STRING_MAX). Cold path: takes a
  * mutex, may allocate; any thread. The GT_R_STRING definition is in the
- * string log before the id is returned, and the streamer writes the log's
+ * string list before the id is returned, and the streamer writes the list's
  * new entries at the front of every chunk, after gathering that chunk's
  * records: any record using the id reaches the stream after its definition.
  * @return the id (>= 1, stable for the process's life), 0 on failure.

@@ -41,7 +41,7 @@ struct gt__stream {
     int ready;                 /* hello written: chunks may follow */
     int child;                 /* this process is a fork child */
     uint32_t stream_id;        /* incremented for every new stream */
-    uint32_t str_emitted;      /* string log entries sent in this stream */
+    uint32_t str_emitted;      /* string definitions sent in this stream */
     int meta_due;              /* process info + clock pair owed */
     _Atomic int job_route;     /* gt_job_route: job triggers reach the job */
     _Atomic uint64_t seq;      /* next chunk number */

@@ -2,7 +2,7 @@
  * Warnings recorded into the trace (GT_R_WARNING), once per distinct
  * message for the process's life, and written to stderr as a GT__DIAG line
  * when GRADTRACE_LOG asks. Apart from agent/diag.c, whose formatter must
- * stay below everything (the time base and the buffers log too): a
+ * stay below everything (the time base and the buffers use it too): a
  * warning needs the string table, the buffers and the clock.
  */
 #include <pthread.h>
