@@ -205,7 +205,8 @@ struct var {
     size_t off;          /* the field in struct gt__config */
     size_t size;         /* its size (text: the room, NUL included) */
     const char *why;     /* the reason a value is refused, when fixed */
-    uint32_t lo, hi;     /* numbers: the range */
+    uint32_t lo, hi;     /* numbers: the range; text: hi bytes of the room
+                          * kept free */
     int identity;        /* read again by a fork child (gt__config_reread_identity) */
 };
 
