@@ -363,7 +363,7 @@ static void bad(struct gt__config *c, const char *var, const char *val,
 }
 
 /* Reads row v through get. @return 1 when its value was refused. */
-static int read_var(struct gt__config *c, const struct var *v, gt__getenv_fn get)
+static int read_var(struct gt__config *c, const struct var *v, gt__config_lookup_fn get)
 {
     const char *val = get(v->name), *why = NULL;
     int rc;
@@ -377,7 +377,7 @@ static int read_var(struct gt__config *c, const struct var *v, gt__getenv_fn get
     return 1;
 }
 
-int gt__config_parse(struct gt__config *c, gt__getenv_fn get)
+int gt__config_parse(struct gt__config *c, gt__config_lookup_fn get)
 {
     int nbad = 0;
 

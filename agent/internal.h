@@ -247,10 +247,10 @@ GT__WUR int gt__config_layers(struct gt__layer_config *l, const char *v,
 /*
  * Everything the agent takes from the environment, read once by the
  * constructor (agent/ctor.c) before any thread of ours exists, through
- * agent/config.c's one table: nothing in the agent calls getenv after
- * that, since the application's setenv or putenv (Python's
- * os.environ[...] = ...) may be reallocating environ on another thread at
- * any moment. Readers use gt__agent_config().
+ * agent/config.c's one table: nothing in the agent reads the environment
+ * after that, since the application's setenv or putenv (a Python
+ * assignment to an environment variable) may be reallocating it on
+ * another thread at any moment. Readers use gt__agent_config().
  */
 struct gt__config {
     char socket_path[108];     /* sun_path of the daemon's agent socket */
@@ -293,8 +293,9 @@ struct gt__config {
  */
 int32_t gt__config_id(const char *v);
 
-/* Lookup function for gt__config_parse (getenv in production). */
-typedef const char *(*gt__getenv_fn)(const char *name);
+/* Lookup function for gt__config_parse (the process's environment in
+ * production, a table in tests). */
+typedef const char *(*gt__config_lookup_fn)(const char *name);
 
 /*
  * Fills c from the environment through get, one row of agent/config.c's
@@ -304,7 +305,7 @@ typedef const char *(*gt__getenv_fn)(const char *name);
  * variable.
  * @return the number of bad values (0 when all were valid or unset).
  */
-int gt__config_parse(struct gt__config *c, gt__getenv_fn get);
+int gt__config_parse(struct gt__config *c, gt__config_lookup_fn get);
 
 /*
  * gt__config_parse from the process's environment. The constructor only,
@@ -324,10 +325,10 @@ void gt__config_set(const struct gt__config *c);
 const struct gt__config *gt__agent_config(void);
 
 /*
- * A fork child, alone in its process (so getenv is safe there): reads the
- * identity rows (RANK, LOCAL_RANK, WORLD_SIZE) again into the agent's
- * configuration, -1 where unset or bad, since a launcher that forks its
- * workers may have set them for each.
+ * A fork child, alone in its process (so reading the environment is safe
+ * there): reads the identity rows (RANK, LOCAL_RANK, WORLD_SIZE) again
+ * into the agent's configuration, -1 where unset or bad, since a launcher
+ * that forks its workers may have set them for each.
  */
 void gt__config_reread_identity(void);
 

@@ -292,8 +292,8 @@ static void iteration_done(int i)
 /* ------------------------------------------------------------ arming */
 
 /* The rank triggers' ranks= is matched against: the environment's (as
- * the constructor or a fork child read it: never getenv here, which
- * races the application's setenv), else what gt__trig_set_rank learnt,
+ * the constructor or a fork child read it: never the environment here,
+ * which races the application's setenv), else what gt__trig_set_rank learnt,
  * else -1. */
 static int32_t this_rank(void)
 {
