@@ -56,7 +56,7 @@ void gt__capture_set(int on, int flush)
 {
     if (!capture_switch(on))
         return;
-    GT__LOG(on ? "capture on" : "capture off");
+    GT__DIAG(on ? "capture on" : "capture off");
     if (!on && flush)
         gt__capture_flush();
 }
@@ -149,7 +149,7 @@ static int req_begin(uint64_t iteration)
     int switched = capture_switch(1);
 
     if (switched)
-        GT__LOG("capture on (at iteration %llu)", (unsigned long long)iteration);
+        GT__DIAG("capture on (at iteration %llu)", (unsigned long long)iteration);
     req_at = iteration;
     req_left = req_iters;
     atomic_store(&req_state, req_iters ? REQ_COUNTING : REQ_NONE);
@@ -167,8 +167,8 @@ void gt__capture_request(uint64_t iterations, uint64_t iteration, int now)
         (void)req_begin(iteration);
     } else {
         atomic_store(&req_state, REQ_PENDING);
-        GT__LOG("capture asked for (%llu iterations): from the next boundary",
-               (unsigned long long)iterations);
+        GT__DIAG("capture asked for (%llu iterations): from the next boundary",
+                 (unsigned long long)iterations);
     }
     pthread_mutex_unlock(&req_lock);
 }
@@ -242,7 +242,7 @@ void gt__capture_boundary(uint64_t iteration)
     if (started)
         gt__capture_started();
     if (stop) {
-        GT__LOG("capture off: %llu iterations done", (unsigned long long)req_iters);
+        GT__DIAG("capture off: %llu iterations done", (unsigned long long)req_iters);
         gt__capture_set(0, 1);
     }
 }
@@ -266,8 +266,8 @@ void gt__capture_tick(uint64_t now_ns, uint64_t iteration)
     pthread_mutex_lock(&req_lock);
     if (atomic_load(&req_state) == REQ_PENDING &&
         now_ns - (tick_ns > req_ns ? tick_ns : req_ns) > wait) {
-        GT__LOG("no iteration boundary for %llu ms: capture starts now",
-               (unsigned long long)(wait / 1000000));
+        GT__DIAG("no iteration boundary for %llu ms: capture starts now",
+                 (unsigned long long)(wait / 1000000));
         (void)req_begin(iteration);
     }
     pthread_mutex_unlock(&req_lock);

@@ -74,13 +74,13 @@ static inline uint32_t gt__capture_epoch(void)
  * Turns capture on or off; a no-op when it already is. On: a new epoch
  * and the backward-pass count restarts at 0. Off with flush: also runs
  * the registered flush (gt__capture_set_flush: CUDA's buffered records).
- * Any thread except a signal handler (the flush and the log line are not
+ * Any thread except a signal handler (the flush is not
  * async-signal-safe). Used by gt_capture_start/stop, the daemon's control
  * messages and trigger windows; GRADTRACE_CAPTURE uses gt__capture_init.
  */
 void gt__capture_set(int on, int flush);
 
-/* Agent start (GRADTRACE_CAPTURE=1): capture on, without the log line
+/* Agent start (GRADTRACE_CAPTURE=1): capture on, without the GT__DIAG line
  * gt__capture_set writes (the start's own line says it). */
 void gt__capture_init(int on);
 

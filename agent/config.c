@@ -1,14 +1,30 @@
 /*
- * Agent configuration from the environment, read once by the constructor
- * before any thread of ours exists (getenv is not thread-safe against
- * setenv). Parsing takes the lookup function as a parameter so unit tests
- * feed it tables instead of mutating their own environment.
+ * The agent and its environment (LTTng-UST's getenv.c is the model): one
+ * table of every variable the agent reads, read once by the constructor
+ * before any thread of ours exists, into the configuration this file
+ * keeps (gt__agent_config). Nothing in the agent reads the environment
+ * after that, and no other file reads it at all: the application's
+ * setenv or putenv (Python's os.environ[...] = ...) may be reallocating
+ * environ on another thread at any moment. The one exception is a fork
+ * child, alone in its process, which reads the identity rows (RANK,
+ * LOCAL_RANK, WORLD_SIZE) again: a launcher that forks its workers may
+ * have set them for it. (XDG_RUNTIME_DIR, behind GRADTRACE_SOCKET's
+ * default, is read by common/paths.c during the same constructor pass.)
  *
- * A bad value never stops the agent: the setting keeps its default, and a
- * one-line reason goes to stderr only when GRADTRACE_LOG asks for
- * diagnostics (a training job's stderr is not ours to clutter).
+ * A bad value never stops the agent: the setting keeps its default, the
+ * reason is kept for the trace's warnings (the constructor records them),
+ * and a line goes to stderr only when GRADTRACE_LOG asks for diagnostics
+ * (a training job's stderr is not ours to clutter). An empty value is the
+ * same as none. Parsing takes the lookup function as a parameter so unit
+ * tests feed it tables instead of mutating their own environment.
+ *
+ * The environment the agent writes is here too: the two injection
+ * variables that make the CUDA driver and NVTX load this library
+ * (gt__config_inject_self), set by the constructor, never overwritten.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,19 +33,6 @@
 #include "agent/internal.h"
 #include "common/paths.h"
 #include "common/util.h"
-
-static int bad(struct gt__config *c, const char *var, const char *val,
-               const char *why)
-{
-    if (c->log)
-        gt__log("ignoring %s=\"%s\": %s; using the default", var, val, why);
-    /* Kept for the trace (gt__config_warn): the job's stderr is not ours. */
-    if (c->nbad < GT__CONFIG_BAD_MAX)
-        snprintf(c->bad[c->nbad++], sizeof(c->bad[0]),
-                 "%s=\"%.40s%s\" ignored: %s; the default is used", var, val,
-                 strlen(val) > 40 ? "..." : "", why);
-    return 1;
-}
 
 /* Leading zeros are accepted in any number; gt__parse_u64 takes at most
  * 20 digits, so they go before it sees the number. */
@@ -41,7 +44,7 @@ static const char *skip_zeros(const char *s)
 }
 
 /* @return 0 and *out, or -EINVAL for anything but a decimal in [lo, hi]. */
-static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+static int number_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 {
     uint64_t v;
 
@@ -70,7 +73,7 @@ int32_t gt__config_id(const char *v)
 }
 
 /* @return 1, 0, or -EINVAL. */
-static int parse_bool(const char *s)
+static int bool_word(const char *s)
 {
     static const char *const on[] = {"1", "on", "true", "yes"};
     static const char *const off[] = {"0", "off", "false", "no"};
@@ -184,135 +187,282 @@ int gt__config_layers(struct gt__layer_config *l, const char *v,
     return rc;
 }
 
-/* The switches: their default unless the variable says otherwise.
- * Operators are opt-in (their capture costs libtorch a RecordFunction per
- * operator); the hooks are on by default. @return bad values. */
-static int parse_switches(struct gt__config *c, gt__getenv_fn get)
+/* ------------------------------------------------------------ the table */
+
+struct var;
+
+/*
+ * Parses val (not empty) into the row's field of c.
+ * @return 0; -EINVAL with *why set (the value is quoted in the warning);
+ * -ENAMETOOLONG with *why set (too long to quote).
+ */
+typedef int (*parse_fn)(struct gt__config *c, const struct var *v,
+                        const char *val, const char **why);
+
+struct var {
+    const char *name;
+    parse_fn parse;
+    size_t off;          /* the field in struct gt__config */
+    size_t size;         /* its size (text: the room, NUL included) */
+    const char *why;     /* the reason a value is refused, when fixed */
+    uint32_t lo, hi;     /* numbers: the range; text: hi bytes of the room
+                          * kept free */
+    int identity;        /* read again by a fork child (gt__config_reread_identity) */
+};
+
+static void *field(struct gt__config *c, const struct var *v)
 {
-    static const struct {
-        const char *var;
-        size_t off;
-        int dflt;
-    } sw[] = {
-        {"GRADTRACE_TORCH", offsetof(struct gt__config, torch), 1},
-        {"GRADTRACE_OPS", offsetof(struct gt__config, ops), 0},
-        {"GRADTRACE_CUDA", offsetof(struct gt__config, cuda), 1},
-        {"GRADTRACE_NVTX", offsetof(struct gt__config, nvtx), 1},
-    };
-    int nbad = 0;
-
-    for (size_t i = 0; i < sizeof(sw) / sizeof(sw[0]); i++) {
-        const char *v = get(sw[i].var);
-        int *dst = (int *)(void *)((char *)c + sw[i].off);
-        int b = v && *v ? parse_bool(v) : sw[i].dflt;
-
-        if (b < 0) {
-            nbad += bad(c, sw[i].var, v, "expected 1 or 0");
-            b = sw[i].dflt;
-        }
-        *dst = b;
-    }
-    return nbad;
+    return (char *)c + v->off;
 }
 
-/* Copies a text variable that must fit dst whole. @return 1 when too long. */
-static int copy_text(struct gt__config *c, gt__getenv_fn get,
-                     const char *var, char *dst, size_t cap)
+/* Any value but a false word turns diagnostics on: never refused. */
+static int parse_log(struct gt__config *c, const struct var *v,
+                     const char *val, const char **why)
 {
-    const char *v = get(var);
-
-    dst[0] = '\0';
-    if (!v || !*v)
-        return 0;
-    if (strlen(v) >= cap)
-        return bad(c, var, "...", "too long");
-    memcpy(dst, v, strlen(v) + 1);
+    (void)why;
+    *(int *)field(c, v) = bool_word(val) != 0;
     return 0;
 }
 
-int gt__config_parse(struct gt__config *c, gt__getenv_fn get)
+static int parse_bool(struct gt__config *c, const struct var *v,
+                      const char *val, const char **why)
 {
-    const char *why;
-    const char *v;
-    int nbad = 0, b;
+    int b = bool_word(val);
 
+    if (b < 0) {
+        *why = "expected 1 or 0";
+        return -EINVAL;
+    }
+    *(int *)field(c, v) = b;
+    return 0;
+}
+
+static int parse_u32(struct gt__config *c, const struct var *v,
+                     const char *val, const char **why)
+{
+    if (number_u32(val, v->lo, v->hi, field(c, v)) < 0) {
+        *why = v->why;
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* Text that must fit whole (the room less v->hi bytes kept free). */
+static int parse_text(struct gt__config *c, const struct var *v,
+                      const char *val, const char **why)
+{
+    size_t n = strlen(val);
+
+    if (n + v->hi >= v->size) {
+        *why = v->why ? v->why : "too long";
+        return -ENAMETOOLONG;
+    }
+    memcpy(field(c, v), val, n + 1);
+    return 0;
+}
+
+static int parse_clock(struct gt__config *c, const struct var *v,
+                       const char *val, const char **why)
+{
+    (void)v;
+    if (strcmp(val, "mono") && strcmp(val, "tsc")) {
+        *why = "expected tsc or mono";
+        return -EINVAL;
+    }
+    c->tsc = strcmp(val, "mono") != 0;
+    return 0;
+}
+
+static int parse_layers(struct gt__config *c, const struct var *v,
+                        const char *val, const char **why)
+{
+    (void)v;
+    return gt__config_layers(&c->layers, val, why);
+}
+
+static int parse_id(struct gt__config *c, const struct var *v,
+                    const char *val, const char **why)
+{
+    int32_t id = gt__config_id(val);
+
+    if (id < 0) {
+        *why = "expected a number in 0..2147483647";
+        return -EINVAL;
+    }
+    *(int32_t *)field(c, v) = id;
+    return 0;
+}
+
+#define FIELD(f) offsetof(struct gt__config, f), sizeof(((struct gt__config *)0)->f)
+
+/*
+ * Every variable the agent reads, in the order it reads them. README.md's
+ * "Agent configuration" table documents the same names
+ * (tests/unit/test_agent_config.c holds the two together).
+ */
+static const struct var vars[] = {
+    /* First, so that the other rows can explain themselves. */
+    {"GRADTRACE_LOG", parse_log, FIELD(log), NULL, 0, 0, 0},
+    {"GRADTRACE_SOCKET", parse_text, FIELD(socket_path),
+     "longer than a socket path can be", 0, 0, 0},
+    /* Room for the ".<pid>" a fork child appends. */
+    {"GRADTRACE_FILE", parse_text, FIELD(file_path), "path too long", 0, 16, 0},
+    {"GRADTRACE_CAPTURE", parse_bool, FIELD(capture), NULL, 0, 0, 0},
+    {"GRADTRACE_BUFFER_KB", parse_u32, FIELD(block_kb), "expected KiB in 4..8192",
+     GT__CONFIG_BLOCK_KB_MIN, GT__CONFIG_BLOCK_KB_MAX, 0},
+    {"GRADTRACE_CLOCK", parse_clock, FIELD(tsc), NULL, 0, 0, 0},
+    {"GRADTRACE_BUFFER_BLOCKS", parse_u32, FIELD(blocks),
+     "expected an integer in 2..4096", GT__CONFIG_BLOCKS_MIN,
+     GT__CONFIG_BLOCKS_MAX, 0},
+    {"GRADTRACE_LAYERS", parse_layers, FIELD(layers), NULL, 0, 0, 0},
+    {"GRADTRACE_TORCH", parse_bool, FIELD(torch), NULL, 0, 0, 0},
+    {"GRADTRACE_OPS", parse_bool, FIELD(ops), NULL, 0, 0, 0},
+    {"GRADTRACE_CUDA", parse_bool, FIELD(cuda), NULL, 0, 0, 0},
+    {"GRADTRACE_NVTX", parse_bool, FIELD(nvtx), NULL, 0, 0, 0},
+    {"GRADTRACE_TRIGGER", parse_text, FIELD(trigger), NULL, 0, 0, 0},
+    {"GRADTRACE_CUPTI", parse_text, FIELD(cupti_path), NULL, 0, 0, 0},
+    {"CUDA_HOME", parse_text, FIELD(cuda_home), NULL, 0, 0, 0},
+    {"RANK", parse_id, FIELD(rank), NULL, 0, 0, 1},
+    {"LOCAL_RANK", parse_id, FIELD(local_rank), NULL, 0, 0, 1},
+    {"WORLD_SIZE", parse_id, FIELD(world_size), NULL, 0, 0, 1},
+};
+
+#define NVARS (sizeof(vars) / sizeof(vars[0]))
+
+_Static_assert(NVARS <= GT__CONFIG_BAD_MAX, "every row can be bad once");
+
+const char *gt__config_var(size_t i)
+{
+    return i < NVARS ? vars[i].name : NULL;
+}
+
+/* What an empty environment gives. */
+static void defaults(struct gt__config *c)
+{
     memset(c, 0, sizeof(*c));
     c->capture = 1;
     c->block_kb = GT__CONFIG_BLOCK_KB_DEFAULT;
     c->blocks = GT__CONFIG_BLOCKS_DEFAULT;
     c->tsc = 1;
     c->layers.sources = GT__LAYERS_CAPI;
+    c->torch = c->cuda = c->nvtx = 1;
+    c->rank = c->local_rank = c->world_size = -1;
+}
 
-    /* First, so that the other settings can explain themselves. Any value
-     * but empty or a false word turns diagnostics on. */
-    v = get("GRADTRACE_LOG");
-    c->log = v && *v && parse_bool(v) != 0;
+/* A refused value: said on stderr when GRADTRACE_LOG is on, and kept for
+ * the trace's warnings (the job's stderr is not ours). */
+static void bad(struct gt__config *c, const char *var, const char *val,
+                const char *why)
+{
+    if (c->log)
+        gt__diag("ignoring %s=\"%s\": %s; using the default", var, val, why);
+    if (c->nbad < GT__CONFIG_BAD_MAX)
+        snprintf(c->bad[c->nbad++], sizeof(c->bad[0]),
+                 "%s=\"%.40s%s\" ignored: %s; the default is used", var, val,
+                 strlen(val) > 40 ? "..." : "", why);
+}
 
-    v = get("GRADTRACE_SOCKET");
-    if (v && *v && strlen(v) < sizeof(c->socket_path))
-        snprintf(c->socket_path, sizeof(c->socket_path), "%s", v);
-    else {
-        if (v && *v)
-            nbad += bad(c, "GRADTRACE_SOCKET", v, "longer than a socket path can be");
+/* Reads row v through get. @return 1 when its value was refused. */
+static int read_var(struct gt__config *c, const struct var *v, gt__config_lookup_fn get)
+{
+    const char *val = get(v->name), *why = NULL;
+    int rc;
+
+    if (!val || !*val)
+        return 0;
+    rc = v->parse(c, v, val, &why);
+    if (rc == 0)
+        return 0;
+    bad(c, v->name, rc == -ENAMETOOLONG ? "..." : val, why);
+    return 1;
+}
+
+int gt__config_parse(struct gt__config *c, gt__config_lookup_fn get)
+{
+    int nbad = 0;
+
+    defaults(c);
+    for (size_t i = 0; i < NVARS; i++)
+        nbad += read_var(c, &vars[i], get);
+    if (!c->socket_path[0])
         default_socket(c);
-    }
-
-    v = get("GRADTRACE_FILE");
-    if (v && *v) {
-        if (strlen(v) < sizeof(c->file_path) - 16)
-            snprintf(c->file_path, sizeof(c->file_path), "%s", v);
-        else
-            nbad += bad(c, "GRADTRACE_FILE", "...", "path too long");
-    }
-
-    v = get("GRADTRACE_CAPTURE");
-    if (v && *v) {
-        b = parse_bool(v);
-        if (b < 0)
-            nbad += bad(c, "GRADTRACE_CAPTURE", v, "expected 1 or 0");
-        else
-            c->capture = b;
-    }
-
-    v = get("GRADTRACE_BUFFER_KB");
-    if (v && *v && parse_u32(v, GT__CONFIG_BLOCK_KB_MIN, GT__CONFIG_BLOCK_KB_MAX,
-                             &c->block_kb) < 0)
-        nbad += bad(c, "GRADTRACE_BUFFER_KB", v, "expected KiB in 4..8192");
-
-    v = get("GRADTRACE_CLOCK");
-    if (v && *v) {
-        if (!strcmp(v, "mono"))
-            c->tsc = 0;
-        else if (strcmp(v, "tsc"))
-            nbad += bad(c, "GRADTRACE_CLOCK", v, "expected tsc or mono");
-    }
-
-    v = get("GRADTRACE_BUFFER_BLOCKS");
-    if (v && *v && parse_u32(v, GT__CONFIG_BLOCKS_MIN, GT__CONFIG_BLOCKS_MAX,
-                             &c->blocks) < 0)
-        nbad += bad(c, "GRADTRACE_BUFFER_BLOCKS", v, "expected an integer in 2..4096");
-
-    v = get("GRADTRACE_LAYERS");
-    if (v && *v && gt__config_layers(&c->layers, v, &why) < 0)
-        nbad += bad(c, "GRADTRACE_LAYERS", v, why);
-    nbad += parse_switches(c, get);
-    nbad += copy_text(c, get, "GRADTRACE_TRIGGER", c->trigger, sizeof(c->trigger));
-    nbad += copy_text(c, get, "GRADTRACE_CUPTI", c->cupti_path, sizeof(c->cupti_path));
-    nbad += copy_text(c, get, "CUDA_HOME", c->cuda_home, sizeof(c->cuda_home));
-    gt__config_identity(c, get);
     return nbad;
 }
 
-const char *gt__config_getenv(const char *name)
+static const char *process_getenv(const char *name)
 {
     return getenv(name);
 }
 
-void gt__config_identity(struct gt__config *c, gt__getenv_fn get)
+int gt__config_read(struct gt__config *c)
 {
-    c->rank = gt__config_id(get("RANK"));
-    c->local_rank = gt__config_id(get("LOCAL_RANK"));
-    c->world_size = gt__config_id(get("WORLD_SIZE"));
+    return gt__config_parse(c, process_getenv);
+}
+
+/* ------------------------------------------------------------ the agent's */
+
+/* Until gt__config_set, what an empty environment gives to the hooks:
+ * hooks on, ranks unknown (tests that drive a hook without starting the
+ * agent). */
+static struct gt__config config = {
+    .capture = 1, .torch = 1, .ops = 0, .cuda = 1, .nvtx = 1,
+    .rank = -1, .local_rank = -1, .world_size = -1,
+};
+
+const struct gt__config *gt__agent_config(void)
+{
+    return &config;
+}
+
+void gt__config_set(const struct gt__config *c)
+{
+    config = *c;
+}
+
+void gt__config_reread_identity(void)
+{
+    for (size_t i = 0; i < NVARS; i++) {
+        const struct var *v = &vars[i];
+        const char *val, *why = NULL;
+
+        if (!v->identity)
+            continue;
+        /* Unset or refused: unknown here, as the constructor reads it. */
+        *(int32_t *)field(&config, v) = -1;
+        val = process_getenv(v->name);
+        if (val && *val && v->parse(&config, v, val, &why) < 0)
+            GT__DIAG("ignoring %s=\"%s\" in the fork child: %s", v->name, val, why);
+    }
+}
+
+/* The path this library was loaded from, for the injection variables. */
+static int self_path(char *out, size_t cap)
+{
+    Dl_info info;
+    if (!dladdr((void *)self_path, &info) || !info.dli_fname ||
+        !*info.dli_fname)
+        return -ENOENT;
+    char real[PATH_MAX];
+    if (!realpath(info.dli_fname, real))
+        return -errno;
+    if (strlen(real) >= cap)
+        return -ENAMETOOLONG;
+    strcpy(out, real);
+    return 0;
+}
+
+int gt__config_inject_self(void)
+{
+    char self[GT__PATH_MAX];
+    int rc = self_path(self, sizeof(self));
+
+    if (rc < 0)
+        return rc;
+    if (setenv("CUDA_INJECTION64_PATH", self, 0) < 0)
+        return -errno;
+    if (config.nvtx && setenv("NVTX_INJECTION64_PATH", self, 0) < 0)
+        return -errno;
+    return 0;
 }
 
 int gt__config_file_path(const char *tmpl, int pid, int child, char *out,

@@ -1,18 +1,21 @@
 /*
  * What the daemon tells the agent: control messages (struct gt_ctl +
  * text, include/gradtrace/wire.h) arriving on the agent socket, read by
- * the streamer when the socket is readable (gt__sink_events).
+ * the sink's holder when the socket is readable (gt__sink_events).
  *
  * capture on/off go to the capture state (agent/capture.h), trigger specs
  * to the trigger engine (agent/trigger.h), which also keeps their text
  * for diagnostics. A message that is not well formed (bad magic, a size
- * out of bounds) means the stream cannot be trusted: the connection is
- * closed and retried like any broken one. Unknown types are skipped, so a
- * newer daemon can send messages this agent does not know.
+ * out of bounds) means the stream cannot be trusted: gt__control_read
+ * says so and the sink closes the connection, retried like any broken
+ * one. Unknown types are skipped, so a newer daemon can send messages
+ * this agent does not know.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <sys/socket.h>
+
+#include "agent/control.h"
 
 #include "agent/capture.h"
 #include "agent/stream.h"
@@ -48,7 +51,7 @@ static void jobtrig_put(const char *text, size_t len)
     memcpy(jobtrig, text, len);
     jobtrig_len = len;
     pthread_mutex_unlock(&jobtrig_lock);
-    GT__LOG("job-wide trigger received: %.*s", (int)len, text);
+    GT__DIAG("job-wide trigger received: %.*s", (int)len, text);
 }
 
 int gt__jobtrig_take(char *buf, size_t cap)
@@ -91,7 +94,7 @@ static void ctl_handle(uint16_t type, const char *text, size_t len)
 {
     switch (type) {
     case GT_CTL_WELCOME:
-        GT__LOG("daemon says welcome (%.*s)", (int)len, text);
+        GT__DIAG("daemon says welcome (%.*s)", (int)len, text);
         break;
     case GT_CTL_CAPTURE_ON:
         capture_on(text, len);
@@ -128,7 +131,7 @@ static void ctl_handle(uint16_t type, const char *text, size_t len)
         jobtrig_put(text, len);
         break;
     case GT_CTL_TRIGGER_CLEAR:
-        GT__LOG("triggers cleared");
+        GT__DIAG("triggers cleared");
         gt__trig_clear();
         ntriggers = 0;
         break;
@@ -178,7 +181,7 @@ void gt__control_drain(void)
     }
 }
 
-void gt__control_read(void)
+int gt__control_read(const char **why)
 {
     for (;;) {
         ssize_t n = recv(gt__st.fd, gt__st.ctl + gt__st.ctl_len,
@@ -188,16 +191,16 @@ void gt__control_read(void)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
+            return 0;
         if (n <= 0) {
-            gt__sink_close(n == 0 ? "daemon closed the connection" : "read error");
-            return;
+            *why = n == 0 ? "daemon closed the connection" : "read error";
+            return n == 0 ? -ECONNRESET : -errno;
         }
         gt__st.ctl_len += (uint32_t)n;
         off = ctl_parse();
         if (off < 0) {
-            gt__sink_close("bad control message from the daemon");
-            return;
+            *why = "bad control message from the daemon";
+            return off;
         }
         memmove(gt__st.ctl, gt__st.ctl + off, gt__st.ctl_len - (uint32_t)off);
         gt__st.ctl_len -= (uint32_t)off;

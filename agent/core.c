@@ -27,76 +27,43 @@
 #include "agent/capture.h"
 #include "agent/crash.h"
 #include "agent/ring.h"
+#include "agent/sink.h"
 #include "agent/stream.h"
-#include "agent/trigger.h"
+#include "agent/streamer.h"
 #include "agent/strings.h"
+#include "agent/trigger.h"
 #include "common/paths.h"
 #include "common/util.h"
 
-/* Until gt__agent_start, what an empty environment gives: hooks on, ranks
- * unknown (tests that drive a hook without starting the agent). */
-static struct gt__config config = {
-    .capture = 1, .torch = 1, .ops = 0, .cuda = 1, .nvtx = 1,
-    .rank = -1, .local_rank = -1, .world_size = -1,
-};
 static _Atomic int started;
 static _Atomic int stopped;
-static char hostname[256];
-static char cmdline[GT_HELLO_MAX_SIZE];
-static size_t cmdline_len;
-
-const struct gt__config *gt__agent_config(void)
-{
-    return &config;
-}
 
 /* The process's place in its job, from the configuration (read from the
  * environment by the constructor, or by a fork child). */
 static void identity_ranks(void)
 {
-    gt__st.rank = config.rank;
-    gt__st.local_rank = config.local_rank;
-    gt__st.world_size = config.world_size;
-    gt__trig_env_rank(config.rank);
+    const struct gt__config *config = gt__agent_config();
+
+    gt__st.rank = config->rank;
+    gt__st.local_rank = config->local_rank;
+    gt__st.world_size = config->world_size;
+    gt__trig_env_rank(config->rank);
 }
 
 /* A fork child: what its environment says now, else what the parent had
  * (its environment's, or what gt_set_rank told it). */
 static void identity_ranks_child(void)
 {
-    gt__config_identity(&config, gt__config_getenv);
-    if (config.rank >= 0)
-        gt__st.rank = config.rank;
-    if (config.local_rank >= 0)
-        gt__st.local_rank = config.local_rank;
-    if (config.world_size >= 0)
-        gt__st.world_size = config.world_size;
-    gt__trig_env_rank(config.rank);
-}
+    const struct gt__config *config = gt__agent_config();
 
-/* Host name and command line, read once (a fork child shares them). */
-static void process_identity(void)
-{
-    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-    char joined[GT_HELLO_MAX_SIZE];
-
-    if (gethostname(hostname, sizeof(hostname) - 1) < 0)
-        hostname[0] = '\0';
-    cmdline_len = 0;
-    if (fd >= 0) {
-        ssize_t n;
-        while (cmdline_len < sizeof(cmdline) &&
-               (n = read(fd, cmdline + cmdline_len, sizeof(cmdline) - cmdline_len)) > 0)
-            cmdline_len += (size_t)n;
-        close(fd);
-    }
-    while (cmdline_len && cmdline[cmdline_len - 1] == '\0')
-        cmdline_len--;
-    for (size_t i = 0; i < cmdline_len; i++)
-        joined[i] = cmdline[i] ? cmdline[i] : ' ';
-    gt__st.host_id = gt__intern(hostname, strlen(hostname));
-    gt__st.cmd_id = gt__intern(joined, cmdline_len);
-    identity_ranks();
+    gt__config_reread_identity();
+    if (config->rank >= 0)
+        gt__st.rank = config->rank;
+    if (config->local_rank >= 0)
+        gt__st.local_rank = config->local_rank;
+    if (config->world_size >= 0)
+        gt__st.world_size = config->world_size;
+    gt__trig_env_rank(config->rank);
 }
 
 /*
@@ -119,29 +86,6 @@ GT_API void gt_set_rank(int32_t rank, int32_t world_size)
     gt__trig_set_rank(rank);
 }
 
-void gt__stream_hello_build(void)
-{
-    struct gt_hello h = {
-        .magic = GT_HELLO_MAGIC,
-        .major = GT_WIRE_MAJOR,
-        .minor = GT_WIRE_MINOR,
-        .pid = gt__st.pid,
-        .ppid = (uint32_t)getppid(),
-        .rank = gt__st.rank,
-        .local_rank = gt__st.local_rank,
-        .world_size = gt__st.world_size,
-        .flags = (gt__st.kind == GT__SINK_FILE ? GT_HELLO_FILE : 0) |
-                 (gt__capture_on() ? GT_HELLO_CAPTURE : 0) |
-                 (config.ops ? GT_HELLO_OPS : 0),
-        .start_mono_ns = gt__st.start_mono,
-        .start_real_ns = gt__st.start_real,
-    };
-    ssize_t n = gt__hello_encode(&h, hostname, cmdline, cmdline_len, gt__st.hello,
-                                sizeof(gt__st.hello));
-
-    gt__st.hello_len = n > 0 ? (uint32_t)n : 0;
-}
-
 static void identity_now(void)
 {
     gt__st.pid = (uint32_t)getpid();
@@ -152,9 +96,9 @@ static void identity_now(void)
 static int sink_path(int child)
 {
     if (gt__st.kind == GT__SINK_FILE)
-        return gt__config_file_path(config.file_path, (int)gt__st.pid, child,
-                                    gt__st.path, sizeof(gt__st.path));
-    snprintf(gt__st.path, sizeof(gt__st.path), "%s", config.socket_path);
+        return gt__config_file_path(gt__agent_config()->file_path, (int)gt__st.pid,
+                                    child, gt__st.path, sizeof(gt__st.path));
+    snprintf(gt__st.path, sizeof(gt__st.path), "%s", gt__agent_config()->socket_path);
     return 0;
 }
 
@@ -189,16 +133,17 @@ int gt__agent_start(const struct gt__config *c)
 
     if (atomic_exchange(&started, 1))
         return 0;
-    config = *c;
-    gt__log_enabled = c->log;
+    gt__config_set(c);
+    gt__diag_on = c->log;
     gt__ring_configure(c->block_kb, c->blocks);
     gt__timebase_init(c->tsc);
     gt__st.kind = c->file_path[0] ? GT__SINK_FILE : GT__SINK_SOCKET;
     identity_now();
-    process_identity();
+    gt__stream_identity_read();
+    identity_ranks();
     rc = sink_path(0);
     if (rc < 0) {
-        GT__LOG("GRADTRACE_FILE does not expand to a usable path");
+        GT__DIAG("GRADTRACE_FILE does not expand to a usable path");
         return rc;
     }
     gt__capture_init(c->capture);
@@ -209,7 +154,7 @@ int gt__agent_start(const struct gt__config *c)
     gt__crash_install();
     rc = pthread_atfork(fork_prepare, fork_parent, fork_child);
     if (rc)
-        GT__LOG("pthread_atfork failed: forked children share our state");
+        GT__DIAG("pthread_atfork failed: forked children share our state");
     /* A socket stream starts here, before the application runs: a
      * nonblocking connect (a Unix socket connect completes or fails at
      * once) plus a hello into an empty socket buffer. Nothing here waits
@@ -221,9 +166,9 @@ int gt__agent_start(const struct gt__config *c)
         gt__stream_unlock();
     }
     rc = gt__streamer_start();
-    GT__LOG("agent started: %s %s, capture %s, %u x %u KiB per thread",
-           gt__st.kind == GT__SINK_FILE ? "file" : "socket", gt__st.path,
-           c->capture ? "on" : "off", c->blocks, c->block_kb);
+    GT__DIAG("agent started: %s %s, capture %s, %u x %u KiB per thread",
+             gt__st.kind == GT__SINK_FILE ? "file" : "socket", gt__st.path,
+             c->capture ? "on" : "off", c->blocks, c->block_kb);
     return rc;
 }
 
@@ -233,12 +178,12 @@ void gt__agent_stop(void)
         return;
     gt__capture_flush();
     gt__streamer_stop();
-    if (gt__log_enabled) {
+    if (gt__diag_on) {
         unsigned states = 0;
         for (struct gt__thread *t = atomic_load(&gt__threads); t; t = t->next)
             states++;
-        GT__LOG("stopped: %llu threads recorded using %u buffer sets, %llu chunks "
-               "lost", (unsigned long long)atomic_load(&gt__thread_registrations),
-               states, (unsigned long long)atomic_load(&gt__st.lost_chunks));
+        GT__DIAG("stopped: %llu threads recorded using %u buffer sets, %llu chunks "
+                 "lost", (unsigned long long)atomic_load(&gt__thread_registrations),
+                 states, (unsigned long long)atomic_load(&gt__st.lost_chunks));
     }
 }

@@ -1,7 +1,8 @@
 /*
- * The agent's life cycle (agent/core.c): start, the exit flush, fork, and
- * the hello that begins every stream. Called by the constructor
- * (agent/ctor.c) and by tests that run an agent without one.
+ * The agent's life cycle (agent/core.c): start, the exit flush, fork. The
+ * top of the stream role: it starts what the others are. Called by the
+ * constructor (agent/ctor.c), gt_finish, and by tests that run an agent
+ * without a constructor.
  */
 #ifndef GRADTRACE_AGENT_CORE_H
 #define GRADTRACE_AGENT_CORE_H
@@ -22,12 +23,5 @@ GT__WUR int gt__agent_start(const struct gt__config *c);
  * Bounded wait, safe from exit handlers and signal-ish contexts; once only.
  */
 void gt__agent_stop(void);
-
-/* The configuration the agent runs with (valid after gt__agent_start). */
-const struct gt__config *gt__agent_config(void);
-
-/* Builds gt__st.hello (agent/stream.h) for the current process: pid,
- * ranks, host, command line, and whether capture is on right now. */
-void gt__stream_hello_build(void);
 
 #endif /* GRADTRACE_AGENT_CORE_H */

@@ -25,6 +25,7 @@
 #include "agent/crash.h"
 
 #include "agent/ring.h"
+#include "agent/sink.h"
 #include "agent/stream.h"
 #include "agent/strings.h"
 
@@ -193,7 +194,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uctx)
 
     (void)uctx;
     if (!atomic_exchange(&crashing, 1)) {
-        GT__LOG("fatal signal %d: flushing completed records", sig);
+        GT__DIAG("fatal signal %d: flushing completed records", sig);
         crash_flush();
     }
     for (i = 0; i < NSIGS; i++)
@@ -216,5 +217,5 @@ void gt__crash_install(void)
     sigemptyset(&sa.sa_mask);
     for (unsigned i = 0; i < NSIGS; i++)
         if (sigaction(fatal_sigs[i], &sa, &old_actions[i]) < 0)
-            GT__LOG("cannot watch signal %d", fatal_sigs[i]);
+            GT__DIAG("cannot watch signal %d", fatal_sigs[i]);
 }

@@ -8,24 +8,37 @@
  * (build/libgtagent.a), so a test binary never starts a streamer by
  * accident: tests call gt__agent_start themselves.
  */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent/core.h"
+#include "agent/hooks.h"
 #include "agent/internal.h"
 #include "agent/trigger.h"
 
 /*
  * GRADTRACE_TRIGGER: trigger specs separated by ';', armed at start (the
- * offline path: with GRADTRACE_FILE there is no daemon to send them).
+ * offline path: with GRADTRACE_FILE there is no daemon to send them). A
+ * spec refused is said like any bad value (agent/config.c): in the
+ * trace's warnings, and on stderr with GRADTRACE_LOG.
  */
 static void arm_env_triggers(const char *p)
 {
     while (p && *p) {
         const char *semi = strchr(p, ';');
         size_t n = semi ? (size_t)(semi - p) : strlen(p);
-        if (n && gt__trig_arm(p, n) < 0)
-            GT__LOG("GRADTRACE_TRIGGER: bad spec '%.*s' ignored", (int)n, p);
+        int rc = n ? gt__trig_arm(p, n) : 0;
+
+        if (rc < 0) {
+            char msg[160];
+            snprintf(msg, sizeof(msg), "GRADTRACE_TRIGGER spec \"%.*s%s\" ignored: %s",
+                     n > 40 ? 40 : (int)n, p, n > 40 ? "..." : "",
+                     rc == -EINVAL ? "not a valid trigger spec"
+                     : rc == -ENOSPC ? "too many triggers armed" : gt__strerror(rc));
+            gt__warn_once(GT__WARN_CONFIG, msg);
+        }
         p = semi ? semi + 1 : NULL;
     }
 }
@@ -43,7 +56,7 @@ __attribute__((constructor)) static void gt__agent_ctor(void)
     if (done)
         return;
     done = 1;
-    (void)gt__config_parse(&c, gt__config_getenv);
+    (void)gt__config_read(&c);
     if (gt__agent_start(&c) < 0)
         return;
     /* Registered after the core started, so it runs after the handlers the

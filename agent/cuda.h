@@ -1,17 +1,20 @@
 /*
- * What the rest of the agent may call in the CUDA support (agent/cupti*.c).
+ * What the other hooks may call in the CUDA support (agent/cupti.c), and
+ * what the event core is told through the kernel tags cupti.c registers
+ * (agent/events.h).
  *
- * External correlation: module scopes and backward-node executions push an
- * id around their work so CUPTI tags every CUDA API call made inside with
- * it, and each kernel then carries its layer and phase (GT_R_EXT_CORR joins
- * the kernel's correlation id to the id pushed). The functions are weak so
- * callers test for presence and the agent links without the CUDA files:
+ * External correlation: module scopes, backward-node executions, NVTX
+ * seq ranges (agent/nvtx.c) and operators (agent/ops.c) push an id
+ * around their work so CUPTI tags every CUDA API call made inside with
+ * it, and each kernel then carries its layer and phase (GT_R_EXT_CORR
+ * joins the kernel's correlation id to the id pushed). The functions are
+ * weak so callers may test for presence:
  *
  *     if (gt__cuda_ext_push)
- *         gt__cuda_ext_push(GT_EXT_LAYER_FWD, path_id);
+ *         gt__cuda_ext_push(GT_EXT_NVTX_SEQ, seq);
  *     ...
  *     if (gt__cuda_ext_pop)
- *         gt__cuda_ext_pop(GT_EXT_LAYER_FWD);
+ *         gt__cuda_ext_pop(GT_EXT_NVTX_SEQ);
  *
  * Pushes and pops must pair on the same thread. Both are one relaxed load
  * and a branch while CUPTI is not running (no CUDA in the process, or CUPTI
@@ -29,11 +32,12 @@ extern void gt__cuda_ext_push(uint16_t kind, uint64_t ext)
 extern void gt__cuda_ext_pop(uint16_t kind) __attribute__((weak));
 
 /*
- * Backward attribution (agent/cupti_layers.c). gt_node_created calls
- * gt__cuda_node_created with the innermost module when the node is made;
- * gt_bwd_node_begin/end bracket the node's execution with
- * gt__cuda_bwd_begin/end, which push that module as GT_EXT_LAYER_BWD.
- * Lock-free, no allocation, any thread; no-ops while CUPTI is not running.
+ * Backward attribution (agent/cupti.c). The event core's
+ * gt__node_created calls gt__cuda_node_created with the innermost module
+ * when the node is made; gt__bwd_node_begin/end bracket the node's
+ * execution with gt__cuda_bwd_begin/end, which push that module as
+ * GT_EXT_LAYER_BWD (both through the kernel tags). Lock-free, no
+ * allocation, any thread; no-ops while CUPTI is not running.
  */
 extern void gt__cuda_node_created(uint64_t seq, uint64_t fwd_tid,
                                   uint32_t layer) __attribute__((weak));

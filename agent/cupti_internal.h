@@ -1,13 +1,17 @@
 /*
- * Shared by the CUDA files of the agent and their tests:
- *   cupti.c          loading CUPTI, start/stop, buffer pool, injection entry
- *                    point, external correlation push/pop;
- *   cupti_records.c  activity buffer -> wire records (the buffer-completed
- *                    path, run by CUPTI's worker or a flushing thread);
- *   cupti_sync.c     clock models and the per-device start events.
+ * Shared by the CUDA files of the agent and their tests, bottom up (each
+ * calls only those above it in this list):
+ *   cupti_api.c      CUPTI's entry points: loading, checking results,
+ *                    switching the activity kinds;
+ *   cupti_sync.c     clock models and the per-device start events;
+ *   cupti_records.c  the activity buffer pool and activity buffer -> wire
+ *                    records (the buffer-completed path, run by CUPTI's
+ *                    worker or a flushing thread);
+ *   cupti.c          start, injection entry point, external correlation
+ *                    push/pop and the backward layers (agent/cuda.h).
  *
- * Where records go is a small ops struct (the sink) so tests can catch
- * what the CUDA code emits without the agent core's buffers.
+ * Records go through the hooks' record output (agent/rec_out.h), so
+ * tests can catch what the CUDA code writes without the agent's buffers.
  */
 #ifndef GRADTRACE_AGENT_CUPTI_INTERNAL_H
 #define GRADTRACE_AGENT_CUPTI_INTERNAL_H
@@ -25,25 +29,12 @@ enum {
     GT__CUDA_WARN_POOL = 0x4303,       /* activity buffer pool unavailable */
 };
 
-struct gt__cuda_sink {
-    int (*emit)(const void *rec, size_t size);
-    uint32_t (*intern)(const char *s, size_t len);
-    uint64_t (*now)(void);
-    void (*warn)(uint32_t code, const char *msg);
-};
-
-/* The sink in use: the agent core's functions unless a test replaced it. */
-extern const struct gt__cuda_sink *gt__cuda_sink;
-
-/* Replaces the sink (NULL restores the core's). Tests only, before use. */
-void gt__cuda_set_sink(const struct gt__cuda_sink *sink);
-
 /* CUPTI's entry points once loaded (all NULL before). */
 extern struct gt__cupti_api gt__cupti;
 
 /*
  * Loads CUPTI: path when given, else a copy already in the process, else
- * the usual install places (see cupti.c). Fills gt__cupti.
+ * the usual install places (see cupti_api.c). Fills gt__cupti.
  * @return 0, -ENOENT (no library found) or -ENOSYS (a required symbol is
  *         missing). Cold path; not thread-safe (init only).
  */
@@ -58,17 +49,29 @@ int gt__cupti_check(int result, const char *call, const char *file,
                     int line);
 #define GT__CUPTI_CALL(x) gt__cupti_check((x), #x, __FILE__, __LINE__)
 
+/* @return 1 when the CUDA runtime or driver is mapped in this process
+ * (and notes the runtime's directory for gt__cupti_load's search). */
+int gt__cuda_in_process(void);
+
+/*
+ * The activity buffer pool (agent/cupti_records.c), made once before
+ * CUPTI may ask for a buffer. @return 0 or -ENOMEM.
+ */
+__attribute__((warn_unused_result)) int gt__cupti_pool_create(void);
+
+/* CUPTI's buffer-requested callback: a pool buffer, or none (*buf NULL:
+ * CUPTI drops and counts). Lock-free, no allocation, any thread. */
+void gt__cupti_buffer_requested(uint8_t **buf, size_t *size,
+                                size_t *max_records);
+
 /*
  * CUPTI's buffer-completed callback: turns every record of buf[0..valid)
- * into wire records through the sink, emits the cumulative CUPTI drop
+ * into wire records through gt__rec_out, emits the cumulative CUPTI drop
  * count, and returns buf to the pool when it came from it. Any thread
  * (serialised inside); allocates only to intern a new name.
  */
 void gt__cupti_buffer_completed(void *ctx, uint32_t stream, uint8_t *buf,
                                 size_t size, size_t valid);
-
-/* Returns buf to the activity buffer pool (no-op for other memory). */
-void gt__cupti_pool_put(uint8_t *buf);
 
 /* Drops the name caches (tests; a new session). Not thread-safe. */
 void gt__cupti_records_reset(void);
@@ -118,7 +121,8 @@ __attribute__((warn_unused_result)) int gt__cupti_sync_start(void);
 /* Per-device sync result for tests and diagnostics. @return 0 or -ENOENT. */
 int gt__cupti_sync_model(int device, int64_t *offset, uint64_t *uncertainty);
 
-/* Enables (on=1) or disables the activity kinds. @return 0 or -EIO. */
+/* Enables (on=1) or disables the activity kinds (agent/cupti_api.c).
+ * @return 0 or -EIO. */
 int gt__cupti_set_enabled(int on);
 
 #define GT__CUDA_SYNC_PERIOD_MS 10000u
@@ -135,7 +139,8 @@ GT_API int InitializeInjection(void);
  * Test hooks: not used by the agent itself. */
 
 /* Marks CUPTI running (on) or off, to run the ext push/pop paths against
- * the loaded CUPTI (agent/cupti.c). */
+ * the loaded CUPTI (agent/cupti.c); registers (or removes) the kernel
+ * tags with the event core as a real start does. */
 void gt__cupti_test_set_running(int on);
 
 /*

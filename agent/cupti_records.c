@@ -26,14 +26,23 @@
  * for the session) in a fixed open-addressing table, API names by callback
  * id in a fixed array. Buffers are processed under one mutex: completion
  * is not a hot path, and it may run on two threads during a forced flush.
+ *
+ * The buffers themselves: CUPTI asks for them from its own threads, where
+ * allocating is not allowed; they come from a pool allocated once at
+ * start (GT__CUPTI_BUFFERS x GT__CUPTI_BUFFER_SIZE) through a lock-free
+ * bitmap, and go back to it once converted. An empty pool makes CUPTI
+ * drop records, which it counts and we report.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
+#include "agent/rec_out.h"
+#include "common/alloc.h"
 
 #define NAME_SLOTS 4096u          /* kernel-name cache, power of two */
 #define CBID_SLOTS 4096u          /* API-name cache per domain */
@@ -43,7 +52,15 @@
 #define GT__CUDA_CBID_DRIVER 0x80000000u
 #define GT__CUDA_CBID_OVERHEAD 0x40000000u
 
+#define GT__CUPTI_BUFFER_SIZE (512u << 10)
+#define GT__CUPTI_BUFFERS 32u
+
+_Static_assert(GT__CUPTI_BUFFERS <= 64, "pool bitmap is one uint64_t");
+
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint8_t *g_pool;
+static _Atomic uint64_t g_pool_free; /* bit i set: buffer i is free */
 
 static struct {
     const char *ptr;
@@ -51,6 +68,52 @@ static struct {
 } g_names[NAME_SLOTS];
 static uint32_t g_cbid_names[2][CBID_SLOTS];
 static uint64_t g_dropped;
+
+/* ------------------------------------------------------------ buffer pool */
+
+int gt__cupti_pool_create(void)
+{
+    if (g_pool)
+        return 0;
+    g_pool = gt__malloc((size_t)GT__CUPTI_BUFFERS * GT__CUPTI_BUFFER_SIZE);
+    if (!g_pool)
+        return -ENOMEM;
+    atomic_store(&g_pool_free, GT__CUPTI_BUFFERS == 64
+                                   ? UINT64_MAX
+                                   : (1ull << GT__CUPTI_BUFFERS) - 1);
+    return 0;
+}
+
+/* CUPTI's buffer-requested callback: lock-free, no allocation. */
+void gt__cupti_buffer_requested(uint8_t **buf, size_t *size, size_t *max_records)
+{
+    uint64_t m = atomic_load_explicit(&g_pool_free, memory_order_acquire);
+    *max_records = 0;
+    while (m) {
+        unsigned i = (unsigned)__builtin_ctzll(m);
+        if (atomic_compare_exchange_weak_explicit(&g_pool_free, &m,
+                                                  m & ~(1ull << i),
+                                                  memory_order_acq_rel,
+                                                  memory_order_acquire)) {
+            *buf = g_pool + (size_t)i * GT__CUPTI_BUFFER_SIZE;
+            *size = GT__CUPTI_BUFFER_SIZE;
+            return;
+        }
+    }
+    /* Pool empty: CUPTI drops and counts, reported as GT_LOST_CUPTI. */
+    *buf = NULL;
+    *size = 0;
+}
+
+/* Returns buf to the pool (no-op for other memory). */
+static void pool_put(uint8_t *buf)
+{
+    if (!g_pool || buf < g_pool ||
+        buf >= g_pool + (size_t)GT__CUPTI_BUFFERS * GT__CUPTI_BUFFER_SIZE)
+        return;
+    size_t i = (size_t)(buf - g_pool) / GT__CUPTI_BUFFER_SIZE;
+    atomic_fetch_or_explicit(&g_pool_free, 1ull << i, memory_order_release);
+}
 
 void gt__cupti_records_reset(void)
 {
@@ -61,7 +124,7 @@ void gt__cupti_records_reset(void)
 
 static uint32_t intern_str(const char *s)
 {
-    return gt__cuda_sink->intern(s, strlen(s));
+    return gt__rec_out->intern(s, strlen(s));
 }
 
 static uint32_t kernel_name(const char *name)
@@ -128,7 +191,7 @@ static uint32_t api_name(uint32_t domain, uint32_t cbid)
             const char *v = strstr(name, "_v");
             if (v && v[2] >= '0' && v[2] <= '9')
                 len = (size_t)(v - name);
-            id = gt__cuda_sink->intern(name, len);
+            id = gt__rec_out->intern(name, len);
         }
     } else {
         /* No name (CUPTI not initialised by a driver): keep the record. */
@@ -182,7 +245,7 @@ static void emit_kernel(const struct gt__cu_kernel *k)
                       clamp_u32(k->dynamic_shared_memory),
         .registers = k->registers_per_thread,
     };
-    (void)gt__cuda_sink->emit(&r, sizeof(r));
+    (void)gt__rec_out->emit(&r, sizeof(r));
 }
 
 static void emit_memcpy(const struct gt__cu_memcpy *m)
@@ -201,7 +264,7 @@ static void emit_memcpy(const struct gt__cu_memcpy *m)
         .start = gt__cupti_map_ts(m->start),
         .end = gt__cupti_map_ts(m->end),
     };
-    (void)gt__cuda_sink->emit(&r, sizeof(r));
+    (void)gt__rec_out->emit(&r, sizeof(r));
 }
 
 static void emit_memset(const struct gt__cu_memset *m)
@@ -218,7 +281,7 @@ static void emit_memset(const struct gt__cu_memset *m)
         .start = gt__cupti_map_ts(m->start),
         .end = gt__cupti_map_ts(m->end),
     };
-    (void)gt__cuda_sink->emit(&r, sizeof(r));
+    (void)gt__rec_out->emit(&r, sizeof(r));
 }
 
 static void emit_api(const struct gt__cu_api *a, uint32_t domain)
@@ -235,7 +298,7 @@ static void emit_api(const struct gt__cu_api *a, uint32_t domain)
         .start = gt__cupti_map_ts(a->start),
         .end = gt__cupti_map_ts(a->end),
     };
-    (void)gt__cuda_sink->emit(&r, sizeof(r));
+    (void)gt__rec_out->emit(&r, sizeof(r));
 }
 
 static void emit_ext(const struct gt__cu_ext_corr *e)
@@ -253,7 +316,7 @@ static void emit_ext(const struct gt__cu_ext_corr *e)
         .corr = e->correlation_id,
         .ext = e->external_id,
     };
-    (void)gt__cuda_sink->emit(&r, sizeof(r));
+    (void)gt__rec_out->emit(&r, sizeof(r));
 }
 
 static void emit_overhead(const struct gt__cu_overhead *o)
@@ -269,7 +332,7 @@ static void emit_overhead(const struct gt__cu_overhead *o)
         .start = gt__cupti_map_ts(o->start),
         .end = gt__cupti_map_ts(o->end),
     };
-    (void)gt__cuda_sink->emit(&r, sizeof(r));
+    (void)gt__rec_out->emit(&r, sizeof(r));
 }
 
 static void convert(const void *rec)
@@ -336,7 +399,7 @@ void gt__cupti_buffer_completed(void *ctx, uint32_t stream, uint8_t *buf,
         .what = GT_LOST_CUPTI,
         .count = g_dropped,
     };
-    (void)gt__cuda_sink->emit(&lost, sizeof(lost));
+    (void)gt__rec_out->emit(&lost, sizeof(lost));
     pthread_mutex_unlock(&g_lock);
-    gt__cupti_pool_put(buf);
+    pool_put(buf);
 }

@@ -38,6 +38,7 @@
 #include "agent/clock.h"
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
+#include "agent/rec_out.h"
 #include "common/util.h"
 
 #define GT__SYNC_POLL_MS 50u
@@ -103,15 +104,15 @@ void gt__cupti_sync_cupti_pair(void)
     if (!gt__cupti.GetTimestamp)
         return;
     uint64_t ts = 0;
-    uint64_t lo = gt__cuda_sink->now();
+    uint64_t lo = gt__rec_out->now();
     int r = gt__cupti.GetTimestamp(&ts);
-    uint64_t hi = gt__cuda_sink->now();
+    uint64_t hi = gt__rec_out->now();
     if (gt__cupti_check(r, "cuptiGetTimestamp(&ts)", __FILE__, __LINE__) || !ts)
         return; /* no clock: records keep their values */
     pthread_mutex_lock(&g_clock_lock);
     models_init_locked();
     if (gt__clock_add_pair(&g_cupti_clock, lo, hi, ts))
-        GT__LOG("cupti: clock pair rejected");
+        GT__DIAG("cupti: clock pair rejected");
     pthread_mutex_unlock(&g_clock_lock);
 }
 
@@ -129,7 +130,7 @@ static void pair_done_locked(uint32_t device, const struct pending *p)
         .device_ts = p->dev_ts,
         .uncertainty_ns = (p->hi - p->lo + 1) / 2,
     };
-    (void)gt__cuda_sink->emit(&r, sizeof(r));
+    (void)gt__rec_out->emit(&r, sizeof(r));
 }
 
 /* Drops completed entries from the front of the FIFO. Under the lock. */
@@ -201,9 +202,9 @@ void gt__cupti_sync_on_event(const struct gt__cu_cuda_event *ev)
         p->matched = 1;
         p->dev_ts = ev->device_timestamp;
         if (!p->warm && !p->dev_ts)
-            gt__cuda_sink->warn(GT__CUDA_WARN_SYNC,
-                                "CUPTI gave no device timestamp for a start "
-                                "event: no per-device clock offsets");
+            gt__rec_out->warn(GT__CUDA_WARN_SYNC,
+                              "CUPTI gave no device timestamp for a start "
+                              "event: no per-device clock offsets");
         if (p->hi && !p->warm && p->dev_ts)
             pair_done_locked(ev->device_id, p);
         break;
@@ -277,7 +278,7 @@ static int cu_check(int r, const char *call, int line)
     snprintf(msg, sizeof(msg),
              "CUDA %s failed at %s:%d (CUresult %d): clock sync skips a device",
              call, __FILE__, line, r);
-    gt__cuda_sink->warn(GT__CUDA_WARN_SYNC, msg);
+    gt__rec_out->warn(GT__CUDA_WARN_SYNC, msg);
     return -EIO;
 }
 #define GT__CU_CALL(x) cu_check((x), #x, __LINE__)
@@ -315,18 +316,18 @@ out_pop:
 static int record_one(int i, int warm)
 {
     struct device_sync *d = &g_dev[i];
-    uint64_t lo = gt__cuda_sink->now();
+    uint64_t lo = gt__rec_out->now();
     if (gt__cupti_sync_expect((uint32_t)i, d->cupti_stream, lo, 0, warm)) {
-        gt__cuda_sink->warn(GT__CUDA_WARN_SYNC,
-                            "CUPTI returns no CUDA_EVENT records for start "
-                            "events: no per-device clock offsets");
+        gt__rec_out->warn(GT__CUDA_WARN_SYNC,
+                          "CUPTI returns no CUDA_EVENT records for start "
+                          "events: no per-device clock offsets");
         return -EIO;
     }
     int r = GT__CU_CALL(g_cu.EventRecord(d->event, d->stream));
     if (!r)
         r = GT__CU_CALL(g_cu.EventSynchronize(d->event));
     /* Closed even on failure so the FIFO keeps its order. */
-    sync_close((uint32_t)i, gt__cuda_sink->now());
+    sync_close((uint32_t)i, gt__rec_out->now());
     return r;
 }
 
@@ -340,10 +341,10 @@ static int sync_round(int all)
     /* Without device timestamps in CUDA_EVENT records (CUPTI before 13)
      * start events cannot be read back: say so once, sync nothing. */
     if (!gt__cupti.ActivityEnableCudaEventDeviceTimestamps) {
-        gt__cuda_sink->warn(GT__CUDA_WARN_SYNC,
-                            "this CUPTI has no CUDA event device timestamps: "
-                            "no per-device clock offsets (GPU times still "
-                            "mapped through CUPTI's own clock)");
+        gt__rec_out->warn(GT__CUDA_WARN_SYNC,
+                          "this CUPTI has no CUDA event device timestamps: "
+                          "no per-device clock offsets (GPU times still "
+                          "mapped through CUPTI's own clock)");
         return 1;
     }
     if (GT__CU_CALL(g_cu.DeviceGetCount(&n)))
@@ -418,7 +419,7 @@ static void *sync_main(void *arg)
         }
         if (!on)
             continue;
-        uint64_t now = gt__cuda_sink->now();
+        uint64_t now = gt__rec_out->now();
         int all = now >= next_sync;
         if (all) {
             next_sync = now + (uint64_t)GT__CUDA_SYNC_PERIOD_MS * 1000000u;

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "agent/stream.h"
+#include "agent/streamer.h"
 
 static void exit_flush(void)
 {

@@ -1,43 +1,51 @@
 /*
- * Interfaces shared by the files of the agent (libgradtrace.so).
+ * Interfaces shared by the files of the agent (libgradtrace.so): the base
+ * role's (each header declares only what its own role defines).
  *
  * Roles, bottom up; a file includes headers of its own role or lower only,
  * and calls go the same way (scripts/check-layers.py, AGENT_ROLES):
- *   base    internal.h capture.[ch] clock.[ch] timebase.c config.c log.c
- *           ring.[ch] strings.[ch] cuda.h: process-wide state, capture
- *           state, clocks, configuration, logging, buffers, strings;
- *   trigger trigger.[ch]: the trigger engine (capture windows);
- *   stream  stream.[ch] sink.c control.c crash.[ch] core.[ch]
- *           undelivered.[ch]: the streamer thread, its sink, the daemon's
- *           control messages and acknowledgements, the crash flush, and
- *           the life cycle (start, exit flush, fork);
- *   hooks   api.c torch.[ch] torch_layout.c torch_params.c recordfn.c ops.c
- *           cupti.c cupti_internal.h cupti_abi.h cupti_records.c
- *           cupti_sync.c nvtx.[ch]: the event sources (public C API,
- *           PyTorch, libtorch RecordFunction, CUDA, NVTX);
+ *   base    internal.h capture.[ch] clock.[ch] timebase.c config.c diag.c
+ *           warn.c ring.[ch] strings.[ch] rec_out.[ch]: process-wide
+ *           state, capture state, clocks, configuration, diagnostics and
+ *           warnings, buffers, strings, the hooks' record output;
+ *   trigger trigger.[ch] trigger_nodes.[ch]: the trigger engine (capture
+ *           windows) and its node table;
+ *   stream  bottom up: undelivered.[ch] stream.[ch] control.[ch]
+ *           sink.[ch] crash.[ch] streamer.[ch] exit.c core.[ch]: the
+ *           stream's state, the daemon's control messages and
+ *           acknowledgements, the sink, the crash flush, the streamer
+ *           thread, and the life cycle (start, exit flush, fork);
+ *   hooks   events.[ch] api.c hooks.h torch.[ch] torch_layout.c
+ *           torch_params.c recordfn.c ops.c cuda.h cupti.c cupti_api.c
+ *           cupti_internal.h cupti_abi.h cupti_records.c cupti_sync.c
+ *           nvtx.[ch] nvtx_ranges.c nvtx_rules.c: the event core every
+ *           source feeds (events.c, which calls only base and trigger),
+ *           and the event sources (public C API, PyTorch, libtorch
+ *           RecordFunction, CUDA, NVTX);
  *   entry   ctor.c: the constructor and destructor.
- * Lower roles never call into the hooks: a hook that needs to be told
- * something registers a callback (gt__capture_set_flush, gt__ring_notify).
- * The weak optional entry points at the end of this file are called by
- * the entry role only; those of agent/cuda.h by other hooks.
+ * No two files call each other. Lower roles never call into the hooks: a
+ * hook that needs to be told something registers a callback
+ * (gt__capture_set_flush, gt__ring_notify, gt__events_set_tags).
  *
  * The agent is split by responsibility:
  *   ctor.c    the only constructor/destructor: reads the environment once,
- *             starts the core, then the optional hooks (torch, CUDA);
- *   config.c  environment parsing (GRADTRACE_*);
+ *             starts the core, then the optional hooks (agent/hooks.h);
+ *   config.c  the environment: one table read once (GRADTRACE_*, ranks),
+ *             the configuration it gives, the injection variables;
  *   capture.c the capture state (on, triggers armed, epoch): its one writer;
  *   ring.c    per-thread buffers: reserve/commit, block hand-off, drops;
- *   strings.c string interning and the string log the streamer emits first;
+ *   strings.c string interning and the definitions the streamer sends first;
  *   trigger.c capture windows opened and closed at the hooks;
- *   stream.c  the streamer thread: gathers blocks, builds chunks;
+ *   stream.c  the stream's state: lock, hello, once-per-stream records;
+ *   streamer.c the streamer thread: gathers blocks, builds chunks;
  *   sink.c    where chunks go: daemon socket (reconnecting) or .gtr file;
- *   control.c control messages from the daemon (capture, triggers);
+ *   control.c control messages from the daemon (capture, triggers, ACKs);
  *   crash.c   fatal-signal flush (async-signal-safe, raw chunks);
  *   core.c    start, exit flush, fork handling;
- *   api.c     the public C API (include/gradtrace/gradtrace.h);
- *   log.c     GT__LOG and gt__warn_once.
- * Hook files written by others (torch.c, cupti.c, nvtx.c) use only what is
- * declared here and in agent/capture.h.
+ *   events.c  the event core: layer and scope stacks, nodes, passes, steps;
+ *   api.c     the public C API (include/gradtrace/gradtrace.h), forwards;
+ *   diag.c    GT__DIAG (below everything: the time base uses it too);
+ *   warn.c    gt__warn_once (warnings recorded into the trace).
  *
  * Rules for hooks: test the capture state first (agent/capture.h: one load
  * and a branch when off); record with gt__reserve/gt__commit (or gt__emit)
@@ -108,16 +116,19 @@ static inline uint64_t gt__now(void)
  * Streamer only: (re)fits the TSC map; a no-op until 50 ms after
  * gt__timebase_init and then at most once a second. enabled = 0 (or no
  * invariant TSC, or the kernel not using the TSC) keeps clock_gettime.
+ * @return 0, or -ERANGE the one time the TSC disagreed with
+ * CLOCK_MONOTONIC by more than 5 ms and was turned off for good (the
+ * caller says so in the trace: this file sits below the warnings).
  */
 void gt__timebase_init(int enabled);
-void gt__timebase_update(void);
+GT__WUR int gt__timebase_update(void);
 
 /* ------------------------------------------------------------ strings */
 
 /*
  * Interns len bytes at s (copied; cut to GT_STRING_MAX). Cold path: takes a
  * mutex, may allocate; any thread. The GT_R_STRING definition is in the
- * string log before the id is returned, and the streamer writes the log's
+ * string list before the id is returned, and the streamer writes the list's
  * new entries at the front of every chunk, after gathering that chunk's
  * records: any record using the id reaches the stream after its definition.
  * @return the id (>= 1, stable for the process's life), 0 on failure.
@@ -160,61 +171,40 @@ void gt__commit(void *rec, size_t size);
  */
 int gt__emit(const void *rec, size_t size);
 
-/* @return the innermost module path id on this thread, 0 if none. */
-uint32_t gt__current_layer(void);
-
-/* gt_bwd_pass_begin with extra != 0 for a pass that is no iteration
- * (agent/torch.c: autograd.grad, a retained graph's second pass). */
-void gt__bwd_pass_begin(int extra);
-
-/*
- * Opens / closes a layer on the calling thread (agent/api.c): the layer
- * stack node creations read, the module scope record, forward triggers
- * and the kernels' GT_EXT_LAYER_FWD tag. gt_module_begin/end call them
- * when GRADTRACE_LAYERS has capi, agent/nvtx.c for ranges taken as
- * layers. Pairs must nest on one thread. Not async-signal-safe.
- */
-void gt__layer_begin(uint32_t path_id, uint32_t class_id);
-void gt__layer_end(void);
-/*
- * Opens / closes a layer's backward range (agent/nvtx.c, rule 7 of
- * schema/torch.md "Layer sources"): a module scope flagged
- * GT_SCOPE_F_BACKWARD, backward triggers' segments and the kernels'
- * GT_EXT_LAYER_BWD tag. It sits on the layer stack but is no node's
- * layer. Nests with gt__layer_begin/end on one thread.
- */
-void gt__layer_bwd_begin(uint32_t path_id);
-void gt__layer_bwd_end(void);
-
 /*
  * Records one GT_R_WARNING (code, msg) per distinct msg for the process's
- * life, from any thread (cold path: interns msg). Also written to stderr
- * when GRADTRACE_LOG is set.
+ * life, from any thread (cold path: interns msg; agent/warn.c). Also
+ * written to stderr when GRADTRACE_LOG is set.
  */
 /* Warning codes of the agent core (the hooks have their own ranges). */
 #define GT__WARN_CONFIG 0x0101u /* a GRADTRACE_* value was ignored */
 
 void gt__warn_once(uint32_t code, const char *msg);
 
-/* ------------------------------------------------------------ logging */
+/* ------------------------------------------------------------ diagnostics */
 
-extern int gt__log_enabled;
+/*
+ * The agent's diagnostics (agent/diag.c): one GT__DIAG family, its own
+ * names (the daemon's log is gt__log, another function in another
+ * program), silent unless GRADTRACE_LOG asks.
+ */
+
+/* GRADTRACE_LOG: set once at agent start, read by GT__DIAG. */
+extern int gt__diag_on;
 
 /*
  * Formats into a stack buffer and write(2)s one line to stderr, prefixed
  * "gradtrace[pid]: ". Async-signal-safe (own formatter: %s %c %d %i %u %x
- * %p with l/ll/z modifiers), errno preserved. Use GT__LOG.
+ * %p with l/ll/z modifiers), errno preserved. Use GT__DIAG unless the line
+ * must go out whatever GRADTRACE_LOG says (a fatal error).
  */
-void gt__agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The daemon has its own gt__log; the agent's symbol is distinct so the
- * unit-test binary can link both. */
-#define gt__log gt__agent_log
+void gt__diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Diagnostics to stderr, only when GRADTRACE_LOG is set. */
-#define GT__LOG(...)                                                           \
+#define GT__DIAG(...)                                                          \
     do {                                                                      \
-        if (GT__UNLIKELY(gt__log_enabled))                                     \
-            gt__log(__VA_ARGS__);                                             \
+        if (GT__UNLIKELY(gt__diag_on))                                         \
+            gt__diag(__VA_ARGS__);                                            \
     } while (0)
 
 /* ------------------------------------------------------------ configuration */
@@ -252,13 +242,14 @@ GT__WUR int gt__config_layers(struct gt__layer_config *l, const char *v,
                               const char **why);
 
 #define GT__CONFIG_TRIGGER_MAX 4096
-#define GT__CONFIG_BAD_MAX 8
+#define GT__CONFIG_BAD_MAX 24 /* at least one per variable read */
 
 /*
  * Everything the agent takes from the environment, read once by the
- * constructor (agent/ctor.c) before any thread of ours exists: nothing in
- * the agent calls getenv after that, since the application's setenv or
- * putenv (Python's os.environ[...] = ...) may be reallocating environ on
+ * constructor (agent/ctor.c) before any thread of ours exists, through
+ * agent/config.c's one table: nothing in the agent reads the environment
+ * after that, since the application's setenv or putenv (a Python
+ * assignment to an environment variable) may be reallocating it on
  * another thread at any moment. Readers use gt__agent_config().
  */
 struct gt__config {
@@ -302,30 +293,54 @@ struct gt__config {
  */
 int32_t gt__config_id(const char *v);
 
-/* Lookup function for gt__config_parse (getenv in production). */
-typedef const char *(*gt__getenv_fn)(const char *name);
+/* Lookup function for gt__config_parse (the process's environment in
+ * production, a table in tests). */
+typedef const char *(*gt__config_lookup_fn)(const char *name);
 
 /*
- * Fills c from the environment through get. A bad value leaves that
- * setting at its default and, when GRADTRACE_LOG is on, writes one line
- * naming the variable to stderr.
+ * Fills c from the environment through get, one row of agent/config.c's
+ * table at a time (the empty value is no value). A bad value leaves that
+ * setting at its default, is kept in c->bad for the trace's warnings and,
+ * when GRADTRACE_LOG is on, written to stderr as one line naming the
+ * variable.
  * @return the number of bad values (0 when all were valid or unset).
  */
-int gt__config_parse(struct gt__config *c, gt__getenv_fn get);
+int gt__config_parse(struct gt__config *c, gt__config_lookup_fn get);
 
 /*
- * Reads RANK, LOCAL_RANK and WORLD_SIZE into c through get: the
- * constructor's part of gt__config_parse, and a fork child's (alone in
- * its process, so getenv is safe there), whose launcher may have set them
- * for it.
+ * gt__config_parse from the process's environment. The constructor only,
+ * before any thread of ours exists.
+ * @return the number of bad values.
  */
-void gt__config_identity(struct gt__config *c, gt__getenv_fn get);
+int gt__config_read(struct gt__config *c);
+
+/* The name of the table's row i (what the agent reads, in order), NULL
+ * past its end. For the test that holds README.md to the table. */
+const char *gt__config_var(size_t i);
+
+/* The configuration the agent runs with: c copied (gt__agent_start), read
+ * by everyone through gt__agent_config. Before any set, the defaults the
+ * hooks need (hooks on, ranks unknown). */
+void gt__config_set(const struct gt__config *c);
+const struct gt__config *gt__agent_config(void);
 
 /*
- * The process's getenv as a gt__getenv_fn. Only for the constructor, before
- * any thread of ours exists, and a fork child, alone in its process.
+ * A fork child, alone in its process (so reading the environment is safe
+ * there): reads the identity rows (RANK, LOCAL_RANK, WORLD_SIZE) again
+ * into the agent's configuration, -1 where unset or bad, since a launcher
+ * that forks its workers may have set them for each.
  */
-const char *gt__config_getenv(const char *name);
+void gt__config_reread_identity(void);
+
+/*
+ * Points CUDA_INJECTION64_PATH and, unless GRADTRACE_NVTX=0,
+ * NVTX_INJECTION64_PATH at this library's own file (its real path), each
+ * only when unset: the CUDA driver and NVTX then load the copy already
+ * here. The constructor only (gt__cuda_init), before any thread of ours
+ * reads anything; setenv is not thread-safe either.
+ * @return 0, or a negative errno (the library's path not found).
+ */
+GT__WUR int gt__config_inject_self(void);
 
 /*
  * Expands GRADTRACE_FILE's template for process pid: every "%p" becomes
@@ -335,23 +350,5 @@ const char *gt__config_getenv(const char *name);
  */
 GT__WUR int gt__config_file_path(const char *tmpl, int pid, int child,
                                 char *out, size_t cap);
-
-/* ------------------------------------------------------------ hooks */
-
-/*
- * Optional hooks, defined by agent/torch.c and agent/cupti.c when present
- * (weak: the library links without them). ctor.c calls the inits after the
- * core started. A hook that holds records outside the agent's buffers
- * registers its flush with gt__capture_set_flush (agent/capture.h).
- */
-extern void gt__torch_init(void) __attribute__((weak));
-/* RecordFunction layers (agent/recordfn.c): registers libtorch callbacks
- * when GRADTRACE_LAYERS asks for them. Constructor only. */
-extern void gt__recordfn_init(void) __attribute__((weak));
-/* Operators as cpu_op events (agent/ops.c): reads GRADTRACE_OPS and
- * registers libtorch's callback when libtorch is already in the global
- * scope (a C++ program). Constructor only. */
-extern void gt__ops_init(void) __attribute__((weak));
-extern void gt__cuda_init(void) __attribute__((weak));
 
 #endif /* GRADTRACE_AGENT_INTERNAL_H */

@@ -1,6 +1,9 @@
 /*
- * NVTX injection (agent/nvtx.c): the NVTX ABI pieces the agent reads and
- * the functions tests and agent/cupti.c call. The layout of
+ * NVTX in the agent, three files bottom up: agent/nvtx_rules.c (text
+ * rules, pure), agent/nvtx_ranges.c (per-thread ranges: scopes, seq
+ * tags, layers) and agent/nvtx.c (the injection: NVTX's ABI decoded).
+ * Here: the NVTX ABI pieces the agent reads and the functions those files,
+ * agent/recordfn.c and the tests call. The layout of
  * nvtxEventAttributes_v2 is checked against the real nvtx3 header in
  * tests/unit/test_nvtx.c.
  */
@@ -37,6 +40,15 @@ struct gt__nvtx_attr {
         const void *registered; /* nvtxStringHandle_t */
     } message;
 };
+
+/* Longest layer path an NVTX range can give (longer: not a layer). */
+#define GT__NVTX_PATH_MAX 512
+
+/* ------------------------------------------------------------ rules */
+
+/* A wide string as UTF-8 into out (cut to fit, not terminated).
+ * @return the length. */
+size_t gt__nvtx_utf8(const wchar_t *w, char *out, size_t cap);
 
 /*
  * Finds PyTorch's "seq = N" in an NVTX range name (also as "stashed seq =
@@ -79,6 +91,35 @@ int gt__nvtx_layer_path(const char *glob, const char *text, int phase,
                         const char *parent, size_t plen, char *out,
                         size_t cap, size_t *len);
 
+/* ------------------------------------------------------------ ranges */
+
+/*
+ * Per-thread ranges (agent/nvtx_ranges.c), for the injection handlers.
+ * name: the interned name to record, 0 to record nothing (capture off);
+ * text: the name's text for the layer rules and the seq tag, NULL when
+ * neither applies. Any thread; no allocation but a thread's first range.
+ *
+ * gt__nvtx_push: @return the new range's level (0-based), as NVTX
+ * defines. gt__nvtx_pop: pops the innermost range of domain; @return its
+ * level, or -1. gt__nvtx_start: @return the range id gt__nvtx_end takes
+ * (it carries the name and what the start opened), on any thread.
+ */
+int gt__nvtx_push(uint32_t domain, uint32_t name, const char *text);
+int gt__nvtx_pop(uint32_t domain);
+uint64_t gt__nvtx_start(uint32_t domain, uint32_t name, const char *text);
+void gt__nvtx_end(uint64_t id);
+/* An NVTX mark: GT_R_INSTANT (name 0: nothing). */
+void gt__nvtx_mark(uint32_t name);
+
+/* Interned names: a per-thread cache answers repeated ASCII names
+ * without the string table's lock. @return the id, 0 for NULL or on
+ * failure. */
+uint32_t gt__nvtx_intern(const char *s);
+uint32_t gt__nvtx_intern_wide(const wchar_t *w);
+
+/* 1 when GRADTRACE_LAYERS takes NVTX ranges as layers. */
+int gt__nvtx_layers_on(void);
+
 /*
  * The layer configuration the handlers use: l (kept, not copied), or NULL
  * for the agent's own (gt__agent_config). For tests; call before any NVTX
@@ -96,15 +137,14 @@ void gt__nvtx_set_layers(const struct gt__layer_config *l);
 void gt__nvtx_scope_push(const char *text);
 void gt__nvtx_scope_pop(void);
 
+/* ------------------------------------------------------------ injection */
+
 /*
  * Installs the agent's NVTX handlers through NVTX's export-table getter
  * (what InitializeInjectionNvtx2 receives). @return 1 on success, 0 when
  * the table is unusable (NVTX then stays a no-op).
  */
 int gt__nvtx_install(const void *(*get_export_table)(uint32_t));
-
-/* Sets NVTX_INJECTION64_PATH to self unless set or GRADTRACE_NVTX=0. */
-void gt__nvtx_env(const char *self);
 
 /*
  * NVTX injection entry point (exported): NVTX calls it at the first NVTX

@@ -65,14 +65,14 @@
 #include <string.h>
 
 #include "agent/capture.h"
-#include "common/alloc.h"
-#include "agent/core.h"
 #include "agent/cuda.h"
+#include "agent/hooks.h"
 #include "agent/internal.h"
 #include "agent/ring.h"
 #include "agent/strings.h"
 #include "agent/torch.h"
 #include "agent/trigger.h"
+#include "common/alloc.h"
 
 #define GT__OPS_DEPTH 64
 #define GT__OPS_NAMES 128 /* per-thread name cache, power of two */
@@ -196,7 +196,7 @@ static void ops_set_paused(int want)
         ops_now() == !want) {
         (want ? rf_disable : rf_reenable)(ops_handle);
         atomic_store_explicit(&ops_paused, want, memory_order_relaxed);
-        GT__LOG("torch operators: callback %s", want ? "paused" : "resumed");
+        GT__DIAG("torch operators: callback %s", want ? "paused" : "resumed");
     }
     pthread_mutex_unlock(&ops_pause_mu);
 }
@@ -322,8 +322,8 @@ void gt__ops_register(void *handle)
     }
     pthread_mutex_unlock(&ops_pause_mu);
     gt__capture_set_started(gt__ops_resume);
-    GT__LOG("torch operators: function-scope callback %llu registered",
-            (unsigned long long)h);
+    GT__DIAG("torch operators: function-scope callback %llu registered",
+             (unsigned long long)h);
 #else
     (void)add;
     (void)expect;
@@ -347,7 +347,7 @@ void gt__ops_init(void)
     if (!ops_always) {
         /* Opt-in: nothing is registered until a trigger asks (ops=1), so
          * libtorch runs its operators without any callback of ours. */
-        GT__LOG("torch operators: only in windows that ask (GRADTRACE_OPS=1: always)");
+        GT__DIAG("torch operators: only in windows that ask (GRADTRACE_OPS=1: always)");
         return;
     }
     gt__ops_register(RTLD_DEFAULT); /* a C++ program linked with libtorch */

@@ -31,7 +31,7 @@
 #include <dlfcn.h>
 #include <stdint.h>
 
-#include "agent/core.h"
+#include "agent/hooks.h"
 #include "agent/internal.h"
 #include "agent/nvtx.h"
 #include "agent/torch.h"
@@ -74,8 +74,8 @@ void gt__recordfn_init(void)
     }
     cb.scopes[GT__RF_USER_SCOPE] = 1;
     handle = add(cb);
-    GT__LOG("recordfunction: user-scope callback %llu registered",
-            (unsigned long long)handle);
+    GT__DIAG("recordfunction: user-scope callback %llu registered",
+             (unsigned long long)handle);
 #else
     (void)add;
     (void)cb;

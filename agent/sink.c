@@ -40,7 +40,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/core.h"
+#include "agent/sink.h"
+
+#include "agent/control.h"
 #include "agent/stream.h"
 #include "agent/undelivered.h"
 #include "common/paths.h"
@@ -106,15 +108,15 @@ void gt__sink_close(const char *why)
     if (gt__st.fd >= 0 && gt__st.ready && gt__st.kind == GT__SINK_SOCKET)
         gt__control_drain();
     if (gt__st.fd >= 0) {
-        GT__LOG("stream %u closed: %s", gt__st.stream_id, why);
+        GT__DIAG("stream %u closed: %s", gt__st.stream_id, why);
         close(gt__st.fd);
     }
     /* Chunks the daemon never said it wrote (it died, or the connection
      * broke) may be nowhere: counted as lost, reported in the next
      * stream's GT_LOST_CHUNKS. */
     if (gt__st.sent > gt__st.acked) {
-        GT__LOG("%llu chunks sent but not acknowledged: counted as lost",
-                (unsigned long long)(gt__st.sent - gt__st.acked));
+        GT__DIAG("%llu chunks sent but not acknowledged: counted as lost",
+                 (unsigned long long)(gt__st.sent - gt__st.acked));
         atomic_fetch_add(&gt__st.lost_chunks, gt__st.sent - gt__st.acked);
     }
     /* ...and, per thread, the records they held (GT_LOST_UNDELIVERED). */
@@ -144,7 +146,7 @@ static int sink_peer_ok(void)
     rc = gt__peer_uid_check(gt__st.fd, why, sizeof(why));
     if (rc < 0) {
         if (!gt__st.warned_open++)
-            GT__LOG("not streaming to %s: %s", gt__st.path, why);
+            GT__DIAG("not streaming to %s: %s", gt__st.path, why);
         gt__sink_close("peer is not this user");
     }
     return rc;
@@ -175,7 +177,7 @@ static int sink_start_stream(void)
     gt__st.backoff_ns = BACKOFF_MIN_NS;
     gt__st.warned_open = 0;
     gt__stream_reset();
-    GT__LOG("stream %u open: %s", gt__st.stream_id, gt__st.path);
+    GT__DIAG("stream %u open: %s", gt__st.stream_id, gt__st.path);
     return 0;
 }
 
@@ -186,7 +188,7 @@ static int open_file(void)
     if (fd < 0) {
         int err = -errno;
         if (!gt__st.warned_open++)
-            GT__LOG("cannot open %s: %s", gt__st.path, strerror(-err));
+            GT__DIAG("cannot open %s: %s", gt__st.path, strerror(-err));
         schedule_retry();
         return err;
     }
@@ -206,7 +208,7 @@ static int open_socket(void)
      * /tmp) and listen in it: never connect there. */
     if ((err = gt__socket_dir_check(gt__st.path, why, sizeof(why))) < 0) {
         if (!gt__st.warned_open++)
-            GT__LOG("not streaming to %s: %s", gt__st.path, why);
+            GT__DIAG("not streaming to %s: %s", gt__st.path, why);
         schedule_retry();
         return err;
     }
@@ -226,8 +228,8 @@ static int open_socket(void)
     }
     close(fd);
     if (!gt__st.warned_open++)
-        GT__LOG("no daemon at %s (%s); retrying in the background", gt__st.path,
-               strerror(-err));
+        GT__DIAG("no daemon at %s (%s); retrying in the background", gt__st.path,
+                 strerror(-err));
     schedule_retry();
     return err;
 }
@@ -257,6 +259,10 @@ void gt__sink_events(short revents)
         (void)sink_start_stream();
         return;
     }
-    if (revents & (POLLIN | POLLHUP | POLLERR))
-        gt__control_read();
+    if (revents & (POLLIN | POLLHUP | POLLERR)) {
+        const char *why = NULL;
+
+        if (gt__control_read(&why) < 0)
+            gt__sink_close(why);
+    }
 }

@@ -1,8 +1,10 @@
 /*
- * The streamer and its sink: state shared by stream.c (the thread, chunk
- * building), sink.c (daemon socket or .gtr file), control.c (messages
- * from the daemon), crash.c (fatal-signal flush) and core.c (start, exit,
- * fork).
+ * The stream: the byte stream of one agent to the daemon (or into its
+ * .gtr file). Its state, defined by agent/stream.c, is shared by the files
+ * that write it, bottom up: stream.c (lock, hello, once-per-stream
+ * records, reset), control.c (messages from the daemon), sink.c (daemon
+ * socket or .gtr file), crash.c (fatal-signal flush), streamer.c (the
+ * thread, chunk building) and core.c (start, exit, fork).
  *
  * One consumer at a time: whoever drains thread buffers or writes to the
  * sink holds `lock` (an atomic owner tid, not a mutex, so that a signal
@@ -39,7 +41,7 @@ struct gt__stream {
     int ready;                 /* hello written: chunks may follow */
     int child;                 /* this process is a fork child */
     uint32_t stream_id;        /* incremented for every new stream */
-    uint32_t str_emitted;      /* string log entries sent in this stream */
+    uint32_t str_emitted;      /* string definitions sent in this stream */
     int meta_due;              /* process info + clock pair owed */
     _Atomic int job_route;     /* gt_job_route: job triggers reach the job */
     _Atomic uint64_t seq;      /* next chunk number */
@@ -64,6 +66,13 @@ struct gt__stream {
     /* daemon -> agent control bytes not yet parsed */
     uint8_t ctl[GT_CTL_MAX_SIZE];
     uint32_t ctl_len;
+
+    /* Loss counts of this stream (the streamer's; reset with it). */
+    uint64_t orphan_sent;      /* process-level LOST events last sent */
+    uint64_t chunks_sent;      /* GT_LOST_CHUNKS last sent */
+    uint64_t orphan_base;      /* gt__lost_orphan at stream start */
+    int resend_due;            /* a chunk was dropped: the next pass sends
+                                * the once-per-stream records again */
 };
 
 extern struct gt__stream gt__st;
@@ -75,102 +84,17 @@ extern struct gt__stream gt__st;
 int gt__stream_trylock(int wait_ms);
 void gt__stream_unlock(void);
 
-/* ------------------------------------------------------------ sink.c */
+/* ------------------------------------------------------------ identity */
 
-/*
- * Tries to open the sink (file: open + hello; socket: nonblocking connect,
- * hello once connected). Called by the lock holder. @return 0 when ready,
- * -EINPROGRESS while a connect is pending, or a negative errno (the caller
- * backs off).
- */
-GT__WUR int gt__sink_open(void);
+/* Reads the host name and command line once (a fork child shares them)
+ * and interns them for GT_R_PROCESS_INFO. Agent start only. */
+void gt__stream_identity_read(void);
 
-/* A sink should exist now: always for a socket; for a file once the
- * process has recorded. */
-static inline int gt__sink_wanted(void)
-{
-    return gt__st.kind == GT__SINK_SOCKET || atomic_load(&gt__st.file_wanted);
-}
+/* Builds gt__st.hello for the current process: pid, ranks, host, command
+ * line, and whether capture is on right now. Lock holder, or start. */
+void gt__stream_hello_build(void);
 
-/* Lock holder: the socket became writable/readable/hung up (poll revents). */
-void gt__sink_events(short revents);
-
-/*
- * Writes len bytes, waiting at most timeout_ms for a full socket.
- * Async-signal-safe (write/send/poll only). @return 0 or a negative errno
- * (the stream is then broken: the caller closes it).
- */
-GT__WUR int gt__sink_write(const void *buf, size_t len, int timeout_ms);
-
-/*
- * Whether len more bytes fit into the socket's send buffer, reserve bytes
- * left over, so that writing them cannot wait for the daemon; waits up to
- * wait_ms for the daemon to read. Only a socket holding unread bytes is
- * ever full: a file, an empty socket (a chunk larger than the buffer must
- * still go out) or an unknown state say yes. Lock holder.
- * @return 1 fits, 0 not.
- */
-int gt__sink_room(size_t len, size_t reserve, int wait_ms);
-
-/* Closes the sink; a socket is retried after the backoff. */
-void gt__sink_close(const char *why);
-
-/* ------------------------------------------------------------ control.c */
-
-/*
- * Lock holder, socket readable or hung up: reads the daemon's control
- * messages and applies them (capture on/off, triggers). A connection
- * closed by the daemon, a read error or a malformed message closes the
- * sink (gt__sink_close).
- */
-void gt__control_read(void);
-
-/*
- * Lock holder, connection ending: applies the whole control messages still
- * readable (the ACKs a dead daemon sent before it went), closing nothing.
- */
-void gt__control_drain(void);
-
-/*
- * Trigger specs the daemon sent (GT_CTL_TRIGGER, canonical text), kept in
- * arrival order for diagnostics (the trigger engine arms its own copy);
- * GT_CTL_TRIGGER_CLEAR empties the list. At most GT__TRIGGERS_MAX (later
- * ones are armed but not kept here). Read them from the streamer thread
- * (or with the stream lock).
- */
-#define GT__TRIGGERS_MAX 16
-
-/*
- * The job-wide trigger (GT_CTL_JOB_TRIGGER) the daemon handed this agent,
- * if not yet taken: copied NUL-terminated into buf and forgotten.
- * @return its length, 0 when there is none, -ENOSPC when cap is too small
- * (it stays). Any thread; cold path (a mutex).
- */
-int gt__jobtrig_take(char *buf, size_t cap);
-unsigned gt__triggers_count(void);
-const char *gt__trigger_text(unsigned i);
-
-/* ------------------------------------------------------------ stream.c */
-
-/* Starts the streamer thread (signals blocked). @return 0 or -errno. */
-GT__WUR int gt__streamer_start(void);
-
-/*
- * Asks the streamer for a final flush and waits for it (bounded); without
- * a streamer, flushes inline. Then the streamer is gone.
- */
-void gt__streamer_stop(void);
-
-/*
- * The process ends without exit() (_exit, agent/exit.c): when this
- * process's streamer runs, as gt__streamer_stop (final pass, goodbye,
- * bounded wait); otherwise nothing (a fork child that never recorded
- * ends without a stream; after gt__streamer_stop nothing is left).
- */
-void gt__streamer_exit_flush(void);
-
-/* In a fork child: the parent's streamer does not exist here. */
-void gt__streamer_after_fork_child(void);
+/* ------------------------------------------------------------ records */
 
 /* ts of a record for the chunk header's first_ns, 0 if it has none. */
 uint64_t gt__rec_ts(const uint8_t *rec, uint16_t type, uint16_t size);
@@ -181,7 +105,12 @@ uint64_t gt__rec_ts(const uint8_t *rec, uint16_t type, uint16_t size);
  */
 uint32_t gt__meta_records(uint8_t *out);
 
-/* A new stream began (hello written): re-send strings, infos, meta. */
+/* A new stream began (hello written): re-send strings, infos, meta; the
+ * loss counts start again. Lock holder. */
 void gt__stream_reset(void);
+
+/* In a fork child (gt__streamer_after_fork_child): the parent's sink,
+ * lock, chunk numbers and counts are not this process's. */
+void gt__stream_after_fork_child(void);
 
 #endif

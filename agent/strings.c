@@ -1,11 +1,11 @@
 /*
  * String interning: an open-addressing hash table (ids, keyed by text)
- * guarded by one mutex, over an append-only, segmented log of definitions.
+ * guarded by one mutex, over an append-only, segmented list of definitions.
  *
  * Interning is a cold path (names are interned once per call site, module
  * or thread), so one lock is simpler than a lock-free table and costs
  * nothing measurable. Readers of definitions (the streamer building a
- * chunk, the crash handler) never take the lock: a log entry is complete
+ * chunk, the crash handler) never take the lock: a list entry is complete
  * before the release store that makes its id countable.
  */
 #include "agent/strings.h"

@@ -2,10 +2,10 @@
  * String interning (agent/strings.c).
  *
  * Ids are process-wide and stable (1, 2, ...); a forked child keeps them.
- * Every definition goes into an append-only log, segmented so that entries
+ * Every definition goes into an append-only list, segmented so that entries
  * never move: the streamer and a crash handler read it without the lock,
  * up to gt__strings_count() (acquire). Each stream (connection or file)
- * keeps how many log entries it has emitted; a new stream starts at 0 and
+ * keeps how many list entries it has emitted; a new stream starts at 0 and
  * so re-emits the whole table before its first records.
  */
 #ifndef GRADTRACE_AGENT_STRINGS_H

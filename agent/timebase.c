@@ -16,6 +16,7 @@
  * paused VM, a TSC that is not what it claims) turns the TSC off for good.
  */
 #include <cpuid.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -80,7 +81,7 @@ void gt__timebase_init(int enabled)
     usable = enabled && tsc_trusted();
     if (usable)
         (void)pair(&tsc0, &mono0);
-    GT__LOG("time base: %s", usable ? "TSC mapped to CLOCK_MONOTONIC" : "clock_gettime");
+    GT__DIAG("time base: %s", usable ? "TSC mapped to CLOCK_MONOTONIC" : "clock_gettime");
 #else
     (void)enabled;
 #endif
@@ -102,7 +103,7 @@ static uint64_t map_eval(const struct gt__tsc_map *m, uint64_t tsc)
  * publishing, which covers the slope change over the few ticks a racing
  * reader can be past that base. The next refit absorbs these biases.
  */
-void gt__timebase_update(void)
+int gt__timebase_update(void)
 {
     const struct gt__tsc_map *cur;
     struct gt__tsc_map *m;
@@ -110,15 +111,15 @@ void gt__timebase_update(void)
     double ns_per_tick;
 
     if (!usable)
-        return;
+        return 0;
     window = pair(&tsc, &mono);
     /* Every try preempted (a loaded machine): a pair that loose would bend
      * the map by its width; fit at the next update instead. */
     if (window > MAX_PAIR_TICKS)
-        return;
+        return 0;
     if ((int64_t)(mono - mono0) < FIRST_FIT_NS ||
         (last_fit && (int64_t)(mono - last_fit) < REFIT_NS) || tsc <= tsc0)
-        return;
+        return 0;
     last_fit = mono;
     ns_per_tick = (double)(mono - mono0) / (double)(tsc - tsc0);
     cur = atomic_load(&gt__tsc_map);
@@ -133,9 +134,7 @@ void gt__timebase_update(void)
         if (err > MAX_ERROR_NS || err < -MAX_ERROR_NS) {
             usable = 0;
             atomic_store(&gt__tsc_map, NULL);
-            gt__warn_once(0, "agent: TSC disagrees with CLOCK_MONOTONIC by more than "
-                             "5 ms; timestamps now come from clock_gettime");
-            return;
+            return -ERANGE;
         }
         if (tilt > MAX_TILT)
             tilt = MAX_TILT;
@@ -147,4 +146,5 @@ void gt__timebase_update(void)
     }
     m->mult = (uint64_t)(ns_per_tick * (double)(1ull << GT__TSC_SHIFT) + 0.5);
     atomic_store_explicit(&gt__tsc_map, m, memory_order_release);
+    return 0;
 }

@@ -42,9 +42,9 @@
  * (e.g. "MmBackward0"), which needs no call at all.
  *
  * The evaluate_function hook also keeps the thread's backward-node depth
- * (gt__torch_bwd_depth, also while idle): a module forward that starts
+ * (gt__bwd_enter/leave, also while idle): a module forward that starts
  * while it is non-zero is a recomputed one (checkpointing), flagged by
- * agent/api.c. After the begin of an AccumulateGrad node (recognised by
+ * the event core (agent/events.c). After the begin of an AccumulateGrad node (recognised by
  * its vtable pointer, learned from its name) the parameter it accumulates
  * is looked up (agent/torch_params.c) and recorded as the node's layer.
  *
@@ -61,7 +61,8 @@
 #include <string.h>
 
 #include "agent/capture.h"
-#include "agent/core.h"
+#include "agent/events.h"
+#include "agent/hooks.h"
 #include "agent/internal.h"
 #include "agent/trigger.h"
 #include "agent/torch.h"
@@ -179,7 +180,7 @@ static void *resolve(const char *sym, const void *self, const void *caller)
     if (p == self)
         p = NULL;
     if (!p) {
-        GT__LOG("torch: cannot resolve %s", sym);
+        GT__DIAG("torch: cannot resolve %s", sym);
         gt__warn_once(GT__TORCH_WARN_RESOLVE,
                       "torch: a libtorch function could not be resolved");
     }
@@ -205,7 +206,7 @@ static void *resolve(const char *sym, const void *self, const void *caller)
  */
 static _Noreturn void fatal_unresolved(const char *sym)
 {
-    gt__log("torch: %s has no definition to forward to; aborting", sym);
+    gt__diag("torch: %s has no definition to forward to; aborting", sym);
     abort();
 }
 
@@ -413,7 +414,7 @@ uint64_t _ZN2at15sequence_number17get_and_incrementEv(void)
      * node may be either, so it is no evidence. */
     tl_last_ok = tl_last_ok ? 2 : 1;
     if (capturing)
-        gt_node_created(seq, tid);
+        gt__node_created(seq, tid);
     if (capturing)
         gt__torch_ops_offer();
     return seq;
@@ -462,9 +463,6 @@ void _ZN5torch8autograd4impl17set_gradient_edgeERKN2at6TensorENS0_4EdgeE(
     real(tensor, edge);
 }
 
-__thread unsigned gt__torch_bwd_depth
-    __attribute__((tls_model("initial-exec")));
-
 struct node_guard {
     uint64_t seq, tid;
     int recorded;
@@ -472,15 +470,15 @@ struct node_guard {
 
 static void node_guard_end(struct node_guard *g)
 {
-    gt__torch_bwd_depth--;
+    gt__bwd_leave();
     if (g->recorded)
-        gt_bwd_node_end(g->seq, g->tid);
+        gt__bwd_node_end(g->seq, g->tid);
 }
 
 static void depth_guard_end(unsigned *depth)
 {
     (void)depth;
-    gt__torch_bwd_depth--;
+    gt__bwd_leave();
 }
 
 /*
@@ -523,7 +521,7 @@ _ZN5torch8autograd6Engine17evaluate_functionERSt10shared_ptrINS0_9GraphTaskEEPNS
     if (GT__UNLIKELY(!real))
         fatal_unresolved(SYM_EVAL);
 
-    /* With a trigger armed the node goes through gt_bwd_node_begin/end,
+    /* With a trigger armed the node goes through gt__bwd_node_begin/end,
      * where a window may open or close. */
     int capturing = gt__capture_hooks();
     if (GT__UNLIKELY(torch_disabled || !node)) {
@@ -533,19 +531,19 @@ _ZN5torch8autograd6Engine17evaluate_functionERSt10shared_ptrINS0_9GraphTaskEEPNS
     /* The depth is kept even while idle: a capture may start inside a
      * backward node whose recomputed forward is still to come. */
     if (GT__LIKELY(!capturing) && !gt__torch_layout_learning()) {
-        unsigned d __attribute__((cleanup(depth_guard_end))) =
-            gt__torch_bwd_depth++;
+        unsigned d __attribute__((cleanup(depth_guard_end))) = 0;
         (void)d;
+        gt__bwd_enter();
         real(engine, graph_task, node, inputs, ready_queue);
         return;
     }
 
     struct node_guard g __attribute__((cleanup(node_guard_end))) = {0, 0, 0};
-    gt__torch_bwd_depth++;
+    gt__bwd_enter();
     gt__torch_layout_read(node, &g.seq, &g.tid);
     if (capturing) {
         uint32_t name = node_name(node);
-        gt_bwd_node_begin(name, g.seq, g.tid);
+        gt__bwd_node_begin(name, g.seq, g.tid);
         g.recorded = 1;
         /* Read again: a trigger window may have opened at this begin. */
         if (gt__capture_on())
@@ -572,7 +570,7 @@ static void pass_guard_end(struct pass_guard *g)
          * recompute) are no next forward. */
         if (!g->extra)
             atomic_store_explicit(&fwd_seen, 0, memory_order_relaxed);
-        gt_bwd_pass_end();
+        gt__bwd_pass_end();
     }
 }
 
@@ -619,5 +617,5 @@ void gt__torch_init(void)
 {
     torch_disabled = !gt__agent_config()->torch;
     if (torch_disabled)
-        GT__LOG("torch: hooks disabled by GRADTRACE_TORCH=0");
+        GT__DIAG("torch: hooks disabled by GRADTRACE_TORCH=0");
 }

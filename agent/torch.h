@@ -3,9 +3,10 @@
  * agent/torch_layout.c (run-time discovery of where a torch::autograd::Node
  * keeps its sequence number and forward thread id) and agent/torch_params.c
  * (parameters registered by the Python package, and where AccumulateGrad
- * keeps its variable). Private to those files, except the backward-node
- * depth, which agent/api.c reads to flag recomputed module scopes; the
- * rest of the agent knows torch only through gt__torch_init.
+ * keeps its variable), and agent/ops.c and agent/recordfn.c (libtorch's
+ * RecordFunction callbacks). Private to those files and agent/api.c
+ * (gt__torch_ops_offer); the rest of the agent knows torch only through
+ * its init (agent/hooks.h).
  */
 #ifndef GRADTRACE_AGENT_TORCH_H
 #define GRADTRACE_AGENT_TORCH_H
@@ -96,15 +97,6 @@ GT_API struct gt__cxx_vector
 _ZN5torch8autograd6Engine7executeERKSt6vectorINS0_4EdgeESaIS3_EERKS2_IN2at6TensorESaIS9_EEbbbS7_(
     void *engine, const void *roots, const void *inputs, _Bool keep_graph,
     _Bool create_graph, _Bool accumulate_grad, const void *outputs);
-/*
- * Backward nodes running on this OS thread (Engine::evaluate_function
- * calls, nested when backward is reentrant). Written only by agent/torch.c
- * (kept even while capture is off); agent/api.c reads it to flag module
- * scopes opened inside backward (GT_SCOPE_F_RECOMPUTE).
- */
-extern __thread unsigned gt__torch_bwd_depth
-    __attribute__((tls_model("initial-exec")));
-
 /* ------------------------------------------------ parameters (torch_params.c) */
 
 /*

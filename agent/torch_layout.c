@@ -276,8 +276,8 @@ static void settle(int s, int t)
     seq_word = s;
     tid_word = t;
     atomic_store_explicit(&state, SETTLED, memory_order_release);
-    GT__LOG("torch: node layout settled: seq at +%d, thread id at +%d",
-           8 * seq_word, 8 * tid_word);
+    GT__DIAG("torch: node layout settled: seq at +%d, thread id at +%d",
+             8 * seq_word, 8 * tid_word);
 }
 
 int gt__torch_layout_read(const void *node, uint64_t *seq, uint64_t *tid)

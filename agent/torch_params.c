@@ -289,7 +289,7 @@ static int learn_node(const void *node)
         acc_word = learner.word;
         atomic_store_explicit(&acc_state, GT__ACC_SETTLED,
                               memory_order_release);
-        GT__LOG("torch: AccumulateGrad variable at +%d", 8 * acc_word);
+        GT__DIAG("torch: AccumulateGrad variable at +%d", 8 * acc_word);
     } else if (learner.state == GT__ACC_FAILED) {
         atomic_store_explicit(&acc_state, GT__ACC_FAILED,
                               memory_order_release);

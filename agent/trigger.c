@@ -26,7 +26,8 @@
  * layer itself or any module it called): at creation the agent ORs the
  * match masks of every module on the thread's layer stack and remembers
  * the node (fwd thread id, sequence number) -> mask in a small open-
- * addressing table filled only during the target iteration's forward.
+ * addressing table (agent/trigger_nodes.c) filled only during the target
+ * iteration's forward.
  *
  * Windows. One window per trigger and iteration, with one or more
  * segments (GT_R_WINDOW_BEGIN/END pairs carrying the same id), then
@@ -69,6 +70,7 @@
  * probe. Opening or closing a segment takes a mutex (a few per window).
  */
 #include "agent/trigger.h"
+#include "agent/trigger_nodes.h"
 
 #include <errno.h>
 #include <fnmatch.h>
@@ -76,7 +78,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "agent/capture.h"
@@ -156,7 +157,8 @@ int gt__trig_glob_match(const char *glob, const char *path, size_t len,
 #define MASK_SLOTS 4096u
 static _Atomic uint64_t g_mask_cache[MASK_SLOTS];
 
-_Static_assert(GT__TRIG_MAX < 12, "mask and the recorded flag fit 12 bits");
+_Static_assert(GT__TRIG_MAX <= 12, "a trigger mask fits 12 bits");
+
 
 uint32_t gt__trig_layer_mask(uint32_t id)
 {
@@ -180,103 +182,6 @@ uint32_t gt__trig_layer_mask(uint32_t id)
     atomic_store_explicit(slot, (uint64_t)id << 32 | (uint64_t)gen << 12 | mask,
                           memory_order_relaxed);
     return mask;
-}
-
-/* ------------------------------------------------------------ node table */
-
-/*
- * (fwd_tid, seq) -> mask of matching triggers, for nodes of matching
- * layers created in a target iteration's forward. Open addressing with
- * linear probing; each slot is one atomic word holding a 52-bit hash of
- * the key and the 12-bit mask, claimed with one CAS, so readers never see
- * a key without its mask (0 = empty). Cleared when the iteration is done.
- * Past 3/4 full, inserts stop and that iteration's windows close at the
- * pass end instead of by count.
- */
-#define NODE_SLOTS (1u << 16)
-#define NODE_MASK_BITS 0xfffull
-/* Flag beside the trigger bits: the creation was recorded inside a
- * segment (a forward one), so the window already holds its
- * GT_R_NODE_CREATED. */
-#define NODE_RECORDED (1u << GT__TRIG_MAX)
-static _Atomic uint64_t *g_nodes;
-/* Per slot, written by the claiming thread before the node can run
- * backward: the creation's layer and time, replayed into the window as a
- * GT_R_NODE_CREATED so its nodes keep their layer and fwdbwd arrow. */
-static uint32_t *g_node_layer;
-static uint64_t *g_node_ts;
-static _Atomic uint32_t g_node_count;
-static _Atomic int g_node_full;
-
-static uint64_t node_key(uint64_t seq, uint64_t tid)
-{
-    uint64_t h = seq * 0x9e3779b97f4a7c15ull ^ (tid + 0x632be59bd9b4e019ull) * 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 31;
-    h *= 0x94d049bb133111ebull;
-    h ^= h >> 29;
-    return (h & ~NODE_MASK_BITS) | (NODE_MASK_BITS + 1); /* never 0 */
-}
-
-struct node_info {
-    uint32_t mask;
-    uint32_t layer;
-    uint64_t ts;
-};
-
-static void node_put(uint64_t seq, uint64_t tid, uint32_t mask, uint32_t layer)
-{
-    uint64_t k = node_key(seq, tid);
-
-    if (!g_nodes || atomic_fetch_add(&g_node_count, 1) >= NODE_SLOTS / 4 * 3) {
-        atomic_store(&g_node_full, 1);
-        return;
-    }
-    for (uint32_t i = (uint32_t)(k >> 12) & (NODE_SLOTS - 1);; i = (i + 1) & (NODE_SLOTS - 1)) {
-        uint64_t cur = 0;
-        if (atomic_compare_exchange_strong_explicit(&g_nodes[i], &cur, k | mask,
-                                                    memory_order_relaxed,
-                                                    memory_order_relaxed)) {
-            g_node_layer[i] = layer;
-            g_node_ts[i] = gt__now();
-            return;
-        }
-        if ((cur & ~NODE_MASK_BITS) == k) {
-            /* The same node again (cannot happen with unique seqs). */
-            atomic_fetch_or_explicit(&g_nodes[i], mask, memory_order_relaxed);
-            return;
-        }
-    }
-}
-
-/* @return the node's trigger mask (0: not a node of a matching layer). */
-static uint32_t node_get(uint64_t seq, uint64_t tid, struct node_info *info)
-{
-    uint64_t k = node_key(seq, tid);
-
-    if (!g_nodes || atomic_load_explicit(&g_node_count, memory_order_relaxed) == 0)
-        return 0;
-    for (uint32_t i = (uint32_t)(k >> 12) & (NODE_SLOTS - 1), n = 0; n < NODE_SLOTS;
-         i = (i + 1) & (NODE_SLOTS - 1), n++) {
-        uint64_t cur = atomic_load_explicit(&g_nodes[i], memory_order_relaxed);
-        if ((cur & ~NODE_MASK_BITS) == k) {
-            info->mask = (uint32_t)(cur & NODE_MASK_BITS);
-            info->layer = g_node_layer[i];
-            info->ts = g_node_ts[i];
-            return info->mask & ~NODE_RECORDED;
-        }
-        if (cur == 0)
-            return 0;
-    }
-    return 0;
-}
-
-static void node_clear(void)
-{
-    if (g_nodes && atomic_load(&g_node_count)) {
-        memset((void *)g_nodes, 0, NODE_SLOTS * sizeof(*g_nodes));
-        atomic_store(&g_node_count, 0);
-        atomic_store(&g_node_full, 0);
-    }
 }
 
 /* ------------------------------------------------------------ windows */
@@ -318,8 +223,8 @@ static void segment_open(int i, uint32_t layer)
      * capture without them paused it. */
     if (g_capture_ours || t->s.ops)
         gt__capture_started();
-    GT__LOG("window %u open (%s, iteration %llu)", t->win_id, t->s.layer,
-           (unsigned long long)t->target);
+    GT__DIAG("window %u open (%s, iteration %llu)", t->win_id, t->s.layer,
+             (unsigned long long)t->target);
 }
 
 /* g_lock held. */
@@ -375,7 +280,7 @@ static void iteration_done(int i)
     window_record(GT_R_WINDOW_DONE, t, 0);
     g_windows_done++;
     t->fired++;
-    GT__LOG("window %u done (%u of %u)", t->win_id, t->fired, t->s.count);
+    GT__DIAG("window %u done (%u of %u)", t->win_id, t->fired, t->s.count);
     if (t->fired < t->s.count) {
         retarget(t, t->target + 1, 1);
     } else {
@@ -387,8 +292,8 @@ static void iteration_done(int i)
 /* ------------------------------------------------------------ arming */
 
 /* The rank triggers' ranks= is matched against: the environment's (as
- * the constructor or a fork child read it: never getenv here, which
- * races the application's setenv), else what gt__trig_set_rank learnt,
+ * the constructor or a fork child read it: never the environment here,
+ * which races the application's setenv), else what gt__trig_set_rank learnt,
  * else -1. */
 static int32_t this_rank(void)
 {
@@ -462,21 +367,13 @@ int gt__trig_arm(const char *spec, size_t len)
         pthread_mutex_unlock(&arm_lock);
         if (rc == 1)
             return 1;
-        GT__LOG("trigger refused: %s", err);
-        gt__warn_once(0, "a trigger from the daemon could not be parsed");
+        GT__DIAG("trigger refused: %s", err);
+        gt__warn_once(0, "a trigger spec could not be parsed");
         return rc;
     }
-    if (!g_nodes) {
-        size_t per = sizeof(*g_nodes) + sizeof(*g_node_ts) + sizeof(*g_node_layer);
-        void *k = mmap(NULL, NODE_SLOTS * per, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (k == MAP_FAILED) {
-            pthread_mutex_unlock(&arm_lock);
-            return -ENOMEM;
-        }
-        g_node_ts = (uint64_t *)((char *)k + NODE_SLOTS * sizeof(*g_nodes));
-        g_node_layer = (uint32_t *)(g_node_ts + NODE_SLOTS);
-        g_nodes = k;
+    if (gt__trig_nodes_alloc() < 0) {
+        pthread_mutex_unlock(&arm_lock);
+        return -ENOMEM;
     }
     pthread_mutex_lock(&g_lock);
     for (int i = 0; i < GT__TRIG_MAX; i++)
@@ -511,8 +408,8 @@ int gt__trig_arm(const char *spec, size_t len)
     gt__capture_arm(1);
     pthread_mutex_unlock(&g_lock);
     pthread_mutex_unlock(&arm_lock);
-    GT__LOG("trigger armed: %.*s (iteration %llu)", (int)len, spec,
-           (unsigned long long)g_trig[slot].target);
+    GT__DIAG("trigger armed: %.*s (iteration %llu)", (int)len, spec,
+             (unsigned long long)g_trig[slot].target);
     return 0;
 }
 
@@ -525,7 +422,7 @@ void gt__trig_clear(void)
         g_trig[i].used = 0;
     atomic_fetch_add(&g_gen, 1);
     gt__capture_arm(0);
-    node_clear();
+    gt__trig_nodes_clear();
     pthread_mutex_unlock(&g_lock);
 }
 
@@ -646,15 +543,16 @@ void gt__trig_node_created(uint64_t seq, uint64_t fwd_tid, uint32_t mask,
     /* Inside a segment the caller records this creation into the window
      * itself; outside one (also while a full capture runs) it goes to the
      * main trace only, and is replayed into the window when the node runs. */
-    node_put(seq, fwd_tid,
-             mask | (__atomic_load_n(&g_open, __ATOMIC_RELAXED) >= 0 ? NODE_RECORDED : 0),
-             layer);
+    gt__trig_node_put(seq, fwd_tid,
+                      mask | (__atomic_load_n(&g_open, __ATOMIC_RELAXED) >= 0
+                                  ? GT__TRIG_NODE_RECORDED : 0),
+                      layer);
 }
 
 void gt__trig_bwd_node_begin(uint64_t seq, uint64_t fwd_tid)
 {
-    struct node_info info;
-    uint32_t m = node_get(seq, fwd_tid, &info);
+    struct gt__trig_node info;
+    uint32_t m = gt__trig_node_get(seq, fwd_tid, &info);
 
     if (!m)
         return;
@@ -667,7 +565,7 @@ void gt__trig_bwd_node_begin(uint64_t seq, uint64_t fwd_tid)
         }
     /* The creation happened outside any segment: replay it, so the node
      * keeps its layer and forward->backward arrow in the window. */
-    if (g_open >= 0 && !(info.mask & NODE_RECORDED)) {
+    if (g_open >= 0 && !(info.mask & GT__TRIG_NODE_RECORDED)) {
         struct gt_r_node_created r = {{GT_R_NODE_CREATED, sizeof(r)}, info.layer,
                                       info.ts, seq, fwd_tid};
         (void)gt__emit(&r, sizeof(r));
@@ -677,8 +575,8 @@ void gt__trig_bwd_node_begin(uint64_t seq, uint64_t fwd_tid)
 
 void gt__trig_bwd_node_end(uint64_t seq, uint64_t fwd_tid)
 {
-    struct node_info info;
-    uint32_t m = node_get(seq, fwd_tid, &info);
+    struct gt__trig_node info;
+    uint32_t m = gt__trig_node_get(seq, fwd_tid, &info);
 
     if (!m)
         return;
@@ -691,7 +589,7 @@ void gt__trig_bwd_node_end(uint64_t seq, uint64_t fwd_tid)
         /* Last matching node of the forward's count: the backward segment
          * ends here, unless counting was not possible. */
         if (atomic_fetch_add(&t->seen, 1) + 1 == atomic_load(&t->expected) &&
-            t->count_valid && !atomic_load(&g_node_full) && g_open == i) {
+            t->count_valid && !gt__trig_nodes_full() && g_open == i) {
             segment_close(i);
             t->bwd_closed = 1;
         }
@@ -774,7 +672,7 @@ static void pass_done(int extra)
     /* A step keeps its nodes until it ends (gt__trig_step): a second pass
      * over a retained graph after this one runs them again. */
     if (!extra && !steps)
-        node_clear();
+        gt__trig_nodes_clear();
 }
 
 void gt__trig_pass_end(void)
@@ -835,7 +733,7 @@ uint64_t gt__trig_step(void)
     for (int i = 0; i < GT__TRIG_MAX; i++)
         if (g_trig[i].used && g_trig[i].target == it)
             iteration_done(i);
-    node_clear();
+    gt__trig_nodes_clear();
     atomic_store(&g_step_pass, 0);
     (void)iteration_next();
     if (!active_count())

@@ -42,16 +42,18 @@ DEPS = {
 # a role here.
 AGENT_ROLES = {
     "internal": "base", "clock": "base", "timebase": "base", "config": "base",
-    "log": "base", "ring": "base", "strings": "base",
-    "capture": "base", "cuda": "base",
-    "trigger": "trigger",
-    "stream": "stream", "sink": "stream", "control": "stream", "crash": "stream",
+    "diag": "base", "warn": "base", "ring": "base", "strings": "base",
+    "capture": "base", "rec_out": "base",
+    "trigger": "trigger", "trigger_nodes": "trigger",
+    "stream": "stream", "streamer": "stream", "sink": "stream", "control": "stream", "crash": "stream",
     "undelivered": "stream", "exit": "stream",
     "core": "stream",
-    "api": "hooks", "torch": "hooks", "torch_layout": "hooks", "torch_params": "hooks",
-    "cupti": "hooks",
+    "events": "hooks", "api": "hooks", "hooks": "hooks", "cuda": "hooks",
+    "torch": "hooks", "torch_layout": "hooks", "torch_params": "hooks",
+    "cupti": "hooks", "cupti_api": "hooks",
     "cupti_internal": "hooks", "cupti_abi": "hooks", "cupti_records": "hooks",
-    "cupti_sync": "hooks", "nvtx": "hooks", "recordfn": "hooks", "ops": "hooks",
+    "cupti_sync": "hooks", "nvtx": "hooks", "nvtx_ranges": "hooks", "nvtx_rules": "hooks",
+    "recordfn": "hooks", "ops": "hooks",
     "ctor": "entry",
 }
 

@@ -1,7 +1,8 @@
 /*
  * Agent configuration (agent/config.c): defaults, valid settings, bad
  * values falling back to defaults with a one-line reason on stderr only
- * when GRADTRACE_LOG is set, and GRADTRACE_FILE's %p expansion.
+ * when GRADTRACE_LOG is set, GRADTRACE_FILE's %p expansion, and the
+ * table of variables held to README.md's "Agent configuration" table.
  */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
@@ -301,4 +302,110 @@ Test(agent_config, trigger_too_long_is_refused)
     memset(big, 'a', sizeof(big) - 1);
     cr_assert_eq(parse(&c, env), 1);
     cr_assert_str_empty(c.trigger);
+}
+
+Test(agent_config, bad_identity_is_said)
+{
+    struct gt__config c;
+    static const char *const env[] = {"RANK", "three", "LOCAL_RANK", "-2",
+                                      "WORLD_SIZE", "", NULL};
+
+    cr_assert_eq(parse(&c, env), 2, "RANK and LOCAL_RANK refused, empty is unset");
+    cr_assert_eq(c.rank, -1);
+    cr_assert_eq(c.local_rank, -1);
+    cr_assert_eq(c.world_size, -1);
+    cr_assert_eq(c.nbad, 2);
+    cr_assert(strstr(c.bad[0], "RANK=\"three\" ignored: expected a number"), "%s",
+              c.bad[0]);
+}
+
+Test(agent_config, every_variable_bad_at_once_is_kept, .init = cr_redirect_stderr)
+{
+    static char vals[GT__CONFIG_BAD_MAX][2][64];
+    const char *env[2 * GT__CONFIG_BAD_MAX + 1];
+    struct gt__config c;
+    char err[256];
+    size_t n = 0;
+    int nbad;
+
+    /* A value no row takes: no number, no word. Rows whose every value is
+     * valid (the texts that fit) are not counted; GRADTRACE_LOG stays
+     * off, as the job's stderr would. */
+    for (size_t i = 0; gt__config_var(i) != NULL; i++) {
+        if (!strcmp(gt__config_var(i), "GRADTRACE_LOG"))
+            continue;
+        cr_assert_lt(n, GT__CONFIG_BAD_MAX);
+        snprintf(vals[n][0], sizeof(vals[n][0]), "%s", gt__config_var(i));
+        snprintf(vals[n][1], sizeof(vals[n][1]), "x%0*d", 60, 0);
+        env[2 * n] = vals[n][0];
+        env[2 * n + 1] = vals[n][1];
+        n++;
+    }
+    env[2 * n] = NULL;
+    nbad = parse(&c, env);
+    cr_assert_gt(nbad, 10, "%d", nbad);
+    cr_assert_eq(c.nbad, nbad, "every refusal kept for the trace");
+    cr_assert_eq(read_stderr(err, sizeof(err)), 0, "stderr must stay clean: %s", err);
+}
+
+/*
+ * The variables of README.md's "Agent configuration" table, from its first
+ * column (`NAME`, possibly several per row), into names[]. @return count.
+ */
+static size_t readme_vars(char names[][64], size_t cap)
+{
+    FILE *f = fopen("README.md", "r");
+    char line[8192];
+    int in = 0;
+    size_t n = 0;
+
+    cr_assert_not_null(f, "run from the repository root: README.md");
+    while (fgets(line, sizeof(line), f)) {
+        if (!strncmp(line, "## ", 3)) {
+            in = !strcmp(line, "## Agent configuration\n");
+            continue;
+        }
+        if (!in || line[0] != '|' || line[1] != ' ' || line[2] != '`')
+            continue;
+        char *end = strchr(line + 1, '|');
+        cr_assert_not_null(end, "%s", line);
+        *end = '\0';
+        for (char *p = line + 1; (p = strchr(p, '`')) != NULL;) {
+            char *q = strchr(p + 1, '`');
+            cr_assert_not_null(q, "%s", line);
+            cr_assert_lt(n, cap);
+            cr_assert_lt((size_t)(q - p - 1), (size_t)64);
+            memcpy(names[n], p + 1, (size_t)(q - p - 1));
+            names[n++][q - p - 1] = '\0';
+            p = q + 1;
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+Test(agent_config, readme_documents_every_variable_read)
+{
+    /* Documented in the table for the CLI, which reads it; not the agent. */
+    static const char *const not_read[] = {"GRADTRACE_CONTROL"};
+    char names[64][64];
+    size_t n = readme_vars(names, 64), nvars = 0;
+
+    cr_assert_gt(n, 10, "README.md's agent table not found");
+    for (const char *v; (v = gt__config_var(nvars)) != NULL; nvars++) {
+        int found = 0;
+        for (size_t i = 0; i < n; i++)
+            found |= !strcmp(names[i], v);
+        cr_assert(found, "%s is read by the agent but has no row in README.md's "
+                         "\"Agent configuration\"", v);
+    }
+    for (size_t i = 0; i < n; i++) {
+        int found = 0;
+        for (size_t k = 0; gt__config_var(k); k++)
+            found |= !strcmp(names[i], gt__config_var(k));
+        for (size_t k = 0; k < sizeof(not_read) / sizeof(not_read[0]); k++)
+            found |= !strcmp(names[i], not_read[k]);
+        cr_assert(found, "README.md documents %s, which agent/config.c does not read",
+                  names[i]);
+    }
 }

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "agent/control.h"
 #include "agent/stream.h"
 #include "agent/trigger.h"
 #include "gradtrace/gradtrace.h"

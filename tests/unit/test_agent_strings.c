@@ -1,6 +1,6 @@
 /*
  * Agent string interning (agent/strings.c) and its contract with the
- * stream (agent/stream.c): the same text gets the same id; each definition
+ * stream (agent/streamer.c): the same text gets the same id; each definition
  * crosses a stream once, before any record that uses it, even while other
  * threads intern and record concurrently; a reconnection is a new stream
  * that carries every definition again. The stream tests run the real agent
@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/control.h"
 #include "agent/core.h"
 #include "agent/internal.h"
 #include "agent/stream.h"

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/events.h"
 #include "agent/internal.h"
 #include "agent/trigger.h"
 

@@ -19,8 +19,9 @@
 #include "agent/cuda.h"
 #include "agent/cupti_internal.h"
 #include "agent/internal.h"
+#include "agent/rec_out.h"
 #include "common/codec.h"
-#include "tests/unit/cuda_sink_fixture.h"
+#include "tests/unit/rec_out_fixture.h"
 
 #if __has_include(<cupti.h>)
 #include <cupti.h>
@@ -31,7 +32,7 @@
 #endif
 
 
-/* ------------------------------------------------------------ test sink */
+/* ------------------------------------------------------------ test output */
 
 static char g_warning[512];
 static uint32_t g_warn_code;
@@ -58,7 +59,7 @@ static void test_warn(uint32_t code, const char *msg)
     g_warnings++;
 }
 
-static const struct gt__cuda_sink test_sink = {
+static const struct gt__rec_out test_out = {
     .emit = test_emit,
     .intern = test_intern,
     .now = test_now,
@@ -93,7 +94,7 @@ static void setup(void)
     g_nstrings = 0;
     g_warnings = 0;
     g_warning[0] = '\0';
-    gt__cuda_set_sink(&test_sink);
+    gt__rec_out_set(&test_out);
     gt__cupti_records_reset();
     gt__cupti_sync_reset();
     char path[4096];
@@ -145,7 +146,7 @@ static void assert_time(uint64_t got, uint64_t x, const char *what)
 static void teardown(void)
 {
     gt__recbuf_free(&g_out);
-    gt__cuda_set_sink(NULL);
+    gt__rec_out_set(NULL);
     gt__cupti_test_set_running(0);
 }
 
@@ -728,7 +729,7 @@ Test(cupti, needs_cuda_headers)
 {
     (void)collect;
     (void)str_of;
-    (void)test_sink;
+    (void)test_out;
     cr_skip_test("CUDA toolkit headers (cupti.h) not found");
 }
 

@@ -5,7 +5,7 @@
  * installer, so every nvtx* call below goes through nvtx3's own lazy
  * initialisation and export table into the agent's handlers, exactly as
  * with NVTX_INJECTION64_PATH (which tests/e2e/t_cuda_nvtx.sh covers with
- * the preloaded library). Records are caught by a test sink.
+ * the preloaded library). Records are caught by a test record output.
  *
  * Without the toolkit's nvtx3 headers the tests are skipped.
  */
@@ -16,11 +16,13 @@
 #include "agent/capture.h"
 #include "agent/cuda.h"
 #include "agent/cupti_internal.h"
+#include "agent/events.h"
 #include "agent/internal.h"
 #include "agent/nvtx.h"
+#include "agent/rec_out.h"
 #include "agent/trigger.h"
 #include "common/codec.h"
-#include "tests/unit/cuda_sink_fixture.h"
+#include "tests/unit/rec_out_fixture.h"
 
 #if __has_include(<nvtx3/nvToolsExt.h>)
 #define NVTX_STATIC_INJECTION_IMPL 1
@@ -58,7 +60,7 @@ static void test_warn(uint32_t code, const char *msg)
     cr_assert_fail("unexpected warning: %s", msg);
 }
 
-static const struct gt__cuda_sink test_sink = {
+static const struct gt__rec_out test_out = {
     .emit = test_emit, .intern = test_intern, .now = test_now, .warn = test_warn,
 };
 
@@ -102,14 +104,14 @@ static void setup(void)
 {
     memset(&g_out, 0, sizeof(g_out));
     g_nstrings = 0;
-    gt__cuda_set_sink(&test_sink);
+    gt__rec_out_set(&test_out);
     gt__capture_set(1, 0);
 }
 
 static void teardown(void)
 {
     gt__recbuf_free(&g_out);
-    gt__cuda_set_sink(NULL);
+    gt__rec_out_set(NULL);
     gt__cupti_test_set_running(0);
     gt__capture_set(0, 0);
 }

@@ -1,5 +1,5 @@
 /*
- * agent/torch_params.c and the recompute flag of agent/api.c, without
+ * agent/torch_params.c and the recompute flag of agent/events.c, without
  * torch: the parameter table (TensorImpl* -> module, name), the learner of
  * where AccumulateGrad keeps its variable, driven with synthetic nodes
  * whose layout the test chooses, and the records the hooks write
@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "agent/events.h"
 #include "agent/internal.h"
 #include "agent/ring.h"
 #include "agent/torch.h"
@@ -292,13 +293,13 @@ Test(torch_params, recompute_flag_is_set_inside_backward_and_repeated_on_end)
     gt__ring_configure(4, 4);
     gt_capture_start();
     gt_module_begin(11, 0);           /* a forward: no flag */
-    gt__torch_bwd_depth = 1;          /* a backward node starts running */
+    gt__bwd_depth = 1;          /* a backward node starts running */
     gt_module_begin(12, 0);           /* its recomputed forward */
-    gt__torch_bwd_depth = 0;          /* depth changes before the end */
+    gt__bwd_depth = 0;          /* depth changes before the end */
     gt_module_end();
-    gt__torch_bwd_depth = 2;
+    gt__bwd_depth = 2;
     gt_module_end();                  /* ends the forward begun outside */
-    gt__torch_bwd_depth = 0;
+    gt__bwd_depth = 0;
     cr_assert_eq(take(r, 8), 4);
     cr_assert_eq(r[0].type, GT_R_SCOPE_BEGIN);
     cr_assert_eq(r[0].flags, 0);

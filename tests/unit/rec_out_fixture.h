@@ -1,11 +1,12 @@
 /*
  * Shared by the CUDA/NVTX unit tests (test_cupti.c, test_nvtx.c): a record
- * sink standing in for the agent's buffers (records appended to g_out) and
+ * output (agent/rec_out.h) standing in for the agent's buffers (records
+ * appended to g_out) and
  * a tiny string table (ids from 1), so tests read back exactly what the
  * code under test emitted.
  */
-#ifndef GRADTRACE_TESTS_CUDA_SINK_FIXTURE_H
-#define GRADTRACE_TESTS_CUDA_SINK_FIXTURE_H
+#ifndef GRADTRACE_TESTS_REC_OUT_FIXTURE_H
+#define GRADTRACE_TESTS_REC_OUT_FIXTURE_H
 
 #include <criterion/criterion.h>
 #include <string.h>

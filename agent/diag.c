@@ -1,22 +1,21 @@
 /*
- * Agent diagnostics: GT__LOG lines to stderr (only with GRADTRACE_LOG) and
- * warnings recorded into the trace once per distinct message.
+ * Agent diagnostics: GT__DIAG lines to stderr, only with GRADTRACE_LOG
+ * (warnings recorded into the trace are agent/warn.c's).
  *
- * gt__log has its own small formatter because it must work in a signal
+ * gt__diag has its own small formatter because it must work in a signal
  * handler and inside the host's allocator: vsnprintf may allocate or take
  * locale locks. It supports what the agent uses: %s %c %d %i %u %x %p %%
  * with the l, ll and z length modifiers, and %.*s. Output is one line,
  * written with gt__write_all (one write(2) unless interrupted).
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <unistd.h>
 
 #include "agent/internal.h"
 #include "common/util.h"
 
-int gt__log_enabled;
+int gt__diag_on;
 
 struct out {
     char *p;
@@ -43,7 +42,7 @@ static void put_u(struct out *o, unsigned long long v, unsigned base, int neg)
     put(o, tmp + i, sizeof(tmp) - (size_t)i);
 }
 
-void gt__agent_log(const char *fmt, ...)
+void gt__diag(const char *fmt, ...)
 {
     int saved = errno;
     char buf[512];
@@ -127,36 +126,4 @@ void gt__agent_log(const char *fmt, ...)
     int rc = gt__write_all(STDERR_FILENO, buf, (size_t)(o.p - buf), 0, 0);
     (void)rc;
     errno = saved;
-}
-
-/* Ids of messages already warned about (a warning is rare: a small set). */
-#define WARN_MAX 256
-static pthread_mutex_t warn_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint32_t warned[WARN_MAX];
-static unsigned nwarned;
-
-void gt__warn_once(uint32_t code, const char *msg)
-{
-    uint32_t id = gt__intern(msg, strlen(msg));
-    int first = 1;
-    struct gt_r_warning w;
-
-    pthread_mutex_lock(&warn_lock);
-    for (unsigned i = 0; i < nwarned; i++)
-        if (warned[i] == id)
-            first = 0;
-    if (first && nwarned < WARN_MAX)
-        warned[nwarned++] = id;
-    pthread_mutex_unlock(&warn_lock);
-    if (!first)
-        return;
-    GT__LOG("warning %u: %s", code, msg);
-    if (!id)
-        return;
-    w.h.type = GT_R_WARNING;
-    w.h.size = sizeof(w);
-    w.code = code;
-    w.text = id;
-    w.ts = gt__now();
-    (void)gt__emit(&w, sizeof(w));
 }
