@@ -11,7 +11,7 @@ What the agent gets, through its C API (include/gradtrace/gradtrace.h):
     forward pre/post hooks), named by the module's named_modules() path
     in its root ("layers.17.mlp.up_proj"; the first root is named by its
     class, later roots get a unique class-name prefix, and a module
-    recomputed inside the backward keeps its full path: see _modules.py)
+    recomputed inside the backward keeps its full path: schema/torch.md)
     and its class name. The agent keeps a per-thread layer stack from
     these, which is how autograd nodes created in the forward get their
     layer;

@@ -10,7 +10,7 @@ torch.compiler.is_compiling(), which dynamo folds to True, so dynamo
 traces torch's __call__ and reads none of our state (no guard on the on
 switch). With the C hooks (_gthooks) the same function gets a C
 vectorcall (_gthooks.fast_call) doing what its bytecode does, so eager
-module calls pay no Python frame: _modules.py, "How the hooks reach
+module calls pay no Python frame: _switch.py, "How the hooks reach
 torch", and _hooks.c say the rest.
 """
 

@@ -1,8 +1,8 @@
 /*
- * gradtrace._gthooks: the module forward pre/post hooks of _modules.py in
+ * gradtrace._gthooks: the module forward pre/post hooks of _scopes.py in
  * C, for their common case only.
  *
- * The Python hooks (_modules._pre_hook/_post_hook) stay the definition:
+ * The Python hooks (_scopes._pre_hook/_post_hook) stay the definition:
  * this file does exactly what they do when the module is already mapped
  * and the thread's stack is in order, reading and writing the same
  * Python state (the threading.local's stack, ents and root_map lists,
@@ -29,12 +29,12 @@ typedef void (*end_fn)(void);
 
 static begin_fn gt_begin;
 static end_fn gt_end;
-static PyObject *tls;           /* _modules._tls (a threading.local) */
-static PyObject *known;         /* _modules._known */
-static PyObject *py_pre;        /* _modules._pre_hook: everything else */
+static PyObject *tls;           /* _scopes._tls (a threading.local) */
+static PyObject *known;         /* _naming._known */
+static PyObject *py_pre;        /* _scopes._pre_hook: everything else */
 static PyObject *py_post;
 static PyObject *s_stack, *s_ents, *s_root_map, *s_dict;
-/* This thread's tls.stack and tls.ents: _modules.py sets them once per
+/* This thread's tls.stack and tls.ents: _scopes.py sets them once per
  * thread (_Thread.__init__) and only appends and pops after, so they are
  * looked up once and kept (a reference each; a thread that ends leaves
  * two small lists behind). root_map is reassigned and read every time. */
@@ -44,7 +44,7 @@ static _Thread_local PyObject *t_stack, *t_ents;
  * instead of threading.local's attribute path. */
 static _Thread_local PyObject *t_dict;
 
-/* Registry entry fields (see _modules.py): (weakref, path, path_id,
+/* Registry entry fields (see _naming.py): (weakref, path, path_id,
  * class_id, map, _Root, opens a scope). */
 enum { E_REF, E_PATH, E_PATH_ID, E_CLASS_ID, E_MAP, E_ROOT, E_OPENS, E_N };
 
@@ -226,7 +226,7 @@ static void set_ref(PyObject **slot, PyObject *v)
 /* ------------------------------------------- nn.Module.__call__ in C
  *
  * The package reaches torch by replacing nn.Module.__call__ (so torch's
- * no-hooks fast path stays) with the Python form of _modules.py
+ * no-hooks fast path stays) with the Python form of _switch.py
  * (_make_wrapper): a real Python function, so that whatever reads it --
  * torch.compile's dynamo above all, which reads nn.Module.__call__ from
  * the class dict, binds it (OptimizedModule keeps the bound
@@ -344,7 +344,7 @@ static PyObject *form_vectorcall(PyObject *func, PyObject *const *args,
     PyErr_Fetch(&et, &ev, &tb);         /* the call's exception, if any */
     /* The Python post-hook only where no frame hook may trace it; a call
      * it would have closed is closed by the next hook that finds it stale
-     * (_modules._close_stale). */
+     * (_scopes._close_stale). */
     if (!post_fast(args[0]) && eager)
         call_py_hook(py_post, args, nargs, 1);
     PyErr_Restore(et, ev, tb);
@@ -426,9 +426,9 @@ static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS,
      "setup(begin_addr, end_addr, tls, known, py_pre_hook, py_post_hook)"},
     {"pre_hook", (PyCFunction)(void (*)(void))pre_hook, METH_FASTCALL,
-     "pre_hook(module, args): _modules._pre_hook, its common case in C"},
+     "pre_hook(module, args): _scopes._pre_hook, its common case in C"},
     {"post_hook", (PyCFunction)(void (*)(void))post_hook, METH_FASTCALL,
-     "post_hook(module, args, output): _modules._post_hook, likewise"},
+     "post_hook(module, args, output): _scopes._post_hook, likewise"},
     {"fast_call", fast_call, METH_VARARGS,
      "fast_call(form, on, orig): the Python __call__ form, run in C"},
     {"noop", (PyCFunction)(void (*)(void))noop, METH_FASTCALL,
@@ -438,7 +438,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef moddef = {
     PyModuleDef_HEAD_INIT, "_gthooks",
-    "gradtrace's module hooks in C (see _modules.py)", -1, methods,
+    "gradtrace's module hooks in C (see _naming.py)", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 

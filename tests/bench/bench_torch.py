@@ -170,14 +170,15 @@ def percall():
     import torch
     from torch import nn
     import torch.nn.modules.module as MM
-    import gradtrace._modules as M
+    import gradtrace._scopes as S
+    import gradtrace._switch as W
     from gradtrace import _gthooks
 
     seq = nn.Sequential(*[nn.Identity() for _ in range(50)])
     x = torch.zeros(1)
 
-    M._hooks_wanted = lambda: 0     # the package's own hooks out
-    M._hooks_off()
+    W._hooks_wanted = lambda: 0     # the package's own hooks out
+    W._hooks_off()
 
     def clear():
         for d in ("_global_forward_pre_hooks", "_global_forward_hooks",
@@ -200,14 +201,14 @@ def percall():
              "noop-c": (_gthooks.noop, _gthooks.noop),
              "noop-py": (py_noop_pre, py_noop_post),
              "ours-c": (_gthooks.pre_hook, _gthooks.post_hook),
-             "ours-py": (M._pre_hook, M._post_hook)}
-    if M._is_compiling:
-        kinds["ours-c-compiling"] = (M._compiling_pre_hook,
-                                     M._compiling_post_hook)
+             "ours-py": (S._pre_hook, S._post_hook)}
+    if W._is_compiling:
+        kinds["ours-c-compiling"] = (W._compiling_pre_hook,
+                                     W._compiling_post_hook)
     # Interleaved short samples, best of each: on a loaded machine the
     # minimum is what the code costs, the rest is other processes.
     kinds["ours-wrapper"] = "wrapper"
-    if M._c_call_ok:
+    if W._c_call_ok:
         kinds["ours-wrapper-py"] = "wrapper-py"
         kinds["ours-wrapper-off"] = "wrapper-off"
     res = {k: 1e9 for k in kinds}
@@ -216,23 +217,23 @@ def percall():
         for k, hooks in kinds.items():
             clear()
             if hooks == "wrapper":     # how the package installs them
-                M._hooks_on()
+                W._hooks_on()
             elif hooks == "wrapper-py":  # its bytecode alone (where the
                 # C vectorcall defers to it, or is not built)
-                form, on = M._callform.make(torch_call, M._is_compiling,
-                                            M._fast_pre, M._fast_post)
+                form, on = W._callform.make(torch_call, W._is_compiling,
+                                            W._fast_pre, W._fast_post)
                 on[0] = True
                 nn.Module.__call__ = form
             elif hooks == "wrapper-off":  # ours left in place, switched
                 # off (hooks out once torch._dynamo is imported)
-                form, on = M._make_wrapper(torch_call)
+                form, on = W._make_wrapper(torch_call)
                 nn.Module.__call__ = form
             elif hooks:
                 MM.register_module_forward_pre_hook(hooks[0])
                 MM.register_module_forward_hook(hooks[1])
             sample(5)
             res[k] = min(res[k], sample())
-            M._hooks_off()
+            W._hooks_off()
             nn.Module.__call__ = torch_call
     clear()
     print(json.dumps(res))

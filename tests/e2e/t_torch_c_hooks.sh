@@ -28,8 +28,8 @@ for py in "${pys[@]}"; do
   for v in 1 0; do
     got=$(env LD_PRELOAD="$AGENT" GRADTRACE_FILE="$E2E_TMP/c$v.gtr" GRADTRACE_C_HOOKS=$v \
             PYTHONPATH="$ROOT/python" "$py" -c '
-import gradtrace._modules as M
-print("C" if type(M._fast_pre).__name__ == "builtin_function_or_method" else "python")')
+import gradtrace._scopes as S
+print("C" if type(S._fast_pre).__name__ == "builtin_function_or_method" else "python")')
     want=$([ $v = 1 ] && echo C || echo python)
     [ "$got" = "$want" ] || { echo "GRADTRACE_C_HOOKS=$v: $got hooks, want $want"; rc=1; }
   done

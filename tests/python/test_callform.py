@@ -44,7 +44,7 @@ _tls = _Thread()
 
 def rec_pre(module, args):
     # What the C pre-hook leaves to Python (nothing is mapped here, so
-    # that is every call): open the call as _modules._pre_hook does.
+    # that is every call): open the call as _scopes._pre_hook does.
     import weakref
     calls.append(("pre", type(module).__name__, len(args)))
     _tls.stack.append(module)

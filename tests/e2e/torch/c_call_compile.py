@@ -14,18 +14,18 @@ gradtrace.install_when_torch_imported()
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-import gradtrace._modules as M  # noqa: E402
+import gradtrace._switch as W  # noqa: E402
 
 # The package's start-up leaves torch._dynamo alone (importing it costs a
 # training job over a second); the C form is usable all the same.
 assert "torch._dynamo" not in sys.modules, "the package imported torch._dynamo"
 
-assert M._c_call_ok, "C __call__ not usable on this torch"
+assert W._c_call_ok, "C __call__ not usable on this torch"
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
 x = torch.randn(2, 4)
 model(x)
-assert nn.Module.__call__ is M._call_wrapper, "ours not in: %r" % (
+assert nn.Module.__call__ is W._call_wrapper, "ours not in: %r" % (
     nn.Module.__call__,)
 # TorchScript and FX with the C form in place: trace, script and
 # symbolic_trace the model, train a step through each, get its outputs.
@@ -43,7 +43,7 @@ for made in made_all:
     out.sum().backward()
     opt.step()
     assert torch.allclose(out, want), type(made)
-assert nn.Module.__call__ is M._call_wrapper
+assert nn.Module.__call__ is W._call_wrapper
 assert "self" in str(inspect.signature(nn.Module.__call__))
 if not hasattr(torch, "compile"):
     print("ok (TorchScript and FX; no torch.compile)")
@@ -57,6 +57,6 @@ breaks = dict(counters["graph_break"])
 assert not breaks, "graph breaks: %r" % (breaks,)
 dyn = [str(w.message) for w in caught if "Dynamo" in str(w.message)]
 assert not dyn, dyn
-assert nn.Module.__call__ is M._call_wrapper, "after compiling: %r" % (
+assert nn.Module.__call__ is W._call_wrapper, "after compiling: %r" % (
     nn.Module.__call__,)
 print("ok")

@@ -1,8 +1,8 @@
 """The module hooks in C (_gthooks) against the Python hooks they stand
-for (_modules._pre_hook/_post_hook): the same models, run once with each,
+for (_scopes._pre_hook/_post_hook): the same models, run once with each,
 must give the same sequence of module scopes (begin with path and class
 ids, end) on every thread. The agent's gt_module_begin/end are replaced by
-recorders: the Python hooks' through _modules._begin/_end, the C hooks'
+recorders: the Python hooks' through _scopes._begin/_end, the C hooks'
 through ctypes callbacks passed to _gthooks.setup.
 
 Cases: nesting; a module called twice in one forward; a forward that
@@ -21,12 +21,13 @@ import torch
 from torch import nn
 import torch.nn.modules.module as MM
 
-import gradtrace._modules as M
+import gradtrace._scopes as S
+import gradtrace._switch as W
 
 # The package's own hooks out (and kept out): the trials below register
 # the hooks under test themselves.
-M._hooks_wanted = lambda: 0
-M._hooks_off()
+W._hooks_wanted = lambda: 0
+W._hooks_off()
 for d in ("_global_forward_pre_hooks", "_global_forward_hooks",
           "_global_forward_hooks_always_called"):
     getattr(MM, d, {}).clear()
@@ -51,11 +52,11 @@ def rec_end():
 
 BEGIN = ctypes.CFUNCTYPE(None, ctypes.c_uint32, ctypes.c_uint32)(rec_begin)
 END = ctypes.CFUNCTYPE(None)(rec_end)
-M._begin = rec_begin
-M._end = rec_end
+S._begin = rec_begin
+S._end = rec_end
 _gthooks.setup(ctypes.cast(BEGIN, ctypes.c_void_p).value,
                ctypes.cast(END, ctypes.c_void_p).value,
-               M._tls, M._known, M._pre_hook, M._post_hook)
+               S._tls, S._known, S._pre_hook, S._post_hook)
 
 
 class Boom(nn.Module):
@@ -122,7 +123,7 @@ NETS = (Net(), nn.Sequential(nn.Linear(4, 4), nn.ReLU()),
         nn.DataParallel(nn.Sequential(nn.Linear(4, 4))))
 # Map every root once with the Python hooks, so both trials below start
 # from the same registry.
-trial(M._pre_hook, M._post_hook)
+trial(S._pre_hook, S._post_hook)
 
 
 def norm(evs):
@@ -131,7 +132,7 @@ def norm(evs):
     return [(ids.setdefault(e[0], len(ids)),) + e[1:] for e in evs]
 
 
-py = norm(trial(M._pre_hook, M._post_hook))
+py = norm(trial(S._pre_hook, S._post_hook))
 c = norm(trial(_gthooks.pre_hook, _gthooks.post_hook))
 for i, (a, b) in enumerate(zip(py, c)):
     if a != b:
@@ -145,7 +146,7 @@ assert sum(1 for e in py if e[1] == "B") == sum(1 for e in py if e[1] == "E")
 calls = []
 _gthooks.setup(ctypes.cast(BEGIN, ctypes.c_void_p).value,
                ctypes.cast(END, ctypes.c_void_p).value,
-               M._tls, M._known, lambda *a: calls.append(a),
+               S._tls, S._known, lambda *a: calls.append(a),
                lambda *a: calls.append(a))
 h1 = MM.register_module_forward_pre_hook(_gthooks.pre_hook)
 h2 = MM.register_module_forward_hook(_gthooks.post_hook)
@@ -163,7 +164,7 @@ assert [e[1] for e in events] == ["B", "B", "E", "B", "E", "E"], events
 # exceptions as torch's own __call__.
 _gthooks.setup(ctypes.cast(BEGIN, ctypes.c_void_p).value,
                ctypes.cast(END, ctypes.c_void_p).value,
-               M._tls, M._known, M._pre_hook, M._post_hook)
+               S._tls, S._known, S._pre_hook, S._post_hook)
 TORCH_CALL = nn.Module.__call__
 
 
@@ -194,9 +195,9 @@ def py_frames(fn, *args):
     return n[0]
 
 
-py_form, py_on = M._make_wrapper(TORCH_CALL, M._pre_hook, M._post_hook)
+py_form, py_on = W._make_wrapper(TORCH_CALL, S._pre_hook, S._post_hook)
 py_call = call_trial(py_form, py_on)
-c_form, c_on = M._make_wrapper(TORCH_CALL)
+c_form, c_on = W._make_wrapper(TORCH_CALL)
 c_call = call_trial(c_form, c_on)
 for i, (a, b) in enumerate(zip(py_call, c_call)):
     if a != b:
@@ -238,7 +239,7 @@ try:
     # switched on runs the hooks, so one scope per call, no loop.
     outer_lib = lambda self, *a, **k: c_form(self, *a, **k)  # noqa: E731
     c_on[0] = False
-    c2, c2_on = M._make_wrapper(outer_lib)
+    c2, c2_on = W._make_wrapper(outer_lib)
     nn.Module.__call__ = c2
     c2_on[0] = True
     del events[:]
