@@ -35,9 +35,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Room -> the rooms it may include. Order of the agent roles, bottom up:
 # base (process-wide state, clocks, buffers, strings, capture state),
-# trigger (trigger engine), stream (streamer thread, sinks, daemon
-# control, crash flush, and the life cycle in core.c that starts, flushes
-# and forks them), hooks (event sources), entry (constructor).
+# trigger (trigger engine), stream (the byte stream's state, the streamer
+# thread, the sink, daemon control, crash flush, and the life cycle in
+# core.c that starts, flushes and forks them), events (the event core
+# every source feeds: layer and scope stacks, nodes, passes, steps; it
+# never reaches the stream), hooks (event sources and the public API),
+# entry (constructor).
 DEPS = {
     "public": [],
     "common": ["public"],
@@ -48,9 +51,11 @@ DEPS = {
     "agent.base": ["common", "public"],
     "agent.trigger": ["agent.base", "common", "public"],
     "agent.stream": ["agent.trigger", "agent.base", "common", "public"],
-    "agent.hooks": ["agent.stream", "agent.trigger", "agent.base", "common", "public"],
-    "agent.entry": ["agent.hooks", "agent.stream", "agent.trigger", "agent.base",
+    "agent.events": ["agent.trigger", "agent.base", "common", "public"],
+    "agent.hooks": ["agent.events", "agent.stream", "agent.trigger", "agent.base",
                     "common", "public"],
+    "agent.entry": ["agent.hooks", "agent.events", "agent.stream", "agent.trigger",
+                    "agent.base", "common", "public"],
 }
 
 # Agent files by role (file stem -> role). A new agent file must be given
@@ -63,7 +68,7 @@ AGENT_ROLES = {
     "stream": "stream", "streamer": "stream", "sink": "stream", "control": "stream", "crash": "stream",
     "undelivered": "stream", "exit": "stream",
     "core": "stream",
-    "events": "hooks", "api": "hooks", "hooks": "hooks", "cuda": "hooks",
+    "events": "events", "api": "hooks", "hooks": "hooks", "cuda": "hooks",
     "torch": "hooks", "torch_layout": "hooks", "torch_params": "hooks",
     "cupti": "hooks", "cupti_api": "hooks",
     "cupti_internal": "hooks", "cupti_abi": "hooks", "cupti_records": "hooks",
