@@ -353,7 +353,7 @@ static void do_job_trigger(struct gt__ctlconn *c, const struct gt__req *r, cJSON
         if (!a->hello_seen || a->closing)
             continue;
         connected++;
-        if (a->job_route &&
+        if (gt__agent_job_route(a) &&
             (!best || (uint32_t)a->hello->h.rank < (uint32_t)best->hello->h.rank))
             best = a;
     }

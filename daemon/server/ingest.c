@@ -4,7 +4,8 @@
  *   accept -> SO_PEERCRED check -> read -> strict framer (hello, chunks)
  *     hello: pick a unique sanitized stem, create the converter and the raw
  *            .gtr file (--raw), answer GT_CTL_WELCOME, send armed triggers;
- *     chunk: feed the converter (which keeps the windows), note lost counts;
+ *     chunk: feed the converter (which keeps the windows, the lost counts
+ *            and the job route that status reports: decoded once);
  *     EOF or any decode error: finish the converter (the partial trace is
  *            still a valid file), remember a summary, close the socket.
  *
@@ -208,35 +209,6 @@ static int on_hello(void *ud, const struct gt__hello_info *hello)
     return 0;
 }
 
-/* Keeps the newest cumulative count per (thread, kind); sums them. */
-static void note_lost(struct gt__agent *a, const struct gt_r_lost *l)
-{
-    size_t i;
-
-    for (i = 0; i < a->nlost; i++)
-        if (a->lost[i].tid == l->tid && a->lost[i].what == l->what)
-            break;
-    if (i == a->nlost) {
-        if (a->nlost == GT__LOST_SLOTS)
-            i = GT__LOST_SLOTS - 1; /* past the cap, threads share a slot */
-        else
-            a->nlost++;
-        a->lost[i].tid = l->tid;
-        a->lost[i].what = l->what;
-    }
-    a->lost[i].count = l->count;
-}
-
-static uint64_t lost_sum(const struct gt__agent *a, uint32_t what)
-{
-    uint64_t n = 0;
-
-    for (size_t i = 0; i < a->nlost; i++)
-        if (a->lost[i].what == what)
-            n += a->lost[i].count;
-    return n;
-}
-
 /* A full disk is not the agent's fault: the stream stays open, its
  * output pauses until the sweep finds space again; what was not written
  * since the last ACK is counted, never acknowledged as written. */
@@ -254,9 +226,6 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
                     const uint8_t *records, size_t raw_size)
 {
     struct gt__agent *a = ud;
-    struct gt__rec_iter it;
-    const uint8_t *rec;
-    uint16_t type, size;
 
     /* A stream whose hello failed takes no chunks, whatever the framer
      * still holds. */
@@ -274,22 +243,9 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
     gt__stat_add(&a->srv->records, h->record_count);
     gt__stat_add(&a->srv->chunks, 1);
     a->last_seq = h->seq;
-    /* Only the few records status reports on are looked at here; the
-     * converter validates everything else. */
-    gt__rec_iter_init(&it, records, raw_size);
-    while (gt__rec_next(&it, &type, &size, &rec) == 1) {
-        if (type == GT_R_LOST) {
-            struct gt_r_lost l;
-
-            if (gt__rec_get(rec, size, &l, sizeof(l)) == 0)
-                note_lost(a, &l);
-        } else if (type == GT_R_JOB_ROUTE) {
-            struct gt_r_job_route jr;
-
-            if (gt__rec_get(rec, size, &jr, sizeof(jr)) == 0)
-                a->job_route = jr.up != 0;
-        }
-    }
+    /* Decoded once: the converter keeps what status reports of the
+     * stream too (lost counts, job route: gt__conv_summary and
+     * gt__conv_job_route). */
     int rc = gt__conv_chunk(a->conv, h, records, raw_size);
     if (rc == 0 && gt__conv_rank(a->conv) >= 0 &&
         gt__conv_rank(a->conv) != a->hello->h.rank && !a->rank_news) {
@@ -345,9 +301,12 @@ static struct gt__done *remember(struct gt__agent *a, const char *reason)
     const char *const *paths = NULL;
     size_t n = a->conv ? gt__conv_files(a->conv, &paths) : 0;
     struct gt__done *d = gt__calloc(1, sizeof(*d));
+    struct gt__conv_summary sum = {0};
 
     if (!d)
         return NULL;
+    if (a->conv)
+        gt__conv_summary(a->conv, &sum);
     d->pid = a->hello->h.pid;
     d->ppid = a->hello->h.ppid;
     d->rank = a->hello->h.rank;
@@ -357,10 +316,9 @@ static struct gt__done *remember(struct gt__agent *a, const char *reason)
     copy_cut(d->reason, sizeof(d->reason), reason);
     d->bytes = a->bytes;
     d->records = a->records;
-    d->events = a->conv ? gt__conv_events(a->conv) : 0;
-    d->lost_events = lost_sum(a, GT_LOST_EVENTS);
-    d->lost_chunks = lost_sum(a, GT_LOST_CHUNKS) +
-                     gt__framer_stats(a->framer)->chunks_lost;
+    d->events = sum.events;
+    d->lost_events = sum.lost_events;
+    d->lost_chunks = sum.lost_chunks + gt__framer_stats(a->framer)->chunks_lost;
     d->trig = gt__agent_trig_json(a);
     d->files = gt__calloc(n + 1, sizeof(char *));
     for (size_t i = 0; d->files && i < n; i++)
@@ -998,9 +956,11 @@ static cJSON *agent_json_locked(const struct gt__agent *a)
     const char *const *paths = NULL;
     size_t n = gt__conv_files(a->conv, &paths);
     cJSON *o = cJSON_CreateObject();
+    struct gt__conv_summary sum;
 
     if (!o)
         return NULL;
+    gt__conv_summary(a->conv, &sum);
     cJSON_AddNumberToObject(o, "pid", h->h.pid);
     cJSON_AddNumberToObject(o, "ppid", h->h.ppid);
     cJSON_AddNumberToObject(o, "rank", h->h.rank);
@@ -1013,18 +973,18 @@ static cJSON *agent_json_locked(const struct gt__agent *a)
     /* Operators in every capture (GRADTRACE_OPS=1); windows with ops=1
      * add them for their own span only. */
     cJSON_AddBoolToObject(o, "ops", (h->h.flags & GT_HELLO_OPS) != 0);
-    cJSON_AddBoolToObject(o, "job_route", a->job_route);
+    cJSON_AddBoolToObject(o, "job_route", gt__conv_job_route(a->conv));
     cJSON_AddBoolToObject(o, "disk_full", a->disk_full);
     cJSON_AddNumberToObject(o, "connected_s",
                             (double)(gt__mono_ns() - a->connected_ns) / 1e9);
     cJSON_AddNumberToObject(o, "bytes", (double)a->bytes);
     cJSON_AddNumberToObject(o, "chunks", (double)st->chunks);
     cJSON_AddNumberToObject(o, "records", (double)a->records);
-    cJSON_AddNumberToObject(o, "events", (double)gt__conv_events(a->conv));
-    cJSON_AddNumberToObject(o, "lost_events", (double)lost_sum(a, GT_LOST_EVENTS));
-    cJSON_AddNumberToObject(o, "lost_cupti", (double)lost_sum(a, GT_LOST_CUPTI));
+    cJSON_AddNumberToObject(o, "events", (double)sum.events);
+    cJSON_AddNumberToObject(o, "lost_events", (double)sum.lost_events);
+    cJSON_AddNumberToObject(o, "lost_cupti", (double)sum.lost_cupti);
     cJSON_AddNumberToObject(o, "lost_chunks",
-                            (double)(lost_sum(a, GT_LOST_CHUNKS) + st->chunks_lost));
+                            (double)(sum.lost_chunks + st->chunks_lost));
     const struct gt__conv_window *w;
     cJSON_AddNumberToObject(o, "windows", (double)gt__conv_windows(a->conv, &w));
     cJSON_AddItemToObject(o, "files", files_json(paths, n));
@@ -1066,4 +1026,14 @@ cJSON *gt__agent_json(struct gt__agent *a)
     o = agent_json_locked(a);
     pthread_mutex_unlock(&a->wq.lock);
     return o;
+}
+
+int gt__agent_job_route(struct gt__agent *a)
+{
+    int up;
+
+    pthread_mutex_lock(&a->wq.lock);
+    up = a->conv && gt__conv_job_route(a->conv);
+    pthread_mutex_unlock(&a->wq.lock);
+    return up;
 }

@@ -47,7 +47,6 @@ void gt__log_set_fd(int fd);
 #define GT__RETIRED_MAX 20      /* retired triggers remembered for status */
 #define GT__AGENTS_MAX 1024     /* live agent connections */
 #define GT__DONE_MAX 4096       /* finished agents remembered for status */
-#define GT__LOST_SLOTS 64       /* (thread, kind) lost counters per agent */
 #define GT__CTLS_MAX 64         /* open control connections */
 #define GT__HELLO_TIMEOUT_S 10  /* a connection must say hello by then */
 #define GT__DISK_RESUME_BYTES (1u << 20) /* free space that ends a pause */
@@ -72,13 +71,6 @@ static inline uint64_t gt__stat(const uint64_t *p)
 
 struct gt__server;
 
-/* Cumulative lost count of one (thread, kind) as the agent last sent it. */
-struct gt__lost_slot {
-    uint32_t tid;
-    uint32_t what;
-    uint64_t count;
-};
-
 /* One agent connection (ingest.c). */
 /* A trigger the daemon sent to one agent (agent_trig.c). */
 struct gt__agent_trig {
@@ -97,7 +89,6 @@ struct gt__agent {
     int closing;
     int hello_seen;
     int capture;                /* last capture state the daemon knows */
-    int job_route;              /* GT_R_JOB_ROUTE: job triggers reach its job */
     int eof;                    /* socket ended; closes once converted */
     int paused;                 /* not read: its queue is full */
     uint64_t connected_ns;
@@ -122,8 +113,6 @@ struct gt__agent {
     uint64_t acked;             /* chunks acknowledged (GT_CTL_ACK) */
     uint64_t last_seq;          /* seq of the last chunk converted */
     uint64_t disk_full_records; /* records not converted meanwhile */
-    struct gt__lost_slot lost[GT__LOST_SLOTS];
-    size_t nlost;
     struct gt__agent_trig trigs[GT__ARMED_MAX];
     size_t ntrigs;
 };
@@ -256,6 +245,9 @@ void gt__agent_convert(struct gt__workq_item *it, const uint8_t *data,
 void gt__agent_close(struct gt__agent *a, const char *reason);
 /* Status of a live agent (takes its wq.lock). */
 struct cJSON *gt__agent_json(struct gt__agent *a);
+/* Whether the agent's stream said its job-wide trigger route is up, so a
+ * job trigger handed to it reaches its job (takes its wq.lock). */
+int gt__agent_job_route(struct gt__agent *a);
 struct cJSON *gt__done_json(const struct gt__done *d);
 /* Sends the armed triggers that select this agent. */
 void gt__agent_send_triggers(struct gt__agent *a);
