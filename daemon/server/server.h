@@ -3,7 +3,8 @@
  *
  * Pieces, one file each:
  *   main.c       options, log file, detaching, the loop's life
- *   server.c     libuv loop, runtime directory, sockets, peer checks
+ *   server.c     libuv loop, runtime directory, sockets
+ *   peer.c       peer credentials of an accepted connection
  *   ingest.c     one agent connection: hello, framer, converter, raw .gtr
  *   agent_trig.c triggers sent to an agent and the windows it fired
  *   diskfull.c   streams that ended while the disk was full, finished
@@ -218,8 +219,10 @@ int gt__server_init(struct gt__server *s, uv_loop_t *loop,
 void gt__server_shutdown(struct gt__server *s);
 /* Removes the sockets and releases the lock after the loop has ended. */
 void gt__server_cleanup(struct gt__server *s);
-/* 0 when the peer of a connected unix socket is this user, else -EPERM
- * with a reason in why. */
+
+/* peer.c */
+/* 0 when the peer of a connected unix socket is this user (its pid in
+ * *pid), else -EPERM with a reason in why (cap bytes). */
 int gt__peer_check(uv_pipe_t *p, uint32_t *pid, char *why, size_t cap) GT__WUR;
 
 /* ingest.c */
