@@ -489,7 +489,7 @@ static void do_shutdown(struct gt__ctlconn *c, cJSON *id)
 
     gt__log("shutdown requested");
     c->last_reply = 1;
-    gt__server_shutdown(s);
+    s->shutdown(s);
     o = ok_obj();
     files = cJSON_AddArrayToObject(o, "files");
     for (struct gt__done *d = s->done; d; d = d->next)

@@ -372,6 +372,7 @@ int gt__server_init(struct gt__server *s, uv_loop_t *loop,
 
     memset(s, 0, sizeof(*s));
     s->loop = loop;
+    s->shutdown = gt__server_shutdown;
     s->lock_fd = -1;
     s->raw = o->raw;
     s->max_file_bytes = o->max_file_bytes;

@@ -189,6 +189,10 @@ struct gt__server {
     uint64_t repaired;          /* unfinished files repaired at start */
     uint64_t disk_full;         /* times an agent's output hit a full disk */
     struct gt__timer *timers;
+    /* Stops the daemon (gt__server_shutdown, set by gt__server_init): a
+     * shutdown request calls it, since the server owns the handles and
+     * dispatch.c is one of them. */
+    void (*shutdown)(struct gt__server *s);
     struct gt__parked *parked;  /* ended while the disk was full (diskfull.c) */
     size_t nparked;
     /* totals over every connection since start */
