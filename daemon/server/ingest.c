@@ -50,8 +50,6 @@
 #include "daemon/convert/convert.h"
 
 #define PRE_MAX (GT_HELLO_MAX_SIZE + GT__READ_BYTES)
-/* A control message queue this long means the agent stopped reading. */
-#define WRITE_QUEUE_MAX (256u * 1024u)
 /* One drain call reads at most this much, so a busy agent cannot stall a
  * shutdown or a collect forever. */
 #define DRAIN_MAX (256u << 20)
@@ -390,22 +388,10 @@ void gt__agent_sweep(struct gt__agent *a)
  * the close (a write queued on libuv would be cancelled by it). */
 static void final_ack(struct gt__agent *a)
 {
-    uint8_t msg[sizeof(struct gt_ctl) + 64];
-    struct gt_ctl hdr = {.magic = GT_CTL_MAGIC, .type = GT_CTL_ACK};
     char text[64];
-    uv_os_fd_t fd;
-    size_t n;
 
-    if (!a->hello_seen || !ack_text(a, text, sizeof(text)) ||
-        uv_stream_get_write_queue_size((uv_stream_t *)&a->pipe) != 0 ||
-        uv_fileno((uv_handle_t *)&a->pipe, &fd) != 0)
-        return;
-    n = strlen(text);
-    hdr.size = (uint16_t)(sizeof(hdr) + n);
-    memcpy(msg, &hdr, sizeof(hdr));
-    memcpy(msg + sizeof(hdr), text, n);
-    if (send(fd, msg, sizeof(hdr) + n, MSG_DONTWAIT | MSG_NOSIGNAL) ==
-        (ssize_t)(sizeof(hdr) + n))
+    if (a->hello_seen && ack_text(a, text, sizeof(text)) &&
+        gt__agent_send_now(a, GT_CTL_ACK, text) == 0)
         a->acked = gt__framer_stats(a->framer)->chunks;
 }
 
@@ -876,67 +862,6 @@ void gt__agent_accept_pending(struct gt__server *s)
             continue;
         }
         start_agent(s, a);
-    }
-}
-
-struct ctl_write {
-    uv_write_t req;
-    uint8_t msg[];
-};
-
-static void on_written(uv_write_t *req, int status)
-{
-    /* An agent that exits right after streaming never reads its welcome;
-     * only unexpected failures are worth a log line. */
-    if (status < 0 && status != UV_ECANCELED && status != UV_EPIPE &&
-        status != UV_ECONNRESET)
-        gt__log("control message to agent not sent: %s", uv_strerror(status));
-    gt__free(req);
-}
-
-int gt__agent_send(struct gt__agent *a, uint16_t type, const char *text)
-{
-    size_t tlen = strlen(text);
-    struct gt_ctl hdr = {.magic = GT_CTL_MAGIC, .type = type};
-    struct ctl_write *w;
-    uv_buf_t b;
-    int rc;
-
-    if (sizeof(hdr) + tlen > GT_CTL_MAX_SIZE)
-        return -EMSGSIZE;
-    if (a->closing || !a->hello_seen)
-        return -ENOTCONN;
-    if (uv_stream_get_write_queue_size((uv_stream_t *)&a->pipe) > WRITE_QUEUE_MAX)
-        return -ENOBUFS;
-    w = gt__malloc(sizeof(*w) + sizeof(hdr) + tlen);
-    if (!w)
-        return -ENOMEM;
-    hdr.size = (uint16_t)(sizeof(hdr) + tlen);
-    memcpy(w->msg, &hdr, sizeof(hdr));
-    memcpy(w->msg + sizeof(hdr), text, tlen);
-    b = uv_buf_init((char *)w->msg, (unsigned)(sizeof(hdr) + tlen));
-    rc = uv_write(&w->req, (uv_stream_t *)&a->pipe, &b, 1, on_written);
-    if (rc != 0) {
-        gt__free(w);
-        return rc;
-    }
-    return 0;
-}
-
-void gt__agent_send_triggers(struct gt__agent *a)
-{
-    struct gt__server *s = a->srv;
-
-    /* Triggers whose agents are all done belong to no later job. */
-    gt__armed_retire(s);
-    for (size_t i = 0; i < s->narmed; i++) {
-        struct gt__armed *t = &s->armed[i];
-
-        if (gt__sel_match_later(&t->t.sel, a->hello->h.pid, a->hello->h.rank) &&
-            gt__agent_send(a, GT_CTL_TRIGGER, t->spec) == 0) {
-            t->sent++;
-            gt__agent_trig_sent(a, t);
-        }
     }
 }
 

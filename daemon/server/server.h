@@ -7,6 +7,7 @@
  *   peer.c       peer credentials of an accepted connection
  *   ingest.c     one agent connection: hello, framer, converter, raw .gtr
  *   agent_trig.c triggers sent to an agent and the windows it fired
+ *   agent_send.c control messages to an agent
  *   diskfull.c   streams that ended while the disk was full, finished
  *                when space returns
  *   dispatch.c   control connections: JSON lines in, one reply per line
@@ -233,8 +234,6 @@ int gt__peer_check(uv_pipe_t *p, uint32_t *pid, char *why, size_t cap) GT__WUR;
 void gt__agent_on_connection(uv_stream_t *server, int status);
 /* Accepts every connection waiting in the agent socket's backlog. */
 void gt__agent_accept_pending(struct gt__server *s);
-/* Sends a control message (type from enum gt_ctl_type, text may be ""). */
-int gt__agent_send(struct gt__agent *a, uint16_t type, const char *text) GT__WUR;
 /* Reads what the socket already holds without blocking and waits until
  * the pool has converted it all; finishes and closes the agent on EOF or
  * error. @return 1 finished, 0 still live. */
@@ -256,8 +255,6 @@ struct cJSON *gt__agent_json(struct gt__agent *a);
  * job trigger handed to it reaches its job (takes its wq.lock). */
 int gt__agent_job_route(struct gt__agent *a);
 struct cJSON *gt__done_json(const struct gt__done *d);
-/* Sends the armed triggers that select this agent. */
-void gt__agent_send_triggers(struct gt__agent *a);
 
 /* diskfull.c: streams that ended while the disk was full */
 struct gt__conv;
@@ -285,7 +282,28 @@ void gt__disk_parked_sweep(struct gt__server *s);
  * finished is left to the next start, its disk-full counts lost; logged). */
 void gt__disk_parked_close_all(struct gt__server *s);
 
+/* agent_send.c: control messages to an agent */
+/*
+ * Queues a control message (type from enum gt_ctl_type, text may be "")
+ * on a's connection. Loop thread.
+ * @return 0, -EMSGSIZE, -ENOTCONN (closing, or before its hello),
+ *         -ENOBUFS (the agent does not read: over its queue limit),
+ *         -ENOMEM or a libuv error.
+ */
+int gt__agent_send(struct gt__agent *a, uint16_t type, const char *text) GT__WUR;
+/*
+ * Sends a control message at once, without queueing: the last one before
+ * the connection closes (closing it cancels queued writes), also while a
+ * is closing. Loop thread.
+ * @return 0 when all of it went out; -EMSGSIZE; -EAGAIN when messages are
+ *         still queued (it would overtake them) or the socket took less;
+ *         -EBADF without a socket.
+ */
+int gt__agent_send_now(struct gt__agent *a, uint16_t type, const char *text) GT__WUR;
+
 /* agent_trig.c: triggers sent to an agent and the windows it fired */
+/* Sends a the armed triggers that select it (after its hello). */
+void gt__agent_send_triggers(struct gt__agent *a);
 void gt__agent_trig_sent(struct gt__agent *a, const struct gt__armed *t);
 void gt__agent_trig_cleared(struct gt__agent *a);
 void gt__agent_trig_free(struct gt__agent *a);
