@@ -313,14 +313,3 @@ void gt__trig_json_merge(cJSON *dst, const cJSON *trig)
     cJSON_AddItemToObject(dst, "fired",
                           w ? cJSON_Duplicate(w, 1) : cJSON_CreateArray());
 }
-
-void gt__done_free(struct gt__done *d)
-{
-    if (!d)
-        return;
-    for (size_t i = 0; i < d->nfiles; i++)
-        gt__free(d->files[i]);
-    gt__free(d->files);
-    cJSON_Delete(d->trig);
-    gt__free(d);
-}

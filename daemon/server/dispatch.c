@@ -15,9 +15,10 @@
  * all GT__CTLS_MAX slots are taken a new client takes the slot of the one
  * idle longest, so idle connections never lock `status` out.
  *
- * Requests act on the daemon's own state only through ingest.c's
- * functions: capture and trigger messages to agents, draining agents for
- * collect and shutdown.
+ * Requests act on agents only through the files below: messages to them
+ * (agent_send.c), their triggers (agent_trig.c), their status
+ * (agent_status.c), draining them for collect (ingest.c); a shutdown
+ * request calls the server's s->shutdown. Nothing there calls back here.
  */
 #include "daemon/server/server.h"
 

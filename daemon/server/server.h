@@ -1,19 +1,24 @@
 /*
  * Internals of gradtraced, the collecting daemon.
  *
- * Pieces, one file each:
- *   main.c       options, log file, detaching, the loop's life
- *   server.c     libuv loop, runtime directory, sockets
- *   peer.c       peer credentials of an accepted connection
- *   ingest.c     one agent connection: hello, framer, converter, raw .gtr
- *   agent_trig.c triggers sent to an agent and the windows it fired
- *   agent_send.c control messages to an agent
- *   diskfull.c   streams that ended while the disk was full, finished
- *                when space returns
- *   dispatch.c   control connections: JSON lines in, one reply per line
- *   log.c        the daemon's log (stderr or a file)
- *   workq.c      the conversion pool: agents' bytes decoded and converted
- *                off the loop thread, one bounded ordered queue per agent
+ * Pieces, one file each, in the order they call each other (a file
+ * calls only files below it; the loop's callbacks are wired by server.c):
+ *   main.c         options, log file, detaching, the loop's life
+ *   server.c       libuv loop, runtime directory, sockets, the sweep
+ *   dispatch.c     control connections: JSON lines in, one reply per line
+ *   ingest.c       one agent connection: accept, read, queue, drain, close
+ *   agent_stream.c its stream: hello, converter, raw .gtr, disk full,
+ *                  acknowledgements, finish
+ *   agent_status.c status of live and finished agents
+ *   agent_trig.c   triggers sent to an agent and the windows it fired
+ *   agent_send.c   control messages to an agent
+ *   diskfull.c     streams that ended while the disk was full, finished
+ *                  when space returns
+ *   peer.c         peer credentials of an accepted connection
+ *   workq.c        the conversion pool: agents' bytes decoded and
+ *                  converted off the loop thread, one bounded ordered
+ *                  queue per agent
+ *   log.c          the daemon's log (stderr or a file)
  *
  * Everything here runs on the daemon's loop thread unless a doc block or
  * a field's comment says otherwise. An agent's conversion state (framer,
@@ -73,7 +78,6 @@ static inline uint64_t gt__stat(const uint64_t *p)
 
 struct gt__server;
 
-/* One agent connection (ingest.c). */
 /* A trigger the daemon sent to one agent (agent_trig.c). */
 struct gt__agent_trig {
     uint64_t id;                /* the daemon's trigger id */
@@ -82,6 +86,7 @@ struct gt__agent_trig {
     int cleared;                /* trigger_clear came after it */
 };
 
+/* One agent connection (ingest.c) and its stream (agent_stream.c). */
 struct gt__agent {
     uv_pipe_t pipe;             /* first: handle->data is unused, cast back */
     struct gt__server *srv;
@@ -230,7 +235,7 @@ void gt__server_cleanup(struct gt__server *s);
  * *pid), else -EPERM with a reason in why (cap bytes). */
 int gt__peer_check(uv_pipe_t *p, uint32_t *pid, char *why, size_t cap) GT__WUR;
 
-/* ingest.c */
+/* ingest.c: agent connections */
 void gt__agent_on_connection(uv_stream_t *server, int status);
 /* Accepts every connection waiting in the agent socket's backlog. */
 void gt__agent_accept_pending(struct gt__server *s);
@@ -238,9 +243,6 @@ void gt__agent_accept_pending(struct gt__server *s);
  * the pool has converted it all; finishes and closes the agent on EOF or
  * error. @return 1 finished, 0 still live. */
 int gt__agent_drain(struct gt__agent *a);
-/* Once a second: flushes a's files and acknowledges what they hold, or
- * retries a paused output (disk full). */
-void gt__agent_sweep(struct gt__agent *a);
 /* The pool has news (a stream idle, failed, or below its queue limit):
  * closes finished and failed agents, resumes reading paused ones. */
 void gt__agent_wake(struct gt__server *s);
@@ -249,12 +251,40 @@ void gt__agent_convert(struct gt__workq_item *it, const uint8_t *data,
                        size_t len);
 /* Finishes the conversion and closes the connection with a logged reason. */
 void gt__agent_close(struct gt__agent *a, const char *reason);
+
+/* agent_stream.c: an agent's stream from its hello to its finish */
+/* Creates a->framer (strict), whose hello and chunk handlers are this
+ * file's. @return 0 or -ENOMEM. */
+int gt__agent_stream_init(struct gt__agent *a) GT__WUR;
+/* Appends bytes as received to the raw .gtr (--raw; a write error stops
+ * the capture, logged). Loop thread. */
+void gt__agent_raw_write(struct gt__agent *a, const uint8_t *data, size_t n);
+/* The stream said rank after its hello: stem, files and triggers follow
+ * (takes wq.lock). Loop thread. */
+void gt__agent_rank_learnt(struct gt__agent *a, int32_t rank);
+/* Once a second: flushes a's files and acknowledges what they hold, or
+ * retries a paused output (disk full). Takes wq.lock. */
+void gt__agent_sweep(struct gt__agent *a);
+/* The stream ends (failed: a bad stream, whose framer is not finished):
+ * finishes the converter (or hands it to diskfull.c), sends the last ACK,
+ * closes the raw file, logs and remembers a summary (gt__done_add). Loop
+ * thread, wq.lock held by the caller when a has a framer. */
+void gt__agent_finish(struct gt__agent *a, const char *reason, int failed);
+
+/* agent_status.c: status of live and finished agents */
 /* Status of a live agent (takes its wq.lock). */
 struct cJSON *gt__agent_json(struct gt__agent *a);
 /* Whether the agent's stream said its job-wide trigger route is up, so a
  * job trigger handed to it reaches its job (takes its wq.lock). */
 int gt__agent_job_route(struct gt__agent *a);
+/* The summary a finished agent leaves (after its hello; files, counts,
+ * triggers), added to s->done and the server's totals; the oldest past
+ * GT__DONE_MAX is freed. wq.lock held when a has a framer.
+ * @return it, or NULL when out of memory (then not remembered). */
+struct gt__done *gt__done_add(struct gt__agent *a, const char *reason);
 struct cJSON *gt__done_json(const struct gt__done *d);
+/* Frees a finished agent's record (NULL is ok). */
+void gt__done_free(struct gt__done *d);
 
 /* diskfull.c: streams that ended while the disk was full */
 struct gt__conv;
@@ -332,8 +362,6 @@ void gt__agent_trig_rank(struct gt__agent *a);
 struct cJSON *gt__agent_trig_json(const struct gt__agent *a);
 /* Adds "triggers" and "fired" (copies of trig's lists) to dst. */
 void gt__trig_json_merge(struct cJSON *dst, const struct cJSON *trig);
-/* Frees a finished agent's record (NULL is ok). */
-void gt__done_free(struct gt__done *d);
 
 /* dispatch.c */
 void gt__ctl_on_connection(uv_stream_t *server, int status);
