@@ -2,7 +2,9 @@
  * The `gradtrace` CLI's internals: the control client (client.c), what
  * every subcommand shares for its options (opt.c), and the subcommands,
  * one file each (status.c, capture.c, trigger.c, daemon.c, record.c,
- * convert.c, report.c) behind main.c's command table. Plain blocking
+ * convert.c, report.c) behind main.c's command table; a subcommand too
+ * large for one file has a header for its parts (record.h, report.h,
+ * merge.h). Plain blocking
  * code: the CLI talks to one daemon at a time. It links the converter and
  * the control protocol, never the server or libuv.
  *

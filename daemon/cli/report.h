@@ -1,9 +1,11 @@
 /*
  * What `gradtrace report` and `gradtrace diff` share inside the CLI: how
  * the inputs become one table (report.c), the table's outputs
- * (report_out.c: text, CSV, JSON; report_svg.c: the bar chart), and the
- * hints drawn from it (hints.c). Everything reads a finished, sorted
- * struct gt__agg and writes to a FILE; nothing here keeps state.
+ * (report_out.c: text, CSV, JSON; report_svg.c: the bar chart), the
+ * hints drawn from it (hints.c), and the rows shown and their sums that
+ * all of these read (report_rows.c, below them all). Everything reads a
+ * finished, sorted struct gt__agg and writes to a FILE; nothing here
+ * keeps state.
  */
 #ifndef GRADTRACE_DAEMON_CLI_REPORT_H
 #define GRADTRACE_DAEMON_CLI_REPORT_H
@@ -71,7 +73,8 @@ int gt__report_load(struct gt__agg *r, const struct gt__rep_opts *o,
                     int n, char **paths, const char *prog,
                     struct gt__rep_ranks *rk);
 
-/* Whether row l is shown under o (depth); the --top cut is the caller's. */
+/* report_rows.c. Whether row l is shown under o (depth); the --top cut
+ * is the caller's. */
 int gt__report_shown(const struct gt__agg_layer *l, const struct gt__rep_opts *o);
 
 /* The sums the total line shows: the top-level rows plus the remainder. */
@@ -86,7 +89,7 @@ struct gt__rep_totals gt__report_totals(const struct gt__agg *r);
  * time), or -1 without iterations. */
 double gt__report_share(const struct gt__agg *r, const struct gt__agg_layer *l);
 
-/* One hint: its kind (a short identifier), the layer it names ("" for the
+/* hints.c. One hint: its kind (a short identifier), the layer it names ("" for the
  * whole input) and its evidence as one sentence. */
 struct gt__hint {
     const char *kind;
@@ -98,6 +101,7 @@ struct gt__hint {
  * number (at most cap). */
 size_t gt__hints_find(const struct gt__agg *r, struct gt__hint *h, size_t cap);
 
+/* report_out.c, report_svg.c: the outputs. */
 void gt__report_print_table(FILE *f, const struct gt__agg *r,
                             const struct gt__rep_opts *o);
 void gt__report_print_csv(FILE *f, const struct gt__agg *r,

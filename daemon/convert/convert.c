@@ -352,24 +352,40 @@ void gt__conv_disk_pause(struct gt__conv *c)
         gt__file_cut(c->wout[i].sub);
 }
 
-void gt__conv_skip(struct gt__conv *c, const uint8_t *records, size_t raw_size)
+/*
+ * Records not converted (a chunk skipped, or the rest of one cut short
+ * by a full disk): what the stream says of itself still holds: the
+ * agent's cumulative lost counts (a stream ending now has no later ones),
+ * its goodbye (it ended the stream: not truncated) and its job route.
+ */
+static void stream_fact(struct gt__conv *c, uint16_t type, uint16_t size,
+                        const uint8_t *rec)
 {
-    struct gt__rec_iter it;
+    if (type == GT_R_LOST && size == sizeof(struct gt_r_lost))
+        gt__cs_on_lost(&c->s, rec, size);
+    else if (type == GT_R_GOODBYE)
+        gt__cs_on_goodbye(&c->s, rec, size);
+    else if (type == GT_R_JOB_ROUTE && size == sizeof(struct gt_r_job_route))
+        gt__cs_on_job_route(&c->s, rec, size);
+}
+
+static void stream_facts(struct gt__conv *c, struct gt__rec_iter *it)
+{
     const uint8_t *rec;
     uint16_t type, size;
 
+    while (gt__rec_next(it, &type, &size, &rec) == 1)
+        stream_fact(c, type, size, rec);
+}
+
+void gt__conv_skip(struct gt__conv *c, const uint8_t *records, size_t raw_size)
+{
+    struct gt__rec_iter it;
+
     c->s.lost_disk_full += count_chunk(c->s.dfull, &c->s.ndfull, records,
                                        raw_size);
-    /* Not converted, but what the stream says of itself still holds: the
-     * agent's cumulative lost counts (a stream ending now has no later
-     * ones) and its goodbye (it ended the stream: not truncated). */
     gt__rec_iter_init(&it, records, raw_size);
-    while (gt__rec_next(&it, &type, &size, &rec) == 1) {
-        if (type == GT_R_LOST && size == sizeof(struct gt_r_lost))
-            gt__cs_on_lost(&c->s, rec, size);
-        else if (type == GT_R_GOODBYE)
-            gt__cs_on_goodbye(&c->s, rec, size);
-    }
+    stream_facts(c, &it);
 }
 
 int gt__conv_resume(struct gt__conv *c)
@@ -395,6 +411,11 @@ int gt__conv_resume(struct gt__conv *c)
 int gt__conv_goodbye(const struct gt__conv *c)
 {
     return c->s.goodbye;
+}
+
+int gt__conv_job_route(const struct gt__conv *c)
+{
+    return c->s.job_route;
 }
 
 enum gt__ops_detail gt__conv_ops_detail(const struct gt__conv *c)
@@ -455,16 +476,27 @@ int gt__conv_chunk(struct gt__conv *c, const struct gt_chunk_header *h,
     /* Records since the last mark: a full disk cuts files back to it. */
     if (c->s.ack_marks)
         (void)count_chunk(c->s.pend, &c->s.npend, records, raw_size);
-    if (m->err)
+    gt__rec_iter_init(&it, records, raw_size);
+    if (m->err) {
+        /* Output failed already: nothing more is converted, but what
+         * the stream says of itself still counts. */
+        stream_facts(c, &it);
         return m->err;
+    }
     gt__cstream_chunk_begin(&c->s, h);
     gt__writer_chunk_begin(m, h);
     gt__win_chunk_begin(c, h);
-    gt__rec_iter_init(&it, records, raw_size);
     while ((rc = gt__rec_next(&it, &type, &size, &rec)) == 1 && !m->err)
         gt__win_record(c, type, size, rec);
-    if (rc < 0)
+    if (rc == 1) {
+        /* A write failed (a full disk) before the chunk's end: the record
+         * just read and the rest are not converted, but their lost counts
+         * and goodbye still count (the daemon's status reads them here). */
+        stream_fact(c, type, size, rec);
+        stream_facts(c, &it);
+    } else if (rc < 0) {
         m->an.bad_records++; /* the rest of the chunk is unreadable */
+    }
     gt__writer_chunk_end(m);
     gt__win_chunk_end(c);
     if (!m->err && c->s.ack_marks && c->s.files_done != c->s.marked_done) {

@@ -184,6 +184,11 @@ GT__WUR int gt__conv_resume(struct gt__conv *c);
  * A stream finished without one is to be finished as truncated. */
 int gt__conv_goodbye(const struct gt__conv *c);
 
+/* Whether the stream's last GT_R_JOB_ROUTE said its job-wide trigger
+ * route is up (the daemon hands job triggers only to such an agent); 0
+ * before any. */
+int gt__conv_job_route(const struct gt__conv *c);
+
 /* Totals for a one-line summary (gradtrace convert, daemon logs). */
 struct gt__conv_summary {
     uint64_t events;          /* trace events written, all files */
@@ -197,7 +202,10 @@ struct gt__conv_summary {
     uint64_t anomalies;       /* untrusted-input anomalies, all kinds */
 };
 
-/* Fills *out. Any time, any number of calls. */
+/* Fills *out. Any time, any number of calls. The lost counts are the
+ * stream's (its newest cumulative GT_R_LOST per thread and kind), also
+ * those of chunks skipped or cut short by a full disk: the daemon's
+ * status reports them as they are, with no walk of its own. */
 void gt__conv_summary(const struct gt__conv *c, struct gt__conv_summary *out);
 
 #endif /* GRADTRACE_DAEMON_CONVERT_H */

@@ -296,6 +296,8 @@ struct gt__cstream {
     /* from gt__conv_finish */
     int truncated;
     int goodbye;            /* GT_R_GOODBYE seen: the agent ended the stream */
+    int job_route;          /* the last GT_R_JOB_ROUTE's up (the daemon's
+                             * job triggers; nothing in the trace) */
     uint64_t lost_disk_full; /* records a full disk cost: sum of dfull */
     /* Disk full (convert.c): per thread, the records converted since the
      * last acknowledgement mark (a cut file loses them), and the records
@@ -361,6 +363,8 @@ void gt__cs_on_clock(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
 void gt__cs_on_lost(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
 void gt__cs_on_goodbye(struct gt__cstream *s, const uint8_t *rec,
                        uint16_t size);
+void gt__cs_on_job_route(struct gt__cstream *s, const uint8_t *rec,
+                         uint16_t size);
 void gt__cs_on_warning(struct gt__cstream *s, const uint8_t *rec,
                        uint16_t size);
 void gt__cs_on_collective(struct gt__cstream *s, const uint8_t *rec,

@@ -709,9 +709,10 @@ static const struct gt__rec_kind kinds[] = {
     [GT_R_COLLECTIVE] = {EXACT(GT_R_COLLECTIVE, gt_r_collective),
                          .route = GT__ROUTE_META,
                          .stream = gt__cs_on_collective},
-    /* For the daemon's job triggers (daemon/server/ingest.c): nothing in
-     * the trace. */
-    [GT_R_JOB_ROUTE] = {EXACT(GT_R_JOB_ROUTE, gt_r_job_route), .route = GT__ROUTE_META},
+    /* For the daemon's job triggers (gt__conv_job_route): nothing in the
+     * trace. */
+    [GT_R_JOB_ROUTE] = {EXACT(GT_R_JOB_ROUTE, gt_r_job_route), .route = GT__ROUTE_META,
+     .stream = gt__cs_on_job_route},
 };
 
 #undef EXACT

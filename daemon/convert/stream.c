@@ -418,6 +418,15 @@ void gt__cs_on_goodbye(struct gt__cstream *s, const uint8_t *rec,
     s->goodbye = 1;
 }
 
+void gt__cs_on_job_route(struct gt__cstream *s, const uint8_t *rec,
+                         uint16_t size)
+{
+    struct gt_r_job_route r;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    s->job_route = r.up != 0;
+}
+
 void gt__cs_on_warning(struct gt__cstream *s, const uint8_t *rec,
                        uint16_t size)
 {

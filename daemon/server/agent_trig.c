@@ -233,6 +233,23 @@ void gt__agent_trig_free(struct gt__agent *a)
     a->ntrigs = 0;
 }
 
+void gt__agent_send_triggers(struct gt__agent *a)
+{
+    struct gt__server *s = a->srv;
+
+    /* Triggers whose agents are all done belong to no later job. */
+    gt__armed_retire(s);
+    for (size_t i = 0; i < s->narmed; i++) {
+        struct gt__armed *t = &s->armed[i];
+
+        if (gt__sel_match_later(&t->t.sel, a->hello->h.pid, a->hello->h.rank) &&
+            gt__agent_send(a, GT_CTL_TRIGGER, t->spec) == 0) {
+            t->sent++;
+            gt__agent_trig_sent(a, t);
+        }
+    }
+}
+
 static const char *win_state(int s)
 {
     return s == GT__CONV_WIN_DONE ? "done" : s == GT__CONV_WIN_CUT ? "cut" : "open";
@@ -295,15 +312,4 @@ void gt__trig_json_merge(cJSON *dst, const cJSON *trig)
                           t ? cJSON_Duplicate(t, 1) : cJSON_CreateArray());
     cJSON_AddItemToObject(dst, "fired",
                           w ? cJSON_Duplicate(w, 1) : cJSON_CreateArray());
-}
-
-void gt__done_free(struct gt__done *d)
-{
-    if (!d)
-        return;
-    for (size_t i = 0; i < d->nfiles; i++)
-        gt__free(d->files[i]);
-    gt__free(d->files);
-    cJSON_Delete(d->trig);
-    gt__free(d);
 }

@@ -15,9 +15,10 @@
  * all GT__CTLS_MAX slots are taken a new client takes the slot of the one
  * idle longest, so idle connections never lock `status` out.
  *
- * Requests act on the daemon's own state only through ingest.c's
- * functions: capture and trigger messages to agents, draining agents for
- * collect and shutdown.
+ * Requests act on agents only through the files below: messages to them
+ * (agent_send.c), their triggers (agent_trig.c), their status
+ * (agent_status.c), draining them for collect (ingest.c); a shutdown
+ * request calls the server's s->shutdown. Nothing there calls back here.
  */
 #include "daemon/server/server.h"
 
@@ -353,7 +354,7 @@ static void do_job_trigger(struct gt__ctlconn *c, const struct gt__req *r, cJSON
         if (!a->hello_seen || a->closing)
             continue;
         connected++;
-        if (a->job_route &&
+        if (gt__agent_job_route(a) &&
             (!best || (uint32_t)a->hello->h.rank < (uint32_t)best->hello->h.rank))
             best = a;
     }
@@ -489,7 +490,7 @@ static void do_shutdown(struct gt__ctlconn *c, cJSON *id)
 
     gt__log("shutdown requested");
     c->last_reply = 1;
-    gt__server_shutdown(s);
+    s->shutdown(s);
     o = ok_obj();
     files = cJSON_AddArrayToObject(o, "files");
     for (struct gt__done *d = s->done; d; d = d->next)

@@ -1,12 +1,13 @@
 /*
- * One agent connection: bytes from an untrusted process in, trace files out.
+ * One agent connection: bytes from an untrusted process in, in order, to
+ * its stream (agent_stream.c), and the connection's life on the loop.
  *
- *   accept -> SO_PEERCRED check -> read -> strict framer (hello, chunks)
- *     hello: pick a unique sanitized stem, create the converter and the raw
- *            .gtr file (--raw), answer GT_CTL_WELCOME, send armed triggers;
- *     chunk: feed the converter (which keeps the windows), note lost counts;
- *     EOF or any decode error: finish the converter (the partial trace is
- *            still a valid file), remember a summary, close the socket.
+ *   accept -> SO_PEERCRED check (peer.c) -> read -> strict framer
+ *     up to the hello: fed on the loop (agent_stream.c handles the hello);
+ *     after it: queued for the conversion pool, which feeds the framer;
+ *     EOF, a read error or a bad stream: the stream is finished
+ *            (gt__agent_finish) once its queue is converted, then the
+ *            socket closes.
  *
  * A bad stream costs only its own connection: the framer is strict, its
  * first error is final, and the reason (pid, codec error text) is logged.
@@ -33,15 +34,10 @@
  */
 #include "daemon/server/server.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -49,281 +45,9 @@
 #include "daemon/convert/convert.h"
 
 #define PRE_MAX (GT_HELLO_MAX_SIZE + GT__READ_BYTES)
-/* A control message queue this long means the agent stopped reading. */
-#define WRITE_QUEUE_MAX (256u * 1024u)
 /* One drain call reads at most this much, so a busy agent cannot stall a
  * shutdown or a collect forever. */
 #define DRAIN_MAX (256u << 20)
-
-/* Copies src into dst, cut to fit; intentional truncation for summaries. */
-static void copy_cut(char *dst, size_t cap, const char *src)
-{
-    size_t n = strnlen(src, cap - 1);
-
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
-
-static int stem_taken(const struct gt__agent *self, const char *stem)
-{
-    static const char *const exts[] = {".pt.trace.json", ".json", ".gtr",
-                                       ".1.pt.trace.json", ".1.json"};
-    const struct gt__server *s = self->srv;
-    char path[4096 + 160];
-    struct stat st;
-
-    for (const struct gt__agent *a = s->agents; a; a = a->next)
-        if (a != self && strcmp(a->stem, stem) == 0)
-            return 1;
-    for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
-        snprintf(path, sizeof(path), "%s/%s%s", s->out_dir, stem, exts[i]);
-        /* lstat: a dangling symlink planted there takes the name too. */
-        if (lstat(path, &st) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-/* A stem no live agent uses and no file in the output directory has:
- * a reconnecting agent or a recycled pid must not overwrite a trace. */
-static int choose_stem(struct gt__agent *a)
-{
-    const struct gt__hello_info *h = a->hello;
-    const char *cmd = h->cmdline;
-    char base[100];
-    int n;
-
-    /* "python -c ..." names no program: a worker that multiprocessing
-     * (torch.multiprocessing.spawn) started is named after its parent's. */
-    if (gt__command_is_code(cmd))
-        for (const struct gt__agent *p = a->srv->agents; p; p = p->next)
-            if (p != a && p->hello && p->hello->h.pid == h->h.ppid &&
-                !gt__command_is_code(p->hello->cmdline)) {
-                cmd = p->hello->cmdline;
-                break;
-            }
-    n = gt__agent_stem(cmd, h->h.rank, h->h.pid, base, sizeof(base));
-
-    if (n < 0)
-        return n;
-    snprintf(a->stem, sizeof(a->stem), "%s", base);
-    for (unsigned i = 2; stem_taken(a, a->stem); i++) {
-        if (i > 10000)
-            return -EEXIST;
-        snprintf(a->stem, sizeof(a->stem), "%s-%u", base, i);
-    }
-    return 0;
-}
-
-/*
- * The stream said its rank after the hello (gt_set_rank: mp.spawn sets no
- * RANK): the agent is that rank from now on, for status, ranks= routing
- * and file names; files already written are renamed to the new stem.
- * On the loop (other agents' stems, the armed triggers and sends are the
- * loop's), holding the agent's wq.lock while its converter and hello
- * change (a worker may be converting its next buffer).
- */
-static void rank_learnt(struct gt__agent *a, int32_t rank)
-{
-    char old[sizeof(a->stem)], from[4096 + 160], to[4096 + 160];
-    int32_t was = a->hello->h.rank;
-    int ok;
-
-    pthread_mutex_lock(&a->wq.lock);
-    memcpy(old, a->stem, sizeof(old));
-    a->hello->h.rank = rank;
-    ok = choose_stem(a) == 0 && gt__conv_restem(a->conv, a->stem) == 0;
-    if (!ok)
-        memcpy(a->stem, old, sizeof(old));
-    pthread_mutex_unlock(&a->wq.lock);
-    if (ok && a->raw_fd >= 0) {
-        snprintf(from, sizeof(from), "%s/%s.gtr", a->srv->out_dir, old);
-        snprintf(to, sizeof(to), "%s/%s.gtr", a->srv->out_dir, a->stem);
-        if (link(from, to) == 0)
-            (void)unlink(from);
-    }
-    gt__log("agent pid %u: rank %d (was %d): %s -> %s", (unsigned)a->hello->h.pid,
-            (int)rank, (int)was, old, a->stem);
-    gt__agent_trig_rank(a);
-}
-
-static int open_raw(struct gt__agent *a)
-{
-    char path[4096 + 160];
-
-    snprintf(path, sizeof(path), "%s/%s.gtr", a->srv->out_dir, a->stem);
-    a->raw_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                     0600);
-    if (a->raw_fd < 0) {
-        gt__log("agent pid %u: cannot create %s: %s", (unsigned)a->hello->h.pid,
-                path, strerror(errno));
-        return -errno;
-    }
-    return 0;
-}
-
-static int on_hello(void *ud, const struct gt__hello_info *hello)
-{
-    struct gt__agent *a = ud;
-    struct gt__server *s = a->srv;
-    struct gt__conv_opts o = {0};
-    int rc;
-
-    a->hello = gt__malloc(sizeof(*a->hello));
-    if (!a->hello)
-        return -ENOMEM;
-    memcpy(a->hello, hello, sizeof(*hello));
-    /* From here on the agent's text is valid UTF-8 without control
-     * characters, wherever it goes: log, status replies, trace metadata. */
-    gt__text_clean(a->hello->hostname);
-    gt__text_clean(a->hello->cmdline);
-    hello = a->hello;
-    if ((rc = choose_stem(a)) < 0)
-        return rc;
-    o.out_dir = s->out_dir;
-    o.stem = a->stem;
-    o.max_file_bytes = s->max_file_bytes;
-    o.ack_marks = 1;
-    o.index_dir = s->index_dir[0] ? s->index_dir : NULL;
-    a->conv = gt__conv_create(&o);
-    if (!a->conv)
-        return -ENOMEM;
-    if ((rc = gt__conv_hello(a->conv, hello)) < 0)
-        return rc;
-    if (s->raw && (rc = open_raw(a)) < 0)
-        return rc;
-    a->hello_seen = 1;
-    a->capture = (hello->h.flags & GT_HELLO_CAPTURE) != 0;
-    if (hello->h.pid != a->peer_pid)
-        gt__log("agent says pid %u, kernel says %u (pid namespace?)",
-                (unsigned)hello->h.pid, (unsigned)a->peer_pid);
-    gt__log("agent pid %u rank %d on %.64s connected: %.120s -> %s",
-            (unsigned)hello->h.pid, (int)hello->h.rank, hello->hostname,
-            hello->cmdline, a->stem);
-    /* An agent that already exited cannot read the welcome; its data is
-     * still worth converting, so a failed send is not a stream error. */
-    if (gt__agent_send(a, GT_CTL_WELCOME, "gradtraced " GT__VERSION) < 0)
-        gt__log("agent pid %u: welcome not sent", (unsigned)hello->h.pid);
-    gt__agent_send_triggers(a);
-    return 0;
-}
-
-/* Keeps the newest cumulative count per (thread, kind); sums them. */
-static void note_lost(struct gt__agent *a, const struct gt_r_lost *l)
-{
-    size_t i;
-
-    for (i = 0; i < a->nlost; i++)
-        if (a->lost[i].tid == l->tid && a->lost[i].what == l->what)
-            break;
-    if (i == a->nlost) {
-        if (a->nlost == GT__LOST_SLOTS)
-            i = GT__LOST_SLOTS - 1; /* past the cap, threads share a slot */
-        else
-            a->nlost++;
-        a->lost[i].tid = l->tid;
-        a->lost[i].what = l->what;
-    }
-    a->lost[i].count = l->count;
-}
-
-static uint64_t lost_sum(const struct gt__agent *a, uint32_t what)
-{
-    uint64_t n = 0;
-
-    for (size_t i = 0; i < a->nlost; i++)
-        if (a->lost[i].what == what)
-            n += a->lost[i].count;
-    return n;
-}
-
-/* A full disk is not the agent's fault: the stream stays open, its
- * output pauses until the sweep finds space again; what was not written
- * since the last ACK is counted, never acknowledged as written. */
-static void disk_pause(struct gt__agent *a)
-{
-    gt__log("agent pid %u: disk full writing %s: output paused, records "
-            "counted as lost until space returns",
-            (unsigned)a->hello->h.pid, a->stem);
-    gt__conv_disk_pause(a->conv);
-    a->disk_full = 1;
-    gt__stat_add(&a->srv->disk_full, 1);
-}
-
-static int on_chunk(void *ud, const struct gt_chunk_header *h,
-                    const uint8_t *records, size_t raw_size)
-{
-    struct gt__agent *a = ud;
-    struct gt__rec_iter it;
-    const uint8_t *rec;
-    uint16_t type, size;
-
-    /* A stream whose hello failed takes no chunks, whatever the framer
-     * still holds. */
-    if (!a->hello_seen || !a->conv)
-        return -EPIPE;
-    if (a->disk_full) {
-        /* Paused: counted per thread, written as lost when space is back. */
-        gt__conv_skip(a->conv, records, raw_size);
-        a->disk_full_records += h->record_count;
-        a->records += h->record_count;
-        gt__stat_add(&a->srv->records, h->record_count);
-        return 0;
-    }
-    a->records += h->record_count;
-    gt__stat_add(&a->srv->records, h->record_count);
-    gt__stat_add(&a->srv->chunks, 1);
-    a->last_seq = h->seq;
-    /* Only the few records status reports on are looked at here; the
-     * converter validates everything else. */
-    gt__rec_iter_init(&it, records, raw_size);
-    while (gt__rec_next(&it, &type, &size, &rec) == 1) {
-        if (type == GT_R_LOST) {
-            struct gt_r_lost l;
-
-            if (gt__rec_get(rec, size, &l, sizeof(l)) == 0)
-                note_lost(a, &l);
-        } else if (type == GT_R_JOB_ROUTE) {
-            struct gt_r_job_route jr;
-
-            if (gt__rec_get(rec, size, &jr, sizeof(jr)) == 0)
-                a->job_route = jr.up != 0;
-        }
-    }
-    int rc = gt__conv_chunk(a->conv, h, records, raw_size);
-    if (rc == 0 && gt__conv_rank(a->conv) >= 0 &&
-        gt__conv_rank(a->conv) != a->hello->h.rank && !a->rank_news) {
-        /* A worker (wq.lock held): the loop does the rest. */
-        a->rank_news = 1;
-        a->rank_new = gt__conv_rank(a->conv);
-        uv_async_send(&a->srv->wake);
-    }
-    if (rc < 0 && gt__conv_disk_full(a->conv)) {
-        disk_pause(a);
-        return 0;
-    }
-    return rc;
-}
-
-static void disk_retry(struct gt__agent *a)
-{
-    struct statvfs st;
-    int rc;
-
-    if (!a->disk_full || statvfs(a->srv->out_dir, &st) != 0 ||
-        (uint64_t)st.f_bavail * st.f_frsize < GT__DISK_RESUME_BYTES)
-        return;
-    rc = gt__conv_resume(a->conv);
-    if (rc == -ENOSPC || rc == -EDQUOT)
-        return; /* not yet */
-    gt__log("agent pid %u: disk space is back: %s resumes in a new file "
-            "(%llu records arrived while full)%s%s", (unsigned)a->hello->h.pid,
-            a->stem, (unsigned long long)a->disk_full_records,
-            rc ? "; the cut file could not be finished: " : "",
-            rc ? strerror(-rc) : "");
-    a->disk_full = 0;
-    a->disk_full_records = 0;
-}
 
 static void on_closed(uv_handle_t *h)
 {
@@ -337,182 +61,6 @@ static void on_closed(uv_handle_t *h)
     gt__free(a->hello);
     gt__free(a->pre);
     gt__free(a);
-}
-
-static struct gt__done *remember(struct gt__agent *a, const char *reason)
-{
-    struct gt__server *s = a->srv;
-    const char *const *paths = NULL;
-    size_t n = a->conv ? gt__conv_files(a->conv, &paths) : 0;
-    struct gt__done *d = gt__calloc(1, sizeof(*d));
-
-    if (!d)
-        return NULL;
-    d->pid = a->hello->h.pid;
-    d->ppid = a->hello->h.ppid;
-    d->rank = a->hello->h.rank;
-    d->start_mono_ns = a->hello->h.start_mono_ns;
-    copy_cut(d->stem, sizeof(d->stem), a->stem);
-    copy_cut(d->command, sizeof(d->command), a->hello->cmdline);
-    copy_cut(d->reason, sizeof(d->reason), reason);
-    d->bytes = a->bytes;
-    d->records = a->records;
-    d->events = a->conv ? gt__conv_events(a->conv) : 0;
-    d->lost_events = lost_sum(a, GT_LOST_EVENTS);
-    d->lost_chunks = lost_sum(a, GT_LOST_CHUNKS) +
-                     gt__framer_stats(a->framer)->chunks_lost;
-    d->trig = gt__agent_trig_json(a);
-    d->files = gt__calloc(n + 1, sizeof(char *));
-    for (size_t i = 0; d->files && i < n; i++)
-        if ((d->files[d->nfiles] = gt__strdup(paths[i])) != NULL)
-            d->nfiles++;
-    s->files += d->nfiles;
-    s->events += d->events;
-    s->lost_events += d->lost_events;
-    s->lost_chunks += d->lost_chunks;
-    d->next = s->done;
-    s->done = d;
-    if (++s->ndone > GT__DONE_MAX) {
-        struct gt__done **pp = &s->done;
-
-        while ((*pp)->next)
-            pp = &(*pp)->next;
-        gt__done_free(*pp);
-        *pp = NULL;
-        s->ndone--;
-    }
-    return d;
-}
-
-/* "chunks=N seq=S" of what a's converter has written out. */
-static int ack_text(const struct gt__agent *a, char *buf, size_t cap)
-{
-    const struct gt__framer_stats *st = gt__framer_stats(a->framer);
-
-    snprintf(buf, cap, "chunks=%llu seq=%llu", (unsigned long long)st->chunks,
-             (unsigned long long)a->last_seq);
-    return st->chunks != a->acked;
-}
-
-static void agent_ack(struct gt__agent *a)
-{
-    char text[64];
-
-    /* Mark, then ACK: a daemon killed in between leaves records the
-     * agent counts as lost in the file (never the other way round). */
-    if (!a->hello_seen || a->disk_full || !ack_text(a, text, sizeof(text)))
-        return;
-    if (gt__conv_ack_mark(a->conv) != 0) {
-        if (gt__conv_disk_full(a->conv))
-            disk_pause(a);
-        return;
-    }
-    if (gt__agent_send(a, GT_CTL_ACK, text) == 0)
-        a->acked = gt__framer_stats(a->framer)->chunks;
-}
-
-void gt__agent_sweep(struct gt__agent *a)
-{
-    if (!a->hello_seen || a->closing)
-        return;
-    pthread_mutex_lock(&a->wq.lock);
-    if (a->disk_full)
-        disk_retry(a);
-    else if (a->conv && gt__conv_flush(a->conv) == 0)
-        /* A daemon killed now loses at most the last second, and the
-         * agent counts exactly what was not acknowledged. A write error
-         * is the converter's to report when the stream ends. */
-        agent_ack(a);
-    else if (a->conv && gt__conv_disk_full(a->conv))
-        disk_pause(a);
-    pthread_mutex_unlock(&a->wq.lock);
-}
-
-/* The stream is finished and written: the last ACK goes out now, before
- * the close (a write queued on libuv would be cancelled by it). */
-static void final_ack(struct gt__agent *a)
-{
-    uint8_t msg[sizeof(struct gt_ctl) + 64];
-    struct gt_ctl hdr = {.magic = GT_CTL_MAGIC, .type = GT_CTL_ACK};
-    char text[64];
-    uv_os_fd_t fd;
-    size_t n;
-
-    if (!a->hello_seen || !ack_text(a, text, sizeof(text)) ||
-        uv_stream_get_write_queue_size((uv_stream_t *)&a->pipe) != 0 ||
-        uv_fileno((uv_handle_t *)&a->pipe, &fd) != 0)
-        return;
-    n = strlen(text);
-    hdr.size = (uint16_t)(sizeof(hdr) + n);
-    memcpy(msg, &hdr, sizeof(hdr));
-    memcpy(msg + sizeof(hdr), text, n);
-    if (send(fd, msg, sizeof(hdr) + n, MSG_DONTWAIT | MSG_NOSIGNAL) ==
-        (ssize_t)(sizeof(hdr) + n))
-        a->acked = gt__framer_stats(a->framer)->chunks;
-}
-
-/* A stream paused by a full disk ends: finished now if space allows
- * (the cut files, then a last main file with what the disk cost), else
- * held by the server until it does (diskfull.c). @return 1 held. */
-static int disk_end(struct gt__agent *a, const struct gt__framer_stats *st,
-                    int truncated)
-{
-    int rc = gt__conv_resume(a->conv);
-
-    a->disk_full = 0;
-    if (rc != -ENOSPC && rc != -EDQUOT)
-        return 0;
-    return gt__disk_park(a->srv, a->conv, st, truncated, a->hello->h.pid,
-                         a->hello->h.start_mono_ns, a->stem) == 0;
-}
-
-static void finish(struct gt__agent *a, const char *reason, int failed)
-{
-    struct gt__server *s = a->srv;
-    int frc, rc, held = 0;
-
-    /* After a stream error the framer is dead: finishing it would only
-     * repeat the error. */
-    frc = failed ? 0 : gt__framer_finish(a->framer);
-    if (a->conv) {
-        const struct gt__framer_stats *st = gt__framer_stats(a->framer);
-        /* Without a goodbye the process (or the connection) died before
-         * its last records: the converter marks the trace truncated, with
-         * its last time. A stream that ends while its disk is full is held
-         * and finished when space returns (daemon/server/diskfull.c). */
-        int truncated = failed || frc != 0;
-
-        if (a->disk_full)
-            held = disk_end(a, st, truncated);
-        rc = held ? 0 : gt__conv_finish(a->conv, st, truncated);
-        if (rc == 0 && !held)
-            final_ack(a);
-        if (rc < 0)
-            gt__log("agent pid %u: finishing %s failed: %s",
-                    (unsigned)a->hello->h.pid, a->stem, gt__strerror(rc));
-        s->seq_gaps += st->chunks_lost;
-    }
-    if (a->raw_fd >= 0)
-        close(a->raw_fd);
-    a->raw_fd = -1;
-    if (a->hello_seen) {
-        struct gt__done *d = remember(a, reason);
-
-        gt__log("agent pid %u (%s) %s: %llu bytes, %llu records, %llu chunks "
-                "lost, %s%s",
-                (unsigned)a->hello->h.pid, a->stem, reason,
-                (unsigned long long)a->bytes, (unsigned long long)a->records,
-                (unsigned long long)(d ? d->lost_chunks : 0),
-                frc == GT__ETRUNC ? "partial trace (stream ended mid-chunk), "
-                : a->conv && !gt__conv_goodbye(a->conv)
-                    ? "truncated (no goodbye from the agent), " : "",
-                d && d->nfiles ? d->files[0] : "no file");
-    } else {
-        gt__log("connection from pid %u closed before a valid hello: %s",
-                (unsigned)a->peer_pid, reason);
-    }
-    if (held)
-        a->conv = NULL; /* the server's now */
 }
 
 static void unlink_agent(struct gt__agent *a)
@@ -550,13 +98,13 @@ static void close_agent(struct gt__agent *a, const char *reason, int failed)
             /* Its last buffers said the rank: name the files by it. */
             a->rank_news = 0;
             pthread_mutex_unlock(&a->wq.lock);
-            rank_learnt(a, a->rank_new);
+            gt__agent_rank_learnt(a, a->rank_new);
             pthread_mutex_lock(&a->wq.lock);
         }
     }
     if (failed)
         a->srv->bad_streams++;
-    finish(a, reason, failed);
+    gt__agent_finish(a, reason, failed);
     if (a->framer)
         pthread_mutex_unlock(&a->wq.lock);
     unlink_agent(a);
@@ -568,20 +116,6 @@ static void close_agent(struct gt__agent *a, const char *reason, int failed)
 void gt__agent_close(struct gt__agent *a, const char *reason)
 {
     close_agent(a, reason, 0);
-}
-
-/* The raw capture is written on the loop as bytes arrive, so a .gtr is
- * complete as soon as its agent's bytes are read, converted or not. */
-static void raw_write(struct gt__agent *a, const uint8_t *data, size_t n)
-{
-    int rc;
-
-    if (a->raw_fd >= 0 && (rc = gt__write_all(a->raw_fd, data, n, 0, 0)) < 0) {
-        gt__log("agent pid %u: raw capture %s.gtr stopped: %s",
-                (unsigned)a->hello->h.pid, a->stem, strerror(-rc));
-        close(a->raw_fd);
-        a->raw_fd = -1;
-    }
 }
 
 /* Feeds the framer; the loop before the hello, a worker (wq.lock held)
@@ -631,7 +165,7 @@ static void process_hello(struct gt__agent *a, const uint8_t *data, size_t n)
     memcpy(a->pre + a->pre_len, data, n);
     a->pre_len += n;
     int rc = feed(a, data, n, reason, sizeof(reason));
-    raw_write(a, a->pre, a->pre_len);
+    gt__agent_raw_write(a, a->pre, a->pre_len);
     if (a->hello_seen && a->pre) {
         gt__free(a->pre);
         a->pre = NULL;
@@ -654,7 +188,7 @@ static int take_read(struct gt__agent *a, size_t n)
         process_hello(a, b->data, n);
         return 0;
     }
-    raw_write(a, b->data, n);
+    gt__agent_raw_write(a, b->data, n);
     a->rd = NULL;
     b->len = n;
     return gt__workq_push(a->srv->wq, &a->wq, b);
@@ -736,7 +270,7 @@ void gt__agent_wake(struct gt__server *s)
         }
         pthread_mutex_unlock(&a->wq.lock);
         if (!failed && rank >= 0 && rank != a->hello->h.rank)
-            rank_learnt(a, rank);
+            gt__agent_rank_learnt(a, rank);
         if (failed)
             close_agent(a, reason, 1);
         else if (a->eof && gt__workq_pending(s->wq, &a->wq) == 0)
@@ -840,8 +374,7 @@ static void start_agent(struct gt__server *s, struct gt__agent *a)
         refuse(&a->pipe, why);
         return;
     }
-    a->framer = gt__framer_create(GT__FRAMER_STRICT, on_hello, on_chunk, a);
-    if (!a->framer) {
+    if (gt__agent_stream_init(a) < 0) {
         refuse(&a->pipe, "out of memory");
         return;
     }
@@ -921,149 +454,3 @@ void gt__agent_accept_pending(struct gt__server *s)
     }
 }
 
-struct ctl_write {
-    uv_write_t req;
-    uint8_t msg[];
-};
-
-static void on_written(uv_write_t *req, int status)
-{
-    /* An agent that exits right after streaming never reads its welcome;
-     * only unexpected failures are worth a log line. */
-    if (status < 0 && status != UV_ECANCELED && status != UV_EPIPE &&
-        status != UV_ECONNRESET)
-        gt__log("control message to agent not sent: %s", uv_strerror(status));
-    gt__free(req);
-}
-
-int gt__agent_send(struct gt__agent *a, uint16_t type, const char *text)
-{
-    size_t tlen = strlen(text);
-    struct gt_ctl hdr = {.magic = GT_CTL_MAGIC, .type = type};
-    struct ctl_write *w;
-    uv_buf_t b;
-    int rc;
-
-    if (sizeof(hdr) + tlen > GT_CTL_MAX_SIZE)
-        return -EMSGSIZE;
-    if (a->closing || !a->hello_seen)
-        return -ENOTCONN;
-    if (uv_stream_get_write_queue_size((uv_stream_t *)&a->pipe) > WRITE_QUEUE_MAX)
-        return -ENOBUFS;
-    w = gt__malloc(sizeof(*w) + sizeof(hdr) + tlen);
-    if (!w)
-        return -ENOMEM;
-    hdr.size = (uint16_t)(sizeof(hdr) + tlen);
-    memcpy(w->msg, &hdr, sizeof(hdr));
-    memcpy(w->msg + sizeof(hdr), text, tlen);
-    b = uv_buf_init((char *)w->msg, (unsigned)(sizeof(hdr) + tlen));
-    rc = uv_write(&w->req, (uv_stream_t *)&a->pipe, &b, 1, on_written);
-    if (rc != 0) {
-        gt__free(w);
-        return rc;
-    }
-    return 0;
-}
-
-void gt__agent_send_triggers(struct gt__agent *a)
-{
-    struct gt__server *s = a->srv;
-
-    /* Triggers whose agents are all done belong to no later job. */
-    gt__armed_retire(s);
-    for (size_t i = 0; i < s->narmed; i++) {
-        struct gt__armed *t = &s->armed[i];
-
-        if (gt__sel_match_later(&t->t.sel, a->hello->h.pid, a->hello->h.rank) &&
-            gt__agent_send(a, GT_CTL_TRIGGER, t->spec) == 0) {
-            t->sent++;
-            gt__agent_trig_sent(a, t);
-        }
-    }
-}
-
-static cJSON *files_json(const char *const *paths, size_t n)
-{
-    cJSON *arr = cJSON_CreateArray();
-
-    for (size_t i = 0; arr && i < n; i++)
-        cJSON_AddItemToArray(arr, cJSON_CreateString(paths[i]));
-    return arr;
-}
-
-static cJSON *agent_json_locked(const struct gt__agent *a)
-{
-    const struct gt__framer_stats *st = gt__framer_stats(a->framer);
-    const struct gt__hello_info *h = a->hello;
-    const char *const *paths = NULL;
-    size_t n = gt__conv_files(a->conv, &paths);
-    cJSON *o = cJSON_CreateObject();
-
-    if (!o)
-        return NULL;
-    cJSON_AddNumberToObject(o, "pid", h->h.pid);
-    cJSON_AddNumberToObject(o, "ppid", h->h.ppid);
-    cJSON_AddNumberToObject(o, "rank", h->h.rank);
-    cJSON_AddNumberToObject(o, "local_rank", h->h.local_rank);
-    cJSON_AddNumberToObject(o, "world_size", h->h.world_size);
-    cJSON_AddStringToObject(o, "hostname", h->hostname);
-    cJSON_AddStringToObject(o, "command", h->cmdline);
-    cJSON_AddStringToObject(o, "stem", a->stem);
-    cJSON_AddBoolToObject(o, "capture", a->capture);
-    /* Operators in every capture (GRADTRACE_OPS=1); windows with ops=1
-     * add them for their own span only. */
-    cJSON_AddBoolToObject(o, "ops", (h->h.flags & GT_HELLO_OPS) != 0);
-    cJSON_AddBoolToObject(o, "job_route", a->job_route);
-    cJSON_AddBoolToObject(o, "disk_full", a->disk_full);
-    cJSON_AddNumberToObject(o, "connected_s",
-                            (double)(gt__mono_ns() - a->connected_ns) / 1e9);
-    cJSON_AddNumberToObject(o, "bytes", (double)a->bytes);
-    cJSON_AddNumberToObject(o, "chunks", (double)st->chunks);
-    cJSON_AddNumberToObject(o, "records", (double)a->records);
-    cJSON_AddNumberToObject(o, "events", (double)gt__conv_events(a->conv));
-    cJSON_AddNumberToObject(o, "lost_events", (double)lost_sum(a, GT_LOST_EVENTS));
-    cJSON_AddNumberToObject(o, "lost_cupti", (double)lost_sum(a, GT_LOST_CUPTI));
-    cJSON_AddNumberToObject(o, "lost_chunks",
-                            (double)(lost_sum(a, GT_LOST_CHUNKS) + st->chunks_lost));
-    const struct gt__conv_window *w;
-    cJSON_AddNumberToObject(o, "windows", (double)gt__conv_windows(a->conv, &w));
-    cJSON_AddItemToObject(o, "files", files_json(paths, n));
-    cJSON *trig = gt__agent_trig_json(a);
-    gt__trig_json_merge(o, trig);
-    cJSON_Delete(trig);
-    return o;
-}
-
-cJSON *gt__done_json(const struct gt__done *d)
-{
-    cJSON *o = cJSON_CreateObject();
-
-    if (!o)
-        return NULL;
-    cJSON_AddNumberToObject(o, "pid", d->pid);
-    cJSON_AddNumberToObject(o, "ppid", d->ppid);
-    cJSON_AddNumberToObject(o, "rank", d->rank);
-    cJSON_AddStringToObject(o, "command", d->command);
-    cJSON_AddStringToObject(o, "stem", d->stem);
-    cJSON_AddStringToObject(o, "end", d->reason);
-    cJSON_AddNumberToObject(o, "bytes", (double)d->bytes);
-    cJSON_AddNumberToObject(o, "records", (double)d->records);
-    cJSON_AddNumberToObject(o, "events", (double)d->events);
-    cJSON_AddNumberToObject(o, "lost_events", (double)d->lost_events);
-    cJSON_AddNumberToObject(o, "lost_chunks", (double)d->lost_chunks);
-    cJSON_AddItemToObject(o, "files",
-                          files_json((const char *const *)d->files, d->nfiles));
-    gt__trig_json_merge(o, d->trig);
-    return o;
-}
-
-cJSON *gt__agent_json(struct gt__agent *a)
-{
-    cJSON *o;
-
-    /* Waits at most for the one buffer a worker is converting. */
-    pthread_mutex_lock(&a->wq.lock);
-    o = agent_json_locked(a);
-    pthread_mutex_unlock(&a->wq.lock);
-    return o;
-}

@@ -11,7 +11,8 @@
  *      (no chmod window);
  *   3. every accepted connection's SO_PEERCRED uid must equal ours, so a
  *      socket reached through a descriptor passed by someone else, or a
- *      directory whose permissions were later loosened, still refuses.
+ *      directory whose permissions were later loosened, still refuses
+ *      (peer.c, for the agent and the control connections alike).
  * Only filesystem sockets are used (never the abstract namespace, which
  * has no permissions) and never TCP.
  *
@@ -40,26 +41,6 @@
 #include "common/util.h"
 #include "daemon/convert/convert.h"
 #include "daemon/convert/repair.h"
-
-int gt__peer_check(uv_pipe_t *p, uint32_t *pid, char *why, size_t cap)
-{
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    uv_os_fd_t fd;
-
-    if (uv_fileno((uv_handle_t *)p, &fd) != 0 ||
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-        snprintf(why, cap, "cannot read peer credentials: %s", strerror(errno));
-        return -EPERM;
-    }
-    *pid = (uint32_t)cred.pid;
-    if (cred.uid != geteuid()) {
-        snprintf(why, cap, "peer uid %u pid %d is not the daemon's user (uid %u)",
-                 (unsigned)cred.uid, (int)cred.pid, (unsigned)geteuid());
-        return -EPERM;
-    }
-    return 0;
-}
 
 /*
  * The directory that holds path: created 0700 when it is the default
@@ -391,6 +372,7 @@ int gt__server_init(struct gt__server *s, uv_loop_t *loop,
 
     memset(s, 0, sizeof(*s));
     s->loop = loop;
+    s->shutdown = gt__server_shutdown;
     s->lock_fd = -1;
     s->raw = o->raw;
     s->max_file_bytes = o->max_file_bytes;

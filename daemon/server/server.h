@@ -1,17 +1,24 @@
 /*
  * Internals of gradtraced, the collecting daemon.
  *
- * Pieces, one file each:
- *   main.c       options, log file, detaching, the loop's life
- *   server.c     libuv loop, runtime directory, sockets, peer checks
- *   ingest.c     one agent connection: hello, framer, converter, raw .gtr
- *   agent_trig.c triggers sent to an agent and the windows it fired
- *   diskfull.c   streams that ended while the disk was full, finished
- *                when space returns
- *   dispatch.c   control connections: JSON lines in, one reply per line
- *   log.c        the daemon's log (stderr or a file)
- *   workq.c      the conversion pool: agents' bytes decoded and converted
- *                off the loop thread, one bounded ordered queue per agent
+ * Pieces, one file each, in the order they call each other (a file
+ * calls only files below it; the loop's callbacks are wired by server.c):
+ *   main.c         options, log file, detaching, the loop's life
+ *   server.c       libuv loop, runtime directory, sockets, the sweep
+ *   dispatch.c     control connections: JSON lines in, one reply per line
+ *   ingest.c       one agent connection: accept, read, queue, drain, close
+ *   agent_stream.c its stream: hello, converter, raw .gtr, disk full,
+ *                  acknowledgements, finish
+ *   agent_status.c status of live and finished agents
+ *   agent_trig.c   triggers sent to an agent and the windows it fired
+ *   agent_send.c   control messages to an agent
+ *   diskfull.c     streams that ended while the disk was full, finished
+ *                  when space returns
+ *   peer.c         peer credentials of an accepted connection
+ *   workq.c        the conversion pool: agents' bytes decoded and
+ *                  converted off the loop thread, one bounded ordered
+ *                  queue per agent
+ *   log.c          the daemon's log (stderr or a file)
  *
  * Everything here runs on the daemon's loop thread unless a doc block or
  * a field's comment says otherwise. An agent's conversion state (framer,
@@ -47,7 +54,6 @@ void gt__log_set_fd(int fd);
 #define GT__RETIRED_MAX 20      /* retired triggers remembered for status */
 #define GT__AGENTS_MAX 1024     /* live agent connections */
 #define GT__DONE_MAX 4096       /* finished agents remembered for status */
-#define GT__LOST_SLOTS 64       /* (thread, kind) lost counters per agent */
 #define GT__CTLS_MAX 64         /* open control connections */
 #define GT__HELLO_TIMEOUT_S 10  /* a connection must say hello by then */
 #define GT__DISK_RESUME_BYTES (1u << 20) /* free space that ends a pause */
@@ -72,14 +78,6 @@ static inline uint64_t gt__stat(const uint64_t *p)
 
 struct gt__server;
 
-/* Cumulative lost count of one (thread, kind) as the agent last sent it. */
-struct gt__lost_slot {
-    uint32_t tid;
-    uint32_t what;
-    uint64_t count;
-};
-
-/* One agent connection (ingest.c). */
 /* A trigger the daemon sent to one agent (agent_trig.c). */
 struct gt__agent_trig {
     uint64_t id;                /* the daemon's trigger id */
@@ -88,6 +86,7 @@ struct gt__agent_trig {
     int cleared;                /* trigger_clear came after it */
 };
 
+/* One agent connection (ingest.c) and its stream (agent_stream.c). */
 struct gt__agent {
     uv_pipe_t pipe;             /* first: handle->data is unused, cast back */
     struct gt__server *srv;
@@ -97,7 +96,6 @@ struct gt__agent {
     int closing;
     int hello_seen;
     int capture;                /* last capture state the daemon knows */
-    int job_route;              /* GT_R_JOB_ROUTE: job triggers reach its job */
     int eof;                    /* socket ended; closes once converted */
     int paused;                 /* not read: its queue is full */
     uint64_t connected_ns;
@@ -122,8 +120,6 @@ struct gt__agent {
     uint64_t acked;             /* chunks acknowledged (GT_CTL_ACK) */
     uint64_t last_seq;          /* seq of the last chunk converted */
     uint64_t disk_full_records; /* records not converted meanwhile */
-    struct gt__lost_slot lost[GT__LOST_SLOTS];
-    size_t nlost;
     struct gt__agent_trig trigs[GT__ARMED_MAX];
     size_t ntrigs;
 };
@@ -199,6 +195,10 @@ struct gt__server {
     uint64_t repaired;          /* unfinished files repaired at start */
     uint64_t disk_full;         /* times an agent's output hit a full disk */
     struct gt__timer *timers;
+    /* Stops the daemon (gt__server_shutdown, set by gt__server_init): a
+     * shutdown request calls it, since the server owns the handles and
+     * dispatch.c is one of them. */
+    void (*shutdown)(struct gt__server *s);
     struct gt__parked *parked;  /* ended while the disk was full (diskfull.c) */
     size_t nparked;
     /* totals over every connection since start */
@@ -229,23 +229,20 @@ int gt__server_init(struct gt__server *s, uv_loop_t *loop,
 void gt__server_shutdown(struct gt__server *s);
 /* Removes the sockets and releases the lock after the loop has ended. */
 void gt__server_cleanup(struct gt__server *s);
-/* 0 when the peer of a connected unix socket is this user, else -EPERM
- * with a reason in why. */
+
+/* peer.c */
+/* 0 when the peer of a connected unix socket is this user (its pid in
+ * *pid), else -EPERM with a reason in why (cap bytes). */
 int gt__peer_check(uv_pipe_t *p, uint32_t *pid, char *why, size_t cap) GT__WUR;
 
-/* ingest.c */
+/* ingest.c: agent connections */
 void gt__agent_on_connection(uv_stream_t *server, int status);
 /* Accepts every connection waiting in the agent socket's backlog. */
 void gt__agent_accept_pending(struct gt__server *s);
-/* Sends a control message (type from enum gt_ctl_type, text may be ""). */
-int gt__agent_send(struct gt__agent *a, uint16_t type, const char *text) GT__WUR;
 /* Reads what the socket already holds without blocking and waits until
  * the pool has converted it all; finishes and closes the agent on EOF or
  * error. @return 1 finished, 0 still live. */
 int gt__agent_drain(struct gt__agent *a);
-/* Once a second: flushes a's files and acknowledges what they hold, or
- * retries a paused output (disk full). */
-void gt__agent_sweep(struct gt__agent *a);
 /* The pool has news (a stream idle, failed, or below its queue limit):
  * closes finished and failed agents, resumes reading paused ones. */
 void gt__agent_wake(struct gt__server *s);
@@ -254,11 +251,40 @@ void gt__agent_convert(struct gt__workq_item *it, const uint8_t *data,
                        size_t len);
 /* Finishes the conversion and closes the connection with a logged reason. */
 void gt__agent_close(struct gt__agent *a, const char *reason);
+
+/* agent_stream.c: an agent's stream from its hello to its finish */
+/* Creates a->framer (strict), whose hello and chunk handlers are this
+ * file's. @return 0 or -ENOMEM. */
+int gt__agent_stream_init(struct gt__agent *a) GT__WUR;
+/* Appends bytes as received to the raw .gtr (--raw; a write error stops
+ * the capture, logged). Loop thread. */
+void gt__agent_raw_write(struct gt__agent *a, const uint8_t *data, size_t n);
+/* The stream said rank after its hello: stem, files and triggers follow
+ * (takes wq.lock). Loop thread. */
+void gt__agent_rank_learnt(struct gt__agent *a, int32_t rank);
+/* Once a second: flushes a's files and acknowledges what they hold, or
+ * retries a paused output (disk full). Takes wq.lock. */
+void gt__agent_sweep(struct gt__agent *a);
+/* The stream ends (failed: a bad stream, whose framer is not finished):
+ * finishes the converter (or hands it to diskfull.c), sends the last ACK,
+ * closes the raw file, logs and remembers a summary (gt__done_add). Loop
+ * thread, wq.lock held by the caller when a has a framer. */
+void gt__agent_finish(struct gt__agent *a, const char *reason, int failed);
+
+/* agent_status.c: status of live and finished agents */
 /* Status of a live agent (takes its wq.lock). */
 struct cJSON *gt__agent_json(struct gt__agent *a);
+/* Whether the agent's stream said its job-wide trigger route is up, so a
+ * job trigger handed to it reaches its job (takes its wq.lock). */
+int gt__agent_job_route(struct gt__agent *a);
+/* The summary a finished agent leaves (after its hello; files, counts,
+ * triggers), added to s->done and the server's totals; the oldest past
+ * GT__DONE_MAX is freed. wq.lock held when a has a framer.
+ * @return it, or NULL when out of memory (then not remembered). */
+struct gt__done *gt__done_add(struct gt__agent *a, const char *reason);
 struct cJSON *gt__done_json(const struct gt__done *d);
-/* Sends the armed triggers that select this agent. */
-void gt__agent_send_triggers(struct gt__agent *a);
+/* Frees a finished agent's record (NULL is ok). */
+void gt__done_free(struct gt__done *d);
 
 /* diskfull.c: streams that ended while the disk was full */
 struct gt__conv;
@@ -286,7 +312,28 @@ void gt__disk_parked_sweep(struct gt__server *s);
  * finished is left to the next start, its disk-full counts lost; logged). */
 void gt__disk_parked_close_all(struct gt__server *s);
 
+/* agent_send.c: control messages to an agent */
+/*
+ * Queues a control message (type from enum gt_ctl_type, text may be "")
+ * on a's connection. Loop thread.
+ * @return 0, -EMSGSIZE, -ENOTCONN (closing, or before its hello),
+ *         -ENOBUFS (the agent does not read: over its queue limit),
+ *         -ENOMEM or a libuv error.
+ */
+int gt__agent_send(struct gt__agent *a, uint16_t type, const char *text) GT__WUR;
+/*
+ * Sends a control message at once, without queueing: the last one before
+ * the connection closes (closing it cancels queued writes), also while a
+ * is closing. Loop thread.
+ * @return 0 when all of it went out; -EMSGSIZE; -EAGAIN when messages are
+ *         still queued (it would overtake them) or the socket took less;
+ *         -EBADF without a socket.
+ */
+int gt__agent_send_now(struct gt__agent *a, uint16_t type, const char *text) GT__WUR;
+
 /* agent_trig.c: triggers sent to an agent and the windows it fired */
+/* Sends a the armed triggers that select it (after its hello). */
+void gt__agent_send_triggers(struct gt__agent *a);
 void gt__agent_trig_sent(struct gt__agent *a, const struct gt__armed *t);
 void gt__agent_trig_cleared(struct gt__agent *a);
 void gt__agent_trig_free(struct gt__agent *a);
@@ -315,8 +362,6 @@ void gt__agent_trig_rank(struct gt__agent *a);
 struct cJSON *gt__agent_trig_json(const struct gt__agent *a);
 /* Adds "triggers" and "fired" (copies of trig's lists) to dst. */
 void gt__trig_json_merge(struct cJSON *dst, const struct cJSON *trig);
-/* Frees a finished agent's record (NULL is ok). */
-void gt__done_free(struct gt__done *d);
 
 /* dispatch.c */
 void gt__ctl_on_connection(uv_stream_t *server, int status);
