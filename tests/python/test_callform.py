@@ -19,16 +19,12 @@ import ctypes
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pyunit  # noqa: E402  (puts this checkout's package on the path)
 
-try:
-    import torch
-    from torch import nn
-except ImportError as e:  # a skip (pytest and main()), a failure under CI
-    torch = None
-    MISSING = str(e)
+torch, MISSING = pyunit.torch_or_reason()
 if torch is not None:
+    from torch import nn
     from gradtrace import _callform, _gthooks  # built by make: never a skip
 
 calls = []
@@ -221,27 +217,9 @@ def test_compile_sees_torchs_call():
 
 
 def _skip():
-    why = MISSING if torch is None else "torch without torch.compile"
-    if torch is None and os.environ.get("CI"):
-        raise AssertionError("CI: " + why)
-    try:
-        import pytest
-        pytest.skip(why)
-    except ImportError:
-        raise SystemExit(77)
+    pyunit.skip(MISSING if torch is None else "torch without torch.compile",
+                torch is None)
 
 
 if __name__ == "__main__":
-    if torch is None:
-        print("skip:", MISSING)
-        sys.exit(1 if os.environ.get("CI") else 77)
-    for name, fn in sorted(globals().items()):
-        if name.startswith("test_") and callable(fn):
-            try:
-                fn()
-            except SystemExit as e:
-                if e.code != 77:
-                    raise
-                print("skip", name)
-                continue
-            print("ok", name)
+    pyunit.main(globals(), MISSING if torch is None else None)

@@ -24,17 +24,13 @@ import gc
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pyunit  # noqa: E402  (puts this checkout's package on the path)
 
-try:
-    import torch
+torch, MISSING = pyunit.torch_or_reason()
+if torch is not None:
     from torch import nn
     import torch.nn.modules.module as MM
-except ImportError as e:  # a skip (pytest and main()), a failure under CI
-    torch = None
-    MISSING = str(e)
-if torch is not None:
     from gradtrace import _naming, _scopes
 
 opened = []      # names of the scopes open now, innermost last
@@ -321,27 +317,8 @@ def test_scopes_balanced_when_a_forward_raises():
 
 
 def _skip(why=None):
-    why = why or MISSING
-    if torch is None and os.environ.get("CI"):
-        raise AssertionError("CI: " + why)
-    try:
-        import pytest
-        pytest.skip(why)
-    except ImportError:
-        raise SystemExit(77)
+    pyunit.skip(why or MISSING, torch is None)
 
 
 if __name__ == "__main__":
-    if torch is None:
-        print("skip:", MISSING)
-        sys.exit(1 if os.environ.get("CI") else 77)
-    for name, fn in sorted(globals().items()):
-        if name.startswith("test_") and callable(fn):
-            try:
-                fn()
-            except SystemExit as e:
-                if e.code != 77:
-                    raise
-                print("skip", name)
-                continue
-            print("ok", name)
+    pyunit.main(globals(), MISSING if torch is None else None)

@@ -33,6 +33,13 @@ CLEAN = {
 }
 
 
+# With it, a.c calls b.c and b.c calls a.c.
+MUTUAL = {
+    "daemon/convert/a.c": '#include "daemon/convert/a.h"\n#include "daemon/convert/b.h"\n'
+                          "int gt__a(int x)\n{\n    return x ? gt__b(x - 1) : 0;\n}\n",
+}
+
+
 def load_checker():
     spec = importlib.util.spec_from_file_location("check_layers", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
@@ -81,18 +88,12 @@ class CheckLayers(unittest.TestCase):
         self.assertIn("calls, loops, header declarations ok", out)
 
     def test_mutual_calls_are_a_loop(self):
-        files = dict(CLEAN)
-        files["daemon/convert/a.c"] = ('#include "daemon/convert/a.h"\n#include "daemon/convert/b.h"\n'
-                                       "int gt__a(int x)\n{\n    return x ? gt__b(x - 1) : 0;\n}\n")
-        self.tree(files)
+        self.tree(dict(CLEAN, **MUTUAL))
         out = self.assert_fails("calls: loop between daemon/convert/a.c, daemon/convert/b.c")
         self.assertIn("daemon/convert/a.c -> daemon/convert/b.c (gt__b)", out)
 
     def test_allowed_edge_breaks_the_loop_and_must_exist(self):
-        files = dict(CLEAN)
-        files["daemon/convert/a.c"] = ('#include "daemon/convert/a.h"\n#include "daemon/convert/b.h"\n'
-                                       "int gt__a(int x)\n{\n    return x ? gt__b(x - 1) : 0;\n}\n")
-        self.tree(files)
+        self.tree(dict(CLEAN, **MUTUAL))
         self.mod.ALLOWED_EDGES = {("daemon/convert/a.c", "daemon/convert/b.c"): "test"}
         rc, out = self.check()
         self.assertEqual(rc, 0, out)
