@@ -238,7 +238,7 @@ def read_objects(objdir):
             f = line.split()
             if len(f) < 2 or not project_symbol(f[0]):
                 continue
-            if f[1] == "U":
+            if f[1] in ("U", "w", "v"):  # weak references are uses too
                 uses.setdefault(src, set()).add(f[0])
             elif f[1].isupper():
                 owner.setdefault(f[0], src)

@@ -100,6 +100,16 @@ class CheckLayers(unittest.TestCase):
         self.mod.ALLOWED_EDGES[("daemon/convert/b.c", "common/util.c")] = "stale"
         self.assert_fails("allowed edge daemon/convert/b.c -> common/util.c no longer exists")
 
+    def test_weak_reference_is_a_call(self):
+        # An optional hook reached through a weak declaration still makes
+        # its caller depend on it.
+        files = dict(CLEAN)
+        files["daemon/convert/a.c"] = ('#include "daemon/convert/a.h"\n#include "daemon/convert/b.h"\n'
+                                       "__attribute__((weak)) int gt__b(int x);\n"
+                                       "int gt__a(int x)\n{\n    return gt__b ? gt__b(x) : x;\n}\n")
+        self.tree(files)
+        self.assert_fails("daemon/convert/a.c -> daemon/convert/b.c (gt__b)")
+
     def test_loop_of_three_files(self):
         files = dict(CLEAN)
         files["daemon/convert/c.h"] = "int gt__c(int x);\n"
