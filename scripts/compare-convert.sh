@@ -258,8 +258,10 @@ compare() {
     rm -f "$wt.log"
   fi
   make -C "$ROOT" -s -j2 "$BUILD/gradtrace" >/dev/null || die "make $BUILD/gradtrace failed"
-  export BASE_GT=$cache/gradtrace NEW_GT=$ROOT/$BUILD/gradtrace
   WORK=$(mktemp -d /tmp/gt-compare.XXXXXX)
+  # A copy: a rebuild while the comparison runs must not change it.
+  cp "$ROOT/$BUILD/gradtrace" "$WORK/gradtrace-new" || die "no $BUILD/gradtrace"
+  export BASE_GT=$cache/gradtrace NEW_GT=$WORK/gradtrace-new
   export WORK KEEP
   local dirs=("$@")
   [ ${#dirs[@]} -eq 0 ] && [ -d /tmp/gtr-corpus ] && dirs=(/tmp/gtr-corpus)

@@ -476,39 +476,3 @@ void gt__obs_layer(struct gt__writer *c, const struct gt__layer_ev *ev,
         s = c->s->base_ns; /* clamped at the base, keeping its end */
     obs->layer(obs->ud, name, s - c->s->base_ns, e < s ? 0 : e - s, &x);
 }
-
-static char *flow_one(struct gt__writer *c, char *p, char ph, const char *cat,
-                      size_t cl, uint32_t t, uint64_t ts)
-{
-    p = GT__LIT(p, "{\"ph\":\"");
-    *p++ = ph;
-    p = GT__LIT(p, "\",\"cat\":\"");
-    memcpy(p, cat, cl);
-    p += cl;
-    p = GT__LIT(p, "\",\"name\":\"");
-    memcpy(p, cat, cl);
-    p += cl;
-    p = GT__LIT(p, "\",\"id\":");
-    p = gt__fmt_u64(p, c->flow_id);
-    if (ph == 'f')
-        p = GT__LIT(p, ",\"bp\":\"e\"");
-    *p++ = ',';
-    p = gt__put_pt(c, p, t);
-    p = GT__LIT(p, ",\"ts\":");
-    p = gt__fmt_us(p, gt__rel(c, ts));
-    *p++ = '}';
-    return p;
-}
-
-void gt__emit_flow(struct gt__writer *c, const char *cat, uint32_t s_t,
-                   uint64_t s_ts, uint32_t f_t, uint64_t f_ts)
-{
-    size_t cl = strlen(cat);
-    c->flow_id++;
-    char *p = gt__ev_begin(c, s_t, 2 * cl);
-    p = flow_one(c, p, 's', cat, cl, s_t, s_ts);
-    gt__ev_end(c, p);
-    p = gt__ev_begin(c, f_t, 2 * cl);
-    p = flow_one(c, p, 'f', cat, cl, f_t, f_ts);
-    gt__ev_end(c, p);
-}

@@ -35,6 +35,7 @@
 
 #include "daemon/convert/convert.h"
 #include "daemon/convert/cstream.h"
+#include "daemon/convert/emit.h"
 #include "daemon/convert/jsonw.h"
 #include "common/version.h"
 
@@ -284,6 +285,7 @@ struct gt__writer {
     char *stem, *out_path;  /* how its files are named (one of the two) */
     int window;             /* a capture window's writer ... */
     uint32_t win_id;        /* ... for window win_id (info in s->winfo) */
+    struct gt__emit *out;   /* the output its events go to (owned) */
 
     /* output */
     struct gt__jw w;
@@ -481,6 +483,19 @@ uint64_t gt__writer_anomalies(const struct gt__writer *c);
 void gt__anomalies_add(struct gt__anomalies *dst,
                        const struct gt__anomalies *src);
 
+/* The Chrome JSON emitter of writer c (emit_chrome.c). NULL: no memory. */
+struct gt__emit *gt__chrome_emit_create(struct gt__writer *c);
+
+/* String id when the stream defines it, else 0 (counted as an
+ * unknown_strings anomaly): what an event names by string id. */
+static inline uint32_t gt__str_known(struct gt__writer *c, uint32_t id)
+{
+    if (id < c->s->nstrs && c->s->strs[id].esc)
+        return id;
+    c->an.unknown_strings++;
+    return 0;
+}
+
 /* ------------------------------------------------ files.c */
 
 GT__WUR int gt__file_open(struct gt__writer *c);
@@ -565,9 +580,6 @@ void gt__emit_x(struct gt__writer *c, uint32_t t, const char *cat,
 void gt__obs_layer(struct gt__writer *c, const struct gt__layer_ev *ev,
                    const char *path, uint32_t pl, const char *cls,
                    uint32_t cl);
-/* Emits a flow start on ts at track ts_t and its finish at tf on tf_t. */
-void gt__emit_flow(struct gt__writer *c, const char *cat, uint32_t s_t,
-                   uint64_t s_ts, uint32_t f_t, uint64_t f_ts);
 
 /* ------------------------------------------------ convert.c */
 

@@ -99,7 +99,7 @@ void gt__emit_node(struct gt__writer *c, struct gt__wthread *th,
         if (ct && (!o->created_in || o->created_file != c->file_index))
             creation_slice(c, ct->track, o, name, nl);
         if (ct)
-            gt__emit_flow(c, "fwdbwd", ct->track, o->created_ts, bt, o->ts);
+            gt__emit_flow(c->out, GT__CAT_FWDBWD, ct->track, o->created_ts, bt, o->ts);
     }
     uint64_t dur = end > o->ts ? end - o->ts : 0;
     struct gt__credit k = {.s = o->ts, .e = end,

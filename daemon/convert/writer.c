@@ -32,6 +32,8 @@ struct gt__writer *gt__writer_create(struct gt__cstream *s, int window,
         goto out_free;
     if (gt__jw_init(&c->w, 4u << 20))
         goto out_free;
+    if (!(c->out = gt__chrome_emit_create(c)))
+        goto out_free;
     c->thread_mask = 2 * GT__MAX_THREADS - 1;
     c->thread_slots = gt__calloc(2 * GT__MAX_THREADS, sizeof(uint32_t));
     if (!c->thread_slots)
@@ -60,6 +62,7 @@ void gt__writer_free(struct gt__writer *c)
     if (c->fd >= 0)
         close(c->fd);
     gt__jw_close(&c->w);
+    gt__emit_free(c->out);
     for (uint32_t i = 0; i < c->nthreads; i++) {
         gt__free(c->threads[i].scopes.e);
         gt__free(c->threads[i].held);
