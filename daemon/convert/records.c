@@ -527,7 +527,7 @@ static void on_node_created(struct gt__writer *c, const uint8_t *rec,
     struct gt__bmap_val v = {
         .x = ts, .p = th->os_tid, .q = layer,
         .y = order | (used ? GT__CREATION_USED : 0) | in |
-             (uint64_t)c->file_index << GT__CREATION_FILE_SHIFT};
+             (uint64_t)gt__emit_part(c->out) << GT__CREATION_FILE_SHIFT};
     creation_keep(c, r.fwd_tid, r.seq, &v);
 }
 
