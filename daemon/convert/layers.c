@@ -272,83 +272,54 @@ static int span_cmp(const void *a, const void *b)
     return x->depth < y->depth ? -1 : x->depth > y->depth;
 }
 
-/* The span's args: layer, counts, sums (us), pass (UINT64_MAX: a
+/* The span's args: layer, counts, sums (ns), pass (UINT64_MAX: a
  * backward range, which has no pass) and parent. */
-static size_t layer_args(struct gt__writer *c, char *args,
-                         const struct gt__wlayer *L,
-                         const struct gt__layer_ev *ev, uint64_t pass)
+static void layer_args(struct gt__writer *c, struct gt__ev *e,
+                       const struct gt__wlayer *L,
+                       const struct gt__layer_ev *ev, uint64_t pass)
 {
-    char *p = args;
-    size_t el = L->esc_len <= GT__JSON_ESCAPED_MAX(GT_STRING_MAX)
-                    ? L->esc_len
-                    : 0;
-    p = GT__LIT(p, "\"layer\":\"");
-    memcpy(p, L->esc, el);
-    p += el;
-    p = GT__LIT(p, "\",\"nodes\":");
-    p = gt__fmt_u64(p, ev->nodes);
-    p = PUT_KV(p, ",\"self_nodes\":", ev->self_nodes);
-    p = GT__LIT(p, ",\"time_us\":");
-    p = gt__fmt_us(p, ev->time_ns);
-    p = GT__LIT(p, ",\"self_us\":");
-    p = gt__fmt_us(p, ev->self_ns);
-    if (ev->accg_ns) {
-        p = GT__LIT(p, ",\"accumulate_grad_us\":");
-        p = gt__fmt_us(p, ev->accg_ns);
-    }
+    gt__ev_text(e, "layer", L->path, L->path_len);
+    gt__ev_u64(e, "nodes", ev->nodes);
+    gt__ev_u64(e, "self_nodes", ev->self_nodes);
+    gt__ev_ns(e, "time_us", ev->time_ns);
+    gt__ev_ns(e, "self_us", ev->self_ns);
+    if (ev->accg_ns)
+        gt__ev_ns(e, "accumulate_grad_us", ev->accg_ns);
     if (ev->order2)
-        p = PUT_KV(p, ",\"second_order_nodes\":", ev->order2);
-    uint32_t tl = 0;
-    const char *top = L->top_name ? gt__str_esc(c, L->top_name, &tl) : NULL;
-    if (top && tl <= GT__JSON_ESCAPED_MAX(GT_STRING_MAX)) {
-        p = GT__LIT(p, ",\"top_node\":\"");
-        memcpy(p, top, tl);
-        p += tl;
-        p = GT__LIT(p, "\",\"top_node_us\":");
-        p = gt__fmt_us(p, L->top_ns);
+        gt__ev_u64(e, "second_order_nodes", ev->order2);
+    if (L->top_name) {
+        gt__ev_sid(e, "top_node", gt__str_known(c, L->top_name));
+        gt__ev_ns(e, "top_node_us", L->top_ns);
     }
     if (pass != UINT64_MAX)
-        p = PUT_KV(p, ",\"pass\":", pass);
+        gt__ev_u64(e, "pass", pass);
     else
-        p = GT__LIT(p, ",\"source\":\"range\"");
+        gt__ev_text(e, "source", "range", 5);
     if (L->parent >= 0) {
         const struct gt__wlayer *P = &c->layers[L->parent];
-        if (P->esc_len <= GT__JSON_ESCAPED_MAX(GT_STRING_MAX)) {
-            p = GT__LIT(p, ",\"parent\":\"");
-            memcpy(p, P->esc, P->esc_len);
-            p += P->esc_len;
-            *p++ = '"';
-        }
+        gt__ev_text(e, "parent", P->path, P->path_len);
     }
-    return (size_t)(p - args);
 }
 
-/* Writes layer index li's backward span [ev->s, ev->e] with ev's numbers
+/* Says layer index li's backward span [ev->s, ev->e] with ev's numbers
  * on track t, and tells the observer. */
 static void emit_layer_span(struct gt__writer *c, uint32_t t, uint32_t li,
                             struct gt__layer_ev *ev, uint64_t pass)
 {
     const struct gt__wlayer *L = &c->layers[li];
-    char args[3 * GT__JSON_ESCAPED_MAX(GT_STRING_MAX) + 360];
-    size_t al = layer_args(c, args, L, ev, pass);
-    uint32_t cl = 0;
-    const char *cls = L->cls ? gt__str_esc(c, L->cls, &cl) : NULL;
-    if (cls) {
-        /* "<path> (<Class>) backward" */
-        char mid[GT__JSON_ESCAPED_MAX(GT_STRING_MAX) + 16];
-        char *m = mid;
-        m = GT__LIT(m, " (");
-        if (cl > GT__JSON_ESCAPED_MAX(GT_STRING_MAX))
-            cl = 0;
-        memcpy(m, cls, cl);
-        m += cl;
-        m = GT__LIT(m, ") backward");
-        gt__emit_x(c, t, "layer_backward", L->esc, L->esc_len, mid,
-                   (uint32_t)(m - mid), "", 0, ev->s, ev->e, args, al);
+    struct gt__ev e;
+    gt__ev_init(&e, GT__CAT_LAYER_BACKWARD, t, ev->s, ev->e);
+    layer_args(c, &e, L, ev, pass);
+    /* "<path> (<Class>) backward" */
+    gt__ev_name_text(&e, L->path, L->path_len);
+    if (L->cls) {
+        gt__ev_name(&e, " (");
+        gt__ev_name_sid(&e, gt__str_known(c, L->cls));
+        gt__ev_name(&e, ") backward");
     } else {
-        gt__emit_x(c, t, "layer_backward", L->esc, L->esc_len, " backward",
-                   9, "", 0, ev->s, ev->e, args, al);
+        gt__ev_name(&e, " backward");
     }
+    gt__emit_slice(c->out, &e);
     if (c->s->obs) {
         uint32_t rl = 0;
         const char *rcls = L->cls ? gt__str_raw(c, L->cls, &rl) : "";
@@ -360,7 +331,7 @@ static void emit_layer_span(struct gt__writer *c, uint32_t t, uint32_t li,
         ev->top_ns = L->top_ns;
         if (L->top_name)
             ev->top = gt__str_raw(c, L->top_name, &ev->top_len);
-        gt__obs_layer(c, ev, L->path, L->path_len, rcls, cls ? rl : 0);
+        gt__obs_layer(c, ev, L->path, L->path_len, rcls, L->cls ? rl : 0);
     }
 }
 
@@ -372,25 +343,20 @@ static void emit_totals(struct gt__writer *c, uint64_t ts)
         .nodes = c->group_nodes, .time_ns = c->group_ns,
         .un_nodes = c->group_un_nodes, .un_ns = c->group_un_ns,
         .un_accg = c->group_un_accg, .order2 = c->group_order2};
-    uint32_t tr = c->layers_bwd_track;
-    char *p = gt__ev_begin(c, tr, 320);
-    p = GT__LIT(p, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"backward_totals\","
-                   "\"name\":\"backward totals\",");
-    p = gt__put_pt(c, p, tr);
-    p = GT__LIT(p, ",\"ts\":");
-    p = gt__fmt_us(p, gt__rel(c, ts));
-    p = GT__LIT(p, ",\"args\":{\"pass\":");
-    p = t.pass == UINT64_MAX ? GT__LIT(p, "null") : gt__fmt_u64(p, t.pass);
-    p = PUT_KV(p, ",\"nodes\":", t.nodes);
-    p = GT__LIT(p, ",\"time_us\":");
-    p = gt__fmt_us(p, t.time_ns);
-    p = PUT_KV(p, ",\"unattributed_nodes\":", t.un_nodes);
-    p = GT__LIT(p, ",\"unattributed_us\":");
-    p = gt__fmt_us(p, t.un_ns);
-    p = PUT_KV(p, ",\"unattributed_accumulate_grad\":", t.un_accg);
-    p = PUT_KV(p, ",\"second_order_nodes\":", t.order2);
-    p = GT__LIT(p, "}}");
-    gt__ev_end(c, p);
+    struct gt__ev e;
+    gt__ev_init(&e, GT__CAT_BACKWARD_TOTALS, c->layers_bwd_track, ts, ts);
+    gt__ev_name(&e, "backward totals");
+    if (t.pass == UINT64_MAX)
+        gt__ev_null(&e, "pass");
+    else
+        gt__ev_u64(&e, "pass", t.pass);
+    gt__ev_u64(&e, "nodes", t.nodes);
+    gt__ev_ns(&e, "time_us", t.time_ns);
+    gt__ev_u64(&e, "unattributed_nodes", t.un_nodes);
+    gt__ev_ns(&e, "unattributed_us", t.un_ns);
+    gt__ev_u64(&e, "unattributed_accumulate_grad", t.un_accg);
+    gt__ev_u64(&e, "second_order_nodes", t.order2);
+    gt__emit_instant(c->out, &e);
     if (c->s->obs && c->s->obs->totals) {
         t.rel_ns = gt__rel(c, ts);
         c->s->obs->totals(c->s->obs->ud, &t);
@@ -447,13 +413,15 @@ static void flush_group(struct gt__writer *c, uint64_t end_ts)
         if (!t)
             continue;
         if (items[i].depth < 0) {
-            char name[48], args[48];
+            struct gt__ev e;
+            char name[48];
             int nl = snprintf(name, sizeof(name), "backward pass #%llu",
                               (unsigned long long)c->group_value);
-            int al = snprintf(args, sizeof(args), "\"pass\":%llu",
-                              (unsigned long long)c->group_value);
-            gt__emit_x(c, t, "backward_pass", name, (uint32_t)nl, "", 0, "",
-                       0, items[i].first, items[i].last, args, (size_t)al);
+            gt__ev_init(&e, GT__CAT_BACKWARD_PASS, t, items[i].first,
+                        items[i].last);
+            gt__ev_name_text(&e, name, (size_t)nl);
+            gt__ev_u64(&e, "pass", c->group_value);
+            gt__emit_slice(c->out, &e);
         } else {
             const struct gt__wlayer *L = &c->layers[items[i].layer];
             struct gt__layer_ev ev = {
@@ -565,18 +533,18 @@ static void emit_iteration(struct gt__writer *c, uint64_t s, uint64_t e,
     uint32_t t = on ? on : iterations_track(c);
     if (!t || !(t = on ? t : gt__place(c, t, s, e)))
         return;
-    char name[48], args[48];
+    struct gt__ev ev;
+    char name[48];
     int nl = snprintf(name, sizeof(name), "ProfilerStep#%llu",
                       (unsigned long long)value);
+    gt__ev_init(&ev, GT__CAT_ITERATION, t, s, e);
+    gt__ev_name_text(&ev, name, (size_t)nl);
+    gt__ev_u64(&ev, "step", value);
     /* A window's own step (window_step) says so: it covers the window,
      * not the whole iteration, and gradtrace report skips it. */
-    int al = c->finished_layers
-                 ? snprintf(args, sizeof(args), "\"step\":%llu,\"window\":%u",
-                            (unsigned long long)value, c->win_id)
-                 : snprintf(args, sizeof(args), "\"step\":%llu",
-                            (unsigned long long)value);
-    gt__emit_x(c, t, "user_annotation", name, (uint32_t)nl, "", 0, "", 0, s,
-               e, args, (size_t)al);
+    if (c->finished_layers)
+        gt__ev_u64(&ev, "window", c->win_id);
+    gt__emit_slice(c->out, &ev);
     if (c->s->obs && c->s->obs->iteration && !c->finished_layers)
         c->s->obs->iteration(c->s->obs->ud, value,
                              s < c->s->base_ns ? 0 : s - c->s->base_ns,
