@@ -322,6 +322,27 @@ struct gt__cstream {
     struct gt__anomalies an;
 };
 
+/* The latest time a trace shows: GT__REL_MAX (2^52 ns, 52 days) after
+ * its base, so that every ts and ts + dur, written in microseconds with
+ * nanosecond fractions, is exact in a JSON reader's double. */
+static inline uint64_t gt__cstream_horizon(const struct gt__cstream *s)
+{
+    uint64_t b = s->base_ns;
+    return b > UINT64_MAX - GT__REL_MAX ? UINT64_MAX : b + GT__REL_MAX;
+}
+
+/* A monotonic time on the trace's axis: ns after the base, clamped to
+ * [0, GT__REL_MAX]. */
+static inline uint64_t gt__cstream_rel(const struct gt__cstream *s,
+                                       uint64_t ts)
+{
+    if (ts < s->base_ns)
+        return 0;
+    if (ts > gt__cstream_horizon(s))
+        ts = gt__cstream_horizon(s);
+    return ts - s->base_ns;
+}
+
 /* ------------------------------------------------ stream.c */
 
 /* Sets options from opts (defaults applied). @return 0 or -ENOMEM; call
@@ -337,6 +358,10 @@ void gt__cstream_chunk_begin(struct gt__cstream *s,
 /* Defines (or redefines) string id. */
 void gt__str_define(struct gt__cstream *s, uint32_t id, const char *text,
                     size_t len);
+/* The raw text of string id, NUL-terminated; "(unknown string)" for an
+ * id never defined (not counted: the writers count what they name). */
+const char *gt__cstream_raw(const struct gt__cstream *s, uint32_t id,
+                            uint32_t *len);
 /* The name (string id) of OS thread tid, 0 unknown. */
 uint32_t gt__cstream_tname(const struct gt__cstream *s, uint32_t tid);
 /* Names thread tid. @return 1 when its name changed. */

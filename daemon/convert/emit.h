@@ -81,10 +81,25 @@ enum gt__cat {
     GT__CAT_COUNT
 };
 
-/* The category's name as traces write it ("cpu_op"). */
-const char *gt__cat_name(enum gt__cat cat);
+/* The categories' names as traces write them ("cpu_op"), by enum gt__cat
+ * (emit.c). */
+extern const struct gt__cat_name {
+    const char *name;
+    size_t len;
+} gt__cat_names[GT__CAT_COUNT];
+
+/* The category's name (a placeholder for a number out of range). */
+static inline const char *gt__cat_name(enum gt__cat cat)
+{
+    return (unsigned)cat < GT__CAT_COUNT ? gt__cat_names[cat].name
+                                         : "unknown";
+}
+
 /* Its length. */
-size_t gt__cat_len(enum gt__cat cat);
+static inline size_t gt__cat_len(enum gt__cat cat)
+{
+    return (unsigned)cat < GT__CAT_COUNT ? gt__cat_names[cat].len : 7;
+}
 
 /* ------------------------------------------------------------ events */
 
@@ -97,18 +112,21 @@ enum gt__arg_type {
     GT__ARG_TEXT,   /* raw text */
     GT__ARG_SID,    /* a string of the stream's table */
     GT__ARG_NS,     /* a duration in ns (Chrome: microseconds) */
-    GT__ARG_U64X3,  /* three unsigned integers (CUDA grid, block) */
+    GT__ARG_U32X3,  /* three unsigned integers (CUDA grid, block) */
 };
 
-/* A part of a name, or a text value: a string id when s is NULL. */
+/* A part of a name, or a text value: string id sid when s is NULL, else
+ * len bytes at s, with sid GT__TEXT_PLAIN when they are a literal of the
+ * program (printable ASCII without '"' or '\\': no format escapes it). */
 struct gt__text {
     const char *s;
     uint32_t len;
     uint32_t sid;
 };
+#define GT__TEXT_PLAIN 1u
 
 struct gt__arg {
-    const char *key;      /* plain ASCII literal */
+    const char *key;      /* plain ASCII literal, GT__EV_KEY_MAX at most */
     uint16_t klen;
     uint8_t type;         /* enum gt__arg_type */
     union {
@@ -117,7 +135,7 @@ struct gt__arg {
         double f;
         int b;
         struct gt__text t;  /* GT__ARG_TEXT, GT__ARG_SID */
-        uint64_t u3[3];
+        uint32_t u3[3];
     } v;
 };
 
@@ -180,21 +198,28 @@ static inline void gt__ev_name_text(struct gt__ev *ev, const char *s,
         ev->name[ev->nname++] = (struct gt__text){s, (uint32_t)len, 0};
 }
 
+/* A literal part (plain, see struct gt__text). */
 static inline void gt__ev_name(struct gt__ev *ev, const char *lit)
 {
-    gt__ev_name_text(ev, lit, strlen(lit));
+    if (ev->nname < GT__EV_NAMES)
+        ev->name[ev->nname++] =
+            (struct gt__text){lit, (uint32_t)strlen(lit), GT__TEXT_PLAIN};
 }
+
+/* Longest arg key: keys are short literals (longer ones are cut). */
+#define GT__EV_KEY_MAX 32u
 
 /* The next arg of ev keyed key (a literal), or NULL past GT__EV_ARGS. */
 static inline struct gt__arg *gt__ev_arg(struct gt__ev *ev, const char *key,
                                          enum gt__arg_type type)
 {
     struct gt__arg *a;
+    size_t kl = strlen(key);
     if (ev->nargs >= GT__EV_ARGS)
         return NULL;
     a = &ev->args[ev->nargs++];
     a->key = key;
-    a->klen = (uint16_t)strlen(key);
+    a->klen = (uint16_t)(kl < GT__EV_KEY_MAX ? kl : GT__EV_KEY_MAX);
     a->type = (uint8_t)type;
     return a;
 }
@@ -240,6 +265,15 @@ static inline void gt__ev_text(struct gt__ev *ev, const char *key,
         a->v.t = (struct gt__text){s, (uint32_t)len, 0};
 }
 
+/* A literal text value (plain, see struct gt__text). */
+static inline void gt__ev_lit(struct gt__ev *ev, const char *key,
+                              const char *lit)
+{
+    struct gt__arg *a = gt__ev_arg(ev, key, GT__ARG_TEXT);
+    if (a)
+        a->v.t = (struct gt__text){lit, (uint32_t)strlen(lit), GT__TEXT_PLAIN};
+}
+
 static inline void gt__ev_sid(struct gt__ev *ev, const char *key, uint32_t sid)
 {
     struct gt__arg *a = gt__ev_arg(ev, key, GT__ARG_SID);
@@ -254,10 +288,10 @@ static inline void gt__ev_ns(struct gt__ev *ev, const char *key, uint64_t ns)
         a->v.u = ns;
 }
 
-static inline void gt__ev_u64x3(struct gt__ev *ev, const char *key,
-                                uint64_t x, uint64_t y, uint64_t z)
+static inline void gt__ev_u32x3(struct gt__ev *ev, const char *key,
+                                uint32_t x, uint32_t y, uint32_t z)
 {
-    struct gt__arg *a = gt__ev_arg(ev, key, GT__ARG_U64X3);
+    struct gt__arg *a = gt__ev_arg(ev, key, GT__ARG_U32X3);
     if (a) {
         a->v.u3[0] = x;
         a->v.u3[1] = y;

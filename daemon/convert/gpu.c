@@ -65,11 +65,11 @@ static void ext_args(struct gt__writer *c, struct gt__ev *ev, uint32_t corr)
         /* A layer whose JSON text is over 2 * GT_STRING_MAX bytes has
          * always been written empty: traces keep that. */
         if (l && c->s->strs[l].esc_len > 2 * GT_STRING_MAX)
-            gt__ev_text(ev, "layer", "", 0);
+            gt__ev_lit(ev, "layer", "");
         else
             gt__ev_sid(ev, "layer", l);
         const char *ph = v->p == GT_EXT_LAYER_BWD ? "backward" : "forward";
-        gt__ev_text(ev, "phase", ph, strlen(ph));
+        gt__ev_lit(ev, "phase", ph);
     }
     if (v->q)
         gt__ev_u64(ev, "seq", v->y);
@@ -113,13 +113,13 @@ static void obs_kernel(struct gt__writer *c, uint32_t corr, uint32_t name,
         !(v = gt__bmap_get(&c->ext, 0, corr)) || !v->p)
         return;
     uint32_t ll = 0;
-    const char *l = gt__str_raw(c, (uint32_t)v->x, &ll);
+    const char *l = gt__cstream_raw(c->s, (uint32_t)v->x, &ll);
     char path[6 * GT_STRING_MAX + 1];
     size_t k = gt__json_text(path, l, ll < GT_STRING_MAX ? ll : GT_STRING_MAX);
     path[k] = '\0';
     char kn[6 * GT_STRING_MAX + 1];
     uint32_t nl = 0;
-    const char *n = gt__str_raw(c, name, &nl);
+    const char *n = gt__cstream_raw(c->s, name, &nl);
     k = gt__json_text(kn, n, nl < GT_STRING_MAX ? nl : GT_STRING_MAX);
     kn[k] = '\0';
     obs->kernel(obs->ud, path, v->p == GT_EXT_LAYER_BWD, dur, kn);
@@ -182,8 +182,8 @@ void gt__on_kernel(struct gt__writer *c, const uint8_t *rec, uint16_t size)
     gt__ev_init(&ev, GT__CAT_KERNEL, t, r.start, end);
     gt__ev_name_sid(&ev, name);
     gpu_args(&ev, r.device, r.stream, r.corr);
-    gt__ev_u64x3(&ev, "grid", r.grid[0], r.grid[1], r.grid[2]);
-    gt__ev_u64x3(&ev, "block", r.block[0], r.block[1], r.block[2]);
+    gt__ev_u32x3(&ev, "grid", r.grid[0], r.grid[1], r.grid[2]);
+    gt__ev_u32x3(&ev, "block", r.block[0], r.block[1], r.block[2]);
     gt__ev_u64(&ev, "shared memory", r.shared_mem);
     gt__ev_u64(&ev, "registers per thread", r.registers);
     ext_args(c, &ev, r.corr);

@@ -294,7 +294,7 @@ static void layer_args(struct gt__writer *c, struct gt__ev *e,
     if (pass != UINT64_MAX)
         gt__ev_u64(e, "pass", pass);
     else
-        gt__ev_text(e, "source", "range", 5);
+        gt__ev_lit(e, "source", "range");
     if (L->parent >= 0) {
         const struct gt__wlayer *P = &c->layers[L->parent];
         gt__ev_text(e, "parent", P->path, P->path_len);
@@ -322,7 +322,7 @@ static void emit_layer_span(struct gt__writer *c, uint32_t t, uint32_t li,
     gt__emit_slice(c->out, &e);
     if (c->s->obs) {
         uint32_t rl = 0;
-        const char *rcls = L->cls ? gt__str_raw(c, L->cls, &rl) : "";
+        const char *rcls = L->cls ? gt__cstream_raw(c->s, L->cls, &rl) : "";
         const struct gt__wlayer *P = L->parent >= 0 ? &c->layers[L->parent]
                                                     : NULL;
         ev->phase = GT__PHASE_BACKWARD;
@@ -330,7 +330,7 @@ static void emit_layer_span(struct gt__writer *c, uint32_t t, uint32_t li,
         ev->parent_len = P ? P->path_len : 0;
         ev->top_ns = L->top_ns;
         if (L->top_name)
-            ev->top = gt__str_raw(c, L->top_name, &ev->top_len);
+            ev->top = gt__cstream_raw(c->s, L->top_name, &ev->top_len);
         gt__obs_layer(c, ev, L->path, L->path_len, rcls, L->cls ? rl : 0);
     }
 }
@@ -358,7 +358,7 @@ static void emit_totals(struct gt__writer *c, uint64_t ts)
     gt__ev_u64(&e, "second_order_nodes", t.order2);
     gt__emit_instant(c->out, &e);
     if (c->s->obs && c->s->obs->totals) {
-        t.rel_ns = gt__rel(c, ts);
+        t.rel_ns = gt__cstream_rel(c->s, ts);
         c->s->obs->totals(c->s->obs->ud, &t);
     }
 }
@@ -719,7 +719,7 @@ static void window_step(struct gt__writer *c)
     const struct gt__conv_window *x = gt__winfo_find(c->s, c->win_id);
     struct gt__wthread *th = c->win_tid ? gt__thread_find(c, c->win_tid)
                                         : NULL;
-    if (!x || !c->file_open || !c->have_ts || c->steps_written)
+    if (!x || !gt__emit_begun(c->out) || !c->have_ts || c->steps_written)
         return;
     c->have_iter_start = 0;
     c->finished_layers = 1;

@@ -61,11 +61,11 @@ static void emit_window(struct gt__writer *c, const struct gt__window *w)
     if (w->spec)
         gt__ev_sid(&ev, "spec", gt__str_known(c, w->spec));
     else
-        gt__ev_text(&ev, "spec", "", 0);
+        gt__ev_lit(&ev, "spec", "");
     if (w->layer)
         gt__ev_sid(&ev, "layer", gt__str_known(c, w->layer));
     else
-        gt__ev_text(&ev, "layer", "", 0);
+        gt__ev_lit(&ev, "layer", "");
     gt__ev_u64(&ev, "iteration", w->iter_begin);
     gt__emit_slice(c->out, &ev);
 }

@@ -22,7 +22,7 @@ static int is_accumulate(struct gt__writer *c, uint32_t name)
     static const char acc[] = "AccumulateGrad";
     const uint32_t len = sizeof(acc) - 1;
     uint32_t n = 0;
-    const char *raw = gt__str_raw(c, name, &n);
+    const char *raw = gt__cstream_raw(c->s, name, &n);
     if (n < len || memcmp(raw + n - len, acc, len) != 0)
         return 0;
     return n == len || (n >= len + 2 && memcmp(raw + n - len - 2, "::", 2) == 0);

@@ -104,7 +104,6 @@ static void emit_op(struct gt__writer *c, struct gt__wthread *th,
     if (unclosed)
         gt__ev_bool(&ev, "unclosed", 1);
     gt__emit_slice(c->out, &ev);
-    c->file_ops++;
     c->total_ops++;
 }
 
@@ -151,9 +150,9 @@ static void emit_scope(struct gt__writer *c, struct gt__wthread *th,
         gt__ev_sid(&ev, "domain", cls);
     }
     if (rc)
-        gt__ev_text(&ev, "phase", "recompute", 9);
+        gt__ev_lit(&ev, "phase", "recompute");
     if (bw)
-        gt__ev_text(&ev, "phase", "backward", 8);
+        gt__ev_lit(&ev, "phase", "backward");
     if (unclosed)
         gt__ev_bool(&ev, "unclosed", 1);
     gt__emit_slice(c->out, &ev);
@@ -167,8 +166,8 @@ static void emit_scope(struct gt__writer *c, struct gt__wthread *th,
     }
     if (lt && c->s->obs) {
         uint32_t rl, rcl = 0;
-        const char *raw = gt__str_raw(c, o->name, &rl);
-        const char *rcls = o->cls ? gt__str_raw(c, o->cls, &rcl) : "";
+        const char *raw = gt__cstream_raw(c->s, o->name, &rl);
+        const char *rcls = o->cls ? gt__cstream_raw(c->s, o->cls, &rcl) : "";
         struct gt__layer_ev lev = {.phase = rc ? GT__PHASE_RECOMPUTE
                                                : GT__PHASE_FORWARD,
                                    .s = o->ts, .e = end};
@@ -739,7 +738,6 @@ void gt__writer_record(struct gt__writer *c, uint16_t type, uint16_t size,
         c->an.bad_records++;
     else if (k->writer)
         k->writer(c, rec, size);
-    if ((c->w.bytes >= c->s->max_bytes || c->file_events >= c->s->max_events) &&
-        gt__maybe_rotate(c) && !c->err)
+    if (gt__emit_between(c->out) && !c->err)
         c->err = -EIO;
 }

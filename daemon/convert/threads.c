@@ -18,7 +18,7 @@ static char *thread_label(struct gt__writer *c, const struct gt__wthread *th,
                           const char *suffix, char *buf, size_t cap)
 {
     uint32_t len = 0, id = gt__cstream_tname(c->s, th->os_tid);
-    const char *name = id ? gt__str_raw(c, id, &len) : NULL;
+    const char *name = id ? gt__cstream_raw(c->s, id, &len) : NULL;
     if (name && !*suffix)
         snprintf(buf, cap, "%.*s", (int)(len > 200 ? 200 : len), name);
     else if (name)
