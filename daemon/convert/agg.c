@@ -1,12 +1,12 @@
 /*
- * Per-layer aggregation (agg.h): the table, and the sink that fills it
+ * Per-layer aggregation (agg.h): the table, and the consumer that fills it
  * while a recording is decoded.
  *
- * Why the sink runs the converter: a layer's backward span is not in any
+ * Why the consumer runs the converter: a layer's backward span is not in any
  * record; it is computed (pass groups, late nodes of other threads, nodes
  * credited to ancestors, placement that drops what cannot nest, capture
  * windows routed to their own outputs), and `report` on a recording must
- * say exactly what `report` on its trace files says. So the sink is a
+ * say exactly what `report` on its trace files says. So the consumer is a
  * converter whose stream has no files (struct gt__cstream.no_files) and
  * an observer of the layer spans its writers emit and of each pass
  * group's totals (gt__span_obs), which turns them into rows as they go:
@@ -773,10 +773,10 @@ void gt__agg_rank_summary(struct gt__agg *all, struct gt__agg *ranks, size_t n)
     }
 }
 
-/* ------------------------------------------------------------ sink */
+/* ------------------------------------------------------------ consumer */
 
-struct agg_sink {
-    struct gt__csink base;
+struct agg_consumer {
+    struct gt__consumer base;
     struct gt__agg *a;
     struct gt__conv *conv;
     struct gt__span_obs obs;
@@ -798,7 +798,7 @@ static void obs_layer(void *ud, const char *name, uint64_t rel_ns,
         [GT__PHASE_BACKWARD] = GT__AGG_PH_BWD,
         [GT__PHASE_FORWARD] = GT__AGG_PH_FWD,
         [GT__PHASE_RECOMPUTE] = GT__AGG_PH_RECOMPUTE};
-    struct agg_sink *k = ud;
+    struct agg_consumer *k = ud;
     struct gt__agg_ev e = {.phase = ph[ev->phase], .name = name,
                            .ts = us_of(rel_ns), .dur = us_of(dur_ns)};
     if (ev->phase == GT__PHASE_BACKWARD) {
@@ -819,7 +819,7 @@ static void obs_layer(void *ud, const char *name, uint64_t rel_ns,
 
 static void obs_totals(void *ud, const struct gt__totals_ev *t)
 {
-    struct agg_sink *k = ud;
+    struct agg_consumer *k = ud;
     struct gt__agg_rest r = {.nodes = t->nodes, .un_nodes = t->un_nodes,
                              .un_accg = t->un_accg, .order2 = t->order2,
                              .time_us = us_of(t->time_ns),
@@ -832,7 +832,7 @@ static void obs_totals(void *ud, const struct gt__totals_ev *t)
 static void obs_iteration(void *ud, uint64_t step, uint64_t rel_ns,
                           uint64_t dur_ns)
 {
-    struct agg_sink *k = ud;
+    struct agg_consumer *k = ud;
     int rc = gt__agg_step(k->a, step, us_of(rel_ns), us_of(dur_ns));
     if (rc && !k->err)
         k->err = rc;
@@ -841,32 +841,32 @@ static void obs_iteration(void *ud, uint64_t step, uint64_t rel_ns,
 static void obs_kernel(void *ud, const char *layer, int bwd, uint64_t dur_ns,
                        const char *name)
 {
-    struct agg_sink *k = ud;
+    struct agg_consumer *k = ud;
     int rc = gt__agg_kernel(k->a, layer, bwd, us_of(dur_ns), name);
     if (rc && !k->err)
         k->err = rc;
 }
 
-static int agg_hello(struct gt__csink *s, const struct gt__hello_info *h)
+static int agg_hello(struct gt__consumer *s, const struct gt__hello_info *h)
 {
-    struct agg_sink *k = (struct agg_sink *)s;
+    struct agg_consumer *k = (struct agg_consumer *)s;
     k->a->rank = h->h.rank;
     int rc = gt__conv_hello(k->conv, h);
     return rc ? rc : k->err;
 }
 
-static int agg_chunk(struct gt__csink *s, const struct gt_chunk_header *h,
+static int agg_chunk(struct gt__consumer *s, const struct gt_chunk_header *h,
                      const uint8_t *records, size_t raw_size)
 {
-    struct agg_sink *k = (struct agg_sink *)s;
+    struct agg_consumer *k = (struct agg_consumer *)s;
     int rc = gt__conv_chunk(k->conv, h, records, raw_size);
     return rc ? rc : k->err;
 }
 
-static int agg_finish(struct gt__csink *s, const struct gt__framer_stats *st,
+static int agg_finish(struct gt__consumer *s, const struct gt__framer_stats *st,
                       int truncated)
 {
-    struct agg_sink *k = (struct agg_sink *)s;
+    struct agg_consumer *k = (struct agg_consumer *)s;
     int rc = gt__conv_finish(k->conv, st, truncated);
     const uint64_t *lost = k->conv->s.lost_sum;
     int ops = (int)gt__conv_ops_detail(k->conv);
@@ -880,27 +880,27 @@ static int agg_finish(struct gt__csink *s, const struct gt__framer_stats *st,
     return rc ? rc : k->err;
 }
 
-static void agg_free(struct gt__csink *s)
+static void agg_free(struct gt__consumer *s)
 {
-    struct agg_sink *k = (struct agg_sink *)s;
+    struct agg_consumer *k = (struct agg_consumer *)s;
     gt__conv_free(k->conv);
     gt__free(k);
 }
 
-static const struct gt__csink_ops agg_ops = {
+static const struct gt__consumer_ops agg_ops = {
     .hello = agg_hello,
     .chunk = agg_chunk,
     .finish = agg_finish,
     .free = agg_free,
 };
 
-struct gt__csink *gt__agg_sink_create(struct gt__agg *a)
+struct gt__consumer *gt__agg_consumer_create(struct gt__agg *a)
 {
     /* No rotation: a file boundary changes no span. */
     const struct gt__conv_opts o = {.out_path = "(aggregation)",
                                     .max_file_bytes = UINT64_MAX >> 1,
                                     .max_file_events = UINT64_MAX >> 1};
-    struct agg_sink *k = gt__calloc(1, sizeof(*k));
+    struct agg_consumer *k = gt__calloc(1, sizeof(*k));
     if (!k)
         return NULL;
     k->base.ops = &agg_ops;

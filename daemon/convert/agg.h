@@ -13,7 +13,7 @@
  *
  * The table is filled from layer spans named as the trace names them
  * ("<path> (<Class>) forward", "<path> (<Class>) backward"), so that both
- * ways in give the same rows: the aggregation sink (gt__agg_sink_create),
+ * ways in give the same rows: the aggregation consumer (gt__agg_consumer_create),
  * which gets the spans straight from the converter while it decodes a
  * recording, and a reader of trace files (cli/report.c), which parses
  * them from the JSON. Times are the trace's microseconds as doubles.
@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "common/codec.h"
-#include "daemon/convert/sink.h"
+#include "daemon/convert/consumer.h"
 
 /* One layer's numbers for one iteration, or summed over several. */
 struct gt__agg_vals {
@@ -335,12 +335,12 @@ void gt__agg_steps_merge(struct gt__agg *a, const struct gt__agg *s);
 GT__WUR int gt__agg_merge(struct gt__agg *d, const struct gt__agg *s);
 
 /*
- * The aggregation sink: decodes a stream with the converter's own span
+ * The aggregation consumer: decodes a stream with the converter's own span
  * logic (the same layer spans, passes and capture windows as the trace
  * files would hold) and adds its layer and iteration spans to a, which
  * stays the caller's (several recordings may add to one table). No file
- * is written. @return the sink, or NULL (out of memory).
+ * is written. @return the consumer, or NULL (out of memory).
  */
-struct gt__csink *gt__agg_sink_create(struct gt__agg *a);
+struct gt__consumer *gt__agg_consumer_create(struct gt__agg *a);
 
 #endif /* GRADTRACE_DAEMON_AGG_H */

@@ -12,7 +12,7 @@
  * window, from the stream's window history. A new file is added to the
  * stream's list of paths; nothing here calls back into window routing.
  *
- * A stream whose outputs are not files (the aggregation sink, agg.c) has
+ * A stream whose outputs are not files (the aggregation consumer, agg.c) has
  * s->no_files set: files are then "opened" without a path and the bytes
  * go to the JSON writer with no file behind it, which discards them.
  */
