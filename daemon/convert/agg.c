@@ -1,20 +1,7 @@
 /*
- * Per-layer aggregation (agg.h): the table, and the consumer that fills it
- * while a recording is decoded.
- *
- * Why the consumer runs the converter: a layer's backward span is not in any
- * record; it is computed (pass groups, late nodes of other threads, nodes
- * credited to ancestors, placement that drops what cannot nest, capture
- * windows routed to their own outputs), and `report` on a recording must
- * say exactly what `report` on its trace files says. So the consumer is a
- * converter whose stream has no files (struct gt__cstream.no_files) and
- * an observer of the layer spans its writers emit and of each pass
- * group's totals (gt__span_obs), which turns them into rows as they go:
- * nothing is written or parsed back, and memory is the converter's
- * bounded state plus one row per layer. The observer gets the numbers the
- * JSON holds (node-time sums in ns, which the trace writes as us with
- * three decimals: ns / 1e3 is the double a reader parses), so both routes
- * give the same rows bit for bit.
+ * Per-layer aggregation (agg.h): the table. What fills it from a
+ * recording is the aggregation emitter (agg_emit.c); from trace files,
+ * the report's reader (cli/report.c).
  *
  * Rows are found by path through an open-addressing index (FNV-1a). The
  * module tree (gt__agg_finish, model order) comes from the parent each
@@ -26,7 +13,6 @@
 #include "common/alloc.h"
 #include "common/util.h"
 #include "daemon/convert/agg.h"
-#include "daemon/convert/internal.h"
 
 /* ------------------------------------------------------------ table */
 
@@ -771,150 +757,4 @@ void gt__agg_rank_summary(struct gt__agg *all, struct gt__agg *ranks, size_t n)
         }
         l->rank_mean_us = sum / (double)n;
     }
-}
-
-/* ------------------------------------------------------------ consumer */
-
-struct agg_consumer {
-    struct gt__consumer base;
-    struct gt__agg *a;
-    struct gt__conv *conv;
-    struct gt__span_obs obs;
-    int err;               /* first table error (out of memory) */
-};
-
-/* Trace times are integer ns written as us with three decimals; ns / 1e3
- * is the double a JSON reader parses from that text (both are the
- * correctly rounded value of the same decimal). */
-static double us_of(uint64_t ns)
-{
-    return (double)ns / 1000.0;
-}
-
-static void obs_layer(void *ud, const char *name, uint64_t rel_ns,
-                      uint64_t dur_ns, const struct gt__layer_ev *ev)
-{
-    static const enum gt__agg_phase ph[] = {
-        [GT__PHASE_BACKWARD] = GT__AGG_PH_BWD,
-        [GT__PHASE_FORWARD] = GT__AGG_PH_FWD,
-        [GT__PHASE_RECOMPUTE] = GT__AGG_PH_RECOMPUTE};
-    struct agg_consumer *k = ud;
-    struct gt__agg_ev e = {.phase = ph[ev->phase], .name = name,
-                           .ts = us_of(rel_ns), .dur = us_of(dur_ns)};
-    if (ev->phase == GT__PHASE_BACKWARD) {
-        e.nodes = (double)ev->nodes;
-        e.self_nodes = (double)ev->self_nodes;
-        e.order2 = (double)ev->order2;
-        e.time_us = us_of(ev->time_ns);
-        e.self_us = us_of(ev->self_ns);
-        e.accg_us = us_of(ev->accg_ns);
-        e.parent = ev->parent;
-        e.top_node = ev->top;
-        e.top_node_us = us_of(ev->top_ns);
-    }
-    int rc = gt__agg_add(k->a, &e);
-    if (rc && !k->err)
-        k->err = rc;
-}
-
-static void obs_totals(void *ud, const struct gt__totals_ev *t)
-{
-    struct agg_consumer *k = ud;
-    struct gt__agg_rest r = {.nodes = t->nodes, .un_nodes = t->un_nodes,
-                             .un_accg = t->un_accg, .order2 = t->order2,
-                             .time_us = us_of(t->time_ns),
-                             .un_us = us_of(t->un_ns)};
-    int rc = gt__agg_totals_at(k->a, &r, us_of(t->rel_ns));
-    if (rc && !k->err)
-        k->err = rc;
-}
-
-static void obs_iteration(void *ud, uint64_t step, uint64_t rel_ns,
-                          uint64_t dur_ns)
-{
-    struct agg_consumer *k = ud;
-    int rc = gt__agg_step(k->a, step, us_of(rel_ns), us_of(dur_ns));
-    if (rc && !k->err)
-        k->err = rc;
-}
-
-static void obs_kernel(void *ud, const char *layer, int bwd, uint64_t dur_ns,
-                       const char *name)
-{
-    struct agg_consumer *k = ud;
-    int rc = gt__agg_kernel(k->a, layer, bwd, us_of(dur_ns), name);
-    if (rc && !k->err)
-        k->err = rc;
-}
-
-static int agg_hello(struct gt__consumer *s, const struct gt__hello_info *h)
-{
-    struct agg_consumer *k = (struct agg_consumer *)s;
-    k->a->rank = h->h.rank;
-    int rc = gt__conv_hello(k->conv, h);
-    return rc ? rc : k->err;
-}
-
-static int agg_chunk(struct gt__consumer *s, const struct gt_chunk_header *h,
-                     const uint8_t *records, size_t raw_size)
-{
-    struct agg_consumer *k = (struct agg_consumer *)s;
-    int rc = gt__conv_chunk(k->conv, h, records, raw_size);
-    return rc ? rc : k->err;
-}
-
-static int agg_finish(struct gt__consumer *s, const struct gt__framer_stats *st,
-                      int truncated)
-{
-    struct agg_consumer *k = (struct agg_consumer *)s;
-    int rc = gt__conv_finish(k->conv, st, truncated);
-    const uint64_t *lost = k->conv->s.lost_sum;
-    int ops = (int)gt__conv_ops_detail(k->conv);
-
-    if (ops > k->a->ops_detail)
-        k->a->ops_detail = ops;
-    gt__agg_lost(k->a, lost[GT_LOST_EVENTS] + lost[GT_LOST_CUPTI],
-                 lost[GT_LOST_CHUNKS] + (st ? st->chunks_lost : 0),
-                 st ? st->corrupt_chunks : 0,
-                 truncated || !gt__conv_goodbye(k->conv));
-    return rc ? rc : k->err;
-}
-
-static void agg_free(struct gt__consumer *s)
-{
-    struct agg_consumer *k = (struct agg_consumer *)s;
-    gt__conv_free(k->conv);
-    gt__free(k);
-}
-
-static const struct gt__consumer_ops agg_ops = {
-    .hello = agg_hello,
-    .chunk = agg_chunk,
-    .finish = agg_finish,
-    .free = agg_free,
-};
-
-struct gt__consumer *gt__agg_consumer_create(struct gt__agg *a)
-{
-    /* No rotation: a file boundary changes no span. */
-    const struct gt__conv_opts o = {.out_path = "(aggregation)",
-                                    .max_file_bytes = UINT64_MAX >> 1,
-                                    .max_file_events = UINT64_MAX >> 1};
-    struct agg_consumer *k = gt__calloc(1, sizeof(*k));
-    if (!k)
-        return NULL;
-    k->base.ops = &agg_ops;
-    k->a = a;
-    k->obs = (struct gt__span_obs){.ud = k, .layer = obs_layer,
-                                   .totals = obs_totals,
-                                   .iteration = obs_iteration,
-                                   .kernel = obs_kernel};
-    k->conv = gt__conv_create(&o);
-    if (!k->conv) {
-        gt__free(k);
-        return NULL;
-    }
-    k->conv->s.no_files = 1;
-    k->conv->s.obs = &k->obs;
-    return &k->base;
 }

@@ -31,19 +31,15 @@
 
 /* ------------------------------------------------------------ lifecycle */
 
-struct gt__conv *gt__conv_create(const struct gt__conv_opts *opts)
+struct gt__conv *gt__conv_create_kind(const struct gt__conv_opts *opts,
+                                      const struct gt__emit_kind *kind)
 {
-    struct gt__conv *c = NULL;
-    int rc = -EINVAL;
-    if (!opts || (!opts->out_path && (!opts->out_dir || !opts->stem)))
-        goto out_err;
-    rc = -ENOMEM;
-    c = gt__calloc(1, sizeof(*c));
+    struct gt__conv *c = gt__calloc(1, sizeof(*c));
     if (!c)
         goto out_err;
+    c->kind = kind;
     if (gt__cstream_init(&c->s, opts))
         goto out_free;
-    c->kind = &gt__chrome_kind;
     c->main = gt__writer_create(&c->s, c->kind, 0, 0, c->s.stem,
                                 c->s.out_path);
     if (!c->main)
@@ -53,8 +49,17 @@ struct gt__conv *gt__conv_create(const struct gt__conv_opts *opts)
 out_free:
     gt__conv_free(c);
 out_err:
-    errno = -rc;
+    errno = ENOMEM;
     return NULL;
+}
+
+struct gt__conv *gt__conv_create(const struct gt__conv_opts *opts)
+{
+    if (!opts || (!opts->out_path && (!opts->out_dir || !opts->stem))) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return gt__conv_create_kind(opts, &gt__chrome_kind);
 }
 
 void gt__conv_free(struct gt__conv *c)

@@ -161,65 +161,6 @@ struct gt__tname {
     uint32_t used;
 };
 
-/* Phases of a layer span (struct gt__layer_ev). */
-enum {
-    GT__PHASE_BACKWARD = 0,
-    GT__PHASE_FORWARD = 1,
-    GT__PHASE_RECOMPUTE = 2, /* a checkpoint's recompute forward */
-};
-
-/*
- * One per-layer span as the trace holds it (layers.c, records.c): its
- * phase and [s, e] (monotonic ns); for a backward span the sums over the
- * nodes credited to it in its pass group (each node's own time: nodes run
- * inside it on its thread excluded) and its parent layer's raw path.
- */
-struct gt__layer_ev {
-    int phase;
-    uint64_t s, e;
-    uint64_t nodes, self_nodes;     /* with descendants; its own */
-    uint64_t time_ns, self_ns;      /* with descendants; its own */
-    uint64_t accg_ns;               /* its own AccumulateGrad nodes */
-    const char *top;                /* its own longest node's name (raw), */
-    uint32_t top_len;               /*   NULL when it has no node of its own */
-    uint64_t top_ns;                /*   and that node's own time */
-    uint64_t order2;                /* nodes made by backward, inclusive */
-    const char *parent;             /* NULL: a root */
-    uint32_t parent_len;
-};
-
-/* One pass group's totals over every node, with or without a layer. */
-struct gt__totals_ev {
-    uint64_t ts;                    /* the group's end, monotonic ns */
-    uint64_t rel_ns;                /* the same as the trace's ts has it */
-    uint64_t pass;                  /* UINT64_MAX: no pass marks */
-    uint64_t nodes, time_ns;
-    uint64_t un_nodes, un_ns;       /* nodes without a layer */
-    uint64_t un_accg;               /* AccumulateGrad nodes without one */
-    uint64_t order2;
-};
-
-/*
- * An observer of the per-layer spans as a reader of the trace sees them
- * (agg.c): the event's name unescaped ("<path> (<Class>) forward", "...
- * recompute" or "... backward"), its start relative to the base and
- * duration in ns, and the span's numbers; each pass group's totals; and
- * each iteration: its step number, start relative to the base and
- * duration in ns; each GPU kernel with a layer.
- */
-struct gt__span_obs {
-    void *ud;
-    void (*layer)(void *ud, const char *name, uint64_t rel_ns,
-                  uint64_t dur_ns, const struct gt__layer_ev *ev);
-    void (*totals)(void *ud, const struct gt__totals_ev *t);
-    void (*iteration)(void *ud, uint64_t step, uint64_t rel_ns,
-                      uint64_t dur_ns);
-    /* A GPU kernel tagged with a layer (path and kernel name as the trace
-     * has them, NUL-terminated) and phase (bwd 1: backward, 0: forward). */
-    void (*kernel)(void *ud, const char *layer, int bwd, uint64_t dur_ns,
-                   const char *name);
-};
-
 /* What the last metadata record changed, for the writers' part of it. */
 enum {
     GT__NOTE_CHANGED = 1, /* lost count, thread name or rank changed */
@@ -309,11 +250,6 @@ struct gt__cstream {
     uint32_t ncut;
     struct gt__framer_stats stats;
     int have_stats;
-
-    /* Outputs that are not files (agg.c): no file is created, and obs
-     * sees every per-layer span the writers write. */
-    int no_files;
-    const struct gt__span_obs *obs;
 
     /* Results of the last metadata record: GT__NOTE_* bits, and the
      * anomalies it caused, which are charged to every writer alive (each

@@ -11,10 +11,6 @@
  * state at that moment; a window writer's file also describes its own
  * window, from the stream's window history. A new file is added to the
  * stream's list of paths; nothing here calls back into window routing.
- *
- * A stream whose outputs are not files (the aggregation consumer, agg.c) has
- * s->no_files set: files are then "opened" without a path and the bytes
- * go to the JSON writer with no file behind it, which discards them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,8 +38,6 @@ static char *file_path(const struct gt__chrome *ch, uint32_t i)
 {
     char *p = NULL;
     int n;
-    if (ch->s->no_files)
-        return gt__strdup("");
     if (ch->out_path) {
         size_t len = strlen(ch->out_path), ext = gt__trace_ext_len(ch->out_path);
         if (i == 0)
@@ -217,7 +211,7 @@ int gt__chrome_file_open(struct gt__chrome *ch)
     ch->files = nf;
     ch->fd = -1;
     int indexed = 0;
-    if (!ch->s->no_files && (ch->fd = create_file(ch, &path, &indexed)) < 0) {
+    if ((ch->fd = create_file(ch, &path, &indexed)) < 0) {
         rc = ch->fd;
         ch->fd = -1;
         goto out_free_path;
@@ -242,8 +236,7 @@ int gt__chrome_file_open(struct gt__chrome *ch)
     /* A mark at the start: a repair keeps nothing until the first ACK. */
     gt__jw_puts(&ch->w, ch->s->ack_marks ? "{\"traceEvents\":[\t"
                                        : "{\"traceEvents\":[");
-    if (!ch->s->no_files)
-        gt__cstream_file_opened(ch->s, path, ch->window, ch->win_id);
+    gt__cstream_file_opened(ch->s, path, ch->window, ch->win_id);
     return 0;
 
 out_free_path:
@@ -644,7 +637,7 @@ void gt__chrome_patch_count(struct gt__chrome *ch)
     if (n != COUNT_WIDTH)
         return;
     for (size_t i = 0; i < ch->nfiles; i++) {
-        if (ch->files[i].count_off == 0 || ch->s->no_files)
+        if (ch->files[i].count_off == 0)
             continue;
         /* Best effort: a file replaced or gone keeps its valid "null". */
         int fd = reopen_own(&ch->files[i]);

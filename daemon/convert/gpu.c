@@ -103,28 +103,6 @@ void gt__on_ext_corr(struct gt__writer *c, const uint8_t *rec, uint16_t size)
     (void)gt__bmap_put(&c->ext, 0, r->corr, &v);
 }
 
-/* Tells the observer of a kernel with a layer (correlation corr). */
-static void obs_kernel(struct gt__writer *c, uint32_t corr, uint32_t name,
-                       uint64_t dur)
-{
-    const struct gt__span_obs *obs = c->s->obs;
-    const struct gt__bmap_val *v;
-    if (!obs || !obs->kernel || corr == 0 ||
-        !(v = gt__bmap_get(&c->ext, 0, corr)) || !v->p)
-        return;
-    uint32_t ll = 0;
-    const char *l = gt__cstream_raw(c->s, (uint32_t)v->x, &ll);
-    char path[6 * GT_STRING_MAX + 1];
-    size_t k = gt__json_text(path, l, ll < GT_STRING_MAX ? ll : GT_STRING_MAX);
-    path[k] = '\0';
-    char kn[6 * GT_STRING_MAX + 1];
-    uint32_t nl = 0;
-    const char *n = gt__cstream_raw(c->s, name, &nl);
-    k = gt__json_text(kn, n, nl < GT_STRING_MAX ? nl : GT_STRING_MAX);
-    kn[k] = '\0';
-    obs->kernel(obs->ud, path, v->p == GT_EXT_LAYER_BWD, dur, kn);
-}
-
 /* Links the GPU activity on track t at start with its launch, or waits. */
 static void gpu_link(struct gt__writer *c, uint32_t corr, uint32_t t,
                      uint64_t start)
@@ -189,7 +167,6 @@ void gt__on_kernel(struct gt__writer *c, const uint8_t *rec, uint16_t size)
     ext_args(c, &ev, r.corr);
     gt__emit_slice(c->out, &ev);
     gpu_link(c, r.corr, t, r.start);
-    obs_kernel(c, r.corr, r.name, r.end > r.start ? r.end - r.start : 0);
 }
 
 static const char *copy_kind_name(unsigned k)

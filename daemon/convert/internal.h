@@ -392,6 +392,12 @@ struct gt__conv {
 };
 
 
+/* The converter of convert.h (gt__conv_create) with another kind of
+ * output for its writers (the aggregation's, agg_emit.c); opts' paths
+ * name the capture windows' outputs. @return it, or NULL (errno set). */
+struct gt__conv *gt__conv_create_kind(const struct gt__conv_opts *opts,
+                                      const struct gt__emit_kind *kind);
+
 /* ------------------------------------------------ route and record table */
 
 /* How window.c routes a record type (records.c's table). */
@@ -502,11 +508,6 @@ void gt__track_rename(struct gt__writer *c, uint32_t track, const char *name);
  * when none can take it (counted as overlap_dropped).
  */
 uint32_t gt__place(struct gt__writer *c, uint32_t t, uint64_t s, uint64_t e);
-/* Tells the stream's observer, if any, of layer span ev written: path
- * and cls raw (cl 0: no class). */
-void gt__obs_layer(struct gt__writer *c, const struct gt__layer_ev *ev,
-                   const char *path, uint32_t pl, const char *cls,
-                   uint32_t cl);
 
 /* ------------------------------------------------ convert.c */
 

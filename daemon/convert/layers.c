@@ -256,6 +256,17 @@ void gt__layer_credit(struct gt__writer *c, uint32_t path_id,
     }
 }
 
+/* One backward span of a layer: [s, e] and the sums over the nodes
+ * credited to it in its pass group (each node's own time: nodes run
+ * inside it on its thread excluded). */
+struct span_sums {
+    uint64_t s, e;
+    uint64_t nodes, self_nodes;     /* with descendants; its own */
+    uint64_t time_ns, self_ns;      /* with descendants; its own */
+    uint64_t accg_ns;               /* its own AccumulateGrad nodes */
+    uint64_t order2;                /* nodes made by backward, inclusive */
+};
+
 struct span_item {
     uint64_t first, last;
     int32_t depth; /* -1 for the pass span itself */
@@ -276,7 +287,7 @@ static int span_cmp(const void *a, const void *b)
  * backward range, which has no pass) and parent. */
 static void layer_args(struct gt__writer *c, struct gt__ev *e,
                        const struct gt__wlayer *L,
-                       const struct gt__layer_ev *ev, uint64_t pass)
+                       const struct span_sums *ev, uint64_t pass)
 {
     gt__ev_text(e, "layer", L->path, L->path_len);
     gt__ev_u64(e, "nodes", ev->nodes);
@@ -302,9 +313,9 @@ static void layer_args(struct gt__writer *c, struct gt__ev *e,
 }
 
 /* Says layer index li's backward span [ev->s, ev->e] with ev's numbers
- * on track t, and tells the observer. */
+ * on track t. */
 static void emit_layer_span(struct gt__writer *c, uint32_t t, uint32_t li,
-                            struct gt__layer_ev *ev, uint64_t pass)
+                            const struct span_sums *ev, uint64_t pass)
 {
     const struct gt__wlayer *L = &c->layers[li];
     struct gt__ev e;
@@ -320,47 +331,25 @@ static void emit_layer_span(struct gt__writer *c, uint32_t t, uint32_t li,
         gt__ev_name(&e, " backward");
     }
     gt__emit_slice(c->out, &e);
-    if (c->s->obs) {
-        uint32_t rl = 0;
-        const char *rcls = L->cls ? gt__cstream_raw(c->s, L->cls, &rl) : "";
-        const struct gt__wlayer *P = L->parent >= 0 ? &c->layers[L->parent]
-                                                    : NULL;
-        ev->phase = GT__PHASE_BACKWARD;
-        ev->parent = P ? P->path : NULL;
-        ev->parent_len = P ? P->path_len : 0;
-        ev->top_ns = L->top_ns;
-        if (L->top_name)
-            ev->top = gt__cstream_raw(c->s, L->top_name, &ev->top_len);
-        gt__obs_layer(c, ev, L->path, L->path_len, rcls, L->cls ? rl : 0);
-    }
 }
 
 /* The group's totals: an instant "backward totals" at its end. */
 static void emit_totals(struct gt__writer *c, uint64_t ts)
 {
-    struct gt__totals_ev t = {
-        .ts = ts, .pass = c->group_has_pass ? c->group_value : UINT64_MAX,
-        .nodes = c->group_nodes, .time_ns = c->group_ns,
-        .un_nodes = c->group_un_nodes, .un_ns = c->group_un_ns,
-        .un_accg = c->group_un_accg, .order2 = c->group_order2};
     struct gt__ev e;
     gt__ev_init(&e, GT__CAT_BACKWARD_TOTALS, c->layers_bwd_track, ts, ts);
     gt__ev_name(&e, "backward totals");
-    if (t.pass == UINT64_MAX)
-        gt__ev_null(&e, "pass");
+    if (c->group_has_pass)
+        gt__ev_u64(&e, "pass", c->group_value);
     else
-        gt__ev_u64(&e, "pass", t.pass);
-    gt__ev_u64(&e, "nodes", t.nodes);
-    gt__ev_ns(&e, "time_us", t.time_ns);
-    gt__ev_u64(&e, "unattributed_nodes", t.un_nodes);
-    gt__ev_ns(&e, "unattributed_us", t.un_ns);
-    gt__ev_u64(&e, "unattributed_accumulate_grad", t.un_accg);
-    gt__ev_u64(&e, "second_order_nodes", t.order2);
+        gt__ev_null(&e, "pass");
+    gt__ev_u64(&e, "nodes", c->group_nodes);
+    gt__ev_ns(&e, "time_us", c->group_ns);
+    gt__ev_u64(&e, "unattributed_nodes", c->group_un_nodes);
+    gt__ev_ns(&e, "unattributed_us", c->group_un_ns);
+    gt__ev_u64(&e, "unattributed_accumulate_grad", c->group_un_accg);
+    gt__ev_u64(&e, "second_order_nodes", c->group_order2);
     gt__emit_instant(c->out, &e);
-    if (c->s->obs && c->s->obs->totals) {
-        t.rel_ns = gt__cstream_rel(c->s, ts);
-        c->s->obs->totals(c->s->obs->ud, &t);
-    }
 }
 
 /* The `Layers backward` track, made on first use; 0 when it cannot be. */
@@ -424,7 +413,7 @@ static void flush_group(struct gt__writer *c, uint64_t end_ts)
             gt__emit_slice(c->out, &e);
         } else {
             const struct gt__wlayer *L = &c->layers[items[i].layer];
-            struct gt__layer_ev ev = {
+            struct span_sums ev = {
                 .s = items[i].first, .e = items[i].last,
                 .nodes = L->nodes, .self_nodes = L->self_nodes,
                 .time_ns = L->time_ns, .self_ns = L->self_ns,
@@ -463,7 +452,7 @@ static void range_span(struct gt__writer *c, const struct gt__held *h)
 {
     int32_t l = layer_of(c, h->o.name);
     uint64_t dur = h->end > h->o.ts ? h->end - h->o.ts : 0;
-    struct gt__layer_ev ev = {.s = h->o.ts, .e = h->end, .time_ns = dur,
+    struct span_sums ev = {.s = h->o.ts, .e = h->end, .time_ns = dur,
                               .self_ns = h->o.nested_ns < dur
                                              ? dur - h->o.nested_ns
                                              : 0};
@@ -545,10 +534,6 @@ static void emit_iteration(struct gt__writer *c, uint64_t s, uint64_t e,
     if (c->finished_layers)
         gt__ev_u64(&ev, "window", c->win_id);
     gt__emit_slice(c->out, &ev);
-    if (c->s->obs && c->s->obs->iteration && !c->finished_layers)
-        c->s->obs->iteration(c->s->obs->ud, value,
-                             s < c->s->base_ns ? 0 : s - c->s->base_ns,
-                             e < s ? 0 : e - s);
 }
 
 /*

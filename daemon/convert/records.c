@@ -164,15 +164,6 @@ static void emit_scope(struct gt__writer *c, struct gt__wthread *th,
         ev.cat = rc ? GT__CAT_LAYER_RECOMPUTE : GT__CAT_LAYER_FORWARD;
         gt__emit_slice(c->out, &ev);
     }
-    if (lt && c->s->obs) {
-        uint32_t rl, rcl = 0;
-        const char *raw = gt__cstream_raw(c->s, o->name, &rl);
-        const char *rcls = o->cls ? gt__cstream_raw(c->s, o->cls, &rcl) : "";
-        struct gt__layer_ev lev = {.phase = rc ? GT__PHASE_RECOMPUTE
-                                               : GT__PHASE_FORWARD,
-                                   .s = o->ts, .e = end};
-        gt__obs_layer(c, &lev, raw, rl, rcls, rcl);
-    }
     if (bw)
         gt__layer_range_closed(c, th, o, end, unclosed);
 }
