@@ -36,6 +36,7 @@
 #include "daemon/convert/convert.h"
 #include "daemon/convert/cstream.h"
 #include "daemon/convert/emit.h"
+#include "daemon/convert/index.h"
 #include "daemon/convert/jsonw.h"
 #include "common/version.h"
 
@@ -286,8 +287,7 @@ struct gt__writer {
     /* threads and tracks */
     struct gt__wthread *threads;
     uint32_t nthreads, threads_cap;
-    uint32_t *thread_slots; /* hash: index + 1 */
-    uint32_t thread_mask;
+    struct gt__index thread_ix; /* by OS tid */
     uint32_t cur;           /* current thread index + 1, 0 none */
     struct gt__proc *procs;
     uint32_t nprocs;
@@ -311,8 +311,7 @@ struct gt__writer {
     /* layers, passes, iterations */
     struct gt__wlayer *layers;
     uint32_t nlayers, layers_cap;
-    uint32_t *layer_slots;  /* hash by path text: index + 1 */
-    uint32_t layer_mask;
+    struct gt__index layer_ix; /* by path text, made on first use */
     uint32_t *touched;      /* layers with data in the current pass group */
     uint32_t ntouched;
     uint64_t gen;

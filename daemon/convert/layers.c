@@ -81,25 +81,30 @@ static struct gt__strcache *str_cache(struct gt__writer *c, uint32_t id)
     return e;
 }
 
+struct path_key {
+    const struct gt__writer *c;
+    const char *path;
+    size_t len;
+};
+
+static int layer_is(const void *ctx, uint32_t e)
+{
+    const struct path_key *k = ctx;
+    const struct gt__wlayer *l = &k->c->layers[e];
+    return l->path_len == k->len && memcmp(l->path, k->path, k->len) == 0;
+}
+
 static int32_t layer_find_or_add(struct gt__writer *c, const char *path,
                                  size_t len, unsigned depth_left)
 {
-    if (!c->layer_slots) {
-        c->layer_mask = 2 * GT__MAX_LAYERS - 1;
-        c->layer_slots = gt__calloc(2 * GT__MAX_LAYERS, sizeof(uint32_t));
-        if (!c->layer_slots)
-            return -1;
-    }
-    uint32_t i = gt__fnv1a32(path, len) & c->layer_mask;
-    for (;;) {
-        uint32_t r = c->layer_slots[i];
-        if (r == 0)
-            break;
-        const struct gt__wlayer *l = &c->layers[r - 1];
-        if (l->path_len == len && memcmp(l->path, path, len) == 0)
-            return (int32_t)(r - 1);
-        i = (i + 1) & c->layer_mask;
-    }
+    const struct path_key k = {c, path, len};
+    uint32_t hash = gt__fnv1a32(path, len);
+    if (!gt__index_ready(&c->layer_ix) &&
+        gt__index_init(&c->layer_ix, 2 * GT__MAX_LAYERS))
+        return -1;
+    uint32_t e = gt__index_find(&c->layer_ix, hash, layer_is, &k, NULL);
+    if (e != GT__INDEX_NONE)
+        return (int32_t)e;
     if (c->nlayers >= GT__MAX_LAYERS) {
         c->an.layers_dropped++;
         return -1;
@@ -139,11 +144,8 @@ static int32_t layer_find_or_add(struct gt__writer *c, const char *path,
     l->esc[l->esc_len] = 0;
     l->parent = parent;
     l->depth = parent >= 0 ? c->layers[parent].depth + 1 : 0;
-    /* The probe position may have moved if the parent was inserted. */
-    i = gt__fnv1a32(path, len) & c->layer_mask;
-    while (c->layer_slots[i] != 0)
-        i = (i + 1) & c->layer_mask;
-    c->layer_slots[i] = c->nlayers + 1;
+    /* Inserted anew: the parent's insertion may have taken the slot. */
+    gt__index_insert(&c->layer_ix, hash, c->nlayers);
     return (int32_t)c->nlayers++;
 }
 
@@ -736,6 +738,6 @@ void gt__layers_free(struct gt__writer *c)
     }
     gt__free(c->layers);
     gt__free(c->touched);
-    gt__free(c->layer_slots);
+    gt__index_free(&c->layer_ix);
     gt__free(c->scache);
 }

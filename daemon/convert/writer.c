@@ -32,9 +32,7 @@ struct gt__writer *gt__writer_create(struct gt__cstream *s,
                                      .out_path = out_path};
     if (!(c->out = kind->create(kind, &src)))
         goto out_free;
-    c->thread_mask = 2 * GT__MAX_THREADS - 1;
-    c->thread_slots = gt__calloc(2 * GT__MAX_THREADS, sizeof(uint32_t));
-    if (!c->thread_slots)
+    if (gt__index_init(&c->thread_ix, 2 * GT__MAX_THREADS))
         goto out_free;
     if (gt__bmap_init(&c->nodes, s->node_map_cap) ||
         gt__bmap_init(&c->ext, GT__CORR_MAP_CAP) ||
@@ -65,7 +63,7 @@ void gt__writer_free(struct gt__writer *c)
         gt__free(c->threads[i].nodes.e);
     }
     gt__free(c->threads);
-    gt__free(c->thread_slots);
+    gt__index_free(&c->thread_ix);
     for (uint32_t i = 1; i < c->ntracks; i++)
         gt__free(c->tracks[i].name);
     gt__free(c->tracks);
