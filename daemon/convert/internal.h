@@ -463,6 +463,21 @@ uint64_t gt__writer_anomalies(const struct gt__writer *c);
 void gt__anomalies_add(struct gt__anomalies *dst,
                        const struct gt__anomalies *src);
 
+/* Widens the [min_ts, max_ts] this output has seen (every handler that
+ * reads a time; inline, so that the handler files need no file of theirs
+ * for it, and none calls back into the record table's). */
+static inline void gt__see_ts(struct gt__writer *c, uint64_t ts)
+{
+    if (!c->have_ts) {
+        c->min_ts = c->max_ts = ts;
+        c->have_ts = 1;
+    } else if (ts > c->max_ts) {
+        c->max_ts = ts;
+    } else if (ts < c->min_ts) {
+        c->min_ts = ts;
+    }
+}
+
 /* String id when the stream defines it, else 0 (counted as an
  * unknown_strings anomaly): what an event names by string id. */
 static inline uint32_t gt__str_known(struct gt__writer *c, uint32_t id)
@@ -519,8 +534,6 @@ struct gt__wthread *gt__thread_find(struct gt__writer *c, uint32_t tid);
 struct gt__wthread *gt__thread_get(struct gt__writer *c, uint32_t tid);
 /* A thread's synthetic track: 1 backward nodes, 2 layers forward, 3 API. */
 uint32_t gt__thread_track(struct gt__writer *c, struct gt__wthread *th, int which);
-/* Widens the [min_ts, max_ts] seen. */
-void gt__see_ts(struct gt__writer *c, uint64_t ts);
 void gt__window_done(struct gt__writer *c, struct gt__window *w);
 /* Writes a closed scope (records.c), parents before same-start children. */
 void gt__scope_closed(struct gt__writer *c, struct gt__wthread *th,

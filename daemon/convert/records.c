@@ -38,18 +38,6 @@ static struct gt__wthread *cur_thread(struct gt__writer *c)
     return NULL;
 }
 
-void gt__see_ts(struct gt__writer *c, uint64_t ts)
-{
-    if (!c->have_ts) {
-        c->min_ts = c->max_ts = ts;
-        c->have_ts = 1;
-    } else if (ts > c->max_ts) {
-        c->max_ts = ts;
-    } else if (ts < c->min_ts) {
-        c->min_ts = ts;
-    }
-}
-
 /* A thread's time never goes back: clamping keeps its stacks nested. */
 static uint64_t thread_ts(struct gt__writer *c, struct gt__wthread *th,
                           uint64_t ts)
