@@ -3,9 +3,8 @@
  * recording is the aggregation emitter (agg_emit.c); from trace files,
  * the report's reader (cli/report.c).
  *
- * Rows are found by path through an open-addressing index (FNV-1a). The
- * module tree (gt__agg_finish, model order) comes from the parent each
- * backward span names, else from the path.
+ * Rows, their index by path, the module tree and the orders are
+ * agg_tree.c's; the per-iteration statistics agg_iter.c's.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -34,77 +33,12 @@ void gt__agg_close(struct gt__agg *a)
             gt__free(a->layers[i].bk_name[k]);
     }
     gt__free(a->layers);
-    gt__free(a->slots);
+    gt__index_free(&a->ix);
     gt__free(a->rest_it);
     gt__free(a->tree_ix);
     gt__free(a->skip);
     gt__free(a->its);
     memset(a, 0, sizeof(*a));
-}
-
-/* (Re)builds the index for twice the rows' capacity. @return 0 or -ENOMEM. */
-static int index_build(struct gt__agg *a, size_t cap)
-{
-    size_t ns = 64;
-    while (ns < 2 * cap)
-        ns *= 2;
-    uint32_t *s = gt__calloc(ns, sizeof(*s));
-    if (!s)
-        return -ENOMEM;
-    gt__free(a->slots);
-    a->slots = s;
-    a->nslots = ns;
-    for (size_t r = 0; r < a->n; r++) {
-        const char *p = a->layers[r].path;
-        size_t i = gt__fnv1a32(p, strlen(p)) & (ns - 1);
-        while (s[i])
-            i = (i + 1) & (ns - 1);
-        s[i] = (uint32_t)r + 1;
-    }
-    return 0;
-}
-
-/* The row of path (len bytes), added when new. @return it, or NULL. */
-static struct gt__agg_layer *row_get(struct gt__agg *a, const char *path,
-                                     size_t len)
-{
-    if (!a->slots && index_build(a, a->cap))
-        return NULL;
-    size_t mask = a->nslots - 1, i = gt__fnv1a32(path, len) & mask;
-    for (; a->slots[i]; i = (i + 1) & mask) {
-        struct gt__agg_layer *l = &a->layers[a->slots[i] - 1];
-        if (strlen(l->path) == len && memcmp(l->path, path, len) == 0)
-            return l;
-    }
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 64;
-        struct gt__agg_layer *nl = gt__realloc(a->layers, cap * sizeof(*nl));
-        if (!nl)
-            return NULL;
-        a->layers = nl;
-        a->cap = cap;
-    }
-    struct gt__agg_layer *l = &a->layers[a->n];
-    memset(l, 0, sizeof(*l));
-    if (!(l->path = gt__malloc(len + 1)))
-        return NULL;
-    memcpy(l->path, path, len);
-    l->path[len] = '\0';
-    l->first_fwd_ts = -1;
-    l->first_ts = -1;
-    l->up = -1;
-    a->n++;
-    /* The new row goes where the probe ended, or into a larger index. */
-    if (2 * a->n > a->nslots) {
-        if (index_build(a, a->cap)) {
-            gt__free(l->path);
-            a->n--;
-            return NULL;
-        }
-    } else {
-        a->slots[i] = (uint32_t)a->n;
-    }
-    return l;
 }
 
 /*
@@ -217,7 +151,7 @@ static int add_clean(struct gt__agg *a, const struct gt__agg_ev *ev)
         split_name(ev->name, phases[ev->phase], &path_len, &cls,
                    &cls_len) < 0)
         return 0;
-    if (!(l = row_get(a, ev->name, path_len)))
+    if (!(l = gt__agg_row_get(a, ev->name, path_len)))
         return -ENOMEM;
     if (cls && !l->cls && !(l->cls = dup_n(cls, cls_len)))
         return -ENOMEM;
@@ -340,7 +274,7 @@ static int kernel_clean(struct gt__agg *a, const char *path, int bwd,
     struct gt__agg_layer *l;
     if (!path[0])
         return 0;
-    if (!(l = row_get(a, path, strlen(path))))
+    if (!(l = gt__agg_row_get(a, path, strlen(path))))
         return -ENOMEM;
     dur = dur > 0 ? dur : 0;
     l->gpu_kernels++;
@@ -396,12 +330,6 @@ int gt__agg_totals_at(struct gt__agg *a, const struct gt__agg_rest *t,
     return gt__agg_iter_span(a, &a->rest_it, ts, &v);
 }
 
-void gt__agg_iteration(struct gt__agg *a, double dur)
-{
-    a->steps++;
-    a->step_us += dur;
-}
-
 /* Copies text into *d unless it is set. @return 0 or -ENOMEM. */
 static int dup_once(char **d, const char *text)
 {
@@ -452,7 +380,7 @@ int gt__agg_merge(struct gt__agg *d, const struct gt__agg *s)
 {
     for (size_t i = 0; i < s->n; i++) {
         const struct gt__agg_layer *l = &s->layers[i];
-        struct gt__agg_layer *r = row_get(d, l->path, strlen(l->path));
+        struct gt__agg_layer *r = gt__agg_row_get(d, l->path, strlen(l->path));
         if (!r || row_merge(d, r, l) < 0)
             return -ENOMEM;
     }
@@ -470,113 +398,13 @@ int gt__agg_merge(struct gt__agg *d, const struct gt__agg *s)
     return 0;
 }
 
-/* ------------------------------------------------------------ order */
-
-static int by_fwd(const void *pa, const void *pb)
-{
-    const struct gt__agg_layer *x = pa, *y = pb;
-    return x->fwd_us < y->fwd_us ? 1 : x->fwd_us > y->fwd_us ? -1 : 0;
-}
-
-static int by_bwd(const void *pa, const void *pb)
-{
-    const struct gt__agg_layer *x = pa, *y = pb;
-    return x->bwd_us < y->bwd_us ? 1 : x->bwd_us > y->bwd_us ? -1 : 0;
-}
-
-static int by_name(const void *pa, const void *pb)
-{
-    const struct gt__agg_layer *x = pa, *y = pb;
-    return strcmp(x->path, y->path);
-}
-
-/* ------------------------------------------------------------ tree */
-
-/* The row of path (len bytes), or -1. */
-static long row_find(struct gt__agg *a, const char *path, size_t len)
-{
-    if (!a->slots && index_build(a, a->cap))
-        return -1;
-    size_t mask = a->nslots - 1, i = gt__fnv1a32(path, len) & mask;
-    for (; a->slots[i]; i = (i + 1) & mask) {
-        const struct gt__agg_layer *l = &a->layers[a->slots[i] - 1];
-        if (strlen(l->path) == len && memcmp(l->path, path, len) == 0)
-            return (long)a->slots[i] - 1;
-    }
-    return -1;
-}
-
-/* Row r's parent: the one its backward spans name, else the longest path
- * prefix that has a row. @return the row, or -1. */
-static long parent_of(struct gt__agg *a, size_t r)
-{
-    const struct gt__agg_layer *l = &a->layers[r];
-    long p = l->parent ? row_find(a, l->parent, strlen(l->parent)) : -1;
-    for (size_t n = strlen(l->path); p < 0 && n > 1; n--)
-        if (l->path[n - 1] == '.')
-            p = row_find(a, l->path, n - 1);
-    return p == (long)r ? -1 : p;
-}
-
-/* Sets every row's up and depth. Untrusted parents could form a cycle: a
- * walk longer than the table cuts the row it started from loose. */
-static void tree_resolve(struct gt__agg *a)
-{
-    for (size_t r = 0; r < a->n; r++)
-        a->layers[r].up = parent_of(a, r);
-    for (size_t r = 0; r < a->n; r++) {
-        size_t steps = 0;
-        for (long q = a->layers[r].up; q >= 0; q = a->layers[q].up)
-            if (++steps > a->n) {
-                a->layers[r].up = -1;
-                break;
-            }
-    }
-    for (size_t r = 0; r < a->n; r++) {
-        int d = 0;
-        for (long q = a->layers[r].up; q >= 0; q = a->layers[q].up)
-            d++;
-        a->layers[r].depth = d;
-    }
-}
-
-/* Row indexes, deepest first: children before their parents. */
-static size_t *by_depth(const struct gt__agg *a)
-{
-    size_t *ix = gt__malloc((a->n ? a->n : 1) * sizeof(*ix)), k = 0;
-    int maxd = 0;
-    if (!ix)
-        return NULL;
-    for (size_t r = 0; r < a->n; r++)
-        if (a->layers[r].depth > maxd)
-            maxd = a->layers[r].depth;
-    for (int d = maxd; d >= 0; d--)
-        for (size_t r = 0; r < a->n; r++)
-            if (a->layers[r].depth == d)
-                ix[k++] = r;
-    return ix;
-}
-
-const size_t *gt__agg_tree(struct gt__agg *a)
-{
-    if (a->tree_n == a->n + 1 && !a->tree_dirty && a->tree_ix)
-        return a->tree_ix;
-    tree_resolve(a);
-    gt__free(a->tree_ix);
-    a->tree_ix = by_depth(a);
-    a->tree_n = a->tree_ix ? a->n + 1 : 0;
-    a->tree_dirty = 0;
-    return a->tree_ix;
-}
-
 void gt__agg_finish(struct gt__agg *a)
 {
     if (a->finished)
         return;
     a->finished = 1;
     gt__agg_iter_finish(a);
-    tree_resolve(a);
-    size_t *ix = by_depth(a);
+    const size_t *ix = gt__agg_tree(a);
     if (!ix)
         return;
     for (size_t r = 0; r < a->n; r++) {
@@ -602,121 +430,9 @@ void gt__agg_finish(struct gt__agg *a)
         if (p->rc_calls == 0)
             p->rc_us += l->rc_us;
     }
-    gt__free(ix);
-}
-
-/* One row in model order: its parent's entry and the key siblings sort by
- * (first forward call, a container's first child's; none: last). */
-struct ord_ent {
-    size_t row;
-    const struct ord_ent *up;
-    int depth;
-    int has_key;
-    double key;
-    const char *path;
-};
-
-static int sibling_cmp(const struct ord_ent *x, const struct ord_ent *y)
-{
-    if (x->has_key != y->has_key)
-        return x->has_key ? -1 : 1;
-    if (x->has_key && x->key != y->key)
-        return x->key < y->key ? -1 : 1;
-    return strcmp(x->path, y->path);
-}
-
-/* Depth-first: a row after its ancestors, subtrees by their roots. */
-static int by_tree(const void *pa, const void *pb)
-{
-    const struct ord_ent *x = *(const struct ord_ent *const *)pa;
-    const struct ord_ent *y = *(const struct ord_ent *const *)pb;
-    while (x->depth > y->depth) {
-        x = x->up;
-        if (x == y)
-            return 1;
-    }
-    while (y->depth > x->depth) {
-        y = y->up;
-        if (x == y)
-            return -1;
-    }
-    while (x->up != y->up) {
-        x = x->up;
-        y = y->up;
-    }
-    return x == y ? 0 : sibling_cmp(x, y);
-}
-
-/* Puts the rows in model order. @return 0 or -ENOMEM (order unchanged). */
-static int sort_model(struct gt__agg *a)
-{
-    int rc = -ENOMEM;
-    tree_resolve(a);
-    struct ord_ent *e = gt__calloc(a->n, sizeof(*e));
-    const struct ord_ent **pe = gt__calloc(a->n, sizeof(*pe));
-    struct gt__agg_layer *nl = gt__malloc(a->n * sizeof(*nl));
-    size_t *ix = by_depth(a);
-    if (!e || !pe || !nl || !ix)
-        goto out_free;
-    for (size_t r = 0; r < a->n; r++) {
-        const struct gt__agg_layer *l = &a->layers[r];
-        long up = l->up;
-        e[r] = (struct ord_ent){.row = r, .up = up >= 0 ? &e[up] : NULL,
-                                .depth = l->depth, .path = l->path,
-                                .has_key = l->first_fwd_ts >= 0,
-                                .key = l->first_fwd_ts};
-        pe[r] = &e[r];
-    }
-    for (size_t k = 0; k < a->n; k++) {
-        const struct ord_ent *c = &e[ix[k]];
-        struct ord_ent *p = (struct ord_ent *)c->up;
-        if (p && c->has_key && a->layers[p->row].fwd_calls == 0 &&
-            (!p->has_key || c->key < p->key)) {
-            p->has_key = 1;
-            p->key = c->key;
-        }
-    }
-    qsort(pe, a->n, sizeof(*pe), by_tree);
-    for (size_t k = 0; k < a->n; k++)
-        nl[k] = a->layers[pe[k]->row];
-    memcpy(a->layers, nl, a->n * sizeof(*nl));
-    rc = 0;
-out_free:
-    gt__free(e);
-    gt__free(pe);
-    gt__free(nl);
-    gt__free(ix);
-    return rc;
-}
-
-void gt__agg_sort(struct gt__agg *a, enum gt__agg_order order)
-{
-    static int (*const cmp[])(const void *, const void *) = {
-        [GT__AGG_FWD] = by_fwd,
-        [GT__AGG_BWD] = by_bwd,
-        [GT__AGG_NAME] = by_name,
-    };
-    if (a->n == 0 || (unsigned)order > GT__AGG_NAME)
-        return;
-    if (order == GT__AGG_MODEL)
-        (void)sort_model(a);
-    else
-        qsort(a->layers, a->n, sizeof(*a->layers), cmp[order]);
-    /* Rows moved: the index is rebuilt by the next lookup. */
-    gt__free(a->slots);
-    a->slots = NULL;
-    a->nslots = 0;
-    tree_resolve(a); /* rows moved: up again by index */
-    a->tree_dirty = 1; /* and gt__agg_tree's order with them */
 }
 
 /* ------------------------------------------------------------ ranks */
-
-const struct gt__agg_layer *gt__agg_find(struct gt__agg *a, const char *path)
-{
-    long r = row_find(a, path, strlen(path));
-    return r >= 0 ? &a->layers[r] : NULL;
-}
 
 /* A rank's row q: its median per-iteration fwd + rc + bwd, or -1 when it
  * has no per-iteration values (a container, no iterations). */

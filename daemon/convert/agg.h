@@ -34,6 +34,7 @@
 
 #include "common/codec.h"
 #include "daemon/convert/consumer.h"
+#include "daemon/convert/index.h"
 
 /* One layer's numbers for one iteration, or summed over several. */
 struct gt__agg_vals {
@@ -147,8 +148,7 @@ struct gt__agg {
     int ops_detail;      /* enum gt__ops_detail: the most the inputs held */
     struct gt__agg_layer *layers; /* in order of first appearance */
     size_t n, cap;
-    uint32_t *slots;     /* index by path: row + 1; rebuilt after a sort */
-    size_t nslots;
+    struct gt__index ix; /* rows by path; rebuilt after a sort */
     uint64_t steps;      /* iteration spans */
     double step_us;
     /* per-iteration state (agg_iter.c) */
@@ -308,13 +308,18 @@ double gt__agg_stddev(const struct gt__agg_stat *s);
 /* Sorts the rows. */
 void gt__agg_sort(struct gt__agg *a, enum gt__agg_order order);
 
+/* Between the agg files (agg_tree.c): the row of path (len bytes), added
+ * when new. @return it, or NULL (out of memory). */
+struct gt__agg_layer *gt__agg_row_get(struct gt__agg *a, const char *path,
+                                      size_t len);
+
 /* Between agg.c and agg_iter.c: span ts (us) of row l, values v, waits
  * for its iteration (@return 0 or -ENOMEM); and the last iteration's
  * values committed, the selection applied (from gt__agg_finish). */
 GT__WUR int gt__agg_iter_span(struct gt__agg *a, struct gt__agg_iters **itp,
                               double ts, const struct gt__agg_vals *v);
 void gt__agg_iter_finish(struct gt__agg *a);
-/* Between agg.c and agg_iter.c: every row's up and depth set, and the
+/* Between the agg files (agg_tree.c): every row's up and depth set, and the
  * row indexes deepest first (children before parents), both redone only
  * when rows or parents changed since; the order is the table's (NULL: out
  * of memory). */
