@@ -9,8 +9,10 @@
  *    |                   shared (identity, time base, strings, thread
  *    |                   names, clocks, lost counts, warnings, window
  *    |                   history, every file's path)
- *    |- main writer      writer.c, records.c, chrome.c, files.c, ...: one
- *    |                   Chrome-JSON output, reading the stream
+ *    |- main writer      writer.c, records.c, layers.c, ...: one output's
+ *    |                   model, reading the stream and saying what
+ *    |                   happened to its emitter (emit.h; the Chrome
+ *    |                   JSON one: emit_chrome.c, files.c)
  *    `- window writers   the same, one per capture window open now
  *
  * window.c routes each record: metadata records change the stream once

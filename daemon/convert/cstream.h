@@ -37,7 +37,7 @@
 #define GT__MAX_STREAMS 4096u         /* table has twice the slots */
 #define GT__MAX_LOST 4096u
 #define GT__MAX_WINDOWS 256u
-#define GT__REL_MAX (1ull << 52)      /* latest ts after the base (chrome.c) */
+#define GT__REL_MAX (1ull << 52)      /* latest ts after the base */
 #define GT__MAX_OPEN_WINDOWS 16u
 #define GT__MAX_WARNINGS 64u
 #define GT__MAX_COLLECTIVES 256u       /* the newest kept per stream */

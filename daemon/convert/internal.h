@@ -2,25 +2,30 @@
  * Converter internals. Nothing here is part of the daemon's contract
  * (convert.h is).
  *
- * Design: one stream feeds several outputs, so the state is in two kinds
- * of struct with one owner each:
+ * Design: one stream feeds several outputs, so the state is in three
+ * kinds of struct with one owner each:
  *
  *   - struct gt__cstream (cstream.h, stream.c): everything per stream,
  *     once: options, identity from the hello, time base, string table,
  *     thread names and context, clock pairs, lost counts, warnings,
  *     window history, the list of every file written. Metadata records
  *     change it once.
- *   - struct gt__writer (writer.c, records.c, chrome.c, files.c, gpu.c,
- *     nodes.c, layers.c, meta.c, threads.c): one Chrome-JSON output (the
- *     main file set, or a capture window's), holding a pointer to the
- *     stream and only its own output state: files, tracks, thread stacks,
- *     correlation maps, layers, per-string caches, anomaly counts. It
- *     reads the stream when it writes; it never calls into window.c.
+ *   - struct gt__writer (writer.c, records.c, nodes.c, layers.c, gpu.c,
+ *     meta.c, threads.c, tracks.c): one output's model (the main one, or
+ *     a capture window's), holding a pointer to the stream and only its
+ *     own state: tracks, thread stacks, correlation maps, layers,
+ *     per-string caches, anomaly counts. Its record handlers say what
+ *     happened through its emitter; it never calls into window.c.
+ *   - the writer's emitter (emit.h): what turns that into an output, the
+ *     Chrome JSON files (chrome.h: emit_chrome.c, files.c) or the
+ *     per-layer table (agg_emit.c), made by the converter's emitter kind.
+ *     It reads the stream and its writer's counts, never calls them.
  *
  * struct gt__conv (convert.c) owns one stream, the main writer and the
  * window writers; window.c routes records among them by records.c's
  * table of {type, size, route, stream part, writer part}. Dependencies
- * point one way: convert.c -> window.c -> writer files -> stream.c.
+ * point one way: convert.c -> window.c -> writer files -> emitter ->
+ * stream.c.
  *
  * Memory model: everything below is bounded by a cap: strings, threads,
  * tracks, layers, open spans per track, the node-creation and correlation
@@ -226,9 +231,7 @@ struct gt__wthread {
 
 struct gt__wlayer {
     char *path;           /* raw */
-    char *esc;            /* escaped */
     uint32_t path_len;
-    uint32_t esc_len;
     uint32_t cls;         /* class string id, 0 unknown */
     int32_t parent;       /* layer index, -1 for a root */
     uint32_t depth;

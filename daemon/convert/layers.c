@@ -131,17 +131,11 @@ static int32_t layer_find_or_add(struct gt__writer *c, const char *path,
     struct gt__wlayer *l = &c->layers[c->nlayers];
     memset(l, 0, sizeof(*l));
     l->path = gt__malloc(len + 1);
-    l->esc = gt__malloc(GT__JSON_ESCAPED_MAX(len) + 1);
-    if (!l->path || !l->esc) {
-        gt__free(l->path);
-        gt__free(l->esc);
+    if (!l->path)
         return -1;
-    }
     memcpy(l->path, path, len);
     l->path[len] = 0;
     l->path_len = (uint32_t)len;
-    l->esc_len = (uint32_t)gt__json_escape(l->esc, path, len);
-    l->esc[l->esc_len] = 0;
     l->parent = parent;
     l->depth = parent >= 0 ? c->layers[parent].depth + 1 : 0;
     /* Inserted anew: the parent's insertion may have taken the slot. */
@@ -734,7 +728,6 @@ void gt__layers_free(struct gt__writer *c)
 {
     for (uint32_t i = 0; i < c->nlayers; i++) {
         gt__free(c->layers[i].path);
-        gt__free(c->layers[i].esc);
     }
     gt__free(c->layers);
     gt__free(c->touched);

@@ -3,12 +3,12 @@
  * stream part, writer part}, and the writer parts that match begin/end
  * pairs (scopes, backward nodes) on per-thread stacks.
  *
- * Begin/end pairs are written as one complete ('X') event when they end;
+ * Begin/end pairs are said as one complete slice when they end;
  * a thread's timestamps are clamped to never go backwards, which together
  * with the stack discipline makes every thread track nest by
  * construction, whatever an untrusted agent sends. Records that already
  * carry start and end (GPU activity, CUDA API calls) go through gt__place
- * (chrome.c) instead, because they arrive late and in no guaranteed order.
+ * (tracks.c) instead, because they arrive late and in no guaranteed order.
  *
  * Flows: a flow's start and finish are always written together, at the
  * moment the second of their two records is seen. That is what keeps

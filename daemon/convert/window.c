@@ -18,7 +18,7 @@
  *   - records between WINDOW_BEGIN(id) and WINDOW_END(id), in stream order,
  *     go to window id (the agent keeps each thread's order and drains all
  *     threads every 20 ms); everything else goes to main, whose file is
- *     created only with its first event (chrome.c);
+ *     created only with its first event (emit_chrome.c);
  *   - a segment begun by WINDOW_BEGIN_SHARED (capture was on outside the
  *     window too) is the window's and main's: its records go to both, so
  *     the main trace keeps everything it would have had without the
