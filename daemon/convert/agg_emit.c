@@ -147,14 +147,12 @@ static void iteration(struct agg_emit *e, const struct gt__ev *ev)
 /* A GPU kernel tagged with a layer (args "layer" and "phase"). */
 static void kernel(struct agg_emit *e, const struct gt__ev *ev)
 {
-    char path[3 * GT_STRING_MAX + 1], phase[16];
-    char name[3 * GT_STRING_MAX + 1];
+    char path[3 * GT_STRING_MAX + 1], name[3 * GT_STRING_MAX + 1];
     if (!text_arg(e->s, ev, "layer", path) || ev->nname == 0)
         return;
     const struct gt__arg *ph = gt__ev_find(ev, "phase");
-    int bwd = ph && ph->type == GT__ARG_TEXT && ph->v.t.len == 8 &&
-              text_arg(e->s, ev, "phase", phase) &&
-              memcmp(phase, "backward", 8) == 0;
+    int bwd = ph && ph->type == GT__ARG_TEXT && ph->v.t.s &&
+              ph->v.t.len == 8 && memcmp(ph->v.t.s, "backward", 8) == 0;
     *text_at(e->s, name, &ev->name[0]) = '\0';
     table_error(e->k, gt__agg_kernel(e->k->a, path, bwd,
                                      us_of(ev->end - ev->ts), name));
