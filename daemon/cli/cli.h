@@ -154,7 +154,7 @@ int gt__cmd_convert(int argc, char **argv);
  * recompute, backward, GPU, per-iteration statistics, ranks), hints, as
  * text, CSV or JSON (schema/report.md) and optionally an SVG, from
  * gradtrace trace files or .gtr recordings (decoded straight into the
- * aggregation sink, daemon/convert/agg.h); report.h holds its parts.
+ * aggregation consumer, daemon/convert/agg.h); report.h holds its parts.
  * Memory bounded by the number of layers.
  * @return 0, 1 when the input is unreadable or holds no layer spans, 2 on
  *         a usage error.

@@ -1,7 +1,7 @@
 /*
  * `gradtrace convert`: a .gtr file -> Chrome-trace JSON file(s).
  *
- * The Chrome-JSON sink is fed by gt__convert_file (daemon/convert/sink.h),
+ * The Chrome-JSON consumer is fed by gt__convert_file (daemon/convert/consumer.h),
  * which reads the file in fixed blocks through a framer in resync mode, so
  * memory stays bounded for any input size and a corrupt chunk costs only
  * itself. "Nothing readable" (exit 1) means: no valid hello, or a file with
@@ -23,7 +23,7 @@
 #include "daemon/cli/cli.h"
 #include "daemon/convert/repair.h"
 #include "daemon/convert/names.h"
-#include "daemon/convert/sink.h"
+#include "daemon/convert/consumer.h"
 
 static const char usage[] =
     "usage: gradtrace convert IN.gtr [-o OUT.json] [--max-file-mb N]\n"
@@ -198,7 +198,7 @@ static void report_failure(const struct convert_args *a, int rc,
     char why[160];
 
     switch (info->stage) {
-    case GT__CONVERT_SINK:
+    case GT__CONVERT_CONSUMER:
         fprintf(stderr, "gradtrace convert: writing %s: %s\n", a->out,
                 gt__strerror(rc));
         break;
@@ -274,7 +274,7 @@ int gt__cmd_convert(int argc, char **argv)
     struct convert_args a = {0};
     struct progress pr = {0};
     struct gt__convert_info info = {0};
-    struct gt__csink *sink = NULL;
+    struct gt__consumer *consumer = NULL;
     char *out_alloc = NULL;
     int status, rc;
 
@@ -298,7 +298,7 @@ int gt__cmd_convert(int argc, char **argv)
          * input held only capture windows or nothing at all. */
         .keep_empty_main = 1,
     };
-    if (!(sink = gt__chrome_sink_create(&opts)))
+    if (!(consumer = gt__chrome_consumer_create(&opts)))
         goto out_nomem;
     pr.tty = !a.quiet && isatty(2);
     pr.t0 = pr.last = gt__mono_ns();
@@ -306,19 +306,19 @@ int gt__cmd_convert(int argc, char **argv)
         info.progress = on_progress;
         info.progress_ud = &pr;
     }
-    rc = gt__convert_file(a.in, &sink, 1, &info);
+    rc = gt__convert_file(a.in, &consumer, 1, &info);
     if (pr.tty && info.read)
         progress_draw(info.read, info.size, pr.t0, 1);
     if (rc)
         report_failure(&a, rc, &info);
     else
-        status = print_summary(&a, gt__chrome_sink_conv(sink), &info);
+        status = print_summary(&a, gt__chrome_consumer_conv(consumer), &info);
     goto out;
 
 out_nomem:
     fprintf(stderr, "gradtrace convert: out of memory\n");
 out:
-    gt__csink_free(sink);
+    gt__consumer_free(consumer);
     gt__free(out_alloc);
     return status;
 }

@@ -12,7 +12,7 @@
 
 #include "common/util.h"
 #include "daemon/convert/jsonchk.h"
-#include "daemon/convert/sink.h"
+#include "daemon/convert/consumer.h"
 
 /* Whether the file's head (after a UTF-8 byte-order mark) could begin a
  * JSON object or array: every byte of it accepted by the converter's JSON

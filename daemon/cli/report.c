@@ -6,7 +6,7 @@
  *
  * Input is what gradtrace writes (schema/trace-output.md): one or more
  * trace files of one stream (rotated files are summed), or a .gtr
- * recording, which goes straight into the aggregation sink
+ * recording, which goes straight into the aggregation consumer
  * (daemon/convert/agg.h): the converter's own layer spans become rows as
  * the recording is decoded, without writing or parsing any JSON. Both
  * kinds of input fill the same table (struct gt__agg).
@@ -40,7 +40,7 @@
 #include "daemon/cli/cli.h"
 #include "daemon/cli/report.h"
 #include "daemon/convert/agg.h"
-#include "daemon/convert/sink.h"
+#include "daemon/convert/consumer.h"
 
 static const char report_usage[] =
     "usage: gradtrace report [OPTIONS] TRACE...\n"
@@ -314,20 +314,20 @@ int gt__report_read_json(struct gt__agg *r, const char *path)
     return read_json(r, path, &jl);
 }
 
-/* A recording, decoded straight into the table by the aggregation sink. */
+/* A recording, decoded straight into the table by the aggregation consumer. */
 static int read_gtr(struct gt__agg *r, const char *path)
 {
     struct gt__convert_info info = {0};
-    struct gt__csink *sink = gt__agg_sink_create(r);
+    struct gt__consumer *consumer = gt__agg_consumer_create(r);
     char why[160];
     int rc;
 
-    if (!sink) {
+    if (!consumer) {
         fprintf(stderr, "%s: out of memory\n", load_prog);
         return -ENOMEM;
     }
-    rc = gt__convert_file(path, &sink, 1, &info);
-    gt__csink_free(sink);
+    rc = gt__convert_file(path, &consumer, 1, &info);
+    gt__consumer_free(consumer);
     if (rc == 0 && info.stats.chunks == 0 && info.stats.skipped_bytes > 0)
         rc = -EINVAL; /* bytes after the hello, and not one chunk whole */
     if (rc == 0)

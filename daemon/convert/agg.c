@@ -1,24 +1,10 @@
 /*
- * Per-layer aggregation (agg.h): the table, and the sink that fills it
- * while a recording is decoded.
+ * Per-layer aggregation (agg.h): the table. What fills it from a
+ * recording is the aggregation emitter (agg_emit.c); from trace files,
+ * the report's reader (cli/report.c).
  *
- * Why the sink runs the converter: a layer's backward span is not in any
- * record; it is computed (pass groups, late nodes of other threads, nodes
- * credited to ancestors, placement that drops what cannot nest, capture
- * windows routed to their own outputs), and `report` on a recording must
- * say exactly what `report` on its trace files says. So the sink is a
- * converter whose stream has no files (struct gt__cstream.no_files) and
- * an observer of the layer spans its writers emit and of each pass
- * group's totals (gt__span_obs), which turns them into rows as they go:
- * nothing is written or parsed back, and memory is the converter's
- * bounded state plus one row per layer. The observer gets the numbers the
- * JSON holds (node-time sums in ns, which the trace writes as us with
- * three decimals: ns / 1e3 is the double a reader parses), so both routes
- * give the same rows bit for bit.
- *
- * Rows are found by path through an open-addressing index (FNV-1a). The
- * module tree (gt__agg_finish, model order) comes from the parent each
- * backward span names, else from the path.
+ * Rows, their index by path, the module tree and the orders are
+ * agg_tree.c's; the per-iteration statistics agg_iter.c's.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -26,7 +12,6 @@
 #include "common/alloc.h"
 #include "common/util.h"
 #include "daemon/convert/agg.h"
-#include "daemon/convert/internal.h"
 
 /* ------------------------------------------------------------ table */
 
@@ -48,77 +33,12 @@ void gt__agg_close(struct gt__agg *a)
             gt__free(a->layers[i].bk_name[k]);
     }
     gt__free(a->layers);
-    gt__free(a->slots);
+    gt__index_free(&a->ix);
     gt__free(a->rest_it);
     gt__free(a->tree_ix);
     gt__free(a->skip);
     gt__free(a->its);
     memset(a, 0, sizeof(*a));
-}
-
-/* (Re)builds the index for twice the rows' capacity. @return 0 or -ENOMEM. */
-static int index_build(struct gt__agg *a, size_t cap)
-{
-    size_t ns = 64;
-    while (ns < 2 * cap)
-        ns *= 2;
-    uint32_t *s = gt__calloc(ns, sizeof(*s));
-    if (!s)
-        return -ENOMEM;
-    gt__free(a->slots);
-    a->slots = s;
-    a->nslots = ns;
-    for (size_t r = 0; r < a->n; r++) {
-        const char *p = a->layers[r].path;
-        size_t i = gt__fnv1a32(p, strlen(p)) & (ns - 1);
-        while (s[i])
-            i = (i + 1) & (ns - 1);
-        s[i] = (uint32_t)r + 1;
-    }
-    return 0;
-}
-
-/* The row of path (len bytes), added when new. @return it, or NULL. */
-static struct gt__agg_layer *row_get(struct gt__agg *a, const char *path,
-                                     size_t len)
-{
-    if (!a->slots && index_build(a, a->cap))
-        return NULL;
-    size_t mask = a->nslots - 1, i = gt__fnv1a32(path, len) & mask;
-    for (; a->slots[i]; i = (i + 1) & mask) {
-        struct gt__agg_layer *l = &a->layers[a->slots[i] - 1];
-        if (strlen(l->path) == len && memcmp(l->path, path, len) == 0)
-            return l;
-    }
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 64;
-        struct gt__agg_layer *nl = gt__realloc(a->layers, cap * sizeof(*nl));
-        if (!nl)
-            return NULL;
-        a->layers = nl;
-        a->cap = cap;
-    }
-    struct gt__agg_layer *l = &a->layers[a->n];
-    memset(l, 0, sizeof(*l));
-    if (!(l->path = gt__malloc(len + 1)))
-        return NULL;
-    memcpy(l->path, path, len);
-    l->path[len] = '\0';
-    l->first_fwd_ts = -1;
-    l->first_ts = -1;
-    l->up = -1;
-    a->n++;
-    /* The new row goes where the probe ended, or into a larger index. */
-    if (2 * a->n > a->nslots) {
-        if (index_build(a, a->cap)) {
-            gt__free(l->path);
-            a->n--;
-            return NULL;
-        }
-    } else {
-        a->slots[i] = (uint32_t)a->n;
-    }
-    return l;
 }
 
 /*
@@ -231,7 +151,7 @@ static int add_clean(struct gt__agg *a, const struct gt__agg_ev *ev)
         split_name(ev->name, phases[ev->phase], &path_len, &cls,
                    &cls_len) < 0)
         return 0;
-    if (!(l = row_get(a, ev->name, path_len)))
+    if (!(l = gt__agg_row_get(a, ev->name, path_len)))
         return -ENOMEM;
     if (cls && !l->cls && !(l->cls = dup_n(cls, cls_len)))
         return -ENOMEM;
@@ -354,7 +274,7 @@ static int kernel_clean(struct gt__agg *a, const char *path, int bwd,
     struct gt__agg_layer *l;
     if (!path[0])
         return 0;
-    if (!(l = row_get(a, path, strlen(path))))
+    if (!(l = gt__agg_row_get(a, path, strlen(path))))
         return -ENOMEM;
     dur = dur > 0 ? dur : 0;
     l->gpu_kernels++;
@@ -410,12 +330,6 @@ int gt__agg_totals_at(struct gt__agg *a, const struct gt__agg_rest *t,
     return gt__agg_iter_span(a, &a->rest_it, ts, &v);
 }
 
-void gt__agg_iteration(struct gt__agg *a, double dur)
-{
-    a->steps++;
-    a->step_us += dur;
-}
-
 /* Copies text into *d unless it is set. @return 0 or -ENOMEM. */
 static int dup_once(char **d, const char *text)
 {
@@ -466,7 +380,7 @@ int gt__agg_merge(struct gt__agg *d, const struct gt__agg *s)
 {
     for (size_t i = 0; i < s->n; i++) {
         const struct gt__agg_layer *l = &s->layers[i];
-        struct gt__agg_layer *r = row_get(d, l->path, strlen(l->path));
+        struct gt__agg_layer *r = gt__agg_row_get(d, l->path, strlen(l->path));
         if (!r || row_merge(d, r, l) < 0)
             return -ENOMEM;
     }
@@ -484,113 +398,13 @@ int gt__agg_merge(struct gt__agg *d, const struct gt__agg *s)
     return 0;
 }
 
-/* ------------------------------------------------------------ order */
-
-static int by_fwd(const void *pa, const void *pb)
-{
-    const struct gt__agg_layer *x = pa, *y = pb;
-    return x->fwd_us < y->fwd_us ? 1 : x->fwd_us > y->fwd_us ? -1 : 0;
-}
-
-static int by_bwd(const void *pa, const void *pb)
-{
-    const struct gt__agg_layer *x = pa, *y = pb;
-    return x->bwd_us < y->bwd_us ? 1 : x->bwd_us > y->bwd_us ? -1 : 0;
-}
-
-static int by_name(const void *pa, const void *pb)
-{
-    const struct gt__agg_layer *x = pa, *y = pb;
-    return strcmp(x->path, y->path);
-}
-
-/* ------------------------------------------------------------ tree */
-
-/* The row of path (len bytes), or -1. */
-static long row_find(struct gt__agg *a, const char *path, size_t len)
-{
-    if (!a->slots && index_build(a, a->cap))
-        return -1;
-    size_t mask = a->nslots - 1, i = gt__fnv1a32(path, len) & mask;
-    for (; a->slots[i]; i = (i + 1) & mask) {
-        const struct gt__agg_layer *l = &a->layers[a->slots[i] - 1];
-        if (strlen(l->path) == len && memcmp(l->path, path, len) == 0)
-            return (long)a->slots[i] - 1;
-    }
-    return -1;
-}
-
-/* Row r's parent: the one its backward spans name, else the longest path
- * prefix that has a row. @return the row, or -1. */
-static long parent_of(struct gt__agg *a, size_t r)
-{
-    const struct gt__agg_layer *l = &a->layers[r];
-    long p = l->parent ? row_find(a, l->parent, strlen(l->parent)) : -1;
-    for (size_t n = strlen(l->path); p < 0 && n > 1; n--)
-        if (l->path[n - 1] == '.')
-            p = row_find(a, l->path, n - 1);
-    return p == (long)r ? -1 : p;
-}
-
-/* Sets every row's up and depth. Untrusted parents could form a cycle: a
- * walk longer than the table cuts the row it started from loose. */
-static void tree_resolve(struct gt__agg *a)
-{
-    for (size_t r = 0; r < a->n; r++)
-        a->layers[r].up = parent_of(a, r);
-    for (size_t r = 0; r < a->n; r++) {
-        size_t steps = 0;
-        for (long q = a->layers[r].up; q >= 0; q = a->layers[q].up)
-            if (++steps > a->n) {
-                a->layers[r].up = -1;
-                break;
-            }
-    }
-    for (size_t r = 0; r < a->n; r++) {
-        int d = 0;
-        for (long q = a->layers[r].up; q >= 0; q = a->layers[q].up)
-            d++;
-        a->layers[r].depth = d;
-    }
-}
-
-/* Row indexes, deepest first: children before their parents. */
-static size_t *by_depth(const struct gt__agg *a)
-{
-    size_t *ix = gt__malloc((a->n ? a->n : 1) * sizeof(*ix)), k = 0;
-    int maxd = 0;
-    if (!ix)
-        return NULL;
-    for (size_t r = 0; r < a->n; r++)
-        if (a->layers[r].depth > maxd)
-            maxd = a->layers[r].depth;
-    for (int d = maxd; d >= 0; d--)
-        for (size_t r = 0; r < a->n; r++)
-            if (a->layers[r].depth == d)
-                ix[k++] = r;
-    return ix;
-}
-
-const size_t *gt__agg_tree(struct gt__agg *a)
-{
-    if (a->tree_n == a->n + 1 && !a->tree_dirty && a->tree_ix)
-        return a->tree_ix;
-    tree_resolve(a);
-    gt__free(a->tree_ix);
-    a->tree_ix = by_depth(a);
-    a->tree_n = a->tree_ix ? a->n + 1 : 0;
-    a->tree_dirty = 0;
-    return a->tree_ix;
-}
-
 void gt__agg_finish(struct gt__agg *a)
 {
     if (a->finished)
         return;
     a->finished = 1;
     gt__agg_iter_finish(a);
-    tree_resolve(a);
-    size_t *ix = by_depth(a);
+    const size_t *ix = gt__agg_tree(a);
     if (!ix)
         return;
     for (size_t r = 0; r < a->n; r++) {
@@ -616,121 +430,9 @@ void gt__agg_finish(struct gt__agg *a)
         if (p->rc_calls == 0)
             p->rc_us += l->rc_us;
     }
-    gt__free(ix);
-}
-
-/* One row in model order: its parent's entry and the key siblings sort by
- * (first forward call, a container's first child's; none: last). */
-struct ord_ent {
-    size_t row;
-    const struct ord_ent *up;
-    int depth;
-    int has_key;
-    double key;
-    const char *path;
-};
-
-static int sibling_cmp(const struct ord_ent *x, const struct ord_ent *y)
-{
-    if (x->has_key != y->has_key)
-        return x->has_key ? -1 : 1;
-    if (x->has_key && x->key != y->key)
-        return x->key < y->key ? -1 : 1;
-    return strcmp(x->path, y->path);
-}
-
-/* Depth-first: a row after its ancestors, subtrees by their roots. */
-static int by_tree(const void *pa, const void *pb)
-{
-    const struct ord_ent *x = *(const struct ord_ent *const *)pa;
-    const struct ord_ent *y = *(const struct ord_ent *const *)pb;
-    while (x->depth > y->depth) {
-        x = x->up;
-        if (x == y)
-            return 1;
-    }
-    while (y->depth > x->depth) {
-        y = y->up;
-        if (x == y)
-            return -1;
-    }
-    while (x->up != y->up) {
-        x = x->up;
-        y = y->up;
-    }
-    return x == y ? 0 : sibling_cmp(x, y);
-}
-
-/* Puts the rows in model order. @return 0 or -ENOMEM (order unchanged). */
-static int sort_model(struct gt__agg *a)
-{
-    int rc = -ENOMEM;
-    tree_resolve(a);
-    struct ord_ent *e = gt__calloc(a->n, sizeof(*e));
-    const struct ord_ent **pe = gt__calloc(a->n, sizeof(*pe));
-    struct gt__agg_layer *nl = gt__malloc(a->n * sizeof(*nl));
-    size_t *ix = by_depth(a);
-    if (!e || !pe || !nl || !ix)
-        goto out_free;
-    for (size_t r = 0; r < a->n; r++) {
-        const struct gt__agg_layer *l = &a->layers[r];
-        long up = l->up;
-        e[r] = (struct ord_ent){.row = r, .up = up >= 0 ? &e[up] : NULL,
-                                .depth = l->depth, .path = l->path,
-                                .has_key = l->first_fwd_ts >= 0,
-                                .key = l->first_fwd_ts};
-        pe[r] = &e[r];
-    }
-    for (size_t k = 0; k < a->n; k++) {
-        const struct ord_ent *c = &e[ix[k]];
-        struct ord_ent *p = (struct ord_ent *)c->up;
-        if (p && c->has_key && a->layers[p->row].fwd_calls == 0 &&
-            (!p->has_key || c->key < p->key)) {
-            p->has_key = 1;
-            p->key = c->key;
-        }
-    }
-    qsort(pe, a->n, sizeof(*pe), by_tree);
-    for (size_t k = 0; k < a->n; k++)
-        nl[k] = a->layers[pe[k]->row];
-    memcpy(a->layers, nl, a->n * sizeof(*nl));
-    rc = 0;
-out_free:
-    gt__free(e);
-    gt__free(pe);
-    gt__free(nl);
-    gt__free(ix);
-    return rc;
-}
-
-void gt__agg_sort(struct gt__agg *a, enum gt__agg_order order)
-{
-    static int (*const cmp[])(const void *, const void *) = {
-        [GT__AGG_FWD] = by_fwd,
-        [GT__AGG_BWD] = by_bwd,
-        [GT__AGG_NAME] = by_name,
-    };
-    if (a->n == 0 || (unsigned)order > GT__AGG_NAME)
-        return;
-    if (order == GT__AGG_MODEL)
-        (void)sort_model(a);
-    else
-        qsort(a->layers, a->n, sizeof(*a->layers), cmp[order]);
-    /* Rows moved: the index is rebuilt by the next lookup. */
-    gt__free(a->slots);
-    a->slots = NULL;
-    a->nslots = 0;
-    tree_resolve(a); /* rows moved: up again by index */
-    a->tree_dirty = 1; /* and gt__agg_tree's order with them */
 }
 
 /* ------------------------------------------------------------ ranks */
-
-const struct gt__agg_layer *gt__agg_find(struct gt__agg *a, const char *path)
-{
-    long r = row_find(a, path, strlen(path));
-    return r >= 0 ? &a->layers[r] : NULL;
-}
 
 /* A rank's row q: its median per-iteration fwd + rc + bwd, or -1 when it
  * has no per-iteration values (a container, no iterations). */
@@ -771,150 +473,4 @@ void gt__agg_rank_summary(struct gt__agg *all, struct gt__agg *ranks, size_t n)
         }
         l->rank_mean_us = sum / (double)n;
     }
-}
-
-/* ------------------------------------------------------------ sink */
-
-struct agg_sink {
-    struct gt__csink base;
-    struct gt__agg *a;
-    struct gt__conv *conv;
-    struct gt__span_obs obs;
-    int err;               /* first table error (out of memory) */
-};
-
-/* Trace times are integer ns written as us with three decimals; ns / 1e3
- * is the double a JSON reader parses from that text (both are the
- * correctly rounded value of the same decimal). */
-static double us_of(uint64_t ns)
-{
-    return (double)ns / 1000.0;
-}
-
-static void obs_layer(void *ud, const char *name, uint64_t rel_ns,
-                      uint64_t dur_ns, const struct gt__layer_ev *ev)
-{
-    static const enum gt__agg_phase ph[] = {
-        [GT__PHASE_BACKWARD] = GT__AGG_PH_BWD,
-        [GT__PHASE_FORWARD] = GT__AGG_PH_FWD,
-        [GT__PHASE_RECOMPUTE] = GT__AGG_PH_RECOMPUTE};
-    struct agg_sink *k = ud;
-    struct gt__agg_ev e = {.phase = ph[ev->phase], .name = name,
-                           .ts = us_of(rel_ns), .dur = us_of(dur_ns)};
-    if (ev->phase == GT__PHASE_BACKWARD) {
-        e.nodes = (double)ev->nodes;
-        e.self_nodes = (double)ev->self_nodes;
-        e.order2 = (double)ev->order2;
-        e.time_us = us_of(ev->time_ns);
-        e.self_us = us_of(ev->self_ns);
-        e.accg_us = us_of(ev->accg_ns);
-        e.parent = ev->parent;
-        e.top_node = ev->top;
-        e.top_node_us = us_of(ev->top_ns);
-    }
-    int rc = gt__agg_add(k->a, &e);
-    if (rc && !k->err)
-        k->err = rc;
-}
-
-static void obs_totals(void *ud, const struct gt__totals_ev *t)
-{
-    struct agg_sink *k = ud;
-    struct gt__agg_rest r = {.nodes = t->nodes, .un_nodes = t->un_nodes,
-                             .un_accg = t->un_accg, .order2 = t->order2,
-                             .time_us = us_of(t->time_ns),
-                             .un_us = us_of(t->un_ns)};
-    int rc = gt__agg_totals_at(k->a, &r, us_of(t->rel_ns));
-    if (rc && !k->err)
-        k->err = rc;
-}
-
-static void obs_iteration(void *ud, uint64_t step, uint64_t rel_ns,
-                          uint64_t dur_ns)
-{
-    struct agg_sink *k = ud;
-    int rc = gt__agg_step(k->a, step, us_of(rel_ns), us_of(dur_ns));
-    if (rc && !k->err)
-        k->err = rc;
-}
-
-static void obs_kernel(void *ud, const char *layer, int bwd, uint64_t dur_ns,
-                       const char *name)
-{
-    struct agg_sink *k = ud;
-    int rc = gt__agg_kernel(k->a, layer, bwd, us_of(dur_ns), name);
-    if (rc && !k->err)
-        k->err = rc;
-}
-
-static int agg_hello(struct gt__csink *s, const struct gt__hello_info *h)
-{
-    struct agg_sink *k = (struct agg_sink *)s;
-    k->a->rank = h->h.rank;
-    int rc = gt__conv_hello(k->conv, h);
-    return rc ? rc : k->err;
-}
-
-static int agg_chunk(struct gt__csink *s, const struct gt_chunk_header *h,
-                     const uint8_t *records, size_t raw_size)
-{
-    struct agg_sink *k = (struct agg_sink *)s;
-    int rc = gt__conv_chunk(k->conv, h, records, raw_size);
-    return rc ? rc : k->err;
-}
-
-static int agg_finish(struct gt__csink *s, const struct gt__framer_stats *st,
-                      int truncated)
-{
-    struct agg_sink *k = (struct agg_sink *)s;
-    int rc = gt__conv_finish(k->conv, st, truncated);
-    const uint64_t *lost = k->conv->s.lost_sum;
-    int ops = (int)gt__conv_ops_detail(k->conv);
-
-    if (ops > k->a->ops_detail)
-        k->a->ops_detail = ops;
-    gt__agg_lost(k->a, lost[GT_LOST_EVENTS] + lost[GT_LOST_CUPTI],
-                 lost[GT_LOST_CHUNKS] + (st ? st->chunks_lost : 0),
-                 st ? st->corrupt_chunks : 0,
-                 truncated || !gt__conv_goodbye(k->conv));
-    return rc ? rc : k->err;
-}
-
-static void agg_free(struct gt__csink *s)
-{
-    struct agg_sink *k = (struct agg_sink *)s;
-    gt__conv_free(k->conv);
-    gt__free(k);
-}
-
-static const struct gt__csink_ops agg_ops = {
-    .hello = agg_hello,
-    .chunk = agg_chunk,
-    .finish = agg_finish,
-    .free = agg_free,
-};
-
-struct gt__csink *gt__agg_sink_create(struct gt__agg *a)
-{
-    /* No rotation: a file boundary changes no span. */
-    const struct gt__conv_opts o = {.out_path = "(aggregation)",
-                                    .max_file_bytes = UINT64_MAX >> 1,
-                                    .max_file_events = UINT64_MAX >> 1};
-    struct agg_sink *k = gt__calloc(1, sizeof(*k));
-    if (!k)
-        return NULL;
-    k->base.ops = &agg_ops;
-    k->a = a;
-    k->obs = (struct gt__span_obs){.ud = k, .layer = obs_layer,
-                                   .totals = obs_totals,
-                                   .iteration = obs_iteration,
-                                   .kernel = obs_kernel};
-    k->conv = gt__conv_create(&o);
-    if (!k->conv) {
-        gt__free(k);
-        return NULL;
-    }
-    k->conv->s.no_files = 1;
-    k->conv->s.obs = &k->obs;
-    return &k->base;
 }

@@ -13,7 +13,7 @@
  *
  * The table is filled from layer spans named as the trace names them
  * ("<path> (<Class>) forward", "<path> (<Class>) backward"), so that both
- * ways in give the same rows: the aggregation sink (gt__agg_sink_create),
+ * ways in give the same rows: the aggregation consumer (gt__agg_consumer_create),
  * which gets the spans straight from the converter while it decodes a
  * recording, and a reader of trace files (cli/report.c), which parses
  * them from the JSON. Times are the trace's microseconds as doubles.
@@ -33,7 +33,8 @@
 #include <stdint.h>
 
 #include "common/codec.h"
-#include "daemon/convert/sink.h"
+#include "daemon/convert/consumer.h"
+#include "daemon/convert/index.h"
 
 /* One layer's numbers for one iteration, or summed over several. */
 struct gt__agg_vals {
@@ -147,8 +148,7 @@ struct gt__agg {
     int ops_detail;      /* enum gt__ops_detail: the most the inputs held */
     struct gt__agg_layer *layers; /* in order of first appearance */
     size_t n, cap;
-    uint32_t *slots;     /* index by path: row + 1; rebuilt after a sort */
-    size_t nslots;
+    struct gt__index ix; /* rows by path; rebuilt after a sort */
     uint64_t steps;      /* iteration spans */
     double step_us;
     /* per-iteration state (agg_iter.c) */
@@ -308,13 +308,18 @@ double gt__agg_stddev(const struct gt__agg_stat *s);
 /* Sorts the rows. */
 void gt__agg_sort(struct gt__agg *a, enum gt__agg_order order);
 
+/* Between the agg files (agg_tree.c): the row of path (len bytes), added
+ * when new. @return it, or NULL (out of memory). */
+struct gt__agg_layer *gt__agg_row_get(struct gt__agg *a, const char *path,
+                                      size_t len);
+
 /* Between agg.c and agg_iter.c: span ts (us) of row l, values v, waits
  * for its iteration (@return 0 or -ENOMEM); and the last iteration's
  * values committed, the selection applied (from gt__agg_finish). */
 GT__WUR int gt__agg_iter_span(struct gt__agg *a, struct gt__agg_iters **itp,
                               double ts, const struct gt__agg_vals *v);
 void gt__agg_iter_finish(struct gt__agg *a);
-/* Between agg.c and agg_iter.c: every row's up and depth set, and the
+/* Between the agg files (agg_tree.c): every row's up and depth set, and the
  * row indexes deepest first (children before parents), both redone only
  * when rows or parents changed since; the order is the table's (NULL: out
  * of memory). */
@@ -335,12 +340,12 @@ void gt__agg_steps_merge(struct gt__agg *a, const struct gt__agg *s);
 GT__WUR int gt__agg_merge(struct gt__agg *d, const struct gt__agg *s);
 
 /*
- * The aggregation sink: decodes a stream with the converter's own span
+ * The aggregation consumer: decodes a stream with the converter's own span
  * logic (the same layer spans, passes and capture windows as the trace
  * files would hold) and adds its layer and iteration spans to a, which
  * stays the caller's (several recordings may add to one table). No file
- * is written. @return the sink, or NULL (out of memory).
+ * is written. @return the consumer, or NULL (out of memory).
  */
-struct gt__csink *gt__agg_sink_create(struct gt__agg *a);
+struct gt__consumer *gt__agg_consumer_create(struct gt__agg *a);
 
 #endif /* GRADTRACE_DAEMON_AGG_H */

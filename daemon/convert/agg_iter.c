@@ -220,6 +220,12 @@ static int log_iteration(struct gt__agg *a, uint64_t step, double ts,
     return 0;
 }
 
+void gt__agg_iteration(struct gt__agg *a, double dur)
+{
+    a->steps++;
+    a->step_us += dur;
+}
+
 int gt__agg_step(struct gt__agg *a, uint64_t step, double ts, double dur)
 {
     double end = ts + (dur > 0 ? dur : 0);

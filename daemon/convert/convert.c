@@ -9,8 +9,10 @@
  *    |                   shared (identity, time base, strings, thread
  *    |                   names, clocks, lost counts, warnings, window
  *    |                   history, every file's path)
- *    |- main writer      writer.c, records.c, chrome.c, files.c, ...: one
- *    |                   Chrome-JSON output, reading the stream
+ *    |- main writer      writer.c, records.c, layers.c, ...: one output's
+ *    |                   model, reading the stream and saying what
+ *    |                   happened to its emitter (emit.h; the Chrome
+ *    |                   JSON one: emit_chrome.c, files.c)
  *    `- window writers   the same, one per capture window open now
  *
  * window.c routes each record: metadata records change the stream once
@@ -27,22 +29,21 @@
 
 #include "common/alloc.h"
 #include "daemon/convert/internal.h"
+#include "daemon/convert/names.h"
 
 /* ------------------------------------------------------------ lifecycle */
 
-struct gt__conv *gt__conv_create(const struct gt__conv_opts *opts)
+struct gt__conv *gt__conv_create_kind(const struct gt__conv_opts *opts,
+                                      const struct gt__emit_kind *kind)
 {
-    struct gt__conv *c = NULL;
-    int rc = -EINVAL;
-    if (!opts || (!opts->out_path && (!opts->out_dir || !opts->stem)))
-        goto out_err;
-    rc = -ENOMEM;
-    c = gt__calloc(1, sizeof(*c));
+    struct gt__conv *c = gt__calloc(1, sizeof(*c));
     if (!c)
         goto out_err;
+    c->kind = kind;
     if (gt__cstream_init(&c->s, opts))
         goto out_free;
-    c->main = gt__writer_create(&c->s, 0, 0, c->s.stem, c->s.out_path);
+    c->main = gt__writer_create(&c->s, c->kind, 0, 0, c->s.stem,
+                                c->s.out_path);
     if (!c->main)
         goto out_free;
     return c;
@@ -50,8 +51,17 @@ struct gt__conv *gt__conv_create(const struct gt__conv_opts *opts)
 out_free:
     gt__conv_free(c);
 out_err:
-    errno = -rc;
+    errno = ENOMEM;
     return NULL;
+}
+
+struct gt__conv *gt__conv_create(const struct gt__conv_opts *opts)
+{
+    if (!opts || (!opts->out_path && (!opts->out_dir || !opts->stem))) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return gt__conv_create_kind(opts, &gt__chrome_kind);
 }
 
 void gt__conv_free(struct gt__conv *c)
@@ -79,28 +89,6 @@ int32_t gt__conv_rank(const struct gt__conv *c)
 
 /* ------------------------------------------------------------ restem */
 
-/*
- * *p with its leading `from` (a path prefix ending in the old stem)
- * replaced by `to`, when *p starts with it and the stem ends there (a
- * '.' or '-' follows). @return 1 replaced, 0 not this stem's, -ENOMEM.
- */
-static int restem_one(char **p, const char *from, const char *to)
-{
-    size_t fl = strlen(from), tl = strlen(to);
-    char *n;
-
-    if (!*p || strncmp(*p, from, fl) != 0 || ((*p)[fl] != '.' && (*p)[fl] != '-'))
-        return 0;
-    n = gt__malloc(tl + strlen(*p + fl) + 1);
-    if (!n)
-        return -ENOMEM;
-    memcpy(n, to, tl);
-    strcpy(n + tl, *p + fl);
-    gt__free(*p);
-    *p = n;
-    return 1;
-}
-
 /* A file's new name, when nothing is there yet (never clobbers). */
 static int rename_noreplace(const char *from, const char *to)
 {
@@ -126,36 +114,6 @@ static void restem_index(const struct gt__cstream *s, const char *from,
     free(b);
 }
 
-/* A copy of a path the stream's list has: renamed when the file was. */
-static void restem_copy(char **p, const char *from, const char *to)
-{
-    char *old = *p ? gt__strdup(*p) : NULL;
-
-    if (old && restem_one(p, from, to) == 1 && access(*p, F_OK) != 0) {
-        gt__free(*p);
-        *p = old;
-        return;
-    }
-    gt__free(old);
-}
-
-static void restem_writer(struct gt__writer *w, const char *from, const char *to,
-                          const char *sfrom, const char *sto)
-{
-    if (!w)
-        return;
-    for (size_t i = 0; i < w->nfiles; i++)
-        restem_copy(&w->files[i].path, from, to);
-    (void)restem_one(&w->stem, sfrom, sto);
-    if (w->stem && strcmp(w->stem, sfrom) == 0) {
-        char *n = gt__strdup(sto);
-        if (n) {
-            gt__free(w->stem);
-            w->stem = n;
-        }
-    }
-}
-
 int gt__conv_restem(struct gt__conv *c, const char *stem)
 {
     struct gt__cstream *s = &c->s;
@@ -173,7 +131,7 @@ int gt__conv_restem(struct gt__conv *c, const char *stem)
         char *old = gt__strdup(s->all_paths[i]);
         if (!old)
             goto out;
-        if (restem_one(&s->all_paths[i], from, to) == 1 && !s->no_files) {
+        if (gt__path_restem(&s->all_paths[i], from, to) == 1) {
             if (rename_noreplace(old, s->all_paths[i]) != 0) {
                 gt__free(s->all_paths[i]); /* taken: that file keeps its name */
                 s->all_paths[i] = old;
@@ -185,10 +143,10 @@ int gt__conv_restem(struct gt__conv *c, const char *stem)
         gt__free(old);
     }
     for (uint32_t i = 0; i < s->nwinfo; i++)
-        restem_copy((char **)&s->winfo[i].file, from, to);
-    restem_writer(c->main, from, to, s->stem, stem);
+        gt__file_path_restem((char **)&s->winfo[i].file, from, to);
+    gt__emit_restem(c->main->out, from, to, s->stem, stem);
     for (uint32_t i = 0; i < c->nwout; i++)
-        restem_writer(c->wout[i].sub, from, to, s->stem, stem);
+        gt__emit_restem(c->wout[i].sub->out, from, to, s->stem, stem);
     gt__free(s->stem);
     s->stem = nstem;
     nstem = NULL;
@@ -200,33 +158,16 @@ out:
     return rc;
 }
 
-static int writer_flush(struct gt__writer *w)
-{
-    if (w->file_open && !w->err && gt__jw_flush(&w->w) != 0)
-        w->err = w->w.err;
-    return w->err;
-}
-
 int gt__conv_flush(struct gt__conv *c)
 {
-    int rc = writer_flush(c->main);
+    int rc = gt__emit_flush(c->main->out);
 
     for (uint32_t i = 0; i < c->nwout; i++) {
-        int wrc = writer_flush(c->wout[i].sub);
+        int wrc = gt__emit_flush(c->wout[i].sub->out);
         if (wrc && !rc)
             rc = wrc;
     }
     return rc;
-}
-
-static int writer_mark(struct gt__writer *w)
-{
-    if (w->file_open && !w->err) {
-        gt__jw_puts(&w->w, "\t");
-        if (gt__jw_flush(&w->w) != 0)
-            w->err = w->w.err;
-    }
-    return w->err;
 }
 
 int gt__conv_ack_mark(struct gt__conv *c)
@@ -235,9 +176,9 @@ int gt__conv_ack_mark(struct gt__conv *c)
 
     if (!c->s.ack_marks)
         return gt__conv_flush(c);
-    rc = writer_mark(c->main);
+    rc = gt__emit_mark(c->main->out);
     for (uint32_t i = 0; i < c->nwout; i++) {
-        int wrc = writer_mark(c->wout[i].sub);
+        int wrc = gt__emit_mark(c->wout[i].sub->out);
         if (wrc && !rc)
             rc = wrc;
     }
@@ -347,9 +288,9 @@ static void pend_lost(struct gt__cstream *s)
 void gt__conv_disk_pause(struct gt__conv *c)
 {
     pend_lost(&c->s);
-    gt__file_cut(c->main);
+    gt__emit_cut(c->main->out);
     for (uint32_t i = 0; i < c->nwout; i++)
-        gt__file_cut(c->wout[i].sub);
+        gt__emit_cut(c->wout[i].sub->out);
 }
 
 /*
@@ -396,7 +337,7 @@ int gt__conv_resume(struct gt__conv *c)
         return rc;
     /* The next main file exists at once, so the trace says what the full
      * disk cost even if nothing else comes. */
-    if (!c->s.no_files && gt__writer_open_now(c->main) < 0)
+    if (gt__emit_open(c->main->out) < 0)
         rc = c->main->err;
     if (rc == 0 && gt__conv_flush(c) != 0)
         rc = c->main->err;
@@ -431,22 +372,28 @@ enum gt__ops_detail gt__conv_ops_detail(const struct gt__conv *c)
 
 uint64_t gt__conv_events(const struct gt__conv *c)
 {
-    uint64_t n = c->main->total_events + c->win_events;
-    for (uint32_t i = 0; i < c->nwout; i++)
-        n += c->wout[i].sub->total_events;
+    struct gt__emit_stats st;
+    gt__emit_stats(c->main->out, &st);
+    uint64_t n = st.events + c->win_events;
+    for (uint32_t i = 0; i < c->nwout; i++) {
+        gt__emit_stats(c->wout[i].sub->out, &st);
+        n += st.events;
+    }
     return n;
 }
 
 void gt__conv_summary(const struct gt__conv *c, struct gt__conv_summary *out)
 {
     const struct gt__writer *m = c->main;
+    struct gt__emit_stats st;
     memset(out, 0, sizeof(*out));
     out->events = gt__conv_events(c);
     out->files = c->s.nall;
-    out->bytes = m->total_bytes + (m->file_open ? m->w.bytes : 0) + c->win_bytes;
+    gt__emit_stats(m->out, &st);
+    out->bytes = st.bytes + c->win_bytes;
     for (uint32_t i = 0; i < c->nwout; i++) {
-        const struct gt__writer *w = c->wout[i].sub;
-        out->bytes += w->total_bytes + (w->file_open ? w->w.bytes : 0);
+        gt__emit_stats(c->wout[i].sub->out, &st);
+        out->bytes += st.bytes;
     }
     out->anomalies = c->win_anomalies + gt__writer_anomalies(m);
     out->chunks = m->chunks;
@@ -552,8 +499,8 @@ int gt__conv_finish(struct gt__conv *c, const struct gt__framer_stats *stats,
      * none keeps no main file unless the caller named it or it has losses
      * to report (and no window file stands in for it). */
     gt__writer_close_open(m);
-    if (!m->file_open && !m->err && c->s.nall == 0 &&
-        (c->s.keep_empty_main || has_losses(c)) && (rc = gt__writer_open_now(m)))
+    if (!gt__emit_begun(m->out) && !m->err && c->s.nall == 0 &&
+        (c->s.keep_empty_main || has_losses(c)) && (rc = gt__emit_open(m->out)))
         return rc;
     return gt__writer_close(m);
 }

@@ -37,7 +37,7 @@
 #define GT__MAX_STREAMS 4096u         /* table has twice the slots */
 #define GT__MAX_LOST 4096u
 #define GT__MAX_WINDOWS 256u
-#define GT__REL_MAX (1ull << 52)      /* latest ts after the base (chrome.c) */
+#define GT__REL_MAX (1ull << 52)      /* latest ts after the base */
 #define GT__MAX_OPEN_WINDOWS 16u
 #define GT__MAX_WARNINGS 64u
 #define GT__MAX_COLLECTIVES 256u       /* the newest kept per stream */
@@ -161,65 +161,6 @@ struct gt__tname {
     uint32_t used;
 };
 
-/* Phases of a layer span (struct gt__layer_ev). */
-enum {
-    GT__PHASE_BACKWARD = 0,
-    GT__PHASE_FORWARD = 1,
-    GT__PHASE_RECOMPUTE = 2, /* a checkpoint's recompute forward */
-};
-
-/*
- * One per-layer span as the trace holds it (layers.c, records.c): its
- * phase and [s, e] (monotonic ns); for a backward span the sums over the
- * nodes credited to it in its pass group (each node's own time: nodes run
- * inside it on its thread excluded) and its parent layer's raw path.
- */
-struct gt__layer_ev {
-    int phase;
-    uint64_t s, e;
-    uint64_t nodes, self_nodes;     /* with descendants; its own */
-    uint64_t time_ns, self_ns;      /* with descendants; its own */
-    uint64_t accg_ns;               /* its own AccumulateGrad nodes */
-    const char *top;                /* its own longest node's name (raw), */
-    uint32_t top_len;               /*   NULL when it has no node of its own */
-    uint64_t top_ns;                /*   and that node's own time */
-    uint64_t order2;                /* nodes made by backward, inclusive */
-    const char *parent;             /* NULL: a root */
-    uint32_t parent_len;
-};
-
-/* One pass group's totals over every node, with or without a layer. */
-struct gt__totals_ev {
-    uint64_t ts;                    /* the group's end, monotonic ns */
-    uint64_t rel_ns;                /* the same as the trace's ts has it */
-    uint64_t pass;                  /* UINT64_MAX: no pass marks */
-    uint64_t nodes, time_ns;
-    uint64_t un_nodes, un_ns;       /* nodes without a layer */
-    uint64_t un_accg;               /* AccumulateGrad nodes without one */
-    uint64_t order2;
-};
-
-/*
- * An observer of the per-layer spans as a reader of the trace sees them
- * (agg.c): the event's name unescaped ("<path> (<Class>) forward", "...
- * recompute" or "... backward"), its start relative to the base and
- * duration in ns, and the span's numbers; each pass group's totals; and
- * each iteration: its step number, start relative to the base and
- * duration in ns; each GPU kernel with a layer.
- */
-struct gt__span_obs {
-    void *ud;
-    void (*layer)(void *ud, const char *name, uint64_t rel_ns,
-                  uint64_t dur_ns, const struct gt__layer_ev *ev);
-    void (*totals)(void *ud, const struct gt__totals_ev *t);
-    void (*iteration)(void *ud, uint64_t step, uint64_t rel_ns,
-                      uint64_t dur_ns);
-    /* A GPU kernel tagged with a layer (path and kernel name as the trace
-     * has them, NUL-terminated) and phase (bwd 1: backward, 0: forward). */
-    void (*kernel)(void *ud, const char *layer, int bwd, uint64_t dur_ns,
-                   const char *name);
-};
-
 /* What the last metadata record changed, for the writers' part of it. */
 enum {
     GT__NOTE_CHANGED = 1, /* lost count, thread name or rank changed */
@@ -312,17 +253,33 @@ struct gt__cstream {
     struct gt__framer_stats stats;
     int have_stats;
 
-    /* Outputs that are not files (agg.c): no file is created, and obs
-     * sees every per-layer span the writers write. */
-    int no_files;
-    const struct gt__span_obs *obs;
-
     /* Results of the last metadata record: GT__NOTE_* bits, and the
      * anomalies it caused, which are charged to every writer alive (each
      * file's metadata describes the stream as its own output saw it). */
     uint32_t note;
     struct gt__anomalies an;
 };
+
+/* The latest time a trace shows: GT__REL_MAX (2^52 ns, 52 days) after
+ * its base, so that every ts and ts + dur, written in microseconds with
+ * nanosecond fractions, is exact in a JSON reader's double. */
+static inline uint64_t gt__cstream_horizon(const struct gt__cstream *s)
+{
+    uint64_t b = s->base_ns;
+    return b > UINT64_MAX - GT__REL_MAX ? UINT64_MAX : b + GT__REL_MAX;
+}
+
+/* A monotonic time on the trace's axis: ns after the base, clamped to
+ * [0, GT__REL_MAX]. */
+static inline uint64_t gt__cstream_rel(const struct gt__cstream *s,
+                                       uint64_t ts)
+{
+    if (ts < s->base_ns)
+        return 0;
+    if (ts > gt__cstream_horizon(s))
+        ts = gt__cstream_horizon(s);
+    return ts - s->base_ns;
+}
 
 /* ------------------------------------------------ stream.c */
 
@@ -339,6 +296,10 @@ void gt__cstream_chunk_begin(struct gt__cstream *s,
 /* Defines (or redefines) string id. */
 void gt__str_define(struct gt__cstream *s, uint32_t id, const char *text,
                     size_t len);
+/* The raw text of string id, NUL-terminated; "(unknown string)" for an
+ * id never defined (not counted: the writers count what they name). */
+const char *gt__cstream_raw(const struct gt__cstream *s, uint32_t id,
+                            uint32_t *len);
 /* The name (string id) of OS thread tid, 0 unknown. */
 uint32_t gt__cstream_tname(const struct gt__cstream *s, uint32_t tid);
 /* Names thread tid. @return 1 when its name changed. */

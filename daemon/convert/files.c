@@ -1,6 +1,6 @@
 /*
- * The files of one writer: creation, rotation, and the metadata tail each
- * file gets when it closes.
+ * The Chrome JSON emitter's files (chrome.h): creation, rotation, the
+ * metadata tail each file gets when it closes, and a full disk's cuts.
  *
  * A file is `{"traceEvents":[` + events + `],` + trailing keys + `}`. The
  * trailing keys (baseTimeNanoseconds, distributedInfo, the "gradtrace"
@@ -11,10 +11,6 @@
  * state at that moment; a window writer's file also describes its own
  * window, from the stream's window history. A new file is added to the
  * stream's list of paths; nothing here calls back into window routing.
- *
- * A stream whose outputs are not files (the aggregation sink, agg.c) has
- * s->no_files set: files are then "opened" without a path and the bytes
- * go to the JSON writer with no file behind it, which discards them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "daemon/convert/chrome.h"
 #include "daemon/convert/internal.h"
 #include "daemon/convert/names.h"
 #include "daemon/convert/repair.h"
@@ -37,25 +34,23 @@
 
 /* Path of file index i: out_path or <dir>/<stem>.pt.trace.json, then
  * <stem>.<i>.pt.trace.json (for out_path, .<i> before its suffix). */
-static char *file_path(const struct gt__writer *c, uint32_t i)
+static char *file_path(const struct gt__chrome *ch, uint32_t i)
 {
     char *p = NULL;
     int n;
-    if (c->s->no_files)
-        return gt__strdup("");
-    if (c->out_path) {
-        size_t len = strlen(c->out_path), ext = gt__trace_ext_len(c->out_path);
+    if (ch->out_path) {
+        size_t len = strlen(ch->out_path), ext = gt__trace_ext_len(ch->out_path);
         if (i == 0)
-            return gt__strdup(c->out_path);
+            return gt__strdup(ch->out_path);
         if (ext)
-            n = asprintf(&p, "%.*s.%u%s", (int)(len - ext), c->out_path, i,
-                         c->out_path + len - ext);
+            n = asprintf(&p, "%.*s.%u%s", (int)(len - ext), ch->out_path, i,
+                         ch->out_path + len - ext);
         else
-            n = asprintf(&p, "%s.%u", c->out_path, i);
+            n = asprintf(&p, "%s.%u", ch->out_path, i);
     } else if (i == 0) {
-        n = asprintf(&p, "%s/%s" GT__TRACE_EXT, c->s->out_dir, c->stem);
+        n = asprintf(&p, "%s/%s" GT__TRACE_EXT, ch->s->out_dir, ch->stem);
     } else {
-        n = asprintf(&p, "%s/%s.%u" GT__TRACE_EXT, c->s->out_dir, c->stem, i);
+        n = asprintf(&p, "%s/%s.%u" GT__TRACE_EXT, ch->s->out_dir, ch->stem, i);
     }
     if (n < 0)
         return NULL;
@@ -80,11 +75,11 @@ static char *alt_path(const char *path, unsigned k)
 }
 
 /* The index entry of path: <index dir>/<path's last component>. */
-static int index_entry(const struct gt__writer *c, const char *path,
+static int index_entry(const struct gt__chrome *ch, const char *path,
                        char *buf, size_t cap)
 {
     const char *base = strrchr(path, '/');
-    int n = snprintf(buf, cap, "%s/%s", c->s->index_dir, base ? base + 1 : path);
+    int n = snprintf(buf, cap, "%s/%s", ch->s->index_dir, base ? base + 1 : path);
     return n > 0 && (size_t)n < cap ? 0 : -ENAMETOOLONG;
 }
 
@@ -129,7 +124,7 @@ static int free_name(const char *tmp, char **path, int *fd)
  * directory refused the name), or with *tried 0 (no index: create the
  * file without it).
  */
-static int create_indexed(const struct gt__writer *c, char **path, int *indexed,
+static int create_indexed(const struct gt__chrome *ch, char **path, int *indexed,
                           int *tried)
 {
     static unsigned long seq;
@@ -137,7 +132,7 @@ static int create_indexed(const struct gt__writer *c, char **path, int *indexed,
     int fd, rc;
 
     *indexed = *tried = 0;
-    if (snprintf(tmp, sizeof(tmp), "%s/.new-%d-%lu", c->s->index_dir,
+    if (snprintf(tmp, sizeof(tmp), "%s/.new-%d-%lu", ch->s->index_dir,
                  (int)getpid(), __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED)) >=
         (int)sizeof(tmp))
         return -ENAMETOOLONG;
@@ -148,7 +143,7 @@ static int create_indexed(const struct gt__writer *c, char **path, int *indexed,
     (void)flock(fd, LOCK_SH | LOCK_NB);
     *tried = 1;
     rc = free_name(tmp, path, &fd);
-    if (rc == 0 && index_entry(c, *path, e, sizeof(e)) == 0 && link(tmp, e) == 0)
+    if (rc == 0 && index_entry(ch, *path, e, sizeof(e)) == 0 && link(tmp, e) == 0)
         *indexed = 1;
     (void)unlink(tmp);
     if (rc < 0) {
@@ -167,19 +162,19 @@ static int create_indexed(const struct gt__writer *c, char **path, int *indexed,
  * truncated as asked. *indexed says whether the index lists it.
  * @return the fd, or -errno.
  */
-static int create_file(const struct gt__writer *c, char **path, int *indexed)
+static int create_file(const struct gt__chrome *ch, char **path, int *indexed)
 {
     int fd = -1, rc, tried = 0;
 
     *indexed = 0;
-    if (c->out_path || c->s->out_path) {
+    if (ch->out_path || ch->s->out_path) {
         fd = open(*path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd >= 0)
             (void)flock(fd, LOCK_SH | LOCK_NB);
         return fd < 0 ? -errno : fd;
     }
-    if (c->s->index_dir) {
-        fd = create_indexed(c, path, indexed, &tried);
+    if (ch->s->index_dir) {
+        fd = create_indexed(ch, path, indexed, &tried);
         if (fd >= 0 || tried)
             return fd;
     }
@@ -190,58 +185,58 @@ static int create_file(const struct gt__writer *c, char **path, int *indexed)
     return fd;
 }
 
-void gt__file_unindex(struct gt__writer *c, size_t i)
+/* File i is finished: its entry leaves the unfinished-file index. */
+static void file_unindex(struct gt__chrome *ch, size_t i)
 {
     char e[4096];
 
-    if (!c->files[i].indexed)
+    if (!ch->files[i].indexed)
         return;
-    c->files[i].indexed = 0;
-    if (index_entry(c, c->files[i].path, e, sizeof(e)) == 0)
+    ch->files[i].indexed = 0;
+    if (index_entry(ch, ch->files[i].path, e, sizeof(e)) == 0)
         (void)unlink(e);
 }
 
-int gt__file_open(struct gt__writer *c)
+int gt__chrome_file_open(struct gt__chrome *ch)
 {
     int rc = 0;
-    char *path = file_path(c, c->file_index);
+    char *path = file_path(ch, ch->file_index);
     if (!path)
         return -ENOMEM;
-    struct gt__file *nf = gt__realloc(c->files, (c->nfiles + 1) * sizeof(*nf));
+    struct gt__chrome_file *nf = gt__realloc(ch->files, (ch->nfiles + 1) * sizeof(*nf));
     if (!nf) {
         rc = -ENOMEM;
         goto out_free_path;
     }
-    c->files = nf;
-    c->fd = -1;
+    ch->files = nf;
+    ch->fd = -1;
     int indexed = 0;
-    if (!c->s->no_files && (c->fd = create_file(c, &path, &indexed)) < 0) {
-        rc = c->fd;
-        c->fd = -1;
+    if ((ch->fd = create_file(ch, &path, &indexed)) < 0) {
+        rc = ch->fd;
+        ch->fd = -1;
         goto out_free_path;
     }
-    c->files[c->nfiles].path = path;
-    c->files[c->nfiles].count_off = 0;
-    c->files[c->nfiles].dev = c->files[c->nfiles].ino = 0;
-    c->files[c->nfiles].indexed = indexed;
-    if (c->fd >= 0) {
+    ch->files[ch->nfiles].path = path;
+    ch->files[ch->nfiles].count_off = 0;
+    ch->files[ch->nfiles].dev = ch->files[ch->nfiles].ino = 0;
+    ch->files[ch->nfiles].indexed = indexed;
+    if (ch->fd >= 0) {
         struct stat st;
-        if (fstat(c->fd, &st) == 0) {
-            c->files[c->nfiles].dev = (uint64_t)st.st_dev;
-            c->files[c->nfiles].ino = (uint64_t)st.st_ino;
+        if (fstat(ch->fd, &st) == 0) {
+            ch->files[ch->nfiles].dev = (uint64_t)st.st_dev;
+            ch->files[ch->nfiles].ino = (uint64_t)st.st_ino;
         }
     }
-    c->nfiles++;
-    c->w.fd = c->fd;
-    c->w.bytes = 0;
-    c->file_events = 0;
-    c->file_ops = 0;
-    c->file_open = 1;
+    ch->nfiles++;
+    ch->w.fd = ch->fd;
+    ch->w.bytes = 0;
+    ch->file_events = 0;
+    ch->file_ops = 0;
+    ch->file_open = 1;
     /* A mark at the start: a repair keeps nothing until the first ACK. */
-    gt__jw_puts(&c->w, c->s->ack_marks ? "{\"traceEvents\":[\t"
+    gt__jw_puts(&ch->w, ch->s->ack_marks ? "{\"traceEvents\":[\t"
                                        : "{\"traceEvents\":[");
-    if (!c->s->no_files)
-        gt__cstream_file_opened(c->s, path, c->window, c->win_id);
+    gt__cstream_file_opened(ch->s, path, ch->window, ch->win_id);
     return 0;
 
 out_free_path:
@@ -270,37 +265,37 @@ static void put_kv_str(struct gt__jw *w, const char *key, const char *s)
         gt__jw_puts(w, "null");
 }
 
-static void put_sid(struct gt__writer *c, uint32_t id)
+static void put_sid(struct gt__chrome *ch, uint32_t id)
 {
     uint32_t len;
     const char *raw;
     if (id == 0) {
-        gt__jw_puts(&c->w, "null");
+        gt__jw_puts(&ch->w, "null");
         return;
     }
-    raw = gt__str_raw(c, id, &len);
-    gt__jw_str(&c->w, raw, len);
+    raw = gt__cstream_raw(ch->s, id, &len);
+    gt__jw_str(&ch->w, raw, len);
 }
 
-static void write_clock(struct gt__writer *c)
+static void write_clock(struct gt__chrome *ch)
 {
-    struct gt__jw *w = &c->w;
+    struct gt__jw *w = &ch->w;
     gt__jw_puts(w, ",\n\"clock\":{\"model\":\"host CLOCK_MONOTONIC; GPU times "
                    "mapped to it by the agent\"");
-    put_kv_u64(w, ",\"base_mono_ns\":", c->s->base_ns);
-    put_kv_u64(w, ",\"hello_mono_ns\":", c->s->start_mono);
-    put_kv_u64(w, ",\"hello_real_ns\":", c->s->start_real);
-    put_kv_u64(w, ",\"host_pairs\":", c->s->host_pairs);
-    if (c->s->host_pairs) {
-        put_kv_u64(w, ",\"first_pair\":{\"mono_ns\":", c->s->host_first_mono);
-        put_kv_u64(w, ",\"real_ns\":", c->s->host_first_real);
-        put_kv_u64(w, "},\"last_pair\":{\"mono_ns\":", c->s->host_last_mono);
-        put_kv_u64(w, ",\"real_ns\":", c->s->host_last_real);
+    put_kv_u64(w, ",\"base_mono_ns\":", ch->s->base_ns);
+    put_kv_u64(w, ",\"hello_mono_ns\":", ch->s->start_mono);
+    put_kv_u64(w, ",\"hello_real_ns\":", ch->s->start_real);
+    put_kv_u64(w, ",\"host_pairs\":", ch->s->host_pairs);
+    if (ch->s->host_pairs) {
+        put_kv_u64(w, ",\"first_pair\":{\"mono_ns\":", ch->s->host_first_mono);
+        put_kv_u64(w, ",\"real_ns\":", ch->s->host_first_real);
+        put_kv_u64(w, "},\"last_pair\":{\"mono_ns\":", ch->s->host_last_mono);
+        put_kv_u64(w, ",\"real_ns\":", ch->s->host_last_real);
         gt__jw_puts(w, "}");
     }
     gt__jw_puts(w, ",\"devices\":[");
-    for (uint32_t i = 0; i < c->s->ndevclk; i++) {
-        const struct gt__dev_clock *d = &c->s->devclk[i];
+    for (uint32_t i = 0; i < ch->s->ndevclk; i++) {
+        const struct gt__dev_clock *d = &ch->s->devclk[i];
         gt__jw_puts(w, i ? ",{" : "{");
         put_kv_i64(w, "\"device\":", d->device);
         put_kv_u64(w, ",\"syncs\":", d->count);
@@ -316,10 +311,10 @@ static void write_clock(struct gt__writer *c)
 
 /* The stream's newest collectives, oldest first, on one line of their
  * own ("collectives":[...]), so `gradtrace merge` finds them by prefix. */
-static void write_collectives(struct gt__writer *c)
+static void write_collectives(struct gt__chrome *ch)
 {
-    struct gt__jw *w = &c->w;
-    const struct gt__cstream *s = c->s;
+    struct gt__jw *w = &ch->w;
+    const struct gt__cstream *s = ch->s;
     uint64_t n = s->ncoll_total < GT__MAX_COLLECTIVES ? s->ncoll_total
                                                       : GT__MAX_COLLECTIVES;
     put_kv_u64(w, ",\n\"collectives_total\":", s->ncoll_total);
@@ -328,7 +323,7 @@ static void write_collectives(struct gt__writer *c)
         const struct gt__coll *k =
             &s->colls[(s->ncoll_total - n + i) % GT__MAX_COLLECTIVES];
         gt__jw_puts(w, i ? ",{\"op\":" : "{\"op\":");
-        put_sid(c, k->op);
+        put_sid(ch, k->op);
         put_kv_u64(w, ",\"group\":", k->group);
         put_kv_u64(w, ",\"ranks\":", k->ranks);
         put_kv_u64(w, ",\"seq\":", k->seq);
@@ -339,39 +334,39 @@ static void write_collectives(struct gt__writer *c)
     gt__jw_puts(w, "]");
 }
 
-static void write_lists(struct gt__writer *c)
+static void write_lists(struct gt__chrome *ch)
 {
-    struct gt__jw *w = &c->w;
+    struct gt__jw *w = &ch->w;
     gt__jw_puts(w, ",\n\"windows\":[");
-    for (uint32_t i = 0; i < c->nwindows; i++) {
-        const struct gt__window *win = &c->windows[i];
+    for (uint32_t i = 0; i < ch->wr->nwindows; i++) {
+        const struct gt__window *win = &ch->wr->windows[i];
         gt__jw_puts(w, i ? ",{" : "{");
         put_kv_u64(w, "\"id\":", win->id);
         gt__jw_puts(w, ",\"spec\":");
-        put_sid(c, win->spec);
+        put_sid(ch, win->spec);
         gt__jw_puts(w, ",\"layer\":");
-        put_sid(c, win->layer);
+        put_sid(ch, win->layer);
         put_kv_u64(w, ",\"begin_ns\":", win->begin);
         put_kv_u64(w, ",\"end_ns\":", win->end);
         put_kv_u64(w, ",\"begin_iteration\":", win->iter_begin);
         put_kv_u64(w, ",\"end_iteration\":", win->iter_end);
         gt__jw_puts(w, "}");
     }
-    put_kv_u64(w, "],\"windows_total\":", c->windows_total);
+    put_kv_u64(w, "],\"windows_total\":", ch->wr->windows_total);
     gt__jw_puts(w, ",\n\"warnings\":[");
-    for (uint32_t i = 0; i < c->s->nwarnings; i++) {
+    for (uint32_t i = 0; i < ch->s->nwarnings; i++) {
         gt__jw_puts(w, i ? ",{" : "{");
-        put_kv_u64(w, "\"code\":", c->s->warnings[i].code);
-        put_kv_u64(w, ",\"ts_ns\":", c->s->warnings[i].ts);
+        put_kv_u64(w, "\"code\":", ch->s->warnings[i].code);
+        put_kv_u64(w, ",\"ts_ns\":", ch->s->warnings[i].ts);
         gt__jw_puts(w, ",\"text\":");
-        put_sid(c, c->s->warnings[i].text);
+        put_sid(ch, ch->s->warnings[i].text);
         gt__jw_puts(w, "}");
     }
     gt__jw_puts(w, "],\n\"anomalies\":{");
     int first = 1;
 #define GT__ANOM_PUT(n)                                                    \
     gt__jw_puts(w, first ? "\"" #n "\":" : ",\"" #n "\":");               \
-    gt__jw_u64(w, c->an.n);                                                \
+    gt__jw_u64(w, ch->wr->an.n);                                                \
     first = 0;
     GT__ANOMALIES(GT__ANOM_PUT)
 #undef GT__ANOM_PUT
@@ -385,10 +380,10 @@ static const char *state_name(int s)
 }
 
 /* The main file: where the stream's windows went, "window_files":[...]. */
-static void write_window_files(struct gt__writer *c)
+static void write_window_files(struct gt__chrome *ch)
 {
-    struct gt__jw *w = &c->w;
-    const struct gt__cstream *s = c->s;
+    struct gt__jw *w = &ch->w;
+    const struct gt__cstream *s = ch->s;
     gt__jw_puts(w, ",\n\"window_files\":[");
     for (uint32_t i = 0; i < s->nwinfo; i++) {
         const struct gt__conv_window *x = &s->winfo[i];
@@ -413,15 +408,15 @@ static void write_window_files(struct gt__writer *c)
 /* "window":{...} of a window writer's file, or "window_files" of main's.
  * A live window is always in the stream's history: the history keeps the
  * last GT__MAX_WINDOWS and at most GT__MAX_WIN_OPEN are alive. */
-static void write_window_meta(struct gt__writer *c)
+static void write_window_meta(struct gt__chrome *ch)
 {
-    struct gt__jw *w = &c->w;
+    struct gt__jw *w = &ch->w;
     const struct gt__conv_window *x;
-    if (!c->window) {
-        write_window_files(c);
+    if (!ch->window) {
+        write_window_files(ch);
         return;
     }
-    if (!(x = gt__winfo_find(c->s, c->win_id)))
+    if (!(x = gt__winfo_find(ch->s, ch->win_id)))
         return;
     gt__jw_puts(w, ",\n\"window\":{\"id\":");
     gt__jw_u64(w, x->id);
@@ -450,24 +445,24 @@ static void write_window_meta(struct gt__writer *c)
  * scopes, GPU activity): aten operators, for every capture
  * (GRADTRACE_OPS=1) or in the windows that asked (trigger ops=1), and how
  * many this file holds. */
-static void write_detail(struct gt__writer *c)
+static void write_detail(struct gt__chrome *ch)
 {
-    struct gt__jw *w = &c->w;
+    struct gt__jw *w = &ch->w;
 
     gt__jw_puts(w, ",\n\"detail\":{\"ops\":");
-    gt__jw_puts(w, (c->s->hello_flags & GT_HELLO_OPS) ? "\"all\""
-                   : c->file_ops ? "\"windows\"" : "\"off\"");
-    put_kv_u64(w, ",\"op_events\":", c->file_ops);
+    gt__jw_puts(w, (ch->s->hello_flags & GT_HELLO_OPS) ? "\"all\""
+                   : ch->file_ops ? "\"windows\"" : "\"off\"");
+    put_kv_u64(w, ",\"op_events\":", ch->file_ops);
     gt__jw_puts(w, "}");
 }
 
 /* The stream's lost counts, and per thread the ones a thread's records
  * in the trace are short of: "threads":[{"tid":T,"events":N}, ...]
  * (undelivered: "undelivered" for "events"). */
-static void write_lost(struct gt__writer *c)
+static void write_lost(struct gt__chrome *ch)
 {
-    const struct gt__cstream *s = c->s;
-    struct gt__jw *w = &c->w;
+    const struct gt__cstream *s = ch->s;
+    struct gt__jw *w = &ch->w;
     const char *sep = "";
 
     put_kv_u64(w, ",\n\"lost\":{\"events\":", s->lost_sum[GT_LOST_EVENTS]);
@@ -514,27 +509,27 @@ static uint64_t base_real_ns(const struct gt__cstream *s)
     return real > UINT64_MAX - d ? UINT64_MAX : real + d;
 }
 
-int gt__file_close(struct gt__writer *c, int last)
+int gt__chrome_file_close(struct gt__chrome *ch, int last)
 {
-    struct gt__jw *w = &c->w;
+    struct gt__jw *w = &ch->w;
     char *next = NULL;
     int rc;
-    if (!c->file_open)
+    if (!ch->file_open)
         return 0;
     if (!last) {
-        next = file_path(c, c->file_index + 1);
+        next = file_path(ch, ch->file_index + 1);
         if (!next)
             return -ENOMEM;
     }
     gt__jw_puts(w, "\n],\n\"displayTimeUnit\":\"ns\"");
-    put_kv_u64(w, ",\n\"baseTimeNanoseconds\":", base_real_ns(c->s));
+    put_kv_u64(w, ",\n\"baseTimeNanoseconds\":", base_real_ns(ch->s));
     gt__jw_puts(w, ",\n\"deviceProperties\":[]");
-    if (c->s->rank >= 0) {
+    if (ch->s->rank >= 0) {
         /* Kineto's spacing: HTA finds a file's rank with the regular
          * expression "rank":\s+(\d+), whitespace required. */
-        put_kv_i64(w, ",\n\"distributedInfo\":{\"rank\": ", c->s->rank);
-        put_kv_i64(w, ", \"local_rank\": ", c->s->local_rank);
-        put_kv_i64(w, ", \"world_size\": ", c->s->world_size);
+        put_kv_i64(w, ",\n\"distributedInfo\":{\"rank\": ", ch->s->rank);
+        put_kv_i64(w, ", \"local_rank\": ", ch->s->local_rank);
+        put_kv_i64(w, ", \"world_size\": ", ch->s->world_size);
         gt__jw_puts(w, "}");
     }
     gt__jw_puts(w, ",\n\"gradtrace\":{\"converter\":\"gradtrace "
@@ -542,67 +537,67 @@ int gt__file_close(struct gt__writer *c, int last)
                    GT__VERSION "\"");
     put_kv_u64(w, ",\"wire_major\":", GT_WIRE_MAJOR);
     put_kv_u64(w, ",\"wire_minor\":", GT_WIRE_MINOR);
-    put_kv_u64(w, ",\"pid\":", c->s->pid);
-    put_kv_u64(w, ",\"ppid\":", c->s->ppid);
-    put_kv_i64(w, ",\"rank\":", c->s->rank);
-    put_kv_i64(w, ",\"local_rank\":", c->s->local_rank);
-    put_kv_i64(w, ",\"world_size\":", c->s->world_size);
-    put_kv_str(w, ",\"hostname\":", c->s->hostname);
-    put_kv_str(w, ",\"cmdline\":", c->s->cmdline);
-    write_window_meta(c);
-    put_kv_u64(w, ",\n\"file_index\":", c->file_index);
+    put_kv_u64(w, ",\"pid\":", ch->s->pid);
+    put_kv_u64(w, ",\"ppid\":", ch->s->ppid);
+    put_kv_i64(w, ",\"rank\":", ch->s->rank);
+    put_kv_i64(w, ",\"local_rank\":", ch->s->local_rank);
+    put_kv_i64(w, ",\"world_size\":", ch->s->world_size);
+    put_kv_str(w, ",\"hostname\":", ch->s->hostname);
+    put_kv_str(w, ",\"cmdline\":", ch->s->cmdline);
+    write_window_meta(ch);
+    put_kv_u64(w, ",\n\"file_index\":", ch->file_index);
     /* Patched at gt__conv_finish; stays null if the converter never
      * finishes (daemon killed), which readers take as "unknown". */
     gt__jw_puts(w, ",\"file_count\":");
     uint64_t off = w->bytes;
     gt__jw_puts(w, COUNT_NULL);
     put_kv_str(w, ",\"next_file\":", next);
-    put_kv_u64(w, ",\"events\":", c->file_events);
-    write_detail(c);
-    write_lost(c);
-    put_kv_u64(w, ",\n\"stream\":{\"chunks\":", c->chunks);
-    put_kv_u64(w, ",\"records\":", c->records);
+    put_kv_u64(w, ",\"events\":", ch->file_events);
+    write_detail(ch);
+    write_lost(ch);
+    put_kv_u64(w, ",\n\"stream\":{\"chunks\":", ch->wr->chunks);
+    put_kv_u64(w, ",\"records\":", ch->wr->records);
     /* The framer's counts describe the whole input: main's files only. */
     const struct gt__framer_stats *st =
-        c->s->have_stats && !c->window ? &c->s->stats : NULL;
+        ch->s->have_stats && !ch->window ? &ch->s->stats : NULL;
     put_kv_u64(w, ",\"chunks_missing\":", st ? st->chunks_lost : 0);
     put_kv_u64(w, ",\"corrupt_chunks\":", st ? st->corrupt_chunks : 0);
     put_kv_u64(w, ",\"skipped_bytes\":", st ? st->skipped_bytes : 0);
     put_kv_u64(w, ",\"seq_jumps\":", st ? st->seq_jumps : 0);
-    gt__jw_puts(w, last && c->truncated ? ",\"truncated\":true"
+    gt__jw_puts(w, last && ch->wr->truncated ? ",\"truncated\":true"
                                         : ",\"truncated\":false");
-    gt__jw_puts(w, c->s->goodbye ? ",\"goodbye\":true" : ",\"goodbye\":false");
-    put_kv_u64(w, ",\"last_ts_ns\":", c->max_ts);
-    gt__jw_puts(w, last && c->finished ? ",\"complete\":true}"
+    gt__jw_puts(w, ch->s->goodbye ? ",\"goodbye\":true" : ",\"goodbye\":false");
+    put_kv_u64(w, ",\"last_ts_ns\":", ch->wr->max_ts);
+    gt__jw_puts(w, last && ch->wr->finished ? ",\"complete\":true}"
                                        : ",\"complete\":false}");
-    write_clock(c);
-    write_collectives(c);
-    write_lists(c);
+    write_clock(ch);
+    write_collectives(ch);
+    write_lists(ch);
     gt__jw_puts(w, "}\n}\n");
-    c->files[c->nfiles - 1].count_off = off;
-    c->files[c->nfiles - 1].size = w->bytes;
-    c->total_bytes += w->bytes;
+    ch->files[ch->nfiles - 1].count_off = off;
+    ch->files[ch->nfiles - 1].size = w->bytes;
+    ch->total_bytes += w->bytes;
     rc = gt__jw_flush(w);
     /* Finished: out of the index while its lock is still held. */
     if (rc == 0) {
-        gt__file_unindex(c, c->nfiles - 1);
-        c->s->files_done++;
+        file_unindex(ch, ch->nfiles - 1);
+        ch->s->files_done++;
     }
-    if ((rc == -ENOSPC || rc == -EDQUOT) && c->s->ack_marks) {
+    if ((rc == -ENOSPC || rc == -EDQUOT) && ch->s->ack_marks) {
         /* Cut by a full disk: finished when space is back. */
-        gt__file_cut(c);
-        c->err = rc;
+        gt__chrome_file_cut(ch);
+        *ch->err = rc;
         gt__free(next);
         return rc;
     }
-    if (c->fd >= 0 && close(c->fd) != 0 && rc == 0)
+    if (ch->fd >= 0 && close(ch->fd) != 0 && rc == 0)
         rc = -errno;
-    c->fd = -1;
+    ch->fd = -1;
     w->fd = -1;
-    c->file_open = 0;
+    ch->file_open = 0;
     gt__free(next);
-    if (rc && !c->err)
-        c->err = rc;
+    if (rc && !*ch->err)
+        *ch->err = rc;
     return rc;
 }
 
@@ -616,7 +611,7 @@ int gt__file_close(struct gt__writer *c, int last)
  * was deleted may get its inode number).
  * @return the fd, or -1 (not ours any more, or gone).
  */
-static int reopen_own(const struct gt__file *f)
+static int reopen_own(const struct gt__chrome_file *f)
 {
     char at[COUNT_WIDTH];
     struct stat st;
@@ -635,52 +630,52 @@ static int reopen_own(const struct gt__file *f)
     return fd;
 }
 
-void gt__files_patch_count(struct gt__writer *c)
+void gt__chrome_patch_count(struct gt__chrome *ch)
 {
     char num[COUNT_WIDTH + 1];
-    int n = snprintf(num, sizeof(num), "%-*zu", COUNT_WIDTH, c->nfiles);
+    int n = snprintf(num, sizeof(num), "%-*zu", COUNT_WIDTH, ch->nfiles);
     if (n != COUNT_WIDTH)
         return;
-    for (size_t i = 0; i < c->nfiles; i++) {
-        if (c->files[i].count_off == 0 || c->s->no_files)
+    for (size_t i = 0; i < ch->nfiles; i++) {
+        if (ch->files[i].count_off == 0)
             continue;
         /* Best effort: a file replaced or gone keeps its valid "null". */
-        int fd = reopen_own(&c->files[i]);
+        int fd = reopen_own(&ch->files[i]);
         if (fd < 0)
             continue;
-        if (pwrite(fd, num, COUNT_WIDTH, (off_t)c->files[i].count_off) !=
+        if (pwrite(fd, num, COUNT_WIDTH, (off_t)ch->files[i].count_off) !=
             COUNT_WIDTH)
-            c->err = c->err ? c->err : -EIO;
+            *ch->err = *ch->err ? *ch->err : -EIO;
         close(fd);
     }
 }
 
-void gt__file_cut(struct gt__writer *c)
+void gt__chrome_file_cut(struct gt__chrome *ch)
 {
-    struct gt__cstream *s = c->s;
+    struct gt__cstream *s = ch->s;
 
-    if (c->file_open && c->fd >= 0 && s->ncut < GT__MAX_CUT) {
-        struct gt__file *f = &c->files[c->nfiles - 1];
+    if (ch->file_open && ch->fd >= 0 && s->ncut < GT__MAX_CUT) {
+        struct gt__chrome_file *f = &ch->files[ch->nfiles - 1];
         char e[4096];
 
-        s->cut[s->ncut].fd = c->fd;
+        s->cut[s->ncut].fd = ch->fd;
         s->cut[s->ncut].entry = NULL;
-        if (f->indexed && index_entry(c, f->path, e, sizeof(e)) == 0)
+        if (f->indexed && index_entry(ch, f->path, e, sizeof(e)) == 0)
             s->cut[s->ncut].entry = gt__strdup(e);
         f->indexed = 0;
         s->ncut++;
-    } else if (c->fd >= 0) {
-        close(c->fd); /* past the cap: the index lists it for a restart */
+    } else if (ch->fd >= 0) {
+        close(ch->fd); /* past the cap: the index lists it for a restart */
     }
-    c->fd = -1;
-    c->w.fd = -1;
-    c->w.err = 0;
-    c->w.len = 0;
-    if (c->err == -ENOSPC || c->err == -EDQUOT)
-        c->err = 0;
-    if (c->file_open)
-        c->file_index++;
-    c->file_open = 0;
+    ch->fd = -1;
+    ch->w.fd = -1;
+    ch->w.err = 0;
+    ch->w.len = 0;
+    if (*ch->err == -ENOSPC || *ch->err == -EDQUOT)
+        *ch->err = 0;
+    if (ch->file_open)
+        ch->file_index++;
+    ch->file_open = 0;
 }
 
 int gt__files_finish_cut(struct gt__cstream *s)
@@ -714,20 +709,31 @@ void gt__files_drop_cut(struct gt__cstream *s)
     s->ncut = 0;
 }
 
-int gt__maybe_rotate(struct gt__writer *c)
+int gt__chrome_maybe_rotate(struct gt__chrome *ch)
 {
     int rc;
-    if (!c->file_open || c->err)
-        return c->err;
-    if (c->w.bytes < c->s->max_bytes && c->file_events < c->s->max_events)
+    if (!ch->file_open || *ch->err)
+        return *ch->err;
+    if (ch->w.bytes < ch->s->max_bytes && ch->file_events < ch->s->max_events)
         return 0;
-    rc = gt__file_close(c, 0);
+    rc = gt__chrome_file_close(ch, 0);
     if (rc)
         return rc;
-    c->file_index++;
-    rc = gt__file_open(c);
-    if (rc && !c->err)
-        c->err = rc;
+    ch->file_index++;
+    rc = gt__chrome_file_open(ch);
+    if (rc && !*ch->err)
+        *ch->err = rc;
     return rc;
 }
 
+void gt__file_path_restem(char **p, const char *from, const char *to)
+{
+    char *old = *p ? gt__strdup(*p) : NULL;
+
+    if (old && gt__path_restem(p, from, to) == 1 && access(*p, F_OK) != 0) {
+        gt__free(*p);
+        *p = old;
+        return;
+    }
+    gt__free(old);
+}

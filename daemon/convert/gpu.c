@@ -49,32 +49,30 @@ static uint32_t stream_track(struct gt__writer *c, uint32_t device,
 }
 
 /*
- * Appends Kineto's ,"External id":N (the operator that launched it, from
- * a GT_EXT_OP correlation; 0 without one, as Kineto writes a launch no
- * operator encloses, so that it never names another operator), then
- * ,"layer":..,"phase":.. and ,"seq":.. from the other GT_R_EXT_CORR kinds.
+ * Kineto's "External id" (the operator that launched it, from a GT_EXT_OP
+ * correlation; 0 without one, as Kineto writes a launch no operator
+ * encloses, so that it never names another operator), then "layer",
+ * "phase" and "seq" from the other GT_R_EXT_CORR kinds.
  */
-static char *put_ext(struct gt__writer *c, char *p, uint32_t corr)
+static void ext_args(struct gt__writer *c, struct gt__ev *ev, uint32_t corr)
 {
     const struct gt__bmap_val *v = gt__bmap_get(&c->ext, GT__EXT_OP_KEY, corr);
-    p = PUT_KV(p, ",\"External id\":", v ? v->x : 0);
+    gt__ev_u64(ev, "External id", v ? v->x : 0);
     if (corr == 0 || !(v = gt__bmap_get(&c->ext, 0, corr)))
-        return p;
+        return;
     if (v->p) {
-        uint32_t ll;
-        const char *l = gt__str_esc(c, (uint32_t)v->x, &ll);
-        if (ll > 2 * GT_STRING_MAX)
-            ll = 0; /* the caller reserved room for a name this long */
-        p = GT__LIT(p, ",\"layer\":\"");
-        p = put_esc(p, l, ll);
-        p = v->p == GT_EXT_LAYER_BWD ? GT__LIT(p, "\",\"phase\":\"backward\"")
-                                     : GT__LIT(p, "\",\"phase\":\"forward\"");
+        uint32_t l = gt__str_known(c, (uint32_t)v->x);
+        /* A layer whose JSON text is over 2 * GT_STRING_MAX bytes has
+         * always been written empty: traces keep that. */
+        if (l && c->s->strs[l].esc_len > 2 * GT_STRING_MAX)
+            gt__ev_lit(ev, "layer", "");
+        else
+            gt__ev_sid(ev, "layer", l);
+        const char *ph = v->p == GT_EXT_LAYER_BWD ? "backward" : "forward";
+        gt__ev_lit(ev, "phase", ph);
     }
-    if (v->q) {
-        p = GT__LIT(p, ",\"seq\":");
-        p = gt__fmt_u64(p, v->y);
-    }
-    return p;
+    if (v->q)
+        gt__ev_u64(ev, "seq", v->y);
 }
 
 void gt__on_ext_corr(struct gt__writer *c, const uint8_t *rec, uint16_t size)
@@ -105,28 +103,6 @@ void gt__on_ext_corr(struct gt__writer *c, const uint8_t *rec, uint16_t size)
     (void)gt__bmap_put(&c->ext, 0, r->corr, &v);
 }
 
-/* Tells the observer of a kernel with a layer (correlation corr). */
-static void obs_kernel(struct gt__writer *c, uint32_t corr, uint32_t name,
-                       uint64_t dur)
-{
-    const struct gt__span_obs *obs = c->s->obs;
-    const struct gt__bmap_val *v;
-    if (!obs || !obs->kernel || corr == 0 ||
-        !(v = gt__bmap_get(&c->ext, 0, corr)) || !v->p)
-        return;
-    uint32_t ll = 0;
-    const char *l = gt__str_raw(c, (uint32_t)v->x, &ll);
-    char path[6 * GT_STRING_MAX + 1];
-    size_t k = gt__json_text(path, l, ll < GT_STRING_MAX ? ll : GT_STRING_MAX);
-    path[k] = '\0';
-    char kn[6 * GT_STRING_MAX + 1];
-    uint32_t nl = 0;
-    const char *n = gt__str_raw(c, name, &nl);
-    k = gt__json_text(kn, n, nl < GT_STRING_MAX ? nl : GT_STRING_MAX);
-    kn[k] = '\0';
-    obs->kernel(obs->ud, path, v->p == GT_EXT_LAYER_BWD, dur, kn);
-}
-
 /* Links the GPU activity on track t at start with its launch, or waits. */
 static void gpu_link(struct gt__writer *c, uint32_t corr, uint32_t t,
                      uint64_t start)
@@ -135,7 +111,7 @@ static void gpu_link(struct gt__writer *c, uint32_t corr, uint32_t t,
         return;
     const struct gt__bmap_val *api = gt__bmap_get(&c->api, 0, corr);
     if (api) {
-        gt__emit_flow(c, "ac2g", api->p, api->x, t, start);
+        gt__emit_flow(c->out, GT__CAT_AC2G, api->p, api->x, t, start);
         return;
     }
     struct gt__bmap_val v = {.x = start, .p = t};
@@ -143,52 +119,54 @@ static void gpu_link(struct gt__writer *c, uint32_t corr, uint32_t t,
         c->an.ac2g_unmatched++;
 }
 
-static char *gpu_head(struct gt__writer *c, uint32_t *t, const char *cat,
-                      uint32_t device, uint32_t stream, uint64_t start,
-                      uint64_t end, size_t extra)
+/*
+ * The track of GPU activity on (device, stream) over [start, *end] (a
+ * negative duration made zero), placed where it nests; 0 when none can
+ * take it.
+ */
+static uint32_t gpu_place(struct gt__writer *c, uint32_t device,
+                          uint32_t stream, uint64_t start, uint64_t *end)
 {
     uint32_t st = stream_track(c, device, stream);
-    if (end < start) {
+    if (*end < start) {
         c->an.negative_durations++;
-        end = start;
+        *end = start;
     }
-    gt__see_ts(c, end);
-    *t = st ? gt__place(c, st, start, end) : 0;
-    if (!*t)
-        return NULL;
-    return gt__x_open(c, *t, cat, start, end, extra + 4 * GT_STRING_MAX);
+    gt__see_ts(c, *end);
+    return st ? gt__place(c, st, start, *end) : 0;
 }
 
+/* The args every GPU activity starts with. */
+static void gpu_args(struct gt__ev *ev, uint32_t device, uint32_t stream,
+                     uint32_t corr)
+{
+    gt__ev_u64(ev, "device", device);
+    gt__ev_u64(ev, "stream", stream);
+    gt__ev_u64(ev, "correlation", corr);
+}
 
 void gt__on_kernel(struct gt__writer *c, const uint8_t *rec, uint16_t size)
 {
-    struct gt_r_gpu_kernel rr;
-    const struct gt_r_gpu_kernel *r = &rr;
+    struct gt_r_gpu_kernel r;
+    struct gt__ev ev;
     (void)size;
-    memcpy(&rr, rec, sizeof(rr));
-    uint32_t t, nl;
-    const char *name = gt__str_esc(c, r->name, &nl);
-    char *p = gpu_head(c, &t, "kernel", r->device, r->stream, r->start,
-                       r->end, nl + 256);
-    if (!p)
+    memcpy(&r, rec, sizeof(r));
+    /* Looked up (an unknown one counted) even when it cannot be placed. */
+    uint32_t name = gt__str_known(c, r.name);
+    uint64_t end = r.end;
+    uint32_t t = gpu_place(c, r.device, r.stream, r.start, &end);
+    if (!t)
         return;
-    p = put_esc(p, name, nl);
-    p = PUT_KV(p, "\",\"args\":{\"device\":", r->device);
-    p = PUT_KV(p, ",\"stream\":", r->stream);
-    p = PUT_KV(p, ",\"correlation\":", r->corr);
-    p = PUT_KV(p, ",\"grid\":[", r->grid[0]);
-    p = PUT_KV(p, ",", r->grid[1]);
-    p = PUT_KV(p, ",", r->grid[2]);
-    p = PUT_KV(p, "],\"block\":[", r->block[0]);
-    p = PUT_KV(p, ",", r->block[1]);
-    p = PUT_KV(p, ",", r->block[2]);
-    p = PUT_KV(p, "],\"shared memory\":", r->shared_mem);
-    p = PUT_KV(p, ",\"registers per thread\":", r->registers);
-    p = put_ext(c, p, r->corr);
-    p = GT__LIT(p, "}}");
-    gt__ev_end(c, p);
-    gpu_link(c, r->corr, t, r->start);
-    obs_kernel(c, r->corr, r->name, r->end > r->start ? r->end - r->start : 0);
+    gt__ev_init(&ev, GT__CAT_KERNEL, t, r.start, end);
+    gt__ev_name_sid(&ev, name);
+    gpu_args(&ev, r.device, r.stream, r.corr);
+    gt__ev_u32x3(&ev, "grid", r.grid[0], r.grid[1], r.grid[2]);
+    gt__ev_u32x3(&ev, "block", r.block[0], r.block[1], r.block[2]);
+    gt__ev_u64(&ev, "shared memory", r.shared_mem);
+    gt__ev_u64(&ev, "registers per thread", r.registers);
+    ext_args(c, &ev, r.corr);
+    gt__emit_slice(c->out, &ev);
+    gpu_link(c, r.corr, t, r.start);
 }
 
 static const char *copy_kind_name(unsigned k)
@@ -202,51 +180,44 @@ static const char *copy_kind_name(unsigned k)
 
 void gt__on_memcpy(struct gt__writer *c, const uint8_t *rec, uint16_t size)
 {
-    struct gt_r_gpu_memcpy rr;
-    const struct gt_r_gpu_memcpy *r = &rr;
+    struct gt_r_gpu_memcpy r;
+    struct gt__ev ev;
     (void)size;
-    memcpy(&rr, rec, sizeof(rr));
-    uint32_t t;
-    const char *name = copy_kind_name(r->copy_kind);
-    char *p = gpu_head(c, &t, "gpu_memcpy", r->device, r->stream, r->start,
-                       r->end, 256);
-    if (!p)
+    memcpy(&r, rec, sizeof(r));
+    uint64_t end = r.end;
+    uint32_t t = gpu_place(c, r.device, r.stream, r.start, &end);
+    if (!t)
         return;
-    p = put_esc(p, name, (uint32_t)strlen(name));
-    p = PUT_KV(p, "\",\"args\":{\"device\":", r->device);
-    p = PUT_KV(p, ",\"stream\":", r->stream);
-    p = PUT_KV(p, ",\"correlation\":", r->corr);
-    p = PUT_KV(p, ",\"bytes\":", r->bytes);
-    p = PUT_KV(p, ",\"copy_kind\":", r->copy_kind);
-    p = PUT_KV(p, ",\"src_kind\":", r->src_kind);
-    p = PUT_KV(p, ",\"dst_kind\":", r->dst_kind);
-    p = put_ext(c, p, r->corr);
-    p = GT__LIT(p, "}}");
-    gt__ev_end(c, p);
-    gpu_link(c, r->corr, t, r->start);
+    gt__ev_init(&ev, GT__CAT_MEMCPY, t, r.start, end);
+    gt__ev_name(&ev, copy_kind_name(r.copy_kind));
+    gpu_args(&ev, r.device, r.stream, r.corr);
+    gt__ev_u64(&ev, "bytes", r.bytes);
+    gt__ev_u64(&ev, "copy_kind", r.copy_kind);
+    gt__ev_u64(&ev, "src_kind", r.src_kind);
+    gt__ev_u64(&ev, "dst_kind", r.dst_kind);
+    ext_args(c, &ev, r.corr);
+    gt__emit_slice(c->out, &ev);
+    gpu_link(c, r.corr, t, r.start);
 }
 
 void gt__on_memset(struct gt__writer *c, const uint8_t *rec, uint16_t size)
 {
-    struct gt_r_gpu_memset rr;
-    const struct gt_r_gpu_memset *r = &rr;
+    struct gt_r_gpu_memset r;
+    struct gt__ev ev;
     (void)size;
-    memcpy(&rr, rec, sizeof(rr));
-    uint32_t t;
-    char *p = gpu_head(c, &t, "gpu_memset", r->device, r->stream, r->start,
-                       r->end, 256);
-    if (!p)
+    memcpy(&r, rec, sizeof(r));
+    uint64_t end = r.end;
+    uint32_t t = gpu_place(c, r.device, r.stream, r.start, &end);
+    if (!t)
         return;
-    p = GT__LIT(p, "Memset");
-    p = PUT_KV(p, "\",\"args\":{\"device\":", r->device);
-    p = PUT_KV(p, ",\"stream\":", r->stream);
-    p = PUT_KV(p, ",\"correlation\":", r->corr);
-    p = PUT_KV(p, ",\"bytes\":", r->bytes);
-    p = PUT_KV(p, ",\"value\":", r->value);
-    p = put_ext(c, p, r->corr);
-    p = GT__LIT(p, "}}");
-    gt__ev_end(c, p);
-    gpu_link(c, r->corr, t, r->start);
+    gt__ev_init(&ev, GT__CAT_MEMSET, t, r.start, end);
+    gt__ev_name(&ev, "Memset");
+    gpu_args(&ev, r.device, r.stream, r.corr);
+    gt__ev_u64(&ev, "bytes", r.bytes);
+    gt__ev_u64(&ev, "value", r.value);
+    ext_args(c, &ev, r.corr);
+    gt__emit_slice(c->out, &ev);
+    gpu_link(c, r.corr, t, r.start);
 }
 
 void gt__on_cuda_api(struct gt__writer *c, const uint8_t *rec, uint16_t size)
@@ -256,7 +227,7 @@ void gt__on_cuda_api(struct gt__writer *c, const uint8_t *rec, uint16_t size)
     (void)size;
     memcpy(&rr, rec, sizeof(rr));
     struct gt__wthread *th = gt__thread_get(c, r->tid);
-    uint32_t nl;
+    struct gt__ev ev;
     uint64_t start = r->start, end = r->end;
     if (!th)
         return;
@@ -270,21 +241,18 @@ void gt__on_cuda_api(struct gt__writer *c, const uint8_t *rec, uint16_t size)
     uint32_t t = at ? gt__place(c, at, start, end) : 0;
     if (!t)
         return;
-    const char *name = gt__str_esc(c, r->name, &nl);
-    char *p = gt__x_open(c, t, "cuda_runtime", start, end,
-                         nl + 4 * GT_STRING_MAX + 128);
-    p = put_esc(p, name, nl);
-    p = PUT_KV(p, "\",\"args\":{\"correlation\":", r->corr);
-    p = PUT_KV(p, ",\"cbid\":", r->cbid);
-    p = put_ext(c, p, r->corr);
-    p = GT__LIT(p, "}}");
-    gt__ev_end(c, p);
+    gt__ev_init(&ev, GT__CAT_CUDA_RUNTIME, t, start, end);
+    gt__ev_name_sid(&ev, gt__str_known(c, r->name));
+    gt__ev_u64(&ev, "correlation", r->corr);
+    gt__ev_u64(&ev, "cbid", r->cbid);
+    ext_args(c, &ev, r->corr);
+    gt__emit_slice(c->out, &ev);
     if (r->corr == 0)
         return;
     struct gt__bmap_val v = {.x = start, .p = t};
     (void)gt__bmap_put(&c->api, 0, r->corr, &v);
     struct gt__bmap_val k;
     if (gt__bmap_take(&c->kpend, 0, r->corr, &k))
-        gt__emit_flow(c, "ac2g", t, start, k.p, k.x);
+        gt__emit_flow(c->out, GT__CAT_AC2G, t, start, k.p, k.x);
 }
 

@@ -2,25 +2,30 @@
  * Converter internals. Nothing here is part of the daemon's contract
  * (convert.h is).
  *
- * Design: one stream feeds several outputs, so the state is in two kinds
- * of struct with one owner each:
+ * Design: one stream feeds several outputs, so the state is in three
+ * kinds of struct with one owner each:
  *
  *   - struct gt__cstream (cstream.h, stream.c): everything per stream,
  *     once: options, identity from the hello, time base, string table,
  *     thread names and context, clock pairs, lost counts, warnings,
  *     window history, the list of every file written. Metadata records
  *     change it once.
- *   - struct gt__writer (writer.c, records.c, chrome.c, files.c, gpu.c,
- *     nodes.c, layers.c, meta.c, threads.c): one Chrome-JSON output (the
- *     main file set, or a capture window's), holding a pointer to the
- *     stream and only its own output state: files, tracks, thread stacks,
- *     correlation maps, layers, per-string caches, anomaly counts. It
- *     reads the stream when it writes; it never calls into window.c.
+ *   - struct gt__writer (writer.c, records.c, nodes.c, layers.c, gpu.c,
+ *     meta.c, threads.c, tracks.c): one output's model (the main one, or
+ *     a capture window's), holding a pointer to the stream and only its
+ *     own state: tracks, thread stacks, correlation maps, layers,
+ *     per-string caches, anomaly counts. Its record handlers say what
+ *     happened through its emitter; it never calls into window.c.
+ *   - the writer's emitter (emit.h): what turns that into an output, the
+ *     Chrome JSON files (chrome.h: emit_chrome.c, files.c) or the
+ *     per-layer table (agg_emit.c), made by the converter's emitter kind.
+ *     It reads the stream and its writer's counts, never calls them.
  *
  * struct gt__conv (convert.c) owns one stream, the main writer and the
  * window writers; window.c routes records among them by records.c's
  * table of {type, size, route, stream part, writer part}. Dependencies
- * point one way: convert.c -> window.c -> writer files -> stream.c.
+ * point one way: convert.c -> window.c -> writer files -> emitter ->
+ * stream.c.
  *
  * Memory model: everything below is bounded by a cap: strings, threads,
  * tracks, layers, open spans per track, the node-creation and correlation
@@ -35,6 +40,8 @@
 
 #include "daemon/convert/convert.h"
 #include "daemon/convert/cstream.h"
+#include "daemon/convert/emit.h"
+#include "daemon/convert/index.h"
 #include "daemon/convert/jsonw.h"
 #include "common/version.h"
 
@@ -93,23 +100,16 @@ struct gt__stream_slot {
 struct gt__proc {
     uint32_t pid;
     uint32_t sort;
-    uint32_t meta_file;  /* 1 + index of the file holding its metadata */
     uint32_t next_synth; /* next synthetic tid */
-    char *name;          /* escaped */
-    uint32_t name_len;
 };
 
 struct gt__track {
     uint32_t proc;       /* index into procs */
     uint32_t tid;
     uint32_t sort;
-    uint32_t meta_file;  /* 1 + index of the file holding its metadata */
     uint32_t overflow;   /* track index of the next overlap track, 0 none */
     uint32_t level;      /* 0 for a primary track, k for overlap track k */
-    char *name;          /* escaped */
-    uint32_t name_len;
-    uint32_t pt_len;
-    char pt[48];         /* "pid":P,"tid":T */
+    char *name;          /* raw (its overlap tracks are named after it) */
     /* In-order placement of complete events (gt__place). */
     uint64_t last_start;
     uint32_t depth;
@@ -231,9 +231,7 @@ struct gt__wthread {
 
 struct gt__wlayer {
     char *path;           /* raw */
-    char *esc;            /* escaped */
     uint32_t path_len;
-    uint32_t esc_len;
     uint32_t cls;         /* class string id, 0 unknown */
     int32_t parent;       /* layer index, -1 for a root */
     uint32_t depth;
@@ -260,45 +258,25 @@ struct gt__credit {
 
 /* ------------------------------------------------------------ the rest */
 
-struct gt__file {
-    char *path;
-    uint64_t count_off;   /* offset of the file_count placeholder */
-    uint64_t dev, ino;    /* identity at creation: a re-open must find it */
-    uint64_t size;        /* bytes written, when closed */
-    int indexed;          /* linked in the unfinished-file index */
-};
-
 struct gt__window {
     uint32_t id, spec, layer, pad;
     uint64_t begin, end, iter_begin, iter_end;
 };
 
 /*
- * One Chrome-JSON output: the main file set of a stream, or one capture
- * window's. It reads the stream's state through s and holds only what is
- * its own: files, tracks, thread stacks, correlation maps, layers, the
- * capture windows drawn on its track, its anomaly counts.
+ * One output of a stream: the main one, or one capture window's. It reads
+ * the stream's state through s and holds only what is its own: tracks,
+ * thread stacks, correlation maps, layers, the capture windows drawn on
+ * its track, its anomaly counts; and says what happened to its emitter
+ * (out), which alone knows the output's format and files.
  */
 struct gt__writer {
     struct gt__cstream *s;  /* shared, not owned */
-    char *stem, *out_path;  /* how its files are named (one of the two) */
     int window;             /* a capture window's writer ... */
     uint32_t win_id;        /* ... for window win_id (info in s->winfo) */
-
-    /* output */
-    struct gt__jw w;
-    int fd;
-    int file_open;
-    int err;               /* first output error, sticky */
-    uint32_t file_index;   /* index of the current (or next) file */
-    uint64_t file_events;
-    uint64_t file_ops;            /* cpu_op events written to this file */
-    uint64_t total_ops;           /* ... and to all of this writer's files */
-    uint64_t total_events;
-    struct gt__file *files;
-    size_t nfiles;
-    uint64_t flow_id;
-    uint64_t total_bytes;   /* JSON bytes of closed files */
+    struct gt__emit *out;   /* the output its events go to (owned) */
+    int err;                /* first error, its output's too; sticky */
+    uint64_t total_ops;     /* operators said (cpu_op slices) */
 
     /* what this output saw */
     uint64_t min_ts, max_ts;
@@ -312,8 +290,7 @@ struct gt__writer {
     /* threads and tracks */
     struct gt__wthread *threads;
     uint32_t nthreads, threads_cap;
-    uint32_t *thread_slots; /* hash: index + 1 */
-    uint32_t thread_mask;
+    struct gt__index thread_ix; /* by OS tid */
     uint32_t cur;           /* current thread index + 1, 0 none */
     struct gt__proc *procs;
     uint32_t nprocs;
@@ -337,8 +314,7 @@ struct gt__writer {
     /* layers, passes, iterations */
     struct gt__wlayer *layers;
     uint32_t nlayers, layers_cap;
-    uint32_t *layer_slots;  /* hash by path text: index + 1 */
-    uint32_t layer_mask;
+    struct gt__index layer_ix; /* by path text, made on first use */
     uint32_t *touched;      /* layers with data in the current pass group */
     uint32_t ntouched;
     uint64_t gen;
@@ -402,6 +378,7 @@ struct gt__win_out {
  */
 struct gt__conv {
     struct gt__cstream s;
+    const struct gt__emit_kind *kind; /* makes each writer's output */
     struct gt__writer *main;
     struct gt__win_out wout[GT__MAX_WIN_OPEN];
     uint32_t nwout;
@@ -416,6 +393,12 @@ struct gt__conv {
     uint32_t nrefused;
 };
 
+
+/* The converter of convert.h (gt__conv_create) with another kind of
+ * output for its writers (the aggregation's, agg_emit.c); opts' paths
+ * name the capture windows' outputs. @return it, or NULL (errno set). */
+struct gt__conv *gt__conv_create_kind(const struct gt__conv_opts *opts,
+                                      const struct gt__emit_kind *kind);
 
 /* ------------------------------------------------ route and record table */
 
@@ -453,56 +436,73 @@ int gt__rec_size_ok(const struct gt__rec_kind *k, uint16_t size);
 /* ------------------------------------------------ writer.c */
 
 /*
- * A writer of stream s (which must outlive it). window/win_id: a capture
- * window's writer. Its files are named after stem (in s->out_dir) or
- * out_path; both are copied. @return the writer, or NULL (out of memory).
+ * A writer of stream s (which must outlive it), its output made by kind.
+ * window/win_id: a capture window's writer. Its files (when its output
+ * writes files) are named after stem (in s->out_dir) or out_path; both
+ * are copied. @return the writer, or NULL (out of memory).
  */
-struct gt__writer *gt__writer_create(struct gt__cstream *s, int window,
-                                     uint32_t win_id, const char *stem,
-                                     const char *out_path);
-/* Frees everything; closes (without finishing) any open file. NULL ok. */
+struct gt__writer *gt__writer_create(struct gt__cstream *s,
+                                     const struct gt__emit_kind *kind,
+                                     int window, uint32_t win_id,
+                                     const char *stem, const char *out_path);
+/* Frees everything and its output (an open file is closed, not
+ * finished). NULL ok. */
 void gt__writer_free(struct gt__writer *c);
-/* Opens the first file now (gt__ev_begin opens it at the first event).
- * @return 0 or the writer's sticky error. */
-GT__WUR int gt__writer_open_now(struct gt__writer *c);
 /* Chunk bookkeeping around records fed with gt__writer_record. */
 void gt__writer_chunk_begin(struct gt__writer *c,
                             const struct gt_chunk_header *h);
 void gt__writer_chunk_end(struct gt__writer *c);
-/* One record into c (records.c), rotating its file when past a limit. */
+/* One record into c (records.c); between records its output may move to
+ * its next part (file). */
 void gt__writer_record(struct gt__writer *c, uint16_t type, uint16_t size,
                        const uint8_t *rec);
 /* Closes the spans still open at the last time seen. */
 void gt__writer_close_open(struct gt__writer *c);
-/* Closes open spans and the last file. @return 0 or the sticky error. */
+/* Closes open spans and the output (its last file complete).
+ * @return 0 or the sticky error. */
 GT__WUR int gt__writer_close(struct gt__writer *c);
 /* Anomalies of all kinds counted by c. */
 uint64_t gt__writer_anomalies(const struct gt__writer *c);
 void gt__anomalies_add(struct gt__anomalies *dst,
                        const struct gt__anomalies *src);
 
+/* Widens the [min_ts, max_ts] this output has seen (every handler that
+ * reads a time; inline, so that the handler files need no file of theirs
+ * for it, and none calls back into the record table's). */
+static inline void gt__see_ts(struct gt__writer *c, uint64_t ts)
+{
+    if (!c->have_ts) {
+        c->min_ts = c->max_ts = ts;
+        c->have_ts = 1;
+    } else if (ts > c->max_ts) {
+        c->max_ts = ts;
+    } else if (ts < c->min_ts) {
+        c->min_ts = ts;
+    }
+}
+
+/* String id when the stream defines it, else 0 (counted as an
+ * unknown_strings anomaly): what an event names by string id. */
+static inline uint32_t gt__str_known(struct gt__writer *c, uint32_t id)
+{
+    if (id < c->s->nstrs && c->s->strs[id].esc)
+        return id;
+    c->an.unknown_strings++;
+    return 0;
+}
+
 /* ------------------------------------------------ files.c */
 
-GT__WUR int gt__file_open(struct gt__writer *c);
-/* Writes the metadata tail and closes the current file. */
-GT__WUR int gt__file_close(struct gt__writer *c, int last);
-/* Rotates when the current file is past a limit. Safe point only. */
-GT__WUR int gt__maybe_rotate(struct gt__writer *c);
-/* Patches file_count into every file written. */
-void gt__files_patch_count(struct gt__writer *c);
-/* File i is finished: its entry leaves the unfinished-file index. */
-void gt__file_unindex(struct gt__writer *c, size_t i);
-/* A full disk: the writer's open file is left as it is on disk (its fd
- * kept in the stream's cut list, its buffer dropped) and the writer goes
- * on in its next file, created with its next event. */
-void gt__file_cut(struct gt__writer *c);
 /* Finishes every cut file, cut back to its last acknowledgement mark.
  * @return 0, or -errno of the first that could not be (kept). */
 int gt__files_finish_cut(struct gt__cstream *s);
 /* Closes the cut files left (the index keeps them for the next start). */
 void gt__files_drop_cut(struct gt__cstream *s);
+/* A path of a file made before a restem (gt__conv_restem): starting with
+ * `from` now `to` (gt__path_restem), as long as the file was renamed. */
+void gt__file_path_restem(char **p, const char *from, const char *to);
 
-/* ------------------------------------------------ chrome.c: tracks */
+/* ------------------------------------------------ tracks.c */
 
 /* @return proc index of the training process (created on first use). */
 uint32_t gt__main_proc(struct gt__writer *c);
@@ -511,14 +511,14 @@ void gt__main_proc_rename(struct gt__writer *c);
 /* @return proc index for GPU device, or UINT32_MAX when beyond the cap. */
 uint32_t gt__gpu_proc(struct gt__writer *c, uint32_t device);
 /*
- * Creates a track. tid UINT32_MAX asks for a synthetic tid. name is raw
- * text (escaped here). @return track index, 0 when the table is full.
+ * Creates a track, declared to the output. tid UINT32_MAX asks for a
+ * synthetic tid. name is raw text (copied). @return track index, 0 when
+ * the table is full.
  */
 uint32_t gt__track_new(struct gt__writer *c, uint32_t proc, uint32_t tid,
                        uint32_t sort, const char *name);
-/* Renames a track (raw text); metadata is rewritten on next use. */
+/* Renames a track (raw text, copied): declared to the output again. */
 void gt__track_rename(struct gt__writer *c, uint32_t track, const char *name);
-void gt__proc_rename(struct gt__writer *c, uint32_t proc, const char *name);
 /*
  * Placement of a complete event [s, e] on a track fed in start order:
  * @return the track (t or one of its overlap tracks) where it nests, or 0
@@ -526,65 +526,7 @@ void gt__proc_rename(struct gt__writer *c, uint32_t proc, const char *name);
  */
 uint32_t gt__place(struct gt__writer *c, uint32_t t, uint64_t s, uint64_t e);
 
-/* ------------------------------------------------ chrome.c: events */
-
-/*
- * Starts one event on track t: writes its track metadata first when the
- * current file lacks it, reserves extra + 256 bytes, writes the separator
- * and returns where the event's '{' goes. Finish with gt__ev_end.
- */
-char *gt__ev_begin(struct gt__writer *c, uint32_t t, size_t extra);
-void gt__ev_end(struct gt__writer *c, char *end);
-/* Writes "pid":P,"tid":T of track t. */
-static inline char *gt__put_pt(struct gt__writer *c, char *p, uint32_t t)
-{
-    const struct gt__track *tr = &c->tracks[t];
-    memcpy(p, tr->pt, tr->pt_len);
-    return p + tr->pt_len;
-}
-/* Relative microseconds of a monotonic ns time (clamped at 0). */
-uint64_t gt__rel(struct gt__writer *c, uint64_t ts);
-/* Escaped text of string id (a placeholder for unknown ids). */
-const char *gt__str_esc(struct gt__writer *c, uint32_t id, uint32_t *len);
-const char *gt__str_raw(struct gt__writer *c, uint32_t id, uint32_t *len);
-/*
- * Starts an X event on track t: writes everything up to the opening quote
- * of its name and returns where the (escaped) name goes; extra is the room
- * the caller needs after that. The caller closes the name with '"', may add
- * ,"args":{...}, closes with '}' and calls gt__ev_end.
- */
-char *gt__x_open(struct gt__writer *c, uint32_t t, const char *cat, uint64_t s,
-                 uint64_t e, size_t extra);
-/* Emits an X event named by up to three escaped parts. */
-void gt__emit_x(struct gt__writer *c, uint32_t t, const char *cat,
-                const char *n1, uint32_t l1, const char *n2, uint32_t l2,
-                const char *n3, uint32_t l3, uint64_t s, uint64_t e,
-                const char *args, size_t args_len);
-/* Tells the stream's observer, if any, of layer span ev written: path
- * and cls raw (cl 0: no class). */
-void gt__obs_layer(struct gt__writer *c, const struct gt__layer_ev *ev,
-                   const char *path, uint32_t pl, const char *cls,
-                   uint32_t cl);
-/* Emits a flow start on ts at track ts_t and its finish at tf on tf_t. */
-void gt__emit_flow(struct gt__writer *c, const char *cat, uint32_t s_t,
-                   uint64_t s_ts, uint32_t f_t, uint64_t f_ts);
-
 /* ------------------------------------------------ convert.c */
-
-static inline char *put_esc(char *p, const char *s, uint32_t n)
-{
-    memcpy(p, s, n);
-    return p + n;
-}
-
-static inline char *put_kv(char *p, const char *key, size_t kl, uint64_t v)
-{
-    memcpy(p, key, kl);
-    p += kl;
-    return gt__fmt_u64(p, v);
-}
-/* Writes a literal key (with its punctuation) and a decimal value. */
-#define PUT_KV(p, lit, v) put_kv((p), (lit), sizeof(lit) - 1, (v))
 
 /* A writer's part of GT_R_THREAD_INFO and GT_R_THREAD (threads.c). */
 void gt__on_thread_info(struct gt__writer *c, const uint8_t *rec,
@@ -595,8 +537,6 @@ struct gt__wthread *gt__thread_find(struct gt__writer *c, uint32_t tid);
 struct gt__wthread *gt__thread_get(struct gt__writer *c, uint32_t tid);
 /* A thread's synthetic track: 1 backward nodes, 2 layers forward, 3 API. */
 uint32_t gt__thread_track(struct gt__writer *c, struct gt__wthread *th, int which);
-/* Widens the [min_ts, max_ts] seen. */
-void gt__see_ts(struct gt__writer *c, uint64_t ts);
 void gt__window_done(struct gt__writer *c, struct gt__window *w);
 /* Writes a closed scope (records.c), parents before same-start children. */
 void gt__scope_closed(struct gt__writer *c, struct gt__wthread *th,

@@ -117,11 +117,29 @@ size_t gt__json_text(char *out, const char *in, size_t n);
 
 extern const char gt__digits2[200];
 
-/* Writes v in decimal at p. @return the end of what was written. */
+/* The number of decimal digits of v. */
+static inline unsigned gt__dec_len(uint64_t v)
+{
+    unsigned n = 1;
+    for (;;) {
+        if (v < 10)
+            return n;
+        if (v < 100)
+            return n + 1;
+        if (v < 1000)
+            return n + 2;
+        if (v < 10000)
+            return n + 3;
+        v /= 10000;
+        n += 4;
+    }
+}
+
+/* Writes v in decimal at p, two digits at a time from its end, in place.
+ * @return the end of what was written. */
 static inline char *gt__fmt_u64(char *p, uint64_t v)
 {
-    char tmp[20];
-    char *t = tmp + sizeof(tmp);
+    char *end = p + gt__dec_len(v), *t = end;
     while (v >= 100) {
         unsigned i = (unsigned)(v % 100) * 2;
         v /= 100;
@@ -136,9 +154,7 @@ static inline char *gt__fmt_u64(char *p, uint64_t v)
     } else {
         *--t = (char)('0' + v);
     }
-    size_t n = (size_t)(tmp + sizeof(tmp) - t);
-    memcpy(p, t, n);
-    return p + n;
+    return end;
 }
 
 static inline char *gt__fmt_i64(char *p, int64_t v)

@@ -81,25 +81,30 @@ static struct gt__strcache *str_cache(struct gt__writer *c, uint32_t id)
     return e;
 }
 
+struct path_key {
+    const struct gt__writer *c;
+    const char *path;
+    size_t len;
+};
+
+static int layer_is(const void *ctx, uint32_t e)
+{
+    const struct path_key *k = ctx;
+    const struct gt__wlayer *l = &k->c->layers[e];
+    return l->path_len == k->len && memcmp(l->path, k->path, k->len) == 0;
+}
+
 static int32_t layer_find_or_add(struct gt__writer *c, const char *path,
                                  size_t len, unsigned depth_left)
 {
-    if (!c->layer_slots) {
-        c->layer_mask = 2 * GT__MAX_LAYERS - 1;
-        c->layer_slots = gt__calloc(2 * GT__MAX_LAYERS, sizeof(uint32_t));
-        if (!c->layer_slots)
-            return -1;
-    }
-    uint32_t i = gt__fnv1a32(path, len) & c->layer_mask;
-    for (;;) {
-        uint32_t r = c->layer_slots[i];
-        if (r == 0)
-            break;
-        const struct gt__wlayer *l = &c->layers[r - 1];
-        if (l->path_len == len && memcmp(l->path, path, len) == 0)
-            return (int32_t)(r - 1);
-        i = (i + 1) & c->layer_mask;
-    }
+    const struct path_key k = {c, path, len};
+    uint32_t hash = gt__fnv1a32(path, len);
+    if (!gt__index_ready(&c->layer_ix) &&
+        gt__index_init(&c->layer_ix, 2 * GT__MAX_LAYERS))
+        return -1;
+    uint32_t e = gt__index_find(&c->layer_ix, hash, layer_is, &k, NULL);
+    if (e != GT__INDEX_NONE)
+        return (int32_t)e;
     if (c->nlayers >= GT__MAX_LAYERS) {
         c->an.layers_dropped++;
         return -1;
@@ -126,24 +131,15 @@ static int32_t layer_find_or_add(struct gt__writer *c, const char *path,
     struct gt__wlayer *l = &c->layers[c->nlayers];
     memset(l, 0, sizeof(*l));
     l->path = gt__malloc(len + 1);
-    l->esc = gt__malloc(GT__JSON_ESCAPED_MAX(len) + 1);
-    if (!l->path || !l->esc) {
-        gt__free(l->path);
-        gt__free(l->esc);
+    if (!l->path)
         return -1;
-    }
     memcpy(l->path, path, len);
     l->path[len] = 0;
     l->path_len = (uint32_t)len;
-    l->esc_len = (uint32_t)gt__json_escape(l->esc, path, len);
-    l->esc[l->esc_len] = 0;
     l->parent = parent;
     l->depth = parent >= 0 ? c->layers[parent].depth + 1 : 0;
-    /* The probe position may have moved if the parent was inserted. */
-    i = gt__fnv1a32(path, len) & c->layer_mask;
-    while (c->layer_slots[i] != 0)
-        i = (i + 1) & c->layer_mask;
-    c->layer_slots[i] = c->nlayers + 1;
+    /* Inserted anew: the parent's insertion may have taken the slot. */
+    gt__index_insert(&c->layer_ix, hash, c->nlayers);
     return (int32_t)c->nlayers++;
 }
 
@@ -256,6 +252,17 @@ void gt__layer_credit(struct gt__writer *c, uint32_t path_id,
     }
 }
 
+/* One backward span of a layer: [s, e] and the sums over the nodes
+ * credited to it in its pass group (each node's own time: nodes run
+ * inside it on its thread excluded). */
+struct span_sums {
+    uint64_t s, e;
+    uint64_t nodes, self_nodes;     /* with descendants; its own */
+    uint64_t time_ns, self_ns;      /* with descendants; its own */
+    uint64_t accg_ns;               /* its own AccumulateGrad nodes */
+    uint64_t order2;                /* nodes made by backward, inclusive */
+};
+
 struct span_item {
     uint64_t first, last;
     int32_t depth; /* -1 for the pass span itself */
@@ -272,129 +279,73 @@ static int span_cmp(const void *a, const void *b)
     return x->depth < y->depth ? -1 : x->depth > y->depth;
 }
 
-/* The span's args: layer, counts, sums (us), pass (UINT64_MAX: a
+/* The span's args: layer, counts, sums (ns), pass (UINT64_MAX: a
  * backward range, which has no pass) and parent. */
-static size_t layer_args(struct gt__writer *c, char *args,
-                         const struct gt__wlayer *L,
-                         const struct gt__layer_ev *ev, uint64_t pass)
+static void layer_args(struct gt__writer *c, struct gt__ev *e,
+                       const struct gt__wlayer *L,
+                       const struct span_sums *ev, uint64_t pass)
 {
-    char *p = args;
-    size_t el = L->esc_len <= GT__JSON_ESCAPED_MAX(GT_STRING_MAX)
-                    ? L->esc_len
-                    : 0;
-    p = GT__LIT(p, "\"layer\":\"");
-    memcpy(p, L->esc, el);
-    p += el;
-    p = GT__LIT(p, "\",\"nodes\":");
-    p = gt__fmt_u64(p, ev->nodes);
-    p = PUT_KV(p, ",\"self_nodes\":", ev->self_nodes);
-    p = GT__LIT(p, ",\"time_us\":");
-    p = gt__fmt_us(p, ev->time_ns);
-    p = GT__LIT(p, ",\"self_us\":");
-    p = gt__fmt_us(p, ev->self_ns);
-    if (ev->accg_ns) {
-        p = GT__LIT(p, ",\"accumulate_grad_us\":");
-        p = gt__fmt_us(p, ev->accg_ns);
-    }
+    gt__ev_text(e, "layer", L->path, L->path_len);
+    gt__ev_u64(e, "nodes", ev->nodes);
+    gt__ev_u64(e, "self_nodes", ev->self_nodes);
+    gt__ev_ns(e, "time_us", ev->time_ns);
+    gt__ev_ns(e, "self_us", ev->self_ns);
+    if (ev->accg_ns)
+        gt__ev_ns(e, "accumulate_grad_us", ev->accg_ns);
     if (ev->order2)
-        p = PUT_KV(p, ",\"second_order_nodes\":", ev->order2);
-    uint32_t tl = 0;
-    const char *top = L->top_name ? gt__str_esc(c, L->top_name, &tl) : NULL;
-    if (top && tl <= GT__JSON_ESCAPED_MAX(GT_STRING_MAX)) {
-        p = GT__LIT(p, ",\"top_node\":\"");
-        memcpy(p, top, tl);
-        p += tl;
-        p = GT__LIT(p, "\",\"top_node_us\":");
-        p = gt__fmt_us(p, L->top_ns);
+        gt__ev_u64(e, "second_order_nodes", ev->order2);
+    if (L->top_name) {
+        gt__ev_sid(e, "top_node", gt__str_known(c, L->top_name));
+        gt__ev_ns(e, "top_node_us", L->top_ns);
     }
     if (pass != UINT64_MAX)
-        p = PUT_KV(p, ",\"pass\":", pass);
+        gt__ev_u64(e, "pass", pass);
     else
-        p = GT__LIT(p, ",\"source\":\"range\"");
+        gt__ev_lit(e, "source", "range");
     if (L->parent >= 0) {
         const struct gt__wlayer *P = &c->layers[L->parent];
-        if (P->esc_len <= GT__JSON_ESCAPED_MAX(GT_STRING_MAX)) {
-            p = GT__LIT(p, ",\"parent\":\"");
-            memcpy(p, P->esc, P->esc_len);
-            p += P->esc_len;
-            *p++ = '"';
-        }
+        gt__ev_text(e, "parent", P->path, P->path_len);
     }
-    return (size_t)(p - args);
 }
 
-/* Writes layer index li's backward span [ev->s, ev->e] with ev's numbers
- * on track t, and tells the observer. */
+/* Says layer index li's backward span [ev->s, ev->e] with ev's numbers
+ * on track t. */
 static void emit_layer_span(struct gt__writer *c, uint32_t t, uint32_t li,
-                            struct gt__layer_ev *ev, uint64_t pass)
+                            const struct span_sums *ev, uint64_t pass)
 {
     const struct gt__wlayer *L = &c->layers[li];
-    char args[3 * GT__JSON_ESCAPED_MAX(GT_STRING_MAX) + 360];
-    size_t al = layer_args(c, args, L, ev, pass);
-    uint32_t cl = 0;
-    const char *cls = L->cls ? gt__str_esc(c, L->cls, &cl) : NULL;
-    if (cls) {
-        /* "<path> (<Class>) backward" */
-        char mid[GT__JSON_ESCAPED_MAX(GT_STRING_MAX) + 16];
-        char *m = mid;
-        m = GT__LIT(m, " (");
-        if (cl > GT__JSON_ESCAPED_MAX(GT_STRING_MAX))
-            cl = 0;
-        memcpy(m, cls, cl);
-        m += cl;
-        m = GT__LIT(m, ") backward");
-        gt__emit_x(c, t, "layer_backward", L->esc, L->esc_len, mid,
-                   (uint32_t)(m - mid), "", 0, ev->s, ev->e, args, al);
+    struct gt__ev e;
+    gt__ev_init(&e, GT__CAT_LAYER_BACKWARD, t, ev->s, ev->e);
+    layer_args(c, &e, L, ev, pass);
+    /* "<path> (<Class>) backward" */
+    gt__ev_name_text(&e, L->path, L->path_len);
+    if (L->cls) {
+        gt__ev_name(&e, " (");
+        gt__ev_name_sid(&e, gt__str_known(c, L->cls));
+        gt__ev_name(&e, ") backward");
     } else {
-        gt__emit_x(c, t, "layer_backward", L->esc, L->esc_len, " backward",
-                   9, "", 0, ev->s, ev->e, args, al);
+        gt__ev_name(&e, " backward");
     }
-    if (c->s->obs) {
-        uint32_t rl = 0;
-        const char *rcls = L->cls ? gt__str_raw(c, L->cls, &rl) : "";
-        const struct gt__wlayer *P = L->parent >= 0 ? &c->layers[L->parent]
-                                                    : NULL;
-        ev->phase = GT__PHASE_BACKWARD;
-        ev->parent = P ? P->path : NULL;
-        ev->parent_len = P ? P->path_len : 0;
-        ev->top_ns = L->top_ns;
-        if (L->top_name)
-            ev->top = gt__str_raw(c, L->top_name, &ev->top_len);
-        gt__obs_layer(c, ev, L->path, L->path_len, rcls, cls ? rl : 0);
-    }
+    gt__emit_slice(c->out, &e);
 }
 
 /* The group's totals: an instant "backward totals" at its end. */
 static void emit_totals(struct gt__writer *c, uint64_t ts)
 {
-    struct gt__totals_ev t = {
-        .ts = ts, .pass = c->group_has_pass ? c->group_value : UINT64_MAX,
-        .nodes = c->group_nodes, .time_ns = c->group_ns,
-        .un_nodes = c->group_un_nodes, .un_ns = c->group_un_ns,
-        .un_accg = c->group_un_accg, .order2 = c->group_order2};
-    uint32_t tr = c->layers_bwd_track;
-    char *p = gt__ev_begin(c, tr, 320);
-    p = GT__LIT(p, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"backward_totals\","
-                   "\"name\":\"backward totals\",");
-    p = gt__put_pt(c, p, tr);
-    p = GT__LIT(p, ",\"ts\":");
-    p = gt__fmt_us(p, gt__rel(c, ts));
-    p = GT__LIT(p, ",\"args\":{\"pass\":");
-    p = t.pass == UINT64_MAX ? GT__LIT(p, "null") : gt__fmt_u64(p, t.pass);
-    p = PUT_KV(p, ",\"nodes\":", t.nodes);
-    p = GT__LIT(p, ",\"time_us\":");
-    p = gt__fmt_us(p, t.time_ns);
-    p = PUT_KV(p, ",\"unattributed_nodes\":", t.un_nodes);
-    p = GT__LIT(p, ",\"unattributed_us\":");
-    p = gt__fmt_us(p, t.un_ns);
-    p = PUT_KV(p, ",\"unattributed_accumulate_grad\":", t.un_accg);
-    p = PUT_KV(p, ",\"second_order_nodes\":", t.order2);
-    p = GT__LIT(p, "}}");
-    gt__ev_end(c, p);
-    if (c->s->obs && c->s->obs->totals) {
-        t.rel_ns = gt__rel(c, ts);
-        c->s->obs->totals(c->s->obs->ud, &t);
-    }
+    struct gt__ev e;
+    gt__ev_init(&e, GT__CAT_BACKWARD_TOTALS, c->layers_bwd_track, ts, ts);
+    gt__ev_name(&e, "backward totals");
+    if (c->group_has_pass)
+        gt__ev_u64(&e, "pass", c->group_value);
+    else
+        gt__ev_null(&e, "pass");
+    gt__ev_u64(&e, "nodes", c->group_nodes);
+    gt__ev_ns(&e, "time_us", c->group_ns);
+    gt__ev_u64(&e, "unattributed_nodes", c->group_un_nodes);
+    gt__ev_ns(&e, "unattributed_us", c->group_un_ns);
+    gt__ev_u64(&e, "unattributed_accumulate_grad", c->group_un_accg);
+    gt__ev_u64(&e, "second_order_nodes", c->group_order2);
+    gt__emit_instant(c->out, &e);
 }
 
 /* The `Layers backward` track, made on first use; 0 when it cannot be. */
@@ -447,16 +398,18 @@ static void flush_group(struct gt__writer *c, uint64_t end_ts)
         if (!t)
             continue;
         if (items[i].depth < 0) {
-            char name[48], args[48];
+            struct gt__ev e;
+            char name[48];
             int nl = snprintf(name, sizeof(name), "backward pass #%llu",
                               (unsigned long long)c->group_value);
-            int al = snprintf(args, sizeof(args), "\"pass\":%llu",
-                              (unsigned long long)c->group_value);
-            gt__emit_x(c, t, "backward_pass", name, (uint32_t)nl, "", 0, "",
-                       0, items[i].first, items[i].last, args, (size_t)al);
+            gt__ev_init(&e, GT__CAT_BACKWARD_PASS, t, items[i].first,
+                        items[i].last);
+            gt__ev_name_text(&e, name, (size_t)nl);
+            gt__ev_u64(&e, "pass", c->group_value);
+            gt__emit_slice(c->out, &e);
         } else {
             const struct gt__wlayer *L = &c->layers[items[i].layer];
-            struct gt__layer_ev ev = {
+            struct span_sums ev = {
                 .s = items[i].first, .e = items[i].last,
                 .nodes = L->nodes, .self_nodes = L->self_nodes,
                 .time_ns = L->time_ns, .self_ns = L->self_ns,
@@ -495,7 +448,7 @@ static void range_span(struct gt__writer *c, const struct gt__held *h)
 {
     int32_t l = layer_of(c, h->o.name);
     uint64_t dur = h->end > h->o.ts ? h->end - h->o.ts : 0;
-    struct gt__layer_ev ev = {.s = h->o.ts, .e = h->end, .time_ns = dur,
+    struct span_sums ev = {.s = h->o.ts, .e = h->end, .time_ns = dur,
                               .self_ns = h->o.nested_ns < dur
                                              ? dur - h->o.nested_ns
                                              : 0};
@@ -565,22 +518,18 @@ static void emit_iteration(struct gt__writer *c, uint64_t s, uint64_t e,
     uint32_t t = on ? on : iterations_track(c);
     if (!t || !(t = on ? t : gt__place(c, t, s, e)))
         return;
-    char name[48], args[48];
+    struct gt__ev ev;
+    char name[48];
     int nl = snprintf(name, sizeof(name), "ProfilerStep#%llu",
                       (unsigned long long)value);
+    gt__ev_init(&ev, GT__CAT_ITERATION, t, s, e);
+    gt__ev_name_text(&ev, name, (size_t)nl);
+    gt__ev_u64(&ev, "step", value);
     /* A window's own step (window_step) says so: it covers the window,
      * not the whole iteration, and gradtrace report skips it. */
-    int al = c->finished_layers
-                 ? snprintf(args, sizeof(args), "\"step\":%llu,\"window\":%u",
-                            (unsigned long long)value, c->win_id)
-                 : snprintf(args, sizeof(args), "\"step\":%llu",
-                            (unsigned long long)value);
-    gt__emit_x(c, t, "user_annotation", name, (uint32_t)nl, "", 0, "", 0, s,
-               e, args, (size_t)al);
-    if (c->s->obs && c->s->obs->iteration && !c->finished_layers)
-        c->s->obs->iteration(c->s->obs->ud, value,
-                             s < c->s->base_ns ? 0 : s - c->s->base_ns,
-                             e < s ? 0 : e - s);
+    if (c->finished_layers)
+        gt__ev_u64(&ev, "window", c->win_id);
+    gt__emit_slice(c->out, &ev);
 }
 
 /*
@@ -751,7 +700,7 @@ static void window_step(struct gt__writer *c)
     const struct gt__conv_window *x = gt__winfo_find(c->s, c->win_id);
     struct gt__wthread *th = c->win_tid ? gt__thread_find(c, c->win_tid)
                                         : NULL;
-    if (!x || !c->file_open || !c->have_ts || c->steps_written)
+    if (!x || !gt__emit_begun(c->out) || !c->have_ts || c->steps_written)
         return;
     c->have_iter_start = 0;
     c->finished_layers = 1;
@@ -779,10 +728,9 @@ void gt__layers_free(struct gt__writer *c)
 {
     for (uint32_t i = 0; i < c->nlayers; i++) {
         gt__free(c->layers[i].path);
-        gt__free(c->layers[i].esc);
     }
     gt__free(c->layers);
     gt__free(c->touched);
-    gt__free(c->layer_slots);
+    gt__index_free(&c->layer_ix);
     gt__free(c->scache);
 }

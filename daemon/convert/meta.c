@@ -1,6 +1,6 @@
 /*
  * A writer's part of the records that feed the trace's metadata: lost
- * counts drawn as a counter, warnings as process-scoped instants, the
+ * counts said as a counter, warnings as process-scoped instants, the
  * process renamed with its rank (the stream keeps the values: stream.c),
  * and capture windows drawn as spans on their own track (the writer's own
  * list). All tables are fixed-size; overflow is counted, never grown.
@@ -25,22 +25,20 @@ void gt__on_lost(struct gt__writer *c, const uint8_t *rec, uint16_t size)
 {
     (void)rec;
     (void)size;
-    /* The counter is drawn only in a file that exists: lost counts alone
-     * must not create a trace (they are in every file's metadata). */
-    uint32_t t = c->s->note & GT__NOTE_CHANGED && c->file_open ? meta_track(c)
-                                                               : 0;
+    /* The counter is said only to an output that has begun: lost counts
+     * alone must not create a trace (they are in every file's metadata). */
+    uint32_t t = c->s->note & GT__NOTE_CHANGED && gt__emit_begun(c->out)
+                     ? meta_track(c)
+                     : 0;
     if (!t)
         return;
-    char *p = gt__ev_begin(c, t, 128);
-    p = GT__LIT(p, "{\"ph\":\"C\",\"name\":\"gradtrace lost\",");
-    p = gt__put_pt(c, p, t);
-    p = GT__LIT(p, ",\"ts\":");
-    p = gt__fmt_us(p, gt__rel(c, c->max_ts));
-    p = PUT_KV(p, ",\"args\":{\"events\":", c->s->lost_sum[GT_LOST_EVENTS]);
-    p = PUT_KV(p, ",\"cupti\":", c->s->lost_sum[GT_LOST_CUPTI]);
-    p = PUT_KV(p, ",\"chunks\":", c->s->lost_sum[GT_LOST_CHUNKS]);
-    p = GT__LIT(p, "}}");
-    gt__ev_end(c, p);
+    struct gt__ev ev;
+    gt__ev_init(&ev, GT__CAT_LOST, t, c->max_ts, c->max_ts);
+    gt__ev_name(&ev, "gradtrace lost");
+    gt__ev_u64(&ev, "events", c->s->lost_sum[GT_LOST_EVENTS]);
+    gt__ev_u64(&ev, "cupti", c->s->lost_sum[GT_LOST_CUPTI]);
+    gt__ev_u64(&ev, "chunks", c->s->lost_sum[GT_LOST_CHUNKS]);
+    gt__emit_counter(c->out, &ev);
 }
 
 static void emit_window(struct gt__writer *c, const struct gt__window *w)
@@ -55,18 +53,21 @@ static void emit_window(struct gt__writer *c, const struct gt__window *w)
     uint32_t t = gt__place(c, c->window_track, w->begin, w->end);
     if (!t)
         return;
-    uint32_t sl = 0, ll = 0;
-    const char *spec = w->spec ? gt__str_esc(c, w->spec, &sl) : "";
-    const char *layer = w->layer ? gt__str_esc(c, w->layer, &ll) : "";
-    char *p = gt__x_open(c, t, "window", w->begin, w->end, sl + ll + 128);
-    p = PUT_KV(p, "window #", w->id);
-    p = GT__LIT(p, "\",\"args\":{\"spec\":\"");
-    p = put_esc(p, spec, sl);
-    p = GT__LIT(p, "\",\"layer\":\"");
-    p = put_esc(p, layer, ll);
-    p = PUT_KV(p, "\",\"iteration\":", w->iter_begin);
-    p = GT__LIT(p, "}}");
-    gt__ev_end(c, p);
+    struct gt__ev ev;
+    char name[32];
+    int nl = snprintf(name, sizeof(name), "window #%u", w->id);
+    gt__ev_init(&ev, GT__CAT_WINDOW, t, w->begin, w->end);
+    gt__ev_name_text(&ev, name, (size_t)nl);
+    if (w->spec)
+        gt__ev_sid(&ev, "spec", gt__str_known(c, w->spec));
+    else
+        gt__ev_lit(&ev, "spec", "");
+    if (w->layer)
+        gt__ev_sid(&ev, "layer", gt__str_known(c, w->layer));
+    else
+        gt__ev_lit(&ev, "layer", "");
+    gt__ev_u64(&ev, "iteration", w->iter_begin);
+    gt__emit_slice(c->out, &ev);
 }
 
 void gt__window_done(struct gt__writer *c, struct gt__window *w)
@@ -117,24 +118,20 @@ void gt__on_window(struct gt__writer *c, const uint8_t *rec, uint16_t size)
 void gt__on_warning(struct gt__writer *c, const uint8_t *rec, uint16_t size)
 {
     struct gt_r_warning r;
-    uint32_t t, tl;
+    struct gt__ev ev;
+    uint32_t t;
     (void)size;
     memcpy(&r, rec, sizeof(r));
     gt__see_ts(c, r.ts);
-    t = c->s->note & GT__NOTE_ADDED && c->file_open ? meta_track(c) : 0;
+    t = c->s->note & GT__NOTE_ADDED && gt__emit_begun(c->out) ? meta_track(c)
+                                                              : 0;
     if (!t)
         return;
-    const char *text = gt__str_esc(c, r.text, &tl);
-    char *p = gt__ev_begin(c, t, tl + 128);
-    p = GT__LIT(p, "{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"warning\",\"name\":\"");
-    p = put_esc(p, text, tl);
-    p = GT__LIT(p, "\",");
-    p = gt__put_pt(c, p, t);
-    p = GT__LIT(p, ",\"ts\":");
-    p = gt__fmt_us(p, gt__rel(c, r.ts));
-    p = PUT_KV(p, ",\"args\":{\"code\":", r.code);
-    p = GT__LIT(p, "}}");
-    gt__ev_end(c, p);
+    gt__ev_init(&ev, GT__CAT_WARNING, t, r.ts, r.ts);
+    ev.scope = GT__SCOPE_PROCESS;
+    gt__ev_name_sid(&ev, gt__str_known(c, r.text));
+    gt__ev_u64(&ev, "code", r.code);
+    gt__emit_instant(c->out, &ev);
 }
 
 /* The process is named by its rank: rename it when the rank changed. */

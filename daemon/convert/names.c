@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/alloc.h"
+
 static int safe_char(unsigned char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -257,4 +259,21 @@ size_t gt__trace_ext_len(const char *path)
     if (n > 5 && strcmp(path + n - 5, ".json") == 0)
         return 5;
     return 0;
+}
+
+int gt__path_restem(char **p, const char *from, const char *to)
+{
+    size_t fl = strlen(from), tl = strlen(to);
+    char *n;
+
+    if (!*p || strncmp(*p, from, fl) != 0 || ((*p)[fl] != '.' && (*p)[fl] != '-'))
+        return 0;
+    n = gt__malloc(tl + strlen(*p + fl) + 1);
+    if (!n)
+        return -ENOMEM;
+    memcpy(n, to, tl);
+    strcpy(n + tl, *p + fl);
+    gt__free(*p);
+    *p = n;
+    return 1;
 }

@@ -54,4 +54,13 @@ int gt__agent_stem(const char *cmdline, int32_t rank, uint32_t pid, char *out,
  */
 size_t gt__trace_ext_len(const char *path);
 
+/*
+ * *p with its leading `from` (a path prefix ending in an old stem)
+ * replaced by `to`, when *p starts with it and the stem ends there (a '.'
+ * or '-' follows): the paths of a stream renamed with gt__conv_restem.
+ * *p is an allocator string, replaced. @return 1 replaced, 0 not this
+ * stem's, -ENOMEM.
+ */
+int gt__path_restem(char **p, const char *from, const char *to);
+
 #endif /* GRADTRACE_DAEMON_CONVERT_NAMES_H */

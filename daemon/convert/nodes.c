@@ -22,28 +22,10 @@ static int is_accumulate(struct gt__writer *c, uint32_t name)
     static const char acc[] = "AccumulateGrad";
     const uint32_t len = sizeof(acc) - 1;
     uint32_t n = 0;
-    const char *raw = gt__str_raw(c, name, &n);
+    const char *raw = gt__cstream_raw(c->s, name, &n);
     if (n < len || memcmp(raw + n - len, acc, len) != 0)
         return 0;
     return n == len || (n >= len + 2 && memcmp(raw + n - len - 2, "::", 2) == 0);
-}
-
-/* The node's args after "layer": param, order, unclosed. */
-static char *node_args_tail(struct gt__writer *c, char *p,
-                            const struct gt__open *o, int unclosed)
-{
-    if (o->param) {
-        uint32_t pl;
-        const char *param = gt__str_esc(c, o->param, &pl);
-        p = GT__LIT(p, ",\"param\":\"");
-        p = put_esc(p, param, pl);
-        *p++ = '"';
-    }
-    if (o->order > 1)
-        p = PUT_KV(p, ",\"order\":", o->order);
-    if (unclosed)
-        p = GT__LIT(p, ",\"unclosed\":true");
-    return p;
 }
 
 /*
@@ -51,55 +33,60 @@ static char *node_args_tail(struct gt__writer *c, char *p,
  * "does not start at an actual slice"; Perfetto binds a flow to the slice
  * open there). A node created outside any scope or operator (the loss),
  * replayed into a capture window whose forward ran before it, or whose
- * enclosing slice went to an earlier rotated file, gets a 1 ns slice
- * "<node> created" (cat node_created) at its creation for its arrow to
- * start on, written just before the arrow, into the same file.
+ * enclosing slice went to an earlier part of the output, gets a 1 ns
+ * slice "<node> created" (cat node_created) at its creation for its arrow
+ * to start on, said just before the arrow, into the same part.
  */
 static void creation_slice(struct gt__writer *c, uint32_t track,
-                           const struct gt__open *o, const char *name,
-                           uint32_t nl)
+                           const struct gt__open *o, uint32_t name)
 {
-    gt__emit_x(c, track, "node_created", name, nl, " created", 8, "", 0,
-               o->created_ts, o->created_ts + 1, NULL, 0);
+    struct gt__ev ev;
+    gt__ev_init(&ev, GT__CAT_NODE_CREATED, track, o->created_ts,
+                o->created_ts + 1);
+    gt__ev_name_sid(&ev, name);
+    gt__ev_name(&ev, " created");
+    gt__emit_slice(c->out, &ev);
 }
 
 void gt__emit_node(struct gt__writer *c, struct gt__wthread *th,
                    const struct gt__open *o, uint64_t end, int unclosed)
 {
-    uint32_t nl, ll = 0, pl = 0;
-    const char *name = gt__str_esc(c, o->name, &nl);
-    const char *layer = o->layer ? gt__str_esc(c, o->layer, &ll) : NULL;
-    if (o->param)
-        (void)gt__str_esc(c, o->param, &pl);
+    struct gt__ev ev;
+    uint32_t name = gt__str_known(c, o->name);
+    uint32_t layer = o->layer ? gt__str_known(c, o->layer) : 0;
+    uint32_t param = 0;
+    if (o->param) {
+        /* An undefined parameter name has always counted twice (it was
+         * looked up for room, then for its text): metadata keeps that. */
+        param = gt__str_known(c, o->param);
+        (void)gt__str_known(c, o->param);
+    }
     uint32_t bt = gt__thread_track(c, th, 1);
-    char *p = gt__x_open(c, bt, "backward", o->ts, end, nl + ll + pl + 160);
-    p = put_esc(p, name, nl);
-    p = GT__LIT(p, "\",\"args\":{");
+    gt__ev_init(&ev, GT__CAT_BACKWARD, bt, o->ts, end);
+    gt__ev_name_sid(&ev, name);
     if (o->seq != UINT64_MAX) {
-        p = GT__LIT(p, "\"seq\":");
-        p = gt__fmt_u64(p, o->seq);
-        p = GT__LIT(p, ",\"fwd_tid\":");
-        p = gt__fmt_u64(p, o->fwd_tid);
-        *p++ = ',';
+        gt__ev_u64(&ev, "seq", o->seq);
+        gt__ev_u64(&ev, "fwd_tid", o->fwd_tid);
     }
-    p = GT__LIT(p, "\"layer\":");
-    if (layer) {
-        *p++ = '"';
-        p = put_esc(p, layer, ll);
-        *p++ = '"';
-    } else {
-        p = GT__LIT(p, "null");
-    }
-    p = node_args_tail(c, p, o, unclosed);
-    p = GT__LIT(p, "}}");
-    gt__ev_end(c, p);
+    if (o->layer)
+        gt__ev_sid(&ev, "layer", layer);
+    else
+        gt__ev_null(&ev, "layer");
+    if (o->param)
+        gt__ev_sid(&ev, "param", param);
+    if (o->order > 1)
+        gt__ev_u64(&ev, "order", o->order);
+    if (unclosed)
+        gt__ev_bool(&ev, "unclosed", 1);
+    gt__emit_slice(c->out, &ev);
     if (o->has_creation) {
-        /* Both halves now, into the file that holds the node. */
+        /* Both halves now, into the part that holds the node. */
         const struct gt__wthread *ct = gt__thread_find(c, o->created_tid);
-        if (ct && (!o->created_in || o->created_file != c->file_index))
-            creation_slice(c, ct->track, o, name, nl);
+        if (ct && (!o->created_in || o->created_file != gt__emit_part(c->out)))
+            creation_slice(c, ct->track, o, name);
         if (ct)
-            gt__emit_flow(c, "fwdbwd", ct->track, o->created_ts, bt, o->ts);
+            gt__emit_flow(c->out, GT__CAT_FWDBWD, ct->track, o->created_ts,
+                          bt, o->ts);
     }
     uint64_t dur = end > o->ts ? end - o->ts : 0;
     struct gt__credit k = {.s = o->ts, .e = end,
@@ -181,7 +168,7 @@ int gt__node_created_late(struct gt__writer *c, uint64_t fwd_tid, uint64_t seq,
     w->o.created_ts = ts;
     w->o.created_tid = tid;
     w->o.created_in = (order & GT__CREATION_INSIDE) != 0;
-    w->o.created_file = c->file_index;
+    w->o.created_file = gt__emit_part(c->out);
     if (!(w->o.flags & GT__OPEN_LAYER_SET)) {
         w->o.layer = layer;
         w->o.order = (uint16_t)(order & GT__CREATION_ORDER_MASK);

@@ -3,12 +3,12 @@
  * stream part, writer part}, and the writer parts that match begin/end
  * pairs (scopes, backward nodes) on per-thread stacks.
  *
- * Begin/end pairs are written as one complete ('X') event when they end;
+ * Begin/end pairs are said as one complete slice when they end;
  * a thread's timestamps are clamped to never go backwards, which together
  * with the stack discipline makes every thread track nest by
  * construction, whatever an untrusted agent sends. Records that already
  * carry start and end (GPU activity, CUDA API calls) go through gt__place
- * (chrome.c) instead, because they arrive late and in no guaranteed order.
+ * (tracks.c) instead, because they arrive late and in no guaranteed order.
  *
  * Flows: a flow's start and finish are always written together, at the
  * moment the second of their two records is seen. That is what keeps
@@ -36,18 +36,6 @@ static struct gt__wthread *cur_thread(struct gt__writer *c)
         return &c->threads[c->cur - 1];
     c->an.no_thread++;
     return NULL;
-}
-
-void gt__see_ts(struct gt__writer *c, uint64_t ts)
-{
-    if (!c->have_ts) {
-        c->min_ts = c->max_ts = ts;
-        c->have_ts = 1;
-    } else if (ts > c->max_ts) {
-        c->max_ts = ts;
-    } else if (ts < c->min_ts) {
-        c->min_ts = ts;
-    }
 }
 
 /* A thread's time never goes back: clamping keeps its stacks nested. */
@@ -92,86 +80,77 @@ static struct gt__open *stack_push(struct gt__writer *c, struct gt__stack *s)
 static void emit_op(struct gt__writer *c, struct gt__wthread *th,
                     const struct gt__open *o, uint64_t end, int unclosed)
 {
-    uint32_t nl;
-    const char *name = gt__str_esc(c, o->name, &nl);
-    char *p = gt__x_open(c, th->track, "cpu_op", o->ts, end, nl + 160);
-    c->file_ops++;
-    c->total_ops++;
-    p = put_esc(p, name, nl);
-    p = PUT_KV(p, "\",\"args\":{\"External id\":", o->op_id);
-    p = PUT_KV(p, ",\"Record function id\":", o->op_id);
+    struct gt__ev ev;
+    gt__ev_init(&ev, GT__CAT_CPU_OP, th->track, o->ts, end);
+    gt__ev_name_sid(&ev, gt__str_known(c, o->name));
+    gt__ev_u64(&ev, "External id", o->op_id);
+    gt__ev_u64(&ev, "Record function id", o->op_id);
     if (o->seq != UINT64_MAX) {
-        p = PUT_KV(p, ",\"Sequence number\":", o->seq);
-        p = PUT_KV(p, ",\"Fwd thread id\":", o->fwd_tid);
+        gt__ev_u64(&ev, "Sequence number", o->seq);
+        gt__ev_u64(&ev, "Fwd thread id", o->fwd_tid);
     }
     if (unclosed)
-        p = GT__LIT(p, ",\"unclosed\":true");
-    p = GT__LIT(p, "}}");
-    gt__ev_end(c, p);
+        gt__ev_bool(&ev, "unclosed", 1);
+    gt__emit_slice(c->out, &ev);
+    c->total_ops++;
+}
+
+/* A module's class (string id cls, 0 none) as an event names it: *sid
+ * (0 when the stream never defined it, which reads as a placeholder).
+ * @return whether it has text at all (an empty class is none). */
+static int class_of(struct gt__writer *c, uint32_t cls, uint32_t *sid)
+{
+    *sid = 0;
+    if (!cls)
+        return 0;
+    *sid = gt__str_known(c, cls);
+    return *sid == 0 || c->s->strs[*sid].esc_len > 0;
 }
 
 static void emit_scope(struct gt__writer *c, struct gt__wthread *th,
                        const struct gt__open *o, uint64_t end, int unclosed)
 {
-    static const char *const cats[] = {"user", "module", "nvtx"};
+    static const uint8_t cats[] = {GT__CAT_USER, GT__CAT_MODULE,
+                                   GT__CAT_NVTX};
+    struct gt__ev ev;
+    uint32_t cls;
     if (o->kind == GT__KIND_OP) {
         emit_op(c, th, o, end, unclosed);
         return;
     }
-    uint32_t nl, cl = 0;
-    const char *name = gt__str_esc(c, o->name, &nl);
-    const char *cls = o->cls ? gt__str_esc(c, o->cls, &cl) : "";
-    const char *cat = o->kind < GT_SCOPE_KIND_COUNT ? cats[o->kind] : "scope";
     int module = o->kind == GT_SCOPE_MODULE;
     int rc = module && (o->flags & GT__OPEN_RECOMPUTE);
     int bw = module && (o->flags & GT__OPEN_BACKWARD);
-    /* A backward range's layer span goes to `Layers backward` instead. */
-    uint32_t tracks[2] = {th->track,
-                          module && !bw ? gt__thread_track(c, th, 2) : 0};
-    for (int i = 0; i < 2 && tracks[i]; i++) {
-        const char *lcat = rc ? "layer_recompute" : "layer_forward";
-        char *p = gt__x_open(c, tracks[i], i ? lcat : cat, o->ts, end,
-                             nl + cl + 96);
-        p = put_esc(p, name, nl);
-        if (module) {
-            /* "<path> (<Class>) forward" (or "recompute") */
-            if (cl) {
-                p = GT__LIT(p, " (");
-                p = put_esc(p, cls, cl);
-                *p++ = ')';
-            }
-            p = rc ? GT__LIT(p, " recompute")
-                : bw ? GT__LIT(p, " backward")
-                     : GT__LIT(p, " forward");
+    gt__ev_init(&ev, o->kind < GT_SCOPE_KIND_COUNT ? cats[o->kind]
+                                                   : GT__CAT_SCOPE,
+                th->track, o->ts, end);
+    gt__ev_name_sid(&ev, gt__str_known(c, o->name));
+    int has_cls = class_of(c, o->cls, &cls);
+    if (module) {
+        /* "<path> (<Class>) forward" (or "recompute", "backward") */
+        if (has_cls) {
+            gt__ev_name(&ev, " (");
+            gt__ev_name_sid(&ev, cls);
+            gt__ev_name(&ev, ")");
         }
-        *p++ = '"';
-        int domain = !module && cl;
-        if (domain || unclosed || rc || bw) {
-            p = GT__LIT(p, ",\"args\":{");
-            if (domain) {
-                p = GT__LIT(p, "\"domain\":\"");
-                p = put_esc(p, cls, cl);
-                p = GT__LIT(p, "\",");
-            }
-            if (rc)
-                p = GT__LIT(p, "\"phase\":\"recompute\",");
-            if (bw)
-                p = GT__LIT(p, "\"phase\":\"backward\",");
-            if (unclosed)
-                p = GT__LIT(p, "\"unclosed\":true,");
-            p[-1] = '}';
-        }
-        *p++ = '}';
-        gt__ev_end(c, p);
+        gt__ev_name(&ev, rc ? " recompute" : bw ? " backward" : " forward");
+    } else if (has_cls) {
+        gt__ev_sid(&ev, "domain", cls);
     }
-    if (module && tracks[1] && c->s->obs) {
-        uint32_t rl, rcl = 0;
-        const char *raw = gt__str_raw(c, o->name, &rl);
-        const char *rcls = o->cls ? gt__str_raw(c, o->cls, &rcl) : "";
-        struct gt__layer_ev ev = {.phase = rc ? GT__PHASE_RECOMPUTE
-                                              : GT__PHASE_FORWARD,
-                                  .s = o->ts, .e = end};
-        gt__obs_layer(c, &ev, raw, rl, rcls, rcl);
+    if (rc)
+        gt__ev_lit(&ev, "phase", "recompute");
+    if (bw)
+        gt__ev_lit(&ev, "phase", "backward");
+    if (unclosed)
+        gt__ev_bool(&ev, "unclosed", 1);
+    gt__emit_slice(c->out, &ev);
+    /* A module's forward is also its layer's forward span; a backward
+     * range's layer span goes to `Layers backward` instead. */
+    uint32_t lt = module && !bw ? gt__thread_track(c, th, 2) : 0;
+    if (lt) {
+        ev.track = lt;
+        ev.cat = rc ? GT__CAT_LAYER_RECOMPUTE : GT__CAT_LAYER_FORWARD;
+        gt__emit_slice(c->out, &ev);
     }
     if (bw)
         gt__layer_range_closed(c, th, o, end, unclosed);
@@ -526,7 +505,7 @@ static void on_node_created(struct gt__writer *c, const uint8_t *rec,
     struct gt__bmap_val v = {
         .x = ts, .p = th->os_tid, .q = layer,
         .y = order | (used ? GT__CREATION_USED : 0) | in |
-             (uint64_t)c->file_index << GT__CREATION_FILE_SHIFT};
+             (uint64_t)gt__emit_part(c->out) << GT__CREATION_FILE_SHIFT};
     creation_keep(c, r.fwd_tid, r.seq, &v);
 }
 
@@ -633,23 +612,15 @@ static void on_instant(struct gt__writer *c, const uint8_t *rec,
 {
     struct gt_r_instant r;
     struct gt__wthread *th;
-    uint32_t nl;
+    struct gt__ev ev;
     (void)size;
     memcpy(&r, rec, sizeof(r));
     if (!(th = cur_thread(c)))
         return;
     uint64_t ts = thread_ts(c, th, r.ts);
-    const char *name = gt__str_esc(c, r.name, &nl);
-    char *p = gt__ev_begin(c, th->track, nl + 64);
-    p = GT__LIT(p, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"instant\","
-                   "\"name\":\"");
-    p = put_esc(p, name, nl);
-    p = GT__LIT(p, "\",");
-    p = gt__put_pt(c, p, th->track);
-    p = GT__LIT(p, ",\"ts\":");
-    p = gt__fmt_us(p, gt__rel(c, ts));
-    *p++ = '}';
-    gt__ev_end(c, p);
+    gt__ev_init(&ev, GT__CAT_INSTANT, th->track, ts, ts);
+    gt__ev_name_sid(&ev, gt__str_known(c, r.name));
+    gt__emit_instant(c->out, &ev);
 }
 
 /* ------------------------------------------------------------ the table */
@@ -747,7 +718,6 @@ void gt__writer_record(struct gt__writer *c, uint16_t type, uint16_t size,
         c->an.bad_records++;
     else if (k->writer)
         k->writer(c, rec, size);
-    if ((c->w.bytes >= c->s->max_bytes || c->file_events >= c->s->max_events) &&
-        gt__maybe_rotate(c) && !c->err)
+    if (gt__emit_between(c->out) && !c->err)
         c->err = -EIO;
 }

@@ -191,6 +191,18 @@ void gt__str_define(struct gt__cstream *s, uint32_t id, const char *text,
     s->str_bytes += len + 1 + el + 1;
 }
 
+const char *gt__cstream_raw(const struct gt__cstream *s, uint32_t id,
+                            uint32_t *len)
+{
+    static const char unknown[] = "(unknown string)";
+    if (id < s->nstrs && s->strs[id].raw) {
+        *len = s->strs[id].raw_len;
+        return s->strs[id].raw;
+    }
+    *len = sizeof(unknown) - 1;
+    return unknown;
+}
+
 /* ------------------------------------------------------------ threads */
 
 uint32_t gt__cstream_tname(const struct gt__cstream *s, uint32_t tid)

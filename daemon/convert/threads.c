@@ -1,7 +1,7 @@
 /*
  * A writer's thread table: per OS thread, its tracks and open stacks.
  *
- * Threads are found by OS tid through an open-addressing index. Each gets
+ * Threads are found by OS tid through an index (index.h). Each gets
  * its scope track at once and its synthetic tracks (backward nodes, layers
  * forward, CUDA API) on first use, labelled with the thread's name as the
  * stream knows it (stream.c); a later GT_R_THREAD_INFO that changes the
@@ -18,7 +18,7 @@ static char *thread_label(struct gt__writer *c, const struct gt__wthread *th,
                           const char *suffix, char *buf, size_t cap)
 {
     uint32_t len = 0, id = gt__cstream_tname(c->s, th->os_tid);
-    const char *name = id ? gt__str_raw(c, id, &len) : NULL;
+    const char *name = id ? gt__cstream_raw(c->s, id, &len) : NULL;
     if (name && !*suffix)
         snprintf(buf, cap, "%.*s", (int)(len > 200 ? 200 : len), name);
     else if (name)
@@ -30,32 +30,35 @@ static char *thread_label(struct gt__writer *c, const struct gt__wthread *th,
     return buf;
 }
 
+struct tid_key {
+    const struct gt__writer *c;
+    uint32_t tid;
+};
+
+static int thread_is(const void *ctx, uint32_t e)
+{
+    const struct tid_key *k = ctx;
+    return k->c->threads[e].os_tid == k->tid;
+}
+
 /* @return the thread for an OS tid, or NULL; never creates one. */
 struct gt__wthread *gt__thread_find(struct gt__writer *c, uint32_t tid)
 {
-    uint32_t i = gt__tid_hash(tid) & c->thread_mask;
-    for (;;) {
-        uint32_t r = c->thread_slots[i];
-        if (r == 0)
-            return NULL;
-        if (c->threads[r - 1].os_tid == tid)
-            return &c->threads[r - 1];
-        i = (i + 1) & c->thread_mask;
-    }
+    const struct tid_key k = {c, tid};
+    uint32_t e = gt__index_find(&c->thread_ix, gt__tid_hash(tid), thread_is,
+                                &k, NULL);
+    return e == GT__INDEX_NONE ? NULL : &c->threads[e];
 }
 
 /* @return the thread for an OS tid, created on first use; NULL if full. */
 struct gt__wthread *gt__thread_get(struct gt__writer *c, uint32_t tid)
 {
-    uint32_t i = gt__tid_hash(tid) & c->thread_mask;
-    for (;;) {
-        uint32_t r = c->thread_slots[i];
-        if (r == 0)
-            break;
-        if (c->threads[r - 1].os_tid == tid)
-            return &c->threads[r - 1];
-        i = (i + 1) & c->thread_mask;
-    }
+    const struct tid_key k = {c, tid};
+    uint32_t i;
+    uint32_t e = gt__index_find(&c->thread_ix, gt__tid_hash(tid), thread_is,
+                                &k, &i);
+    if (e != GT__INDEX_NONE)
+        return &c->threads[e];
     if (c->nthreads >= GT__MAX_THREADS) {
         c->an.threads_dropped++;
         return NULL;
@@ -86,7 +89,7 @@ struct gt__wthread *gt__thread_get(struct gt__writer *c, uint32_t tid)
         c->an.threads_dropped++;
         return NULL;
     }
-    c->thread_slots[i] = ++c->nthreads;
+    gt__index_set(&c->thread_ix, i, c->nthreads++);
     return th;
 }
 

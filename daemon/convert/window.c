@@ -18,7 +18,7 @@
  *   - records between WINDOW_BEGIN(id) and WINDOW_END(id), in stream order,
  *     go to window id (the agent keeps each thread's order and drains all
  *     threads every 20 ms); everything else goes to main, whose file is
- *     created only with its first event (chrome.c);
+ *     created only with its first event (emit_chrome.c);
  *   - a segment begun by WINDOW_BEGIN_SHARED (capture was on outside the
  *     window too) is the window's and main's: its records go to both, so
  *     the main trace keeps everything it would have had without the
@@ -181,7 +181,7 @@ static struct gt__writer *win_create(struct gt__conv *c,
 
     if (win_describe(&c->s, r, info) || win_name(&c->s, info, &stem, &out_path))
         goto out;
-    w = gt__writer_create(&c->s, 1, r->id, stem, out_path);
+    w = gt__writer_create(&c->s, c->kind, 1, r->id, stem, out_path);
     if (!w)
         goto out;
     for (uint32_t i = 0; i < c->main->nthreads; i++) {
@@ -220,9 +220,11 @@ static void win_close(struct gt__conv *c, uint32_t i, int state)
         info->state = state; /* its last file says so */
     w->truncated = state == GT__CONV_WIN_CUT && c->s.truncated;
     win_error(c, gt__writer_close(w));
-    c->win_events += w->total_events;
-    c->win_bytes += w->total_bytes;
-    c->win_files += w->nfiles;
+    struct gt__emit_stats st;
+    gt__emit_stats(w->out, &st);
+    c->win_events += st.events;
+    c->win_bytes += st.bytes;
+    c->win_files += st.files;
     c->win_anomalies += gt__writer_anomalies(w);
     gt__writer_free(w);
     memmove(&c->wout[i], &c->wout[i + 1],

@@ -1,40 +1,38 @@
 /*
- * A Chrome-JSON writer's lifecycle: one per output of a stream (the main
- * file set, and one per capture window: window.c), all reading the one
- * struct gt__cstream they were created with.
+ * A writer's lifecycle: one per output of a stream (the main one, and one
+ * per capture window: window.c), all reading the one struct gt__cstream
+ * they were created with, each saying what happened to its own emitter
+ * (emit.h), which its kind made with it.
  *
- * A writer owns only its output state: files, tracks, thread stacks,
- * correlation maps, layers, and its anomaly counts. It is fed records by
- * gt__writer_record (records.c) between gt__writer_chunk_begin and
- * gt__writer_chunk_end, and closed by gt__writer_close, which closes the
- * spans still open at the last time it saw and writes its last file.
+ * A writer owns its tracks, thread stacks, correlation maps, layers, its
+ * anomaly counts and its emitter. It is fed records by gt__writer_record
+ * (records.c) between gt__writer_chunk_begin and gt__writer_chunk_end,
+ * and closed by gt__writer_close, which closes the spans still open at
+ * the last time it saw and then its output.
  */
 #include <errno.h>
-#include <unistd.h>
 
 #include "common/alloc.h"
 #include "daemon/convert/internal.h"
 
-struct gt__writer *gt__writer_create(struct gt__cstream *s, int window,
-                                     uint32_t win_id, const char *stem,
-                                     const char *out_path)
+struct gt__writer *gt__writer_create(struct gt__cstream *s,
+                                     const struct gt__emit_kind *kind,
+                                     int window, uint32_t win_id,
+                                     const char *stem, const char *out_path)
 {
     struct gt__writer *c = gt__calloc(1, sizeof(*c));
     if (!c)
         return NULL;
     c->s = s;
-    c->fd = -1;
     c->window = window;
     c->win_id = win_id;
-    if (out_path && !(c->out_path = gt__strdup(out_path)))
+    const struct gt__emit_src src = {.s = s, .w = c, .an = &c->an,
+                                     .err = &c->err, .window = window,
+                                     .win_id = win_id, .stem = stem,
+                                     .out_path = out_path};
+    if (!(c->out = kind->create(kind, &src)))
         goto out_free;
-    if (stem && !(c->stem = gt__strdup(stem)))
-        goto out_free;
-    if (gt__jw_init(&c->w, 4u << 20))
-        goto out_free;
-    c->thread_mask = 2 * GT__MAX_THREADS - 1;
-    c->thread_slots = gt__calloc(2 * GT__MAX_THREADS, sizeof(uint32_t));
-    if (!c->thread_slots)
+    if (gt__index_init(&c->thread_ix, 2 * GT__MAX_THREADS))
         goto out_free;
     if (gt__bmap_init(&c->nodes, s->node_map_cap) ||
         gt__bmap_init(&c->ext, GT__CORR_MAP_CAP) ||
@@ -57,9 +55,7 @@ void gt__writer_free(struct gt__writer *c)
 {
     if (!c)
         return;
-    if (c->fd >= 0)
-        close(c->fd);
-    gt__jw_close(&c->w);
+    gt__emit_free(c->out);
     for (uint32_t i = 0; i < c->nthreads; i++) {
         gt__free(c->threads[i].scopes.e);
         gt__free(c->threads[i].held);
@@ -67,12 +63,10 @@ void gt__writer_free(struct gt__writer *c)
         gt__free(c->threads[i].nodes.e);
     }
     gt__free(c->threads);
-    gt__free(c->thread_slots);
+    gt__index_free(&c->thread_ix);
     for (uint32_t i = 1; i < c->ntracks; i++)
         gt__free(c->tracks[i].name);
     gt__free(c->tracks);
-    for (uint32_t i = 0; i < c->nprocs; i++)
-        gt__free(c->procs[i].name);
     gt__free(c->procs);
     gt__bmap_free(&c->nodes);
     gt__bmap_free(&c->ext);
@@ -82,11 +76,6 @@ void gt__writer_free(struct gt__writer *c)
     gt__bmap_free(&c->wait_idx);
     gt__free(c->wait);
     gt__layers_free(c);
-    for (size_t i = 0; i < c->nfiles; i++)
-        gt__free(c->files[i].path);
-    gt__free(c->files);
-    gt__free(c->stem);
-    gt__free(c->out_path);
     gt__free(c);
 }
 
@@ -107,17 +96,6 @@ void gt__anomalies_add(struct gt__anomalies *dst,
 #undef GT__ANOM_ADD
 }
 
-int gt__writer_open_now(struct gt__writer *c)
-{
-    int rc;
-    if (c->file_open || c->err)
-        return c->err;
-    rc = gt__file_open(c);
-    if (rc)
-        c->err = rc;
-    return rc;
-}
-
 /* ------------------------------------------------------------ chunks */
 
 void gt__writer_chunk_begin(struct gt__writer *c,
@@ -132,8 +110,7 @@ void gt__writer_chunk_end(struct gt__writer *c)
 {
     gt__nodes_chunk_end(c, 0);
     gt__layers_chunk_end(c);
-    if (c->w.err && !c->err)
-        c->err = c->w.err;
+    gt__emit_chunk_end(c->out);
 }
 
 /* ------------------------------------------------------------ close */
@@ -174,8 +151,7 @@ int gt__writer_close(struct gt__writer *c)
     gt__nodes_chunk_end(c, 1);
     gt__layers_finish(c);
     c->finished = 1;
-    rc = gt__file_close(c, 1);
-    gt__files_patch_count(c);
+    rc = gt__emit_close(c->out);
     if (rc && !c->err)
         c->err = rc;
     return c->err;

@@ -1,10 +1,10 @@
 /*
  * Fuzz target: arbitrary bytes as the records of chunks fed to both
- * converter sinks through their interface (daemon/convert/sink.h), the
- * Chrome-JSON sink and the per-layer aggregation sink (the first byte
+ * converter consumers through their interface (daemon/convert/consumer.h),
+ * the Chrome-JSON consumer and the per-layer aggregation consumer (the first byte
  * picks how the input is cut into chunks and a tiny node-map cap, so
  * eviction and multi-chunk state are exercised). Invariants checked:
- * whatever the records say, the Chrome sink produces at least one file
+ * whatever the records say, the Chrome consumer produces at least one file
  * (the main one, or capture windows' files), and every file it lists is
  * valid JSON with a traceEvents array and the gradtrace metadata (parsed
  * back with cJSON); every row of the aggregation has a span or a GPU kernel; neither
@@ -20,7 +20,7 @@
 
 #include "common/codec.h"
 #include "daemon/convert/agg.h"
-#include "daemon/convert/sink.h"
+#include "daemon/convert/consumer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -74,8 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                              .keep_empty_main = 1};
     struct gt__agg agg;
     gt__agg_init(&agg);
-    struct gt__csink *k[2] = {gt__chrome_sink_create(&o),
-                              gt__agg_sink_create(&agg)};
+    struct gt__consumer *k[2] = {gt__chrome_consumer_create(&o),
+                              gt__agg_consumer_create(&agg)};
     if (!k[0] || !k[1])
         abort();
     struct gt__hello_info *h = calloc(1, sizeof(*h));
@@ -109,7 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (k[i]->ops->finish(k[i], NULL, 1))
             abort();
     const char *const *paths;
-    size_t n = gt__conv_files(gt__chrome_sink_conv(k[0]), &paths);
+    size_t n = gt__conv_files(gt__chrome_consumer_conv(k[0]), &paths);
     if (n == 0)
         abort();
     for (size_t i = 0; i < n; i++) {
@@ -120,8 +120,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (agg.layers[i].fwd_calls + agg.layers[i].rc_calls +
                 agg.layers[i].bwd_spans + agg.layers[i].gpu_kernels == 0)
             abort();
-    gt__csink_free(k[0]);
-    gt__csink_free(k[1]);
+    gt__consumer_free(k[0]);
+    gt__consumer_free(k[1]);
     gt__agg_close(&agg);
     return 0;
 }

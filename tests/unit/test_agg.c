@@ -1,6 +1,6 @@
 /*
- * Per-layer aggregation (daemon/convert/agg.c) and the sink entry point
- * (daemon/convert/sink.c): the aggregation sink's rows for a recording
+ * Per-layer aggregation (daemon/convert/agg.c) and the consumer entry point
+ * (daemon/convert/consumer.c): the aggregation consumer's rows for a recording
  * are exactly the rows `gradtrace report` reads from the same recording's
  * trace files, with and without capture windows; the table's name split
  * and orders; and where gt__convert_file stops on bad input.
@@ -15,13 +15,13 @@
 #include "common/codec.h"
 #include "daemon/cli/cli.h"
 #include "daemon/convert/agg.h"
-#include "daemon/convert/sink.h"
+#include "daemon/convert/consumer.h"
 #include "tests/progs/gen_core.h"
 #include "tests/unit/conv_fixture.h"
 
 /* ------------------------------------------------------------ helpers */
 
-static int file_sink(void *ud, const void *data, size_t len)
+static int to_file(void *ud, const void *data, size_t len)
 {
     return fwrite(data, 1, len, ud) == len ? 0 : -1;
 }
@@ -34,24 +34,24 @@ static void gen_file(const char *dir, const struct gen_opts *o, char *path,
     snprintf(path, cap, "%s/run.gtr", dir);
     FILE *fp = fopen(path, "wb");
     cr_assert_not_null(fp);
-    cr_assert_eq(gen_run(o, file_sink, fp, &n), 0);
+    cr_assert_eq(gen_run(o, to_file, fp, &n), 0);
     cr_assert_eq(fclose(fp), 0);
 }
 
-/* Reads every file the Chrome sink wrote into a, as report does. */
-static void read_files(struct gt__csink *chrome, struct gt__agg *a)
+/* Reads every file the Chrome consumer wrote into a, as report does. */
+static void read_files(struct gt__consumer *chrome, struct gt__agg *a)
 {
     const char *const *paths;
-    size_t n = gt__conv_files(gt__chrome_sink_conv(chrome), &paths);
+    size_t n = gt__conv_files(gt__chrome_consumer_conv(chrome), &paths);
     cr_assert_gt(n, 0);
     for (size_t i = 0; i < n; i++)
         cr_assert_eq(gt__report_read_json(a, paths[i]), 0, "%s", paths[i]);
 }
 
-static void remove_files(struct gt__csink *chrome)
+static void remove_files(struct gt__consumer *chrome)
 {
     const char *const *paths;
-    size_t n = gt__conv_files(gt__chrome_sink_conv(chrome), &paths);
+    size_t n = gt__conv_files(gt__chrome_consumer_conv(chrome), &paths);
     for (size_t i = 0; i < n; i++)
         unlink(paths[i]);
 }
@@ -59,7 +59,7 @@ static void remove_files(struct gt__csink *chrome)
 /* Both tables hold the same rows with the same numbers, bit for bit. */
 static void assert_same(struct gt__agg *x, struct gt__agg *y)
 {
-    cr_assert_eq(x->n, y->n, "rows: %zu from JSON, %zu from the sink", x->n,
+    cr_assert_eq(x->n, y->n, "rows: %zu from JSON, %zu from the recording", x->n,
                  y->n);
     gt__agg_sort(x, GT__AGG_NAME);
     gt__agg_sort(y, GT__AGG_NAME);
@@ -101,9 +101,9 @@ static const struct gt__agg_layer *row(const struct gt__agg *a,
     return NULL;
 }
 
-/* ------------------------------------------------------------ sink */
+/* ------------------------------------------------------------ consumer */
 
-Test(agg, sink_rows_equal_what_report_reads_from_the_json, .timeout = 30)
+Test(agg, recording_rows_equal_what_report_reads_from_the_json, .timeout = 30)
 {
     char dir[] = "/tmp/gt-agg-XXXXXX", gtr[96], out[96];
     cr_assert_not_null(mkdtemp(dir));
@@ -112,21 +112,21 @@ Test(agg, sink_rows_equal_what_report_reads_from_the_json, .timeout = 30)
     gen_file(dir, &o, gtr, sizeof(gtr));
     snprintf(out, sizeof(out), "%s/run.json", dir);
 
-    struct gt__agg from_json, from_sink;
+    struct gt__agg from_json, from_gtr;
     gt__agg_init(&from_json);
-    gt__agg_init(&from_sink);
+    gt__agg_init(&from_gtr);
     struct gt__conv_opts co = {.out_path = out, .keep_empty_main = 1};
-    struct gt__csink *sinks[2] = {gt__chrome_sink_create(&co),
-                                  gt__agg_sink_create(&from_sink)};
-    cr_assert(sinks[0] && sinks[1]);
+    struct gt__consumer *k2[2] = {gt__chrome_consumer_create(&co),
+                                  gt__agg_consumer_create(&from_gtr)};
+    cr_assert(k2[0] && k2[1]);
     /* One read of the file feeds both. */
     struct gt__convert_info info = {0};
-    cr_assert_eq(gt__convert_file(gtr, sinks, 2, &info), 0);
+    cr_assert_eq(gt__convert_file(gtr, k2, 2, &info), 0);
     cr_assert_eq(info.stage, GT__CONVERT_DONE);
-    read_files(sinks[0], &from_json);
+    read_files(k2[0], &from_json);
 
-    cr_assert_eq(from_sink.n, 2 + 4 * o.layers, "Net, layers, and 4 a block");
-    const struct gt__agg_layer *l = row(&from_sink, "layers.1.fc1");
+    cr_assert_eq(from_gtr.n, 2 + 4 * o.layers, "Net, layers, and 4 a block");
+    const struct gt__agg_layer *l = row(&from_gtr, "layers.1.fc1");
     cr_assert_not_null(l);
     cr_assert_str_eq(l->cls, "Linear");
     cr_assert_eq(l->fwd_calls, o.iterations);
@@ -137,14 +137,14 @@ Test(agg, sink_rows_equal_what_report_reads_from_the_json, .timeout = 30)
     cr_assert_gt(l->gpu_self_us[1], 0);
     cr_assert_not_null(l->top_node);
     gt__agg_finish(&from_json);
-    gt__agg_finish(&from_sink);
-    assert_same(&from_json, &from_sink);
+    gt__agg_finish(&from_gtr);
+    assert_same(&from_json, &from_gtr);
 
-    remove_files(sinks[0]);
-    gt__csink_free(sinks[0]);
-    gt__csink_free(sinks[1]);
+    remove_files(k2[0]);
+    gt__consumer_free(k2[0]);
+    gt__consumer_free(k2[1]);
     gt__agg_close(&from_json);
-    gt__agg_close(&from_sink);
+    gt__agg_close(&from_gtr);
     unlink(gtr);
     cr_assert_eq(rmdir(dir), 0);
 }
@@ -168,7 +168,7 @@ static void window(struct conv_fx *f, uint16_t type, uint64_t us)
     add(f, &r, sizeof(r));
 }
 
-static void sinks_chunk(struct gt__csink *const *k, size_t n,
+static void consumers_chunk(struct gt__consumer *const *k, size_t n,
                         struct conv_fx *f)
 {
     struct gt_chunk_header h;
@@ -186,11 +186,11 @@ Test(agg, a_capture_window_counts_like_its_file, .timeout = 10)
     strcpy(f.dir, "/tmp/gt-aggw-XXXXXX");
     cr_assert_not_null(mkdtemp(f.dir));
     struct gt__conv_opts co = {.out_dir = f.dir, .stem = "t"};
-    struct gt__agg from_json, from_sink;
+    struct gt__agg from_json, from_gtr;
     gt__agg_init(&from_json);
-    gt__agg_init(&from_sink);
-    struct gt__csink *k[2] = {gt__chrome_sink_create(&co),
-                              gt__agg_sink_create(&from_sink)};
+    gt__agg_init(&from_gtr);
+    struct gt__consumer *k[2] = {gt__chrome_consumer_create(&co),
+                              gt__agg_consumer_create(&from_gtr)};
     cr_assert(k[0] && k[1]);
     struct gt__hello_info *h = calloc(1, sizeof(*h));
     h->h.pid = 4242;
@@ -209,27 +209,27 @@ Test(agg, a_capture_window_counts_like_its_file, .timeout = 10)
     module(&f, 2, 3, 40, 47);       /* the window's file */
     window(&f, GT_R_WINDOW_END, 50);
     window(&f, GT_R_WINDOW_DONE, 51);
-    sinks_chunk(k, 2, &f);
+    consumers_chunk(k, 2, &f);
     for (int i = 0; i < 2; i++)
         cr_assert_eq(k[i]->ops->finish(k[i], NULL, 0), 0);
-    cr_assert_eq(gt__conv_files(gt__chrome_sink_conv(k[0]),
+    cr_assert_eq(gt__conv_files(gt__chrome_consumer_conv(k[0]),
                                 &(const char *const *){NULL}), 2,
                  "main and the window's file");
     read_files(k[0], &from_json);
 
-    const struct gt__agg_layer *l = row(&from_sink, "enc");
+    const struct gt__agg_layer *l = row(&from_gtr, "enc");
     cr_assert_not_null(l);
     cr_assert_eq(l->fwd_calls, 2, "one forward in main, one in the window");
     cr_assert_eq(l->fwd_us, 17.0);
-    assert_same(&from_json, &from_sink);
+    assert_same(&from_json, &from_gtr);
 
     remove_files(k[0]);
-    gt__csink_free(k[0]);
-    gt__csink_free(k[1]);
+    gt__consumer_free(k[0]);
+    gt__consumer_free(k[1]);
     gt__agg_close(&from_json);
-    gt__agg_close(&from_sink);
+    gt__agg_close(&from_gtr);
     gt__recbuf_free(&f.b);
-    cr_assert_eq(rmdir(f.dir), 0, "the aggregation sink wrote no file");
+    cr_assert_eq(rmdir(f.dir), 0, "the aggregation consumer wrote no file");
 }
 
 /* ------------------------------------------------------------ table */
@@ -287,14 +287,14 @@ Test(agg, model_order_puts_first_called_first_and_uncalled_last)
 
 /* ------------------------------------------------------------ entry */
 
-Test(sink, convert_file_says_where_it_stopped, .timeout = 10)
+Test(consumer, convert_file_says_where_it_stopped, .timeout = 10)
 {
-    char dir[] = "/tmp/gt-sink-XXXXXX", path[96];
+    char dir[] = "/tmp/gt-consumer-XXXXXX", path[96];
     struct gt__agg a;
     struct gt__convert_info info = {0};
     cr_assert_not_null(mkdtemp(dir));
     gt__agg_init(&a);
-    struct gt__csink *k = gt__agg_sink_create(&a);
+    struct gt__consumer *k = gt__agg_consumer_create(&a);
     cr_assert_not_null(k);
 
     snprintf(path, sizeof(path), "%s/missing.gtr", dir);
@@ -325,7 +325,7 @@ Test(sink, convert_file_says_where_it_stopped, .timeout = 10)
     cr_assert_eq(info.read, (uint64_t)len - 7);
     unlink(path);
 
-    gt__csink_free(k);
+    gt__consumer_free(k);
     gt__agg_close(&a);
     cr_assert_eq(rmdir(dir), 0);
 }

@@ -1,7 +1,7 @@
 /*
  * Per-layer backward attribution and time (issue #11) on hand-built record
- * streams fed to both sinks at once: the Chrome writer, whose files are
- * read back as `gradtrace report` reads them, and the aggregation sink.
+ * streams fed to both consumers at once: the Chrome writer, whose files are
+ * read back as `gradtrace report` reads them, and the aggregation consumer.
  * Each test checks the trace's events, the table's rows, and that both
  * routes give the same table.
  *
@@ -22,15 +22,15 @@
 #include "common/codec.h"
 #include "daemon/cli/cli.h"
 #include "daemon/convert/agg.h"
-#include "daemon/convert/sink.h"
+#include "daemon/convert/consumer.h"
 #include "tests/unit/conv_fixture.h"
 
 /* ------------------------------------------------------------ fixture */
 
 struct lx {
     struct conv_fx f;     /* its recbuf and directory only */
-    struct gt__csink *k[2];
-    struct gt__agg json, sink;
+    struct gt__consumer *k[2];
+    struct gt__agg json, direct;
     cJSON *doc;           /* the main trace file */
 };
 
@@ -42,9 +42,9 @@ static void lx_open(struct lx *x, uint32_t max_nodes)
     struct gt__conv_opts co = {.out_dir = x->f.dir, .stem = "t",
                                .max_pending_nodes = max_nodes};
     gt__agg_init(&x->json);
-    gt__agg_init(&x->sink);
-    x->k[0] = gt__chrome_sink_create(&co);
-    x->k[1] = gt__agg_sink_create(&x->sink);
+    gt__agg_init(&x->direct);
+    x->k[0] = gt__chrome_consumer_create(&co);
+    x->k[1] = gt__agg_consumer_create(&x->direct);
     cr_assert(x->k[0] && x->k[1]);
     struct gt__hello_info *h = calloc(1, sizeof(*h));
     h->h.pid = 4242;
@@ -86,7 +86,7 @@ static void assert_same(struct gt__agg *a, struct gt__agg *b)
     cr_assert_eq(a->rest.un_us, b->rest.un_us);
 }
 
-/* Feeds the records, finishes both sinks, reads the files back into
+/* Feeds the records, finishes both consumers, reads the files back into
  * x->json, checks both routes agree, and finishes both tables. */
 static void lx_run(struct lx *x)
 {
@@ -98,27 +98,27 @@ static void lx_run(struct lx *x)
         cr_assert_eq(x->k[i]->ops->finish(x->k[i], NULL, 0), 0);
     }
     const char *const *paths;
-    size_t n = gt__conv_files(gt__chrome_sink_conv(x->k[0]), &paths);
+    size_t n = gt__conv_files(gt__chrome_consumer_conv(x->k[0]), &paths);
     cr_assert_gt(n, 0);
     for (size_t i = 0; i < n; i++)
         cr_assert_eq(gt__report_read_json(&x->json, paths[i]), 0);
     x->doc = load(paths[0]);
     gt__agg_finish(&x->json);
-    gt__agg_finish(&x->sink);
-    assert_same(&x->json, &x->sink);
+    gt__agg_finish(&x->direct);
+    assert_same(&x->json, &x->direct);
 }
 
 static void lx_close(struct lx *x)
 {
     const char *const *paths;
-    size_t n = gt__conv_files(gt__chrome_sink_conv(x->k[0]), &paths);
+    size_t n = gt__conv_files(gt__chrome_consumer_conv(x->k[0]), &paths);
     for (size_t i = 0; i < n; i++)
         unlink(paths[i]);
     cJSON_Delete(x->doc);
-    gt__csink_free(x->k[0]);
-    gt__csink_free(x->k[1]);
+    gt__consumer_free(x->k[0]);
+    gt__consumer_free(x->k[1]);
     gt__agg_close(&x->json);
-    gt__agg_close(&x->sink);
+    gt__agg_close(&x->direct);
     gt__recbuf_free(&x->f.b);
     cr_assert_eq(rmdir(x->f.dir), 0);
 }
@@ -284,11 +284,11 @@ Test(layer_time, nodes_made_by_a_backward_node_get_its_layer_as_second_order,
     const cJSON *fc2 = args(ev_of(x.doc, "layer_backward", "fc (Linear) backward", 1));
     cr_assert_eq(num(fc2, "nodes"), 2);
     cr_assert_eq(num(fc2, "second_order_nodes"), 1);
-    const struct gt__agg_layer *fc = row(&x.sink, "fc");
+    const struct gt__agg_layer *fc = row(&x.direct, "fc");
     cr_assert_eq(fc->bwd_nodes, 3);
     cr_assert_eq(fc->order2, 1);
     cr_assert_eq(fc->bwd_us, 20.0 + 10.0 + 15.0);
-    cr_assert_eq(x.sink.rest.un_nodes, 0);
+    cr_assert_eq(x.direct.rest.un_nodes, 0);
     lx_close(&x);
 }
 
@@ -316,8 +316,8 @@ Test(layer_time, a_retained_graph_keeps_its_layers_on_every_pass, .timeout = 10)
     }
     cr_assert_eq(n_of(x.doc, "layer_backward", "fc (Linear) backward"), 3);
     cr_assert_eq(anomaly(x.doc, "nodes_without_creation"), 0);
-    cr_assert_eq(row(&x.sink, "fc2")->bwd_us, 30.0);
-    cr_assert_eq(row(&x.sink, "Net")->bwd_nodes, 6);
+    cr_assert_eq(row(&x.direct, "fc2")->bwd_us, 30.0);
+    cr_assert_eq(row(&x.direct, "Net")->bwd_nodes, 6);
     lx_close(&x);
 }
 
@@ -340,7 +340,7 @@ Test(layer_time, evicting_a_used_creation_is_no_anomaly, .timeout = 10)
     lx_run(&x);
     cr_assert_eq(anomaly(x.doc, "node_map_evicted"), 0);
     cr_assert_eq(anomaly(x.doc, "nodes_without_creation"), 0);
-    cr_assert_eq(row(&x.sink, "fc")->bwd_nodes, 12);
+    cr_assert_eq(row(&x.direct, "fc")->bwd_nodes, 12);
     lx_close(&x);
 }
 
@@ -376,8 +376,8 @@ Test(layer_time, node_layer_attributes_accumulate_grad_with_its_param,
     cr_assert_eq(num(tot, "unattributed_nodes"), 1);
     cr_assert_eq(num(tot, "unattributed_us"), 2.0);
     cr_assert_eq(anomaly(x.doc, "node_layer_unmatched"), 1);
-    cr_assert_eq(row(&x.sink, "fc")->accg_us, 4.0);
-    cr_assert_eq(x.sink.rest.un_accg, 1);
+    cr_assert_eq(row(&x.direct, "fc")->accg_us, 4.0);
+    cr_assert_eq(x.direct.rest.un_accg, 1);
     lx_close(&x);
 }
 
@@ -405,8 +405,8 @@ Test(layer_time, accumulate_grad_is_recognised_by_torchs_qualified_name,
     const cJSON *tot = args(ev_of(x.doc, "backward_totals", NULL, 0));
     cr_assert_eq(num(tot, "unattributed_accumulate_grad"), 1);
     cr_assert_eq(num(tot, "unattributed_nodes"), 2);
-    cr_assert_eq(row(&x.sink, "fc")->accg_us, 4.0);
-    cr_assert_eq(x.sink.rest.un_accg, 1);
+    cr_assert_eq(row(&x.direct, "fc")->accg_us, 4.0);
+    cr_assert_eq(x.direct.rest.un_accg, 1);
     lx_close(&x);
 }
 
@@ -441,7 +441,7 @@ Test(layer_time, recompute_scopes_are_recompute_spans_not_forward_calls,
     const cJSON *inner = args(ev_of(x.doc, "backward", "MmBackward0", 0));
     cr_assert_str_eq(s_of(inner, "layer"), "blk", "made in the recompute, first order");
     cr_assert_null(cJSON_GetObjectItem(inner, "order"));
-    const struct gt__agg_layer *blk = row(&x.sink, "blk"), *net = row(&x.sink, "Net");
+    const struct gt__agg_layer *blk = row(&x.direct, "blk"), *net = row(&x.direct, "Net");
     cr_assert_eq(blk->fwd_calls, 1);
     cr_assert_eq(blk->rc_calls, 1);
     cr_assert_eq(blk->rc_us, 8.0);
@@ -477,7 +477,7 @@ Test(layer_time, a_recompute_inside_a_node_is_not_its_own_time, .timeout = 10)
     pass(&x, 0, 170, 0);
     lx_run(&x);
 
-    const struct gt__agg_layer *blk = row(&x.sink, "blk");
+    const struct gt__agg_layer *blk = row(&x.direct, "blk");
     cr_assert_eq(blk->rc_calls, 2);
     cr_assert_eq(blk->rc_us, 15.0);
     cr_assert_eq(blk->bwd_self_us, 20.0, "30 us node less its 10 us recompute");
@@ -529,14 +529,14 @@ Test(layer_time, backward_ranges_are_backward_spans_timed_by_their_duration,
     cr_assert_str_eq(s_of(args(ev_of(x.doc, "module", "blocks.0 backward", 0)),
                           "phase"),
                      "backward");
-    const struct gt__agg_layer *r1 = row(&x.sink, "blocks.1"),
-                               *r0 = row(&x.sink, "blocks.0");
+    const struct gt__agg_layer *r1 = row(&x.direct, "blocks.1"),
+                               *r0 = row(&x.direct, "blocks.0");
     cr_assert_eq(r1->fwd_calls, 2);
     cr_assert_eq(r1->bwd_spans, 2);
     cr_assert_eq(r1->bwd_us, 80.0);
     cr_assert_eq(r1->bwd_self_us, 20.0);
     cr_assert_eq(r0->bwd_us, 20.0);
-    cr_assert_eq(row(&x.sink, "blocks.1.fc")->bwd_us, 60.0);
+    cr_assert_eq(row(&x.direct, "blocks.1.fc")->bwd_us, 60.0);
     lx_close(&x);
 }
 
@@ -557,8 +557,8 @@ Test(layer_time, backward_nodes_win_over_a_range_of_their_layer, .timeout = 10)
     cr_assert_eq(n_of(x.doc, "layer_backward", NULL), 1);
     const cJSON *e = ev_of(x.doc, "layer_backward", "fc (Linear) backward", 0);
     cr_assert_eq(num(args(e), "nodes"), 1);
-    cr_assert_eq(row(&x.sink, "fc")->bwd_us, 10.0, "counted once, by its node");
-    cr_assert_eq(row(&x.sink, "fc")->bwd_spans, 1);
+    cr_assert_eq(row(&x.direct, "fc")->bwd_us, 10.0, "counted once, by its node");
+    cr_assert_eq(row(&x.direct, "fc")->bwd_spans, 1);
     lx_close(&x);
 }
 
@@ -603,7 +603,7 @@ Test(layer_time, a_shared_module_claims_only_its_own_nodes_time, .timeout = 10)
                                 0)),
                      "time_us"),
                  20.0, "the shared module's nodes are not blocks.0's");
-    const struct gt__agg_layer *act = row(&x.sink, "act");
+    const struct gt__agg_layer *act = row(&x.direct, "act");
     cr_assert_eq(act->bwd_us, 3.0);
     cr_assert_eq(act->bwd_nodes, 3);
     cr_assert_eq(act->fwd_calls, 3);
@@ -617,7 +617,7 @@ Test(layer_time, a_parent_is_at_least_the_sum_of_its_children, .timeout = 10)
     shared_module_run(&x);
     lx_run(&x);
 
-    const struct gt__agg *a = &x.sink;
+    const struct gt__agg *a = &x.direct;
     for (size_t p = 0; p < a->n; p++) {
         double kids = 0, kids_fwd = 0;
         for (size_t c = 0; c < a->n; c++) {
@@ -651,7 +651,7 @@ Test(layer_time, total_is_the_top_level_rows_plus_the_unattributed,
     pass(&x, 0, 130, 0);
     lx_run(&x);
 
-    const struct gt__agg *a = &x.sink;
+    const struct gt__agg *a = &x.direct;
     double top = 0;
     for (size_t i = 0; i < a->n; i++)
         if (a->layers[i].up < 0)
@@ -682,7 +682,7 @@ Test(layer_time, containers_show_their_childrens_sums_in_model_order,
     pass(&x, 0, 130, 0);
     lx_run(&x);
 
-    struct gt__agg *a = &x.sink;
+    struct gt__agg *a = &x.direct;
     const struct gt__agg_layer *l = row(a, "layers");
     cr_assert(l->container);
     cr_assert_eq(l->fwd_calls, 0);
@@ -759,30 +759,30 @@ Test(layer_time, a_recording_reports_the_same_rows_as_its_trace_files,
     cr_assert_eq(file_write(gtr, hb, (size_t)hl, chunk, (size_t)cl), 0);
     free(chunk);
 
-    /* Fresh sinks: the ones lx_open made have had their hello. */
+    /* Fresh consumers: the ones lx_open made have had their hello. */
     struct gt__conv_opts co = {.out_dir = x.f.dir, .stem = "t"};
-    gt__csink_free(x.k[0]);
-    gt__csink_free(x.k[1]);
-    x.k[0] = gt__chrome_sink_create(&co);
-    x.k[1] = gt__agg_sink_create(&x.sink);
+    gt__consumer_free(x.k[0]);
+    gt__consumer_free(x.k[1]);
+    x.k[0] = gt__chrome_consumer_create(&co);
+    x.k[1] = gt__agg_consumer_create(&x.direct);
     struct gt__convert_info info = {0};
     cr_assert_eq(gt__convert_file(gtr, x.k, 2, &info), 0);
     unlink(gtr);
     const char *const *paths;
-    size_t n = gt__conv_files(gt__chrome_sink_conv(x.k[0]), &paths);
+    size_t n = gt__conv_files(gt__chrome_consumer_conv(x.k[0]), &paths);
     cr_assert_gt(n, 0);
     for (size_t i = 0; i < n; i++)
         cr_assert_eq(gt__report_read_json(&x.json, paths[i]), 0);
     x.doc = load(paths[0]);
     gt__agg_finish(&x.json);
-    gt__agg_finish(&x.sink);
-    assert_same(&x.json, &x.sink);
+    gt__agg_finish(&x.direct);
+    assert_same(&x.json, &x.direct);
 
-    cr_assert_eq(x.sink.rest.groups, 2);
-    cr_assert_eq(row(&x.sink, "blk")->rc_calls, 1);
-    cr_assert_eq(row(&x.sink, "blk")->accg_us, 2.0);
-    cr_assert_eq(row(&x.sink, "act")->bwd_us, 3.0);
-    cr_assert_eq(x.sink.rest.un_accg, 1);
+    cr_assert_eq(x.direct.rest.groups, 2);
+    cr_assert_eq(row(&x.direct, "blk")->rc_calls, 1);
+    cr_assert_eq(row(&x.direct, "blk")->accg_us, 2.0);
+    cr_assert_eq(row(&x.direct, "act")->bwd_us, 3.0);
+    cr_assert_eq(x.direct.rest.un_accg, 1);
     lx_close(&x);
 }
 
@@ -809,7 +809,7 @@ Test(layer_time, without_pass_marks_a_recompute_does_not_end_the_backward,
     cr_assert_eq(n_of(x.doc, "layer_backward", "Net (Net) backward"), 1,
                  "one backward, one span");
     cr_assert_eq(n_of(x.doc, "backward_totals", NULL), 1);
-    cr_assert_eq(row(&x.sink, "Net")->bwd_us, 5.0 + 50.0 - 8.0,
+    cr_assert_eq(row(&x.direct, "Net")->bwd_us, 5.0 + 50.0 - 8.0,
                  "both nodes, less the recompute the checkpoint node ran");
     lx_close(&x);
 }

@@ -1,12 +1,12 @@
 /*
- * The sink interface's Chrome-JSON sink and gt__convert_file, the one
- * path from a recorded file to sinks (`gradtrace convert`, `gradtrace
+ * The consumer interface's Chrome-JSON consumer and gt__convert_file, the
+ * one path from a recorded file to consumers (`gradtrace convert`, `gradtrace
  * report` on a .gtr, tests).
  *
  * gt__convert_file reads fixed blocks into a framer in resync mode, which
  * calls back with the hello and each decoded chunk; each callback feeds
- * every sink in turn and the first sink error stops the framer. The end
- * of input (truncation, framer statistics) goes to every sink's finish,
+ * every consumer in turn and the first consumer error stops the framer. The end
+ * of input (truncation, framer statistics) goes to every consumer's finish,
  * and only when a hello was read: without one there is no stream.
  */
 #include <errno.h>
@@ -15,11 +15,11 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
-#include "daemon/convert/sink.h"
+#include "daemon/convert/consumer.h"
 
 #define BLOCK (4u << 20)
 
-void gt__csink_free(struct gt__csink *k)
+void gt__consumer_free(struct gt__consumer *k)
 {
     if (k)
         k->ops->free(k);
@@ -27,46 +27,46 @@ void gt__csink_free(struct gt__csink *k)
 
 /* ------------------------------------------------------------ chrome */
 
-struct chrome_sink {
-    struct gt__csink base;
+struct chrome_consumer {
+    struct gt__consumer base;
     struct gt__conv *conv;
 };
 
-static int chrome_hello(struct gt__csink *k, const struct gt__hello_info *h)
+static int chrome_hello(struct gt__consumer *k, const struct gt__hello_info *h)
 {
-    return gt__conv_hello(((struct chrome_sink *)k)->conv, h);
+    return gt__conv_hello(((struct chrome_consumer *)k)->conv, h);
 }
 
-static int chrome_chunk(struct gt__csink *k, const struct gt_chunk_header *h,
+static int chrome_chunk(struct gt__consumer *k, const struct gt_chunk_header *h,
                         const uint8_t *records, size_t raw_size)
 {
-    return gt__conv_chunk(((struct chrome_sink *)k)->conv, h, records,
+    return gt__conv_chunk(((struct chrome_consumer *)k)->conv, h, records,
                           raw_size);
 }
 
-static int chrome_finish(struct gt__csink *k,
+static int chrome_finish(struct gt__consumer *k,
                          const struct gt__framer_stats *stats, int truncated)
 {
-    return gt__conv_finish(((struct chrome_sink *)k)->conv, stats, truncated);
+    return gt__conv_finish(((struct chrome_consumer *)k)->conv, stats, truncated);
 }
 
-static void chrome_free(struct gt__csink *k)
+static void chrome_free(struct gt__consumer *k)
 {
-    struct chrome_sink *c = (struct chrome_sink *)k;
+    struct chrome_consumer *c = (struct chrome_consumer *)k;
     gt__conv_free(c->conv);
     gt__free(c);
 }
 
-static const struct gt__csink_ops chrome_ops = {
+static const struct gt__consumer_ops chrome_ops = {
     .hello = chrome_hello,
     .chunk = chrome_chunk,
     .finish = chrome_finish,
     .free = chrome_free,
 };
 
-struct gt__csink *gt__chrome_sink_create(const struct gt__conv_opts *opts)
+struct gt__consumer *gt__chrome_consumer_create(const struct gt__conv_opts *opts)
 {
-    struct chrome_sink *c = gt__calloc(1, sizeof(*c));
+    struct chrome_consumer *c = gt__calloc(1, sizeof(*c));
     if (!c)
         return NULL;
     c->base.ops = &chrome_ops;
@@ -80,24 +80,24 @@ struct gt__csink *gt__chrome_sink_create(const struct gt__conv_opts *opts)
     return &c->base;
 }
 
-struct gt__conv *gt__chrome_sink_conv(struct gt__csink *k)
+struct gt__conv *gt__chrome_consumer_conv(struct gt__consumer *k)
 {
-    return k->ops == &chrome_ops ? ((struct chrome_sink *)k)->conv : NULL;
+    return k->ops == &chrome_ops ? ((struct chrome_consumer *)k)->conv : NULL;
 }
 
 /* ------------------------------------------------------------ files */
 
 struct feed {
-    struct gt__csink *const *sinks;
+    struct gt__consumer *const *consumers;
     size_t n;
-    int err;    /* first sink error */
+    int err;    /* first consumer error */
 };
 
 static int feed_hello(void *ud, const struct gt__hello_info *hello)
 {
     struct feed *f = ud;
     for (size_t i = 0; i < f->n && !f->err; i++)
-        f->err = f->sinks[i]->ops->hello(f->sinks[i], hello);
+        f->err = f->consumers[i]->ops->hello(f->consumers[i], hello);
     return f->err;
 }
 
@@ -106,7 +106,7 @@ static int feed_chunk(void *ud, const struct gt_chunk_header *h,
 {
     struct feed *f = ud;
     for (size_t i = 0; i < f->n && !f->err; i++)
-        f->err = f->sinks[i]->ops->chunk(f->sinks[i], h, records, raw_size);
+        f->err = f->consumers[i]->ops->chunk(f->consumers[i], h, records, raw_size);
     return f->err;
 }
 
@@ -128,7 +128,7 @@ static int feed_all(int fd, struct gt__framer *fr, uint8_t *buf,
         info->read += (uint64_t)n;
         int rc = gt__framer_feed(fr, buf, (size_t)n);
         if (rc) {
-            info->stage = f->err ? GT__CONVERT_SINK : GT__CONVERT_STREAM;
+            info->stage = f->err ? GT__CONVERT_CONSUMER : GT__CONVERT_STREAM;
             return rc;
         }
         if (info->progress)
@@ -136,7 +136,7 @@ static int feed_all(int fd, struct gt__framer *fr, uint8_t *buf,
     }
 }
 
-/* The end of input, into every sink. */
+/* The end of input, into every consumer. */
 static int finish_all(struct gt__framer *fr, struct feed *f,
                       struct gt__convert_info *info)
 {
@@ -148,17 +148,17 @@ static int finish_all(struct gt__framer *fr, struct feed *f,
     }
     info->truncated = fin == GT__ETRUNC;
     for (size_t i = 0; i < f->n && !f->err; i++)
-        f->err = f->sinks[i]->ops->finish(f->sinks[i], &info->stats,
+        f->err = f->consumers[i]->ops->finish(f->consumers[i], &info->stats,
                                           info->truncated);
     if (f->err)
-        info->stage = GT__CONVERT_SINK;
+        info->stage = GT__CONVERT_CONSUMER;
     return f->err;
 }
 
-int gt__convert_file(const char *path, struct gt__csink *const *sinks,
+int gt__convert_file(const char *path, struct gt__consumer *const *consumers,
                      size_t n, struct gt__convert_info *info)
 {
-    struct feed f = {sinks, n, 0};
+    struct feed f = {consumers, n, 0};
     struct gt__framer *fr = NULL;
     uint8_t *buf = NULL;
     struct stat st;
