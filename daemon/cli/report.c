@@ -577,7 +577,7 @@ static int warm_rank(const struct pass1 *p, int n, int32_t rank,
     if (!its || !dur || !out)
         goto out_free;
     for (int i = 0; i < n; i++)
-        if (p[i].rank == rank) {
+        if (p[i].rank == rank && p[i].n) {  /* its is NULL when n is 0 */
             memcpy(its + k, p[i].its, p[i].n * sizeof(*its));
             k += p[i].n;
         }
