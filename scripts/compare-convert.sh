@@ -145,20 +145,10 @@ record() {
 
 # The fuzz_convert seeds as .gtr files, cut as the fuzzer cuts them.
 wrap_records() { # SRC_DIR DST_DIR
-  python3 - "$1" "$2" <<'PY'
+  python3 - "$1" "$2" "$ROOT/tests/tools" <<'PY'
 import os, struct, sys
-POLY = 0x82F63B78
-T = []
-for i in range(256):
-    c = i
-    for _ in range(8):
-        c = (c >> 1) ^ POLY if c & 1 else c >> 1
-    T.append(c)
-def crc32c(b):
-    c = 0xFFFFFFFF
-    for x in b:
-        c = T[(c ^ x) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
+sys.path.insert(0, sys.argv[3])
+from mutate_gtr import crc32c  # the tests' one CRC-32C in Python
 src, dst = sys.argv[1], sys.argv[2]
 cmd = b"fuzz"
 for name in sorted(os.listdir(src)):

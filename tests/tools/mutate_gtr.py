@@ -112,4 +112,5 @@ def main():
         open("%s%d.gtr" % (prefix, i), "wb").write(mutate(hello, chunks, rnd))
 
 
-main()
+if __name__ == "__main__":  # compare-convert.sh imports crc32c
+    main()
