@@ -99,6 +99,23 @@ static inline void node(struct conv_fx *f, uint32_t name, uint64_t seq, uint64_t
     add(f, &e, sizeof(e));
 }
 
+/* A converter (stem "t", ACK marks on, rotating past max_events events, 0:
+ * the default) writing into a new directory made from tmpl (a mkdtemp
+ * template), fed the hello of pid 4242 with command name, string 1 = name. */
+static inline void fx_open_named(struct conv_fx *f, const char *tmpl,
+                                 uint64_t max_events, const char *name)
+{
+    memset(f, 0, sizeof(*f));
+    snprintf(f->dir, sizeof(f->dir), "%s", tmpl);
+    cr_assert_not_null(mkdtemp(f->dir));
+    struct gt__conv_opts o = {.out_dir = f->dir, .stem = "t", .ack_marks = 1,
+                              .max_file_events = max_events};
+    f->c = gt__conv_create(&o);
+    cr_assert_not_null(f->c);
+    fx_hello(f, 4242, -1, -1, -1, name);
+    str(f, 1, name);
+}
+
 /* Removes every file the converter listed; the directory must then be
  * empty (a file the converter did not list fails the test). */
 static inline void fx_close(struct conv_fx *f)

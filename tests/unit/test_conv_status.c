@@ -26,15 +26,7 @@
 /* max_events: rotate past so many events (0: the default). */
 static void open_fx(struct conv_fx *f, uint64_t max_events)
 {
-    memset(f, 0, sizeof(*f));
-    snprintf(f->dir, sizeof(f->dir), "/tmp/gt-cst-XXXXXX");
-    cr_assert_not_null(mkdtemp(f->dir));
-    struct gt__conv_opts o = {.out_dir = f->dir, .stem = "t", .ack_marks = 1,
-                              .max_file_events = max_events};
-    f->c = gt__conv_create(&o);
-    cr_assert_not_null(f->c);
-    fx_hello(f, 4242, -1, -1, -1, "status");
-    str(f, 1, "status");
+    fx_open_named(f, "/tmp/gt-cst-XXXXXX", max_events, "status");
 }
 
 static void lost(struct conv_fx *f, uint32_t tid, uint32_t what, uint64_t n)

@@ -22,15 +22,7 @@ static uint64_t g_us = 100;
 
 static void open_rotating(struct conv_fx *f, uint64_t max_events)
 {
-    memset(f, 0, sizeof(*f));
-    snprintf(f->dir, sizeof(f->dir), "/tmp/gt-df-XXXXXX");
-    cr_assert_not_null(mkdtemp(f->dir));
-    struct gt__conv_opts o = {.out_dir = f->dir, .stem = "t", .ack_marks = 1,
-                              .max_file_events = max_events};
-    f->c = gt__conv_create(&o);
-    cr_assert_not_null(f->c);
-    fx_hello(f, 4242, -1, -1, -1, "paced");
-    str(f, 1, "paced");
+    fx_open_named(f, "/tmp/gt-df-XXXXXX", max_events, "paced");
 }
 
 static void open_marked(struct conv_fx *f)
