@@ -304,9 +304,7 @@ def _on_kernel(node_schedule, kernel_name, is_extern):
 def _finish(b, key, path):
     """Ends a graph's map: counted, kept by code key, written beside the
     wrapper module, emitted."""
-    content = b.content(key) if b is not None else {
-        "graph_id": None, "phase": None, "code": key, "base": [],
-        "calls": [], "kernels": {}}
+    content = b.content(key)
     with _lock:
         stats["graphs"] += 1
         for c in content["calls"]:
@@ -322,8 +320,7 @@ def _finish(b, key, path):
             _by_code[key] = content
     if path:
         _write_sidecar(path, content)
-    emit(dict(content, compile_id=b.compile_id if b is not None
-              else _compile_id()))
+    emit(dict(content, compile_id=b.compile_id))
 
 
 def _sidecar(path):
@@ -363,7 +360,9 @@ def _code_key(path):
 
 def _on_graph_done(g, mod):
     path = getattr(mod, "__file__", None)
-    b = _builder(g, False)
+    # A graph without kernel or extern calls (views only) has a map too,
+    # so that a cache hit on it is not counted as unmapped.
+    b = _builder(g, False) or _Graph(g)
     with _lock:
         _builders.pop(id(g), None)
     _finish(b, _code_key(path), path)
