@@ -77,8 +77,8 @@ def available():
 def install(profile=True):
     """Hooks the map into inductor, each hook once its module is
     imported, and (profile) turns on inductor's CPU kernel profiling
-    scopes. Called by _modules.install when the agent is present; inert
-    on a torch without torch.compile. @return True when hooked."""
+    scopes. Not yet called by _modules.install (the agent has no records
+    for the map yet); inert on a torch without torch.compile. @return True when hooked."""
     if not available():
         return False
     from . import _importhook

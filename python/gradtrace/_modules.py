@@ -1,7 +1,9 @@
 """The package's torch side, installed once torch is imported: layer
 names (_naming.py), the forward scopes (_scopes.py, run in C by _hooks.c),
-the hook switch (_switch.py), training steps (_steps.py), the rank
-(_rank.py) and the compile-time map of compiled graphs (_compile.py).
+the hook switch (_switch.py), training steps (_steps.py) and the rank
+(_rank.py). The compile-time map of compiled graphs (_compile.py) is
+not installed yet: until the agent has stream records for it, a recorded
+run would pay for a map nobody reads (issue 26).
 schema/torch.md, "The Python package", gives the rules they follow and
 why.
 """
@@ -75,9 +77,4 @@ def install():
                              daemon=True).start()
         from . import _dist  # collectives; job-wide triggers
         _dist.install()
-        from . import _compile  # the compile-time map (torch.compile)
-        try:
-            _compile.install()
-        except Exception:  # layers of eager code still work without it
-            pass
     return True

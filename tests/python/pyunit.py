@@ -7,6 +7,7 @@ set there), so a CI machine without torch never passes silently.
 """
 import os
 import sys
+import time
 
 # The package under test is this checkout's, whoever runs the test.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -44,6 +45,7 @@ def main(tests, missing=None):
         sys.exit(1 if os.environ.get("CI") else 77)
     for name, fn in sorted(tests.items()):
         if name.startswith("test_") and callable(fn):
+            t = time.monotonic()
             try:
                 fn()
             except SystemExit as e:
@@ -51,4 +53,4 @@ def main(tests, missing=None):
                     raise
                 print("skip", name)
                 continue
-            print("ok", name)
+            print("ok %s (%.1f s)" % (name, time.monotonic() - t))

@@ -29,23 +29,18 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 
 _CACHE = tempfile.mkdtemp(prefix="gt-inductor-")
 atexit.register(shutil.rmtree, _CACHE, True)
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = _CACHE
 os.environ.pop("TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE", None)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pyunit  # noqa: E402  (puts this checkout's package on the path)
 
-try:
-    import torch
-    from torch import nn
-except ImportError as e:  # a skip (pytest and main()), a failure under CI
-    torch = None
-    MISSING = str(e)
+torch, MISSING = pyunit.torch_or_reason()
 if torch is not None:
+    from torch import nn
     from gradtrace import _compile, _compile_rules as R
 
 NO_COMPILE = None
@@ -337,7 +332,8 @@ def _holders(calls):
     return out
 
 
-def _leaves(model, kinds=(nn.Linear, nn.GELU, nn.LayerNorm)):
+def _leaves(model, kinds=None):
+    kinds = kinds or (nn.Linear, nn.GELU, nn.LayerNorm)
     return {p for p, m in model.named_modules() if isinstance(m, kinds)}
 
 
@@ -613,28 +609,8 @@ def _no_compile():
 
 
 def _skip(why=None):
-    why = why or MISSING
-    if torch is None and os.environ.get("CI"):
-        raise AssertionError("CI: " + why)
-    try:
-        import pytest
-        pytest.skip(why)
-    except ImportError:
-        raise SystemExit(77)
+    pyunit.skip(why or MISSING, torch is None)
 
 
 if __name__ == "__main__":
-    if torch is None:
-        print("skip:", MISSING)
-        sys.exit(1 if os.environ.get("CI") else 77)
-    for name, fn in sorted(globals().items()):
-        if name.startswith("test_") and callable(fn):
-            t = time.time()
-            try:
-                fn()
-            except SystemExit as e:
-                if e.code != 77:
-                    raise
-                print("skip", name)
-                continue
-            print("ok %s (%.1f s)" % (name, time.time() - t))
+    pyunit.main(globals(), MISSING if torch is None else None)
