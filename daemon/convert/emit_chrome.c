@@ -354,6 +354,20 @@ static void ch_slice(struct gt__emit *e, const struct gt__ev *ev)
     ev_end(ch, p);
 }
 
+/* What instants and counters end with: the name, the track's pid/tid,
+ * the time, the args; then the event is committed. */
+static void put_rest(struct gt__chrome *ch, char *p, const struct gt__ev *ev)
+{
+    p = put_name(ch, p, ev);
+    p = GT__LIT(p, "\",");
+    p = put_pt(ch, p, ev->track);
+    p = GT__LIT(p, ",\"ts\":");
+    p = gt__fmt_us(p, rel(ch, ev->ts));
+    p = put_args(ch, p, ev);
+    *p++ = '}';
+    ev_end(ch, p);
+}
+
 static void ch_instant(struct gt__emit *e, const struct gt__ev *ev)
 {
     struct gt__chrome *ch = (struct gt__chrome *)e;
@@ -365,14 +379,7 @@ static void ch_instant(struct gt__emit *e, const struct gt__ev *ev)
             : GT__LIT(p, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"");
     p = put_cat(p, ev->cat);
     p = GT__LIT(p, "\",\"name\":\"");
-    p = put_name(ch, p, ev);
-    p = GT__LIT(p, "\",");
-    p = put_pt(ch, p, ev->track);
-    p = GT__LIT(p, ",\"ts\":");
-    p = gt__fmt_us(p, rel(ch, ev->ts));
-    p = put_args(ch, p, ev);
-    *p++ = '}';
-    ev_end(ch, p);
+    put_rest(ch, p, ev);
 }
 
 /* Chrome counters carry no category: a name and a sample per series. */
@@ -383,14 +390,7 @@ static void ch_counter(struct gt__emit *e, const struct gt__ev *ev)
     if (!p)
         return;
     p = GT__LIT(p, "{\"ph\":\"C\",\"name\":\"");
-    p = put_name(ch, p, ev);
-    p = GT__LIT(p, "\",");
-    p = put_pt(ch, p, ev->track);
-    p = GT__LIT(p, ",\"ts\":");
-    p = gt__fmt_us(p, rel(ch, ev->ts));
-    p = put_args(ch, p, ev);
-    *p++ = '}';
-    ev_end(ch, p);
+    put_rest(ch, p, ev);
 }
 
 /* One half of a flow: a start ('s') or its end ('f', bound to the slice
