@@ -169,6 +169,11 @@ enum gt_rec_type {
     GT_R_OP_END = 31,
     GT_R_COLLECTIVE = 38,   /* a collective call ended (torch.distributed) */
     GT_R_JOB_ROUTE = 39,    /* job-wide triggers can reach the job's ranks */
+    GT_R_COMPILED_GRAPH = 40, /* a torch.compile'd graph's map begins */
+    GT_R_COMPILED_CALL = 41,  /* one kernel or extern call of that map */
+    GT_R_COMPILED_BEGIN = 42, /* a compiled graph starts running here */
+    GT_R_COMPILED_END = 43,
+    GT_R_COMPILE_SPAN = 44,   /* dynamo/inductor compiled a frame */
     GT_R_TYPE_COUNT
 };
 
@@ -511,6 +516,92 @@ struct gt_r_op_end {
 GT_STATIC_ASSERT(sizeof(struct gt_r_op_end) == 24, "op_end");
 
 /*
+ * The compile-time map of a torch.compile'd graph (schema/torch.md,
+ * "Compiled models"): one COMPILED_GRAPH, then `calls` COMPILED_CALL
+ * records, one per kernel or extern call of its generated wrapper in the
+ * wrapper's order. Written when the graph is compiled or loaded from
+ * inductor's cache, with or without capture (stream metadata, like
+ * collectives): windows opened later need it. `graph` is the stream's
+ * number for the map, from 1; the regions that run it name it.
+ */
+enum gt_compiled_phase {
+    GT_COMPILED_FORWARD = 1,
+    GT_COMPILED_BACKWARD = 2,
+    GT_COMPILED_INFERENCE = 3, /* graph phase only */
+    GT_COMPILED_RECOMPUTE = 3, /* call phase only: a forward op the
+                                * backward graph recomputes */
+};
+
+#define GT_COMPILED_F_CACHED 0x1u  /* graph: loaded from inductor's cache */
+
+struct gt_r_compiled_graph {
+    struct gt_rec h;
+    uint32_t graph;       /* map number in the stream, from 1 */
+    uint32_t code;        /* string id: the wrapper module's code key */
+    uint32_t compile_id;  /* string id: dynamo's compile id ("0/1"), or 0 */
+    uint32_t graph_id;    /* inductor's graph id (graph_<id>_ scopes),
+                           * UINT32_MAX unknown */
+    uint16_t phase;       /* enum gt_compiled_phase: 1, 2 or 3 */
+    uint16_t flags;       /* GT_COMPILED_F_* */
+    uint32_t calls;       /* COMPILED_CALL records of this map */
+    uint64_t ts;
+} GT_PACKED;
+GT_STATIC_ASSERT(sizeof(struct gt_r_compiled_graph) == 36, "compiled_graph");
+
+#define GT_CCALL_EXTERN 0x1u   /* an extern call (an aten op), not a kernel */
+#define GT_CCALL_FUSED 0x2u    /* computes nodes of several modules: owner
+                                * is their deepest common ancestor */
+#define GT_CCALL_UNOWNED 0x4u  /* no node of it has a module: owner 0 */
+#define GT_CCALL_GPU 0x8u      /* runs on a GPU: scope is its kernel name */
+
+struct gt_r_compiled_call {
+    struct gt_rec h;
+    uint32_t graph;       /* the map it belongs to */
+    uint32_t index;       /* its place among the map's calls, from 0 */
+    uint32_t kernel;      /* string id: the name in the generated code */
+    uint32_t scope;       /* string id: the name it runs under (its
+                           * RecordFunction or GPU kernel name), or 0 */
+    uint32_t owner;       /* string id: owning module path, relative to
+                           * the compiled module (0: unowned; the empty
+                           * string: the compiled module itself) */
+    uint32_t fused;       /* string id: the modules it fused, relative
+                           * paths separated by spaces, or 0 */
+    uint16_t phase;       /* 1 forward, 2 backward, 3 recompute */
+    uint16_t flags;       /* GT_CCALL_* */
+} GT_PACKED;
+GT_STATIC_ASSERT(sizeof(struct gt_r_compiled_call) == 32, "compiled_call");
+
+/*
+ * A compiled graph's wrapper ran on this thread from COMPILED_BEGIN to
+ * COMPILED_END (both name the map). `layer` on the begin is the module
+ * the map's relative paths hang from: the innermost module open around
+ * the call in a forward, the layer of the backward node running it in a
+ * backward (0: the root; none known). Operators recorded between them on
+ * the thread are the map's calls (schema/torch.md says how they join).
+ */
+struct gt_r_compiled_region {
+    struct gt_rec h;
+    uint32_t graph;
+    uint32_t layer;       /* string id, or 0 */
+    uint32_t flags;       /* zero */
+    uint64_t ts;
+} GT_PACKED;
+GT_STATIC_ASSERT(sizeof(struct gt_r_compiled_region) == 24, "compiled_region");
+
+/*
+ * dynamo and inductor compiled one frame from begin_ns to end_ns on this
+ * thread (compile id `name`), recorded with or without capture.
+ */
+struct gt_r_compile_span {
+    struct gt_rec h;
+    uint32_t name;        /* string id: compile id and frame */
+    uint32_t flags;       /* zero */
+    uint64_t begin_ns;
+    uint64_t end_ns;
+} GT_PACKED;
+GT_STATIC_ASSERT(sizeof(struct gt_r_compile_span) == 28, "compile_span");
+
+/*
  * Fixed-size record types: X(type, struct). GT_R_STRING and
  * GT_R_PROCESS_INFO's sizes are minimums (STRING grows by its text).
  */
@@ -545,7 +636,12 @@ GT_STATIC_ASSERT(sizeof(struct gt_r_op_end) == 24, "op_end");
     X(GT_R_OP_BEGIN, gt_r_op_begin)                 \
     X(GT_R_OP_END, gt_r_op_end)                     \
     X(GT_R_COLLECTIVE, gt_r_collective)             \
-    X(GT_R_JOB_ROUTE, gt_r_job_route)
+    X(GT_R_JOB_ROUTE, gt_r_job_route)               \
+    X(GT_R_COMPILED_GRAPH, gt_r_compiled_graph)     \
+    X(GT_R_COMPILED_CALL, gt_r_compiled_call)       \
+    X(GT_R_COMPILED_BEGIN, gt_r_compiled_region)    \
+    X(GT_R_COMPILED_END, gt_r_compiled_region)      \
+    X(GT_R_COMPILE_SPAN, gt_r_compile_span)
 
 /* ------------------------------------------------ daemon -> agent messages */
 
