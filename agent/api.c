@@ -164,3 +164,41 @@ GT_API unsigned gt_api_version(void)
 {
     return GT_API_VERSION;
 }
+
+/* ------------------------------------------------ compiled graphs */
+
+GT_API uint32_t gt_compiled_graph(uint32_t code, uint32_t compile_id,
+                                  uint32_t graph_id, uint32_t phase,
+                                  uint32_t flags, uint32_t calls)
+{
+    if (phase < GT_COMPILED_FORWARD || phase > GT_COMPILED_INFERENCE)
+        return 0;
+    return gt__compiled_graph(code, compile_id, graph_id, (uint16_t)phase,
+                              (uint16_t)(flags & GT_COMPILED_F_CACHED), calls);
+}
+
+GT_API void gt_compiled_call(uint32_t graph, uint32_t index, uint32_t kernel,
+                             uint32_t scope, uint32_t owner, uint32_t fused,
+                             uint32_t phase, uint32_t flags)
+{
+    if (phase < GT_COMPILED_FORWARD || phase > GT_COMPILED_RECOMPUTE)
+        return;
+    gt__compiled_call(graph, index, kernel, scope, owner, fused,
+                      (uint16_t)phase, (uint16_t)(flags & 0xfu));
+}
+
+GT_API void gt_compiled_begin(uint32_t graph)
+{
+    gt__compiled_begin(graph);
+}
+
+GT_API void gt_compiled_end(uint32_t graph)
+{
+    gt__compiled_end(graph);
+}
+
+GT_API void gt_compile_span(uint32_t name, uint64_t begin_ns, uint64_t end_ns)
+{
+    if (end_ns >= begin_ns)
+        gt__compile_span(name, begin_ns, end_ns);
+}

@@ -77,11 +77,14 @@
 #define GT__OPS_DEPTH 64
 #define GT__OPS_NAMES 128 /* per-thread name cache, power of two */
 #define GT__OPS_ID_BLOCK 1024u /* operator ids a thread takes at a time */
+#define GT__OPS_LOCAL_DEPTH 32 /* nesting a compiled region's callback keeps */
 
 #define SYM_ADD "_ZN2at17addGlobalCallbackENS_22RecordFunctionCallbackE"
 #define SYM_NAME "_ZNK2at14RecordFunction4nameEv"
 #define SYM_DISABLE "_ZN2at15disableCallbackEm"
 #define SYM_REENABLE "_ZN2at16reenableCallbackEm"
+#define SYM_ADD_LOCAL "_ZN2at22addThreadLocalCallbackENS_22RecordFunctionCallbackE"
+#define SYM_REMOVE "_ZN2at14removeCallbackEm"
 
 enum { OPS_UNTRIED = 0, OPS_ON = 1, OPS_OFF = 2 };
 
@@ -114,6 +117,9 @@ struct op_open {
  */
 struct ops_tls {
     uint32_t depth;
+    uint32_t local_depth;   /* the compiled-region callback's stack */
+    uint64_t local_handle;  /* its handle while added on this thread */
+    struct op_open local[GT__OPS_LOCAL_DEPTH];
     uint64_t id_next, id_end; /* this thread's unused ids [next, end) */
     struct op_open e[GT__OPS_DEPTH];
     struct op_name {
@@ -128,11 +134,25 @@ struct ops_tls {
 static __thread struct ops_tls *tl_ops_p
     __attribute__((tls_model("initial-exec")));
 static pthread_key_t ops_key;
+static pthread_once_t ops_key_once_ctl = PTHREAD_ONCE_INIT;
+static int ops_key_err = -1;
 
 static void ops_tls_free(void *p)
 {
     tl_ops_p = NULL; /* runs on the exiting thread itself */
     gt__free(p);
+}
+
+static void ops_key_make(void)
+{
+    ops_key_err = pthread_key_create(&ops_key, ops_tls_free);
+}
+
+/* Creates the key that frees a thread's state, once. @return 0 or an errno. */
+static int ops_key_once(void)
+{
+    (void)pthread_once(&ops_key_once_ctl, ops_key_make);
+    return ops_key_err;
 }
 
 /* This thread's state, NULL when it cannot be allocated (nothing is then
@@ -186,6 +206,14 @@ static inline int ops_now(void)
     return gt__capture_on() && (ops_always || gt__trig_window_ops());
 }
 
+/* The global callback is registered and not paused: it records what
+ * ops_now() allows. */
+static inline int ops_recording(void)
+{
+    return atomic_load_explicit(&ops_state, memory_order_relaxed) == OPS_ON &&
+           !atomic_load_explicit(&ops_paused, memory_order_relaxed);
+}
+
 /* Pauses (want 1) or resumes (want 0) the callback in libtorch, unless
  * capture has changed its mind since the caller looked. */
 static void ops_set_paused(int want)
@@ -207,29 +235,12 @@ void gt__ops_resume(void)
         ops_set_paused(0);
 }
 
-/* The start callback (see agent/recordfn.c): *ctx_out is the (null)
- * ObserverContext, returned through the hidden pointer. */
-static void **op_start(void **ctx_out, const void *rf)
+/* Records one operator's begin into stack entry o (capture is on). */
+static void op_begin_rec(struct ops_tls *tl_ops, struct op_open *o,
+                         const void *rf)
 {
-    *ctx_out = NULL;
-    struct ops_tls *tl_ops = ops_tls();
-    if (GT__UNLIKELY(!tl_ops))
-        return ctx_out;
-    /* Every begin takes a stack entry, so that every end pops its own. */
-    uint32_t d = tl_ops->depth++;
-    if (GT__UNLIKELY(d >= GT__OPS_DEPTH))
-        return ctx_out;
-    struct op_open *o = &tl_ops->e[d];
-    o->epoch = 0;
-    o->pushed = 0;
-    if (GT__UNLIKELY(!ops_now())) {
-        if (atomic_load_explicit(&ops_can_pause, memory_order_relaxed) &&
-            !atomic_load_explicit(&ops_paused, memory_order_relaxed))
-            ops_set_paused(1);
-        return ctx_out;
-    }
     if (!gt__thread_self())
-        return ctx_out;
+        return;
     if (GT__UNLIKELY(tl_ops->id_next == tl_ops->id_end)) {
         uint64_t b = atomic_fetch_add_explicit(&op_next_id, GT__OPS_ID_BLOCK,
                                                memory_order_relaxed);
@@ -254,6 +265,49 @@ static void **op_start(void **ctx_out, const void *rf)
     }
     if (o->pushed)
         gt__cuda_ext_push(GT_EXT_OP, o->id);
+}
+
+/* Records the end of the operator of stack entry o, unless it was begun
+ * while not capturing or a capture stopped or restarted since. */
+static void op_end_rec(const struct op_open *o)
+{
+    if (o->pushed)
+        gt__cuda_ext_pop(GT_EXT_OP);
+    if (o->epoch == 0 || !gt__capture_on() || o->epoch != gt__capture_epoch())
+        return;
+    struct gt_r_op_end *r = gt__reserve_inline(sizeof(*r));
+    if (GT__LIKELY(r != NULL)) {
+        r->h.type = GT_R_OP_END;
+        r->h.size = sizeof(*r);
+        r->name = o->name;
+        r->ts = gt__now();
+        r->id = o->id;
+        gt__commit_inline(sizeof(*r));
+    }
+}
+
+/* The start callback (see agent/recordfn.c): *ctx_out is the (null)
+ * ObserverContext, returned through the hidden pointer. */
+static void **op_start(void **ctx_out, const void *rf)
+{
+    *ctx_out = NULL;
+    struct ops_tls *tl_ops = ops_tls();
+    if (GT__UNLIKELY(!tl_ops))
+        return ctx_out;
+    /* Every begin takes a stack entry, so that every end pops its own. */
+    uint32_t d = tl_ops->depth++;
+    if (GT__UNLIKELY(d >= GT__OPS_DEPTH))
+        return ctx_out;
+    struct op_open *o = &tl_ops->e[d];
+    o->epoch = 0;
+    o->pushed = 0;
+    if (GT__UNLIKELY(!ops_now())) {
+        if (atomic_load_explicit(&ops_can_pause, memory_order_relaxed) &&
+            !atomic_load_explicit(&ops_paused, memory_order_relaxed))
+            ops_set_paused(1);
+        return ctx_out;
+    }
+    op_begin_rec(tl_ops, o, rf);
     return ctx_out;
 }
 
@@ -267,21 +321,120 @@ static void op_end(const void *rf, void *ctx)
     if (--tl_ops->depth >= GT__OPS_DEPTH)
         return;
     const struct op_open *o = &tl_ops->e[tl_ops->depth];
-    if (o->pushed)
-        gt__cuda_ext_pop(GT_EXT_OP);
-    /* Begun while not capturing, or a capture stopped or restarted since
-     * its begin: no end either. */
-    if (o->epoch == 0 || !ops_now() || o->epoch != gt__capture_epoch())
+    if (!ops_now()) {
+        if (o->pushed)
+            gt__cuda_ext_pop(GT_EXT_OP);
         return;
-    struct gt_r_op_end *r = gt__reserve_inline(sizeof(*r));
-    if (GT__LIKELY(r != NULL)) {
-        r->h.type = GT_R_OP_END;
-        r->h.size = sizeof(*r);
-        r->name = o->name;
-        r->ts = gt__now();
-        r->id = o->id;
-        gt__commit_inline(sizeof(*r));
     }
+    op_end_rec(o);
+}
+
+/* ------------------------------------------------ compiled regions
+ *
+ * Inside a compiled graph's wrapper (agent/compiled.c) every
+ * RecordFunction of the thread is one of its kernels or extern calls, or
+ * an operator inside one: a thread-local callback (at::
+ * addThreadLocalCallback, FUNCTION scope, the generated kernels' scope
+ * too) records them for the region only and is removed at its end, so
+ * operators outside compiled regions pay nothing (libtorch builds no
+ * RecordFunction while a thread has no callback). Where the global
+ * callback records already (GRADTRACE_OPS, a window with ops=1) the
+ * region adds none. Its own stack (local[]): the global callback's ends
+ * run in the same order as the starts, not nested inside this one's.
+ */
+static uint64_t (*rf_add_local)(struct gt__rf_callback);
+static void (*rf_remove)(uint64_t handle);
+static _Atomic int local_state; /* OPS_UNTRIED, OPS_ON, OPS_OFF */
+
+static void **local_start(void **ctx_out, const void *rf)
+{
+    *ctx_out = NULL;
+    struct ops_tls *tl_ops = tl_ops_p;
+    if (GT__UNLIKELY(!tl_ops))
+        return ctx_out;
+    uint32_t d = tl_ops->local_depth++;
+    if (GT__UNLIKELY(d >= GT__OPS_LOCAL_DEPTH))
+        return ctx_out;
+    struct op_open *o = &tl_ops->local[d];
+    o->epoch = 0;
+    o->pushed = 0;
+    if (gt__capture_on() && !(ops_now() && ops_recording()))
+        op_begin_rec(tl_ops, o, rf);
+    return ctx_out;
+}
+
+static void local_end(const void *rf, void *ctx)
+{
+    (void)rf;
+    (void)ctx;
+    struct ops_tls *tl_ops = tl_ops_p;
+    if (GT__UNLIKELY(!tl_ops) || tl_ops->local_depth == 0)
+        return;
+    if (--tl_ops->local_depth >= GT__OPS_LOCAL_DEPTH)
+        return;
+    op_end_rec(&tl_ops->local[tl_ops->local_depth]);
+}
+
+/* Resolves the thread-local callback functions once, from handle. */
+static int local_resolve(void *handle)
+{
+    int st = atomic_load_explicit(&local_state, memory_order_acquire);
+    if (GT__LIKELY(st != OPS_UNTRIED))
+        return st == OPS_ON;
+#if defined(__x86_64__)
+    void *add = handle ? dlsym(handle, SYM_ADD_LOCAL) : NULL;
+    void *rm = handle ? dlsym(handle, SYM_REMOVE) : NULL;
+    void *name = handle ? dlsym(handle, SYM_NAME) : NULL;
+    if (!add || !rm || !name || ops_key_once() != 0) {
+        atomic_store_explicit(&local_state, OPS_OFF, memory_order_release);
+        gt__warn_once(GT__TORCH_WARN_OPS, "compiled regions: libtorch's "
+                      "thread-local RecordFunction callbacks not found: "
+                      "no kernel events of compiled graphs");
+        return 0;
+    }
+    pthread_mutex_lock(&ops_pause_mu);
+    if (!rf_name)
+        *(void **)&rf_name = name;
+    *(void **)&rf_add_local = add;
+    *(void **)&rf_remove = rm;
+    pthread_mutex_unlock(&ops_pause_mu);
+    atomic_store_explicit(&local_state, OPS_ON, memory_order_release);
+    return 1;
+#else
+    (void)handle;
+    atomic_store_explicit(&local_state, OPS_OFF, memory_order_release);
+    gt__warn_once(GT__TORCH_WARN_OPS, "compiled regions: supported on x86-64 "
+                  "only (schema/torch.md): no kernel events of compiled graphs");
+    return 0;
+#endif
+}
+
+int gt__ops_local_on(void *handle)
+{
+    if (!local_resolve(handle))
+        return 0;
+    struct ops_tls *tl_ops = ops_tls();
+    if (!tl_ops || tl_ops->local_handle)
+        return 0;
+    struct gt__rf_callback cb = {.start = local_start, .end = local_end,
+                                 .sampling_prob = 1.0};
+    cb.scopes[GT__RF_FUNCTION] = 1;
+    tl_ops->local_depth = 0;
+    tl_ops->local_handle = rf_add_local(cb);
+    return tl_ops->local_handle != 0;
+}
+
+void gt__ops_local_off(void)
+{
+    struct ops_tls *tl_ops = tl_ops_p;
+    if (!tl_ops || !tl_ops->local_handle)
+        return;
+    rf_remove(tl_ops->local_handle);
+    tl_ops->local_handle = 0;
+    /* Entries still open (a region that raised inside an operator) get
+     * no end: their RecordFunction ran the callbacks it took at its
+     * start, ours among them, so none is left in practice. */
+    tl_ops->local_depth = 0;
 }
 
 void gt__ops_register(void *handle)
@@ -303,7 +456,7 @@ void gt__ops_register(void *handle)
     }
     if (!atomic_compare_exchange_strong(&ops_state, &expect, OPS_ON))
         return; /* another thread registers */
-    if (pthread_key_create(&ops_key, ops_tls_free) != 0) {
+    if (ops_key_once() != 0) {
         atomic_store(&ops_state, OPS_OFF);
         return;
     }

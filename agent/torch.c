@@ -169,6 +169,11 @@ static void *torch_handle(const void *caller)
     return h;
 }
 
+void *gt__torch_lib(void)
+{
+    return torch_handle(NULL);
+}
+
 /*
  * The real definition of sym, never our own. Cold: first call per symbol.
  * @return the address or NULL (then also one warning in the trace).

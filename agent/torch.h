@@ -191,6 +191,34 @@ int gt__ops_wanted(void);
  * (agent/ops.c); a relaxed load when it is not paused. */
 void gt__ops_resume(void);
 
+/*
+ * Compiled regions (agent/ops.c): gt__ops_local_on adds the calling
+ * thread's RecordFunction callback (FUNCTION scope) that records every
+ * operator and generated kernel scope while capturing, from libtorch's
+ * handle; @return 1 when added (gt__ops_local_off then removes it), 0 when
+ * not possible or added already. Cold-ish: once per region.
+ */
+int gt__ops_local_on(void *handle);
+void gt__ops_local_off(void);
+
+/* A handle on libtorch_cpu once it is loaded (agent/torch.c), or NULL. */
+void *gt__torch_lib(void);
+
+/*
+ * torch.compile'd graphs (agent/compiled.c; the C API's gt_compiled_*):
+ * the compile-time map (graph, calls), the regions that run it, compile
+ * spans. gt__compiled_graph @return the map's number in the stream.
+ */
+uint32_t gt__compiled_graph(uint32_t code, uint32_t compile_id,
+                            uint32_t graph_id, uint16_t phase,
+                            uint16_t flags, uint32_t calls);
+void gt__compiled_call(uint32_t graph, uint32_t index, uint32_t kernel,
+                       uint32_t scope, uint32_t owner, uint32_t fused,
+                       uint16_t phase, uint16_t flags);
+void gt__compiled_begin(uint32_t graph);
+void gt__compiled_end(uint32_t graph);
+void gt__compile_span(uint32_t name, uint64_t begin_ns, uint64_t end_ns);
+
 /* Records GT_R_BWD_NODE_LAYER (caller checked that capture is on). */
 void gt__torch_bwd_node_layer(uint32_t layer, uint32_t param);
 

@@ -73,7 +73,7 @@ AGENT_ROLES = {
     "cupti": "hooks", "cupti_api": "hooks",
     "cupti_internal": "hooks", "cupti_abi": "hooks", "cupti_records": "hooks",
     "cupti_sync": "hooks", "nvtx": "hooks", "nvtx_ranges": "hooks", "nvtx_rules": "hooks",
-    "recordfn": "hooks", "ops": "hooks",
+    "recordfn": "hooks", "ops": "hooks", "compiled": "hooks",
     "ctor": "entry",
 }
 

@@ -44,7 +44,7 @@ extern "C" {
  * of the same major whose minor is >= m.
  */
 #define GT_API_VERSION_MAJOR 1
-#define GT_API_VERSION_MINOR 3
+#define GT_API_VERSION_MINOR 4
 #define GT_API_VERSION (GT_API_VERSION_MAJOR * 1000 + GT_API_VERSION_MINOR)
 /* The major number alone, as earlier headers defined it. */
 #define GRADTRACE_API_VERSION GT_API_VERSION_MAJOR
@@ -250,6 +250,40 @@ GT_API uint64_t gt_iteration(void);
  * when none did. Since API minor 3. Any thread; cold path.
  */
 GT_API void gt_job_route(int up);
+
+/*
+ * torch.compile'd graphs (schema/torch.md, "Compiled models"; the Python
+ * package calls these). Since API minor 4.
+ *
+ * gt_compiled_graph begins a compiled graph's map: code, compile_id are
+ * string ids (the wrapper's code key, dynamo's compile id or 0),
+ * graph_id inductor's graph id (UINT32_MAX unknown), phase 1 forward, 2
+ * backward, 3 inference, flags GT_COMPILED_F_CACHED, calls the number of
+ * gt_compiled_call that follow. @return the map's number (0: refused).
+ * gt_compiled_call describes its call `index` (string ids: kernel, scope,
+ * owner, fused; phase 1 forward, 2 backward, 3 recompute; flags
+ * GT_CCALL_*). Both recorded with or without capture; cold paths, called
+ * at compile time.
+ *
+ * gt_compiled_begin / gt_compiled_end bracket one run of the map's
+ * generated wrapper on the calling thread (the end also when it raised).
+ * While capturing, the thread's libtorch RecordFunctions between them
+ * (the generated kernels' profiling scopes, extern calls) are recorded as
+ * operators. Idle: one relaxed load each. Any thread.
+ *
+ * gt_compile_span: dynamo compiled a frame from begin_ns to end_ns
+ * (gt_now_ns) on the calling thread; name a string id. Recorded with or
+ * without capture.
+ */
+GT_API uint32_t gt_compiled_graph(uint32_t code, uint32_t compile_id,
+                                  uint32_t graph_id, uint32_t phase,
+                                  uint32_t flags, uint32_t calls);
+GT_API void gt_compiled_call(uint32_t graph, uint32_t index, uint32_t kernel,
+                             uint32_t scope, uint32_t owner, uint32_t fused,
+                             uint32_t phase, uint32_t flags);
+GT_API void gt_compiled_begin(uint32_t graph);
+GT_API void gt_compiled_end(uint32_t graph);
+GT_API void gt_compile_span(uint32_t name, uint64_t begin_ns, uint64_t end_ns);
 
 #ifdef __cplusplus
 }

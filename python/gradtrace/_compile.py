@@ -40,6 +40,7 @@ import threading
 import weakref
 
 from . import _compile_rules as _rules
+from . import _compile_run as _run
 
 # Emitted graph maps, oldest first (emit()). Each is a plain dict, the
 # same as the JSON beside the wrapper module (schema/torch.md has the
@@ -77,8 +78,9 @@ def available():
 def install(profile=True):
     """Hooks the map into inductor, each hook once its module is
     imported, and (profile) turns on inductor's CPU kernel profiling
-    scopes. Not yet called by _modules.install (the agent has no records
-    for the map yet); inert on a torch without torch.compile. @return True when hooked."""
+    scopes, and registers compile spans. _modules.install calls it in a
+    recorded process whose agent takes maps (_compile_run.available());
+    inert on a torch without torch.compile. @return True when hooked."""
     if not available():
         return False
     from . import _importhook
@@ -89,20 +91,28 @@ def install(profile=True):
     _importhook.after_import("torch._inductor.debug", _hook_provenance)
     _importhook.after_import("torch._inductor.graph", _hook_graph)
     _importhook.after_import("torch._inductor.codecache", _hook_code_load)
+    _importhook.after_import("torch._dynamo.callback", _run.watch_compiles)
     return True
 
 
-def emit(graph_map):
-    """Hands one graph's finished map to the agent. Today it only keeps
-    it in `maps` (bounded; stats["dropped"] counts what did not fit): the
-    agent has no record type for it yet. A later step makes this the one
-    place that sends the map as stream records of its own (strings
-    interned once), still at compile time; nothing else changes then."""
+def emit(graph_map, mod=None, cached=False):
+    """Hands one graph's finished map on: kept in `maps` (bounded;
+    stats["dropped"] counts what did not fit) and sent to the agent as
+    records of its own (_compile_run.send), still at compile time; the
+    wrapper module `mod`'s call then runs as a region of that map. A
+    module whose call runs as a region already (the same module loaded
+    again from PyCodeCache's memory) has its map in the stream: nothing
+    is sent twice."""
     with _lock:
         if len(maps) >= _MAPS_MAX:
             stats["dropped"] += 1
-            return
-        maps.append(graph_map)
+        else:
+            maps.append(graph_map)
+    if mod is not None and _run.wrapped(mod):
+        return
+    graph = _run.send(graph_map, cached)
+    if mod is not None and graph:
+        _run.wrap(mod, graph)
 
 
 def compile_maps():
@@ -301,7 +311,7 @@ def _on_kernel(node_schedule, kernel_name, is_extern):
     b.add(kernel_name, kind, scope, device, site)
 
 
-def _finish(b, key, path):
+def _finish(b, key, path, mod=None):
     """Ends a graph's map: counted, kept by code key, written beside the
     wrapper module, emitted."""
     content = b.content(key)
@@ -320,7 +330,7 @@ def _finish(b, key, path):
             _by_code[key] = content
     if path:
         _write_sidecar(path, content)
-    emit(dict(content, compile_id=b.compile_id))
+    emit(dict(content, compile_id=b.compile_id), mod)
 
 
 def _sidecar(path):
@@ -365,10 +375,10 @@ def _on_graph_done(g, mod):
     b = _builder(g, False) or _Graph(g)
     with _lock:
         _builders.pop(id(g), None)
-    _finish(b, _code_key(path), path)
+    _finish(b, _code_key(path), path, mod)
 
 
-def _on_code_loaded(key, path, wrapper):
+def _on_code_loaded(key, path, wrapper, mod=None):
     # Inside a graph's code generation this is one of its kernels' modules
     # or its own wrapper (compile_to_module ends that map); outside one it
     # is a wrapper taken from inductor's cache, or some other module.
@@ -391,7 +401,7 @@ def _on_code_loaded(key, path, wrapper):
                 stats["unmapped"] += 1
             return
     stats["cache_hits"] += 1
-    emit(dict(content, compile_id=_compile_id()))
+    emit(dict(content, compile_id=_compile_id()), mod, cached=True)
 
 
 # --- the hooks -------------------------------------------------------------
@@ -479,7 +489,7 @@ def _hook_code_load():
                 # A wrapper module is loaded with its line map and
                 # constants; kernel modules are not.
                 _on_code_loaded(key, path, len(args) >= 2 or
-                                kwargs.get("attrs") is not None)
+                                kwargs.get("attrs") is not None, mod)
             except Exception:
                 stats["failures"] += 1
         return mod

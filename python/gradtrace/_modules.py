@@ -1,9 +1,8 @@
 """The package's torch side, installed once torch is imported: layer
 names (_naming.py), the forward scopes (_scopes.py, run in C by _hooks.c),
 the hook switch (_switch.py), training steps (_steps.py) and the rank
-(_rank.py). The compile-time map of compiled graphs (_compile.py) is
-not installed yet: until the agent has stream records for it, a recorded
-run would pay for a map nobody reads (issue 26).
+(_rank.py), and on torch 2.x the compile-time map of compiled graphs
+(_compile.py, sent to the agent and run as regions by _compile_run.py).
 schema/torch.md, "The Python package", gives the rules they follow and
 why.
 """
@@ -77,4 +76,20 @@ def install():
                              daemon=True).start()
         from . import _dist  # collectives; job-wide triggers
         _dist.install()
+        _install_compile()
     return True
+
+
+def _install_compile():
+    # Only where the agent takes maps: elsewhere the map would cost
+    # compile time and a changed inductor cache key for nothing.
+    # GRADTRACE_COMPILE_MAP=0 leaves compiled graphs as they are.
+    import os
+    if os.environ.get("GRADTRACE_COMPILE_MAP", "1") == "0":
+        return
+    try:
+        from . import _compile, _compile_run
+        if _compile_run.available():
+            _compile.install()
+    except Exception:
+        pass
