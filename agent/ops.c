@@ -381,6 +381,8 @@ static int local_resolve(void *handle)
     int st = atomic_load_explicit(&local_state, memory_order_acquire);
     if (GT__LIKELY(st != OPS_UNTRIED))
         return st == OPS_ON;
+    if (!handle)
+        return 0; /* libtorch not loaded (yet): nothing to register with */
 #if defined(__x86_64__)
     void *add = handle ? dlsym(handle, SYM_ADD_LOCAL) : NULL;
     void *rm = handle ? dlsym(handle, SYM_REMOVE) : NULL;

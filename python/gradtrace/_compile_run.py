@@ -88,14 +88,26 @@ def send(content, cached):
     return g
 
 
-def wrap(mod, graph):
-    """Makes each run of the wrapper module's call a region of map
-    `graph`. @return True when wrapped (False: no call, no map, already
-    wrapped)."""
-    orig = getattr(mod, "call", None)
-    if not graph or orig is None or not callable(orig) or \
-            getattr(orig, "_gradtrace_graph", None):
-        return False
+def _c_region():
+    """_gthooks.region, set up with the agent's begin/end, or None (no
+    extension for this interpreter, GRADTRACE_C_HOOKS=0)."""
+    import os
+    if os.environ.get("GRADTRACE_C_HOOKS", "1") == "0":
+        return None
+    try:
+        from . import _gthooks
+        addr = ctypes.cast
+        _gthooks.region_setup(addr(_begin, ctypes.c_void_p).value,
+                              addr(_end, ctypes.c_void_p).value)
+        return _gthooks.region
+    except Exception:
+        return None
+
+
+_region = []  # [the C constructor or None], found at the first wrap
+
+
+def _py_region(orig, graph):
     begin, end = _begin, _end
 
     def call(*args, **kwargs):
@@ -107,9 +119,28 @@ def wrap(mod, graph):
 
     call._gradtrace_graph = graph
     call.__wrapped__ = orig
-    for attr in ("_boxed_call",):
-        if hasattr(orig, attr):
-            setattr(call, attr, getattr(orig, attr))
+    return call
+
+
+def wrap(mod, graph):
+    """Makes each run of the wrapper module's call a region of map
+    `graph`: in C (_gthooks.region) where the extension is built, else
+    in Python. @return True when wrapped (False: no call, no map,
+    already wrapped)."""
+    orig = getattr(mod, "call", None)
+    if not graph or orig is None or not callable(orig) or \
+            getattr(orig, "_gradtrace_graph", None):
+        return False
+    if not _region:
+        _region.append(_c_region())
+    call = None
+    if _region[0] is not None:
+        try:
+            call = _region[0](orig, graph)
+        except Exception:
+            call = None
+    if call is None:
+        call = _py_region(orig, graph)
     mod.call = call
     stats["wrapped"] += 1
     return True
