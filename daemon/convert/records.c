@@ -684,6 +684,18 @@ static const struct gt__rec_kind kinds[] = {
      * trace. */
     [GT_R_JOB_ROUTE] = {EXACT(GT_R_JOB_ROUTE, gt_r_job_route), .route = GT__ROUTE_META,
      .stream = gt__cs_on_job_route},
+    /* Compiled graphs (schema/torch.md, "Compiled models"): known and
+     * size-checked, not in the trace yet (issue 26: the join of a
+     * region's operators to its map comes next); a region's operators
+     * are cpu_op events meanwhile. */
+    [GT_R_COMPILED_GRAPH] = {EXACT(GT_R_COMPILED_GRAPH, gt_r_compiled_graph),
+                             .route = GT__ROUTE_META},
+    [GT_R_COMPILED_CALL] = {EXACT(GT_R_COMPILED_CALL, gt_r_compiled_call),
+                            .route = GT__ROUTE_META},
+    [GT_R_COMPILED_BEGIN] = {EXACT(GT_R_COMPILED_BEGIN, gt_r_compiled_region)},
+    [GT_R_COMPILED_END] = {EXACT(GT_R_COMPILED_END, gt_r_compiled_region)},
+    [GT_R_COMPILE_SPAN] = {EXACT(GT_R_COMPILE_SPAN, gt_r_compile_span),
+                           .route = GT__ROUTE_META},
 };
 
 #undef EXACT
