@@ -43,16 +43,12 @@ static __thread struct {
 
 static void region_rec(uint16_t type, uint32_t graph, uint32_t layer)
 {
-    struct gt_r_compiled_region *r = gt__reserve_inline(sizeof(*r));
-    if (GT__LIKELY(r != NULL)) {
-        r->h.type = type;
-        r->h.size = sizeof(*r);
+    GT__RECORD(gt_r_compiled_region, type, r, {
         r->graph = graph;
         r->layer = layer;
         r->flags = 0;
         r->ts = gt__now();
-        gt__commit_inline(sizeof(*r));
-    }
+    });
 }
 
 uint32_t gt__compiled_graph(uint32_t code, uint32_t compile_id,
@@ -63,10 +59,7 @@ uint32_t gt__compiled_graph(uint32_t code, uint32_t compile_id,
                                            memory_order_relaxed) + 1;
     if (g == 0)
         return 0; /* wrapped after 2^32 maps: no more */
-    struct gt_r_compiled_graph *r = gt__reserve_inline(sizeof(*r));
-    if (GT__LIKELY(r != NULL)) {
-        r->h.type = GT_R_COMPILED_GRAPH;
-        r->h.size = sizeof(*r);
+    GT__RECORD(gt_r_compiled_graph, GT_R_COMPILED_GRAPH, r, {
         r->graph = g;
         r->code = code;
         r->compile_id = compile_id;
@@ -75,8 +68,7 @@ uint32_t gt__compiled_graph(uint32_t code, uint32_t compile_id,
         r->flags = flags;
         r->calls = calls;
         r->ts = gt__now();
-        gt__commit_inline(sizeof(*r));
-    }
+    });
     return g;
 }
 
@@ -84,13 +76,9 @@ void gt__compiled_call(uint32_t graph, uint32_t index, uint32_t kernel,
                        uint32_t scope, uint32_t owner, uint32_t fused,
                        uint16_t phase, uint16_t flags)
 {
-    struct gt_r_compiled_call *r;
     if (graph == 0)
         return;
-    r = gt__reserve_inline(sizeof(*r));
-    if (GT__LIKELY(r != NULL)) {
-        r->h.type = GT_R_COMPILED_CALL;
-        r->h.size = sizeof(*r);
+    GT__RECORD(gt_r_compiled_call, GT_R_COMPILED_CALL, r, {
         r->graph = graph;
         r->index = index;
         r->kernel = kernel;
@@ -99,8 +87,7 @@ void gt__compiled_call(uint32_t graph, uint32_t index, uint32_t kernel,
         r->fused = fused;
         r->phase = phase;
         r->flags = flags;
-        gt__commit_inline(sizeof(*r));
-    }
+    });
 }
 
 void gt__compiled_begin(uint32_t graph)
@@ -142,14 +129,10 @@ void gt__compiled_end(uint32_t graph)
 
 void gt__compile_span(uint32_t name, uint64_t begin_ns, uint64_t end_ns)
 {
-    struct gt_r_compile_span *r = gt__reserve_inline(sizeof(*r));
-    if (GT__LIKELY(r != NULL)) {
-        r->h.type = GT_R_COMPILE_SPAN;
-        r->h.size = sizeof(*r);
+    GT__RECORD(gt_r_compile_span, GT_R_COMPILE_SPAN, r, {
         r->name = name;
         r->flags = 0;
         r->begin_ns = begin_ns;
         r->end_ns = end_ns;
-        gt__commit_inline(sizeof(*r));
-    }
+    });
 }

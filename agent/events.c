@@ -42,22 +42,11 @@ __thread unsigned gt__bwd_depth __attribute__((tls_model("initial-exec")));
 
 /* ------------------------------------------------------------ records */
 
-/* Writes a record of type rtype and struct T through variable r. */
-#define RECORD(T, rtype, r, fill)                                             \
-    do {                                                                      \
-        struct T *r = gt__reserve_inline(sizeof(struct T));                   \
-        if (GT__LIKELY(r != NULL)) {                                           \
-            r->h.type = (rtype);                                              \
-            r->h.size = sizeof(struct T);                                     \
-            fill;                                                             \
-            gt__commit_inline(sizeof(struct T));                              \
-        }                                                                     \
-    } while (0)
 
 static void scope_begin(uint16_t kind, uint32_t name, uint32_t cls,
                         uint16_t flags)
 {
-    RECORD(gt_r_scope_begin, GT_R_SCOPE_BEGIN, r, {
+    GT__RECORD(gt_r_scope_begin, GT_R_SCOPE_BEGIN, r, {
         r->kind = kind;
         r->flags = flags;
         r->name = name;
@@ -68,7 +57,7 @@ static void scope_begin(uint16_t kind, uint32_t name, uint32_t cls,
 
 static void scope_end(uint16_t kind, uint32_t name, uint16_t flags)
 {
-    RECORD(gt_r_scope_end, GT_R_SCOPE_END, r, {
+    GT__RECORD(gt_r_scope_end, GT_R_SCOPE_END, r, {
         r->kind = kind;
         r->flags = flags;
         r->name = name;
@@ -274,7 +263,7 @@ void gt__node_created(uint64_t seq, uint64_t fwd_tid)
     tags = tags_now();
     if (tags)
         tags->node_created(seq, fwd_tid, gt__current_layer());
-    RECORD(gt_r_node_created, GT_R_NODE_CREATED, r, {
+    GT__RECORD(gt_r_node_created, GT_R_NODE_CREATED, r, {
         r->layer = gt__current_layer();
         r->ts = gt__now();
         r->seq = seq;
@@ -294,7 +283,7 @@ void gt__bwd_node_begin(uint32_t name_id, uint64_t seq, uint64_t fwd_tid)
     tags = tags_now();
     if (tags)
         tags->bwd_begin(seq, fwd_tid);
-    RECORD(gt_r_bwd_node_begin, GT_R_BWD_NODE_BEGIN, r, {
+    GT__RECORD(gt_r_bwd_node_begin, GT_R_BWD_NODE_BEGIN, r, {
         r->name = name_id;
         r->ts = gt__now();
         r->seq = seq;
@@ -309,7 +298,7 @@ void gt__bwd_node_end(uint64_t seq, uint64_t fwd_tid)
     if (tags)
         tags->bwd_end();
     if (GT__LIKELY(gt__capture_on()))
-        RECORD(gt_r_bwd_node_end, GT_R_BWD_NODE_END, r, {
+        GT__RECORD(gt_r_bwd_node_end, GT_R_BWD_NODE_END, r, {
             r->flags = 0;
             r->ts = gt__now();
             r->seq = seq;
@@ -322,7 +311,7 @@ void gt__bwd_node_end(uint64_t seq, uint64_t fwd_tid)
 
 static void mark(uint16_t type, uint64_t value, uint32_t flags)
 {
-    RECORD(gt_r_mark, type, r, {
+    GT__RECORD(gt_r_mark, type, r, {
         r->flags = flags;
         r->ts = gt__now();
         r->value = value;
@@ -358,7 +347,7 @@ void gt__step_end(void)
 
     /* Stamped before the step's end may complete a window. */
     if (gt__capture_on())
-        RECORD(gt_r_mark, GT_R_STEP, r, {
+        GT__RECORD(gt_r_mark, GT_R_STEP, r, {
             r->flags = 0;
             r->ts = ts;
             r->value = n;
@@ -371,7 +360,7 @@ void gt__instant(uint32_t name_id)
 {
     if (GT__LIKELY(!gt__capture_on()))
         return;
-    RECORD(gt_r_instant, GT_R_INSTANT, r, {
+    GT__RECORD(gt_r_instant, GT_R_INSTANT, r, {
         r->name = name_id;
         r->ts = gt__now();
     });
@@ -382,7 +371,7 @@ void gt__collective(uint32_t op_id, uint32_t group, uint32_t ranks,
 {
     /* Not gated by capture: merging windows of several ranks needs the
      * collectives around them (the converter keeps them as metadata). */
-    RECORD(gt_r_collective, GT_R_COLLECTIVE, r, {
+    GT__RECORD(gt_r_collective, GT_R_COLLECTIVE, r, {
         r->op = op_id;
         r->group = group;
         r->ranks = ranks;

@@ -182,6 +182,20 @@ void gt__ring_release_exited(struct gt__thread *t);
  */
 void gt__ring_after_fork_child(void);
 
+/* Writes one record of struct T and type rtype through variable r: fill
+ * sets its fields (the header is set here); nothing when the buffer is
+ * full (the ring counts the drop). */
+#define GT__RECORD(T, rtype, r, fill)                                         \
+    do {                                                                      \
+        struct T *r = gt__reserve_inline(sizeof(struct T));                   \
+        if (GT__LIKELY(r != NULL)) {                                           \
+            r->h.type = (rtype);                                              \
+            r->h.size = sizeof(struct T);                                     \
+            fill;                                                             \
+            gt__commit_inline(sizeof(struct T));                              \
+        }                                                                     \
+    } while (0)
+
 /* Bytes of a record header at p (the producer only writes whole records). */
 static inline uint16_t gt__rec_size_at(const uint8_t *p)
 {
