@@ -62,7 +62,13 @@
 #define TICK_MS 20
 #define META_EVERY_NS 1000000000ull
 #define ZSTD_LEVEL 1
+/* Exit waits for the final pass while it makes progress (a chunk
+ * written or dropped) at least every FINAL_WAIT_MS, FINAL_CAP_MS at most:
+ * a pass slowed by a loaded machine or a slow daemon still ends whole
+ * (a fixed 3 s wait cut it short uncounted), and a stuck one cannot hold
+ * the exit for more than FINAL_WAIT_MS. */
 #define FINAL_WAIT_MS 3000
+#define FINAL_CAP_MS 30000
 /* Socket buffer bytes only the final chunk (loss counts, goodbye) uses. */
 #define SINK_RESERVE (64u * 1024u)
 /* How long a chunk waits for the daemon to read before it is dropped. */
@@ -72,6 +78,7 @@ static _Atomic int streamer_running;
 static _Atomic int stop_req;
 static _Atomic int final_done;  /* futex word */
 static _Atomic int wake_pending;
+static _Atomic uint64_t progress; /* chunks handled: the exit's wait reads it */
 static _Atomic int lazy_start;  /* fork child: start on first need */
 static int efd = -1;
 static void *cctx;
@@ -124,6 +131,8 @@ static int chunk_write(const uint8_t *buf, uint32_t len, uint32_t count,
     uint64_t seq = atomic_fetch_add(&gt__st.seq, 1);
     ssize_t n;
     int rc;
+
+    atomic_fetch_add_explicit(&progress, 1, memory_order_relaxed);
 
     if (!gt__st.ready || congested) {
         atomic_fetch_add(&gt__st.lost_chunks, 1);
@@ -654,7 +663,7 @@ int gt__streamer_start(void)
 
 void gt__streamer_stop(void)
 {
-    uint64_t t0;
+    uint64_t t0, last, seen;
 
     atomic_store(&lazy_start, 0);
     if (!atomic_load(&streamer_running)) {
@@ -668,12 +677,25 @@ void gt__streamer_stop(void)
         ssize_t rc = write(efd, &one, sizeof(one));
         (void)rc;
     }
-    t0 = gt__mono_ns();
+    t0 = last = gt__mono_ns();
+    seen = atomic_load_explicit(&progress, memory_order_relaxed);
     while (!atomic_load(&final_done)) {
         struct timespec ts = {0, 50000000};
+        uint64_t now, p;
+
         syscall(SYS_futex, &final_done, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
-        if ((gt__mono_ns() - t0) / 1000000 > FINAL_WAIT_MS) {
-            GT__DIAG("final flush did not finish in %d ms; giving up", FINAL_WAIT_MS);
+        now = gt__mono_ns();
+        p = atomic_load_explicit(&progress, memory_order_relaxed);
+        if (p != seen) {
+            seen = p;
+            last = now;
+        }
+        if ((now - last) / 1000000 > FINAL_WAIT_MS) {
+            GT__DIAG("final flush made no progress in %d ms; giving up", FINAL_WAIT_MS);
+            break;
+        }
+        if ((now - t0) / 1000000 > FINAL_CAP_MS) {
+            GT__DIAG("final flush did not finish in %d ms; giving up", FINAL_CAP_MS);
             break;
         }
     }

@@ -12,7 +12,8 @@
 GT__WUR int gt__streamer_start(void);
 
 /*
- * Asks the streamer for a final flush and waits for it (bounded); without
+ * Asks the streamer for a final flush and waits for it while it makes
+ * progress (FINAL_WAIT_MS without any, FINAL_CAP_MS at most); without
  * a streamer, flushes inline. Then the streamer is gone.
  */
 void gt__streamer_stop(void);
