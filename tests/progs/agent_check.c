@@ -11,7 +11,9 @@
  *   - per thread: begins and ends alternate, the k-th begin is named
  *     s<k mod 16>, each end names its begin, timestamps never decrease;
  *   - per thread: recorded == expected (default), or with --lossy
- *     recorded + GT_R_LOST count == expected.
+ *     recorded + lost == expected, where lost counts both the records
+ *     dropped at a full buffer (GT_LOST_EVENTS) and those in chunks the
+ *     agent dropped (GT_LOST_UNDELIVERED).
  *
  *   agent_check FILE [--threads T --events E] [--expect INDEX=EVENTS]...
  *               [--lossy] [--require-lost] [--pid P] [--ppid P]
@@ -43,6 +45,7 @@ struct tstate {
     uint64_t pairs;     /* begins seen */
     uint64_t recorded;  /* scope records */
     uint64_t lost;
+    uint64_t undelivered; /* in chunks the agent dropped (GT_LOST_UNDELIVERED) */
     uint64_t last_ts;
 };
 
@@ -52,7 +55,7 @@ static char **strs;
 static uint32_t nstrs;
 static long expect_events[MAX_INDEX];
 static int lossy, partial;
-static uint64_t total_records, total_lost, orphan_lost, chunk_lost;
+static uint64_t total_records, total_lost, total_undelivered, orphan_lost, chunk_lost;
 static int process_info_seen;
 static uint64_t raw_chunks;
 static uint32_t pi_pid;
@@ -223,6 +226,12 @@ static int on_chunk(void *ud, const struct gt_chunk_header *h,
                     FAIL("tid %u: lost count decreased", r.tid);
                 if (t)
                     t->lost = r.count;
+            } else if (r.what == GT_LOST_UNDELIVERED) {
+                struct tstate *t = tstate_get(r.tid);
+                if (t && r.count < t->undelivered)
+                    FAIL("tid %u: undelivered count decreased", r.tid);
+                if (t)
+                    t->undelivered = r.count;
             }
             break;
         }
@@ -314,7 +323,8 @@ int main(int argc, char **argv)
         FAIL("stream ends inside a chunk (%s)", gt__strerror(fin));
     if (st->corrupt_chunks)
         FAIL("%llu corrupt chunks", (unsigned long long)st->corrupt_chunks);
-    if (st->chunks_lost)
+    /* With --lossy, gaps the agent counted (GT_LOST_CHUNKS) are allowed. */
+    if (st->chunks_lost && !(lossy && chunk_lost >= st->chunks_lost))
         FAIL("%llu chunks missing (sequence gaps)", (unsigned long long)st->chunks_lost);
     if (!process_info_seen)
         FAIL("no PROCESS_INFO");
@@ -323,9 +333,13 @@ int main(int argc, char **argv)
 
     for (int i = 0; i < nthreads; i++) {
         struct tstate *t = &threads[i];
+        /* Dropped at a full buffer, or in a chunk the agent dropped. */
+        uint64_t lost = t->lost + t->undelivered;
+
         total_lost += t->lost;
+        total_undelivered += t->undelivered;
         if (t->index < 0) {
-            if (t->lost)
+            if (lost)
                 FAIL("tid %u lost events but recorded none", t->tid);
             continue;
         }
@@ -336,13 +350,14 @@ int main(int argc, char **argv)
             FAIL("unexpected thread index %d", t->index);
             continue;
         }
-        if (!lossy && t->lost)
-            FAIL("thread %d lost %llu events", t->index, (unsigned long long)t->lost);
-        if (partial ? t->recorded + t->lost > (uint64_t)expect_events[t->index]
-                    : t->recorded + (lossy ? t->lost : 0) !=
+        if (!lossy && lost)
+            FAIL("thread %d lost %llu events (%llu undelivered)", t->index,
+                 (unsigned long long)lost, (unsigned long long)t->undelivered);
+        if (partial ? t->recorded + lost > (uint64_t)expect_events[t->index]
+                    : t->recorded + (lossy ? lost : 0) !=
                           (uint64_t)expect_events[t->index])
             FAIL("thread %d: %llu recorded + %llu lost != %ld", t->index,
-                 (unsigned long long)t->recorded, (unsigned long long)t->lost,
+                 (unsigned long long)t->recorded, (unsigned long long)lost,
                  expect_events[t->index]);
         expect_events[t->index] = -2; /* seen */
     }
@@ -355,10 +370,10 @@ int main(int argc, char **argv)
     if (require_lost && !total_lost)
         FAIL("no event was lost: the buffer was not small enough");
 
-    printf("records=%llu lost=%llu orphan_lost=%llu chunks=%llu raw_chunks=%llu "
-           "lost_chunks=%llu strings=%u tids=%d pid=%u\n",
+    printf("records=%llu lost=%llu undelivered=%llu orphan_lost=%llu chunks=%llu "
+           "raw_chunks=%llu lost_chunks=%llu strings=%u tids=%d pid=%u\n",
            (unsigned long long)total_records, (unsigned long long)total_lost,
-           (unsigned long long)orphan_lost, (unsigned long long)st->chunks,
+           (unsigned long long)total_undelivered, (unsigned long long)orphan_lost, (unsigned long long)st->chunks,
            (unsigned long long)raw_chunks,
            (unsigned long long)chunk_lost, nstrs, nthreads,
            hello ? hello->h.pid : 0);

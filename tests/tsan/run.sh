@@ -56,7 +56,11 @@ wait $prog
 # kill below waits for the daemon to list the program as finished.
 wait_status 'any(f.get("pid") == a for f in st.get("finished", []))' $prog
 raw=$T/out/agent_threads-pid$prog.gtr
-"$TB/progs/agent_check" "$raw" --threads 8 --events 200000
+# The TSan daemon reads several times slower than the agent writes, so the
+# agent may drop whole chunks once its bounded wait for room runs out: that
+# is its design (it never blocks the job). --lossy still requires every
+# record to be delivered or counted (GT_LOST_UNDELIVERED, GT_LOST_CHUNKS).
+"$TB/progs/agent_check" "$raw" --threads 8 --events 200000 --lossy
 echo "== socket sink: daemon killed and restarted while the agent streams"
 LD_PRELOAD=$TB/libgradtrace.so "$TB/progs/agent_threads" 4 50000 --then-sleep 1500 & prog=$!
 sleep 0.3; kill -9 $dpid; wait $dpid 2>/dev/null || true
@@ -67,7 +71,7 @@ wait_status 'st.get("pid") == a' $dpid
 wait $prog
 kill $dpid; wait $dpid || { echo "tsan: daemon failed"; cat "$T/daemon.log"; exit 1; }; dpid=
 # The finished stream's file is whole after the kill, restart and repair.
-"$TB/progs/agent_check" "$raw" --threads 8 --events 200000
+"$TB/progs/agent_check" "$raw" --threads 8 --events 200000 --lossy
 if grep -q ThreadSanitizer "$T/daemon.log"; then
   echo "tsan: the daemon reported a race"; cat "$T/daemon.log"; exit 1
 fi
