@@ -221,18 +221,45 @@ void gt__layer_bwd_end(void)
 
 /* Trigger path of node creation: the node belongs to every module on the
  * creating thread's layer stack (the layer and all its callers). */
-static void trig_node_created(uint64_t seq, uint64_t fwd_tid)
+static __thread struct {
+    uint64_t seq, fwd_tid;
+    int set;
+} tl_last_node __attribute__((tls_model("initial-exec")));
+
+uint32_t gt__trig_stack_mask(void)
 {
     struct gt__thread *t = gt__tls;
     uint32_t mask = 0, d;
 
     if (!t || t == &gt__thread_dead)
-        return;
+        return 0;
     d = t->layer_depth < GT__SCOPE_STACK_MAX ? t->layer_depth : GT__SCOPE_STACK_MAX;
     for (uint32_t i = 0; i < d; i++)
         if (!(t->layers[i].flags & GT_SCOPE_F_BACKWARD))
             mask |= gt__trig_layer_mask(t->layers[i].id);
-    gt__trig_node_created(seq, fwd_tid, mask, gt__current_layer());
+    return mask;
+}
+
+int gt__trig_last_node(uint64_t *seq, uint64_t *fwd_tid)
+{
+    if (!tl_last_node.set)
+        return 0;
+    *seq = tl_last_node.seq;
+    *fwd_tid = tl_last_node.fwd_tid;
+    return 1;
+}
+
+static void trig_node_created(uint64_t seq, uint64_t fwd_tid)
+{
+    struct gt__thread *t = gt__tls;
+
+    if (!t || t == &gt__thread_dead)
+        return;
+    tl_last_node.seq = seq;
+    tl_last_node.fwd_tid = fwd_tid;
+    tl_last_node.set = 1;
+    gt__trig_node_created(seq, fwd_tid, gt__trig_stack_mask(),
+                          gt__current_layer());
 }
 
 uint32_t gt__current_layer(void)

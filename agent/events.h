@@ -45,6 +45,11 @@ void gt__layer_bwd_end(void);
 /* @return the innermost module path id on this thread, 0 if none (a
  * backward range is skipped: the layer around it counts). */
 uint32_t gt__current_layer(void);
+/* Triggers (agent/trigger.c) matching a module on this thread's layer
+ * stack; the node this thread created last while triggers were armed
+ * (@return 0: none). */
+uint32_t gt__trig_stack_mask(void);
+int gt__trig_last_node(uint64_t *seq, uint64_t *fwd_tid);
 
 /* ------------------------------------------------------------ user scopes */
 

@@ -218,6 +218,8 @@ void gt__compiled_call(uint32_t graph, uint32_t index, uint32_t kernel,
 void gt__compiled_begin(uint32_t graph);
 void gt__compiled_end(uint32_t graph);
 void gt__compile_span(uint32_t name, uint64_t begin_ns, uint64_t end_ns);
+/* GT_R_LAYER_INFO: a module's name, class and GT_LAYER_F_* flags. */
+void gt__layer_info(uint32_t layer, uint32_t cls, uint32_t flags);
 
 /* Records GT_R_BWD_NODE_LAYER (caller checked that capture is on). */
 void gt__torch_bwd_node_layer(uint32_t layer, uint32_t param);

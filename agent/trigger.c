@@ -184,6 +184,20 @@ uint32_t gt__trig_layer_mask(uint32_t id)
     return mask;
 }
 
+uint32_t gt__trig_gen(void)
+{
+    return atomic_load_explicit(&g_gen, memory_order_acquire);
+}
+
+uint32_t gt__trig_path_mask(const char *path, size_t len)
+{
+    uint32_t mask = 0;
+    for (int i = 0; i < GT__TRIG_MAX; i++)
+        if (g_trig[i].used && gt__trig_glob_match(g_trig[i].s.layer, path, len, 1))
+            mask |= 1u << i;
+    return mask;
+}
+
 /* ------------------------------------------------------------ windows */
 
 static void window_record(uint16_t type, struct trig *t, uint32_t layer)
@@ -487,6 +501,30 @@ static void recompute_end(uint32_t m)
     for (int i = 0; i < GT__TRIG_MAX; i++)
         if (m & (1u << i) && atomic_load(&g_trig[i].rc_depth) > 0)
             atomic_fetch_sub(&g_trig[i].rc_depth, 1);
+    pthread_mutex_unlock(&g_lock);
+}
+
+void gt__trig_region_begin(uint32_t m)
+{
+    if (!m || atomic_load_explicit(&g_pass_depth, memory_order_relaxed))
+        return;
+    pthread_mutex_lock(&g_lock);
+    m &= live_mask(GT__TRIG_FORWARD);
+    for (int i = 0; i < GT__TRIG_MAX; i++)
+        if (m & (1u << i) && atomic_fetch_add(&g_trig[i].fwd_depth, 1) == 0)
+            segment_open(i, 0);
+    pthread_mutex_unlock(&g_lock);
+}
+
+void gt__trig_region_end(uint32_t m)
+{
+    if (!m || atomic_load_explicit(&g_pass_depth, memory_order_relaxed))
+        return;
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < GT__TRIG_MAX; i++)
+        if (m & (1u << i) && g_trig[i].used && atomic_load(&g_trig[i].fwd_depth) > 0 &&
+            atomic_fetch_sub(&g_trig[i].fwd_depth, 1) == 1)
+            segment_close(i);
     pthread_mutex_unlock(&g_lock);
 }
 

@@ -40,6 +40,14 @@ void gt__trig_clear(void);
 /* Hooks (agent/api.c), called only while a trigger is armed
  * (gt__capture_triggers(): one load and a branch otherwise). */
 uint32_t gt__trig_layer_mask(uint32_t layer_id);
+/* The trigger set's generation (bumps when it changes), and the triggers
+ * whose glob matches path (len bytes) or one of its ancestors. */
+uint32_t gt__trig_gen(void);
+uint32_t gt__trig_path_mask(const char *path, size_t len);
+/* A compiled forward region holding layers of triggers m begins / ends
+ * (agent/compiled.c): forward segments as for a module call. */
+void gt__trig_region_begin(uint32_t m);
+void gt__trig_region_end(uint32_t m);
 void gt__trig_module_begin(uint32_t path_id);
 void gt__trig_module_end(uint32_t path_id);
 /* mask: OR of gt__trig_layer_mask over the thread's module stack; layer:

@@ -342,8 +342,8 @@ static void hint_compiled(const struct gt__agg *r, struct gt__hint *h,
     const struct gt__agg_layer *c = NULL;
     size_t bare = 0;
     struct gt__hint *x;
-    if (!r->compiled_spans)
-        return;
+    if (!r->compiled_spans || r->compiled[0].regions || r->compiled[1].regions)
+        return; /* attributed: the torch.compile lines say how */
     for (size_t i = 0; i < r->n; i++) {
         const struct gt__agg_layer *l = &r->layers[i];
         if (l->top_node && strstr(l->top_node, "CompiledFunction")) {
@@ -357,10 +357,11 @@ static void hint_compiled(const struct gt__agg *r, struct gt__hint *h,
         return;
     struct unit u = unit_of(r);
     snprintf(x->text, sizeof(x->text),
-             "torch.compile: a compiled graph's backward is one node "
+             "torch.compile: a compiled backward is one node "
              "(CompiledFunctionBackward, %.3f %s, %llu span%s)%s; %zu rows "
-             "show only AccumulateGrad or nothing: per-layer backward is not "
-             "attributed under torch.compile yet",
+             "show only AccumulateGrad or nothing: no compile-time map (a "
+             "backend other than inductor, GRADTRACE_COMPILE_MAP=0, or a "
+             "cache entry older than gradtrace)",
              r->compiled_us / u.k, u.name,
              (unsigned long long)r->compiled_spans,
              r->compiled_spans == 1 ? "" : "s", c ? " on this layer" : "", bare);

@@ -13,7 +13,8 @@
  *
  * The converter writes one event per line, so a trace file is read line
  * by line and only the lines of the categories summed (layer_forward,
- * layer_recompute, layer_backward, backward_totals, iteration) are parsed
+ * layer_recompute, layer_backward, backward_totals, compiled_totals,
+ * iteration) are parsed
  * with cJSON: memory is bounded by
  * the number of layers, never by the trace's size. A file that is not
  * line-structured (a foreign, minified trace) is parsed whole instead.
@@ -112,6 +113,18 @@ static int add_event(struct gt__agg *r, const cJSON *ev)
 
     if (cJSON_IsString(cat) && strcmp(cat->valuestring, "backward_totals") == 0)
         return add_totals(r, args, num_of(ev, "ts", 0));
+    if (cJSON_IsString(cat) && strcmp(cat->valuestring, "compiled_totals") == 0) {
+        const cJSON *ph = cJSON_GetObjectItemCaseSensitive(args, "phase");
+        double us[5] = {num_of(args, "region_us", 0),
+                        num_of(args, "one_layer_us", 0),
+                        num_of(args, "fused_us", 0),
+                        num_of(args, "unowned_us", 0),
+                        num_of(args, "unmatched_us", 0)};
+        gt__agg_compiled(r, cJSON_IsString(ph) &&
+                                strcmp(ph->valuestring, "backward") == 0,
+                         us, num_of(ev, "ts", 0));
+        return 0;
+    }
     if (!cJSON_IsString(cat) || !cJSON_IsString(name) || !cJSON_IsNumber(dur))
         return 0;
     if (strcmp(cat->valuestring, "kernel") == 0) {
@@ -149,7 +162,9 @@ static int add_event(struct gt__agg *r, const cJSON *ev)
             .accg_us = num_of(args, "accumulate_grad_us", 0),
             .parent = cJSON_IsString(parent) ? parent->valuestring : NULL,
             .top_node = cJSON_IsString(top) ? top->valuestring : NULL,
-            .top_node_us = num_of(args, "top_node_us", 0)};
+            .top_node_us = num_of(args, "top_node_us", 0),
+            .timed = layer_cats[i].phase != GT__AGG_PH_BWD &&
+                     cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(args, "time_us"))};
         return gt__agg_add(r, &e);
     }
     return 0;
@@ -275,7 +290,8 @@ static int read_json(struct gt__agg *r, const char *path, struct json_lost *jl)
         if (!strstr(line, "\"cat\":\"layer_") && !strstr(line, "\"cat\":\"iteration\"") &&
             !strstr(line, "\"cat\":\"user_annotation\"") &&
             !strstr(line, "\"cat\":\"kernel\"") &&
-            !strstr(line, "\"cat\":\"backward_totals\""))
+            !strstr(line, "\"cat\":\"backward_totals\"") &&
+            !strstr(line, "\"cat\":\"compiled_totals\""))
             continue;
         while (n > 0 && strchr("\n,\t ", line[n - 1]))
             line[--n] = '\0';

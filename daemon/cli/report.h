@@ -94,7 +94,7 @@ double gt__report_share(const struct gt__agg *r, const struct gt__agg_layer *l);
 struct gt__hint {
     const char *kind;
     const char *layer;
-    char text[256];
+    char text[320];
 };
 #define GT__MAX_HINTS 16
 /* The hints the table supports, strongest evidence first. @return their

@@ -214,6 +214,34 @@ static void table_iterations(FILE *f, const struct gt__agg *r)
             r->skipped > 1 ? " together" : "", r->skipped > 1 ? "them" : "it");
 }
 
+/* Per phase, where compiled regions' time went (their "compiled
+ * totals"): operators of one layer, fused into a common ancestor, of no
+ * module, matched to no call, and the rest of the region (the wrapper's
+ * own Python, between the operators). */
+static void table_compiled(FILE *f, const struct gt__agg *r, double k)
+{
+    static const char *const ph[2] = {"forward", "backward"};
+    for (int p = 0; p < 2; p++) {
+        const struct gt__agg_compiled *c = &r->compiled[p];
+        double all = c->us[GT__AGG_C_REGION];
+        if (!c->regions || all <= 0)
+            continue;
+        double ops = c->us[GT__AGG_C_ONE] + c->us[GT__AGG_C_FUSED] +
+                     c->us[GT__AGG_C_UNOWNED] + c->us[GT__AGG_C_UNMATCHED];
+        double rest = all > ops ? all - ops : 0;
+        fprintf(f, "torch.compile %s: %.3f ms in %llu compiled run%s: %.1f %% "
+                   "in one layer, %.1f %% fused (a common ancestor's row), "
+                   "%.1f %% in no module, %.1f %% unmatched, %.1f %% between "
+                   "kernels\n",
+                ph[p], all / 1e3 / k, (unsigned long long)c->regions,
+                c->regions == 1 ? "" : "s",
+                100 * c->us[GT__AGG_C_ONE] / all,
+                100 * c->us[GT__AGG_C_FUSED] / all,
+                100 * c->us[GT__AGG_C_UNOWNED] / all,
+                100 * c->us[GT__AGG_C_UNMATCHED] / all, 100 * rest / all);
+    }
+}
+
 static void table_footer(FILE *f, const struct gt__agg *r, int w, double k)
 {
     struct gt__rep_totals t = gt__report_totals(r);
@@ -229,6 +257,7 @@ static void table_footer(FILE *f, const struct gt__agg *r, int w, double k)
                 t.rest_us / 1e3 / k);
         table_iterations(f, r);
     }
+    table_compiled(f, r, k);
     fprintf(f, "ms %s; times are inclusive of sub-layers; bwd ms sums the "
                "layer's node times\n(self ms: its own nodes); counts are "
                "totals; containers (fwd n -) show their children's sums;\n"
@@ -399,6 +428,17 @@ static cJSON *summary_json(const struct gt__agg *r)
     cJSON_AddNumberToObject(tot, "bwd_nodes", (double)t.nodes);
     cJSON_AddNumberToObject(tot, "accumulate_grad_ms", t.accg_us / 1e3);
     cJSON_AddNumberToObject(tot, "second_order_nodes", (double)r->rest.order2);
+    static const char *const cph[2] = {"forward", "backward"};
+    static const char *const ckey[5] = {"region_ms", "one_layer_ms", "fused_ms",
+                                        "unowned_ms", "unmatched_ms"};
+    cJSON *cj = cJSON_AddObjectToObject(j, "compiled");
+    for (int p = 0; cj && p < 2; p++) {
+        const struct gt__agg_compiled *c = &r->compiled[p];
+        cJSON *o = cJSON_AddObjectToObject(cj, cph[p]);
+        cJSON_AddNumberToObject(o, "runs", (double)c->regions);
+        for (int i = 0; i < 5; i++)
+            cJSON_AddNumberToObject(o, ckey[i], c->us[i] / 1e3);
+    }
     cJSON *it = cJSON_AddObjectToObject(j, "iterations");
     cJSON_AddNumberToObject(it, "count", (double)r->steps);
     cJSON_AddNumberToObject(it, "total_ms", r->step_us / 1e3);

@@ -84,12 +84,15 @@ static char *dup_n(const char *text, size_t len)
 static struct gt__agg_vals vals_of(const struct gt__agg_ev *ev)
 {
     struct gt__agg_vals v = {0};
+    /* A compiled region's forward span says its kernels' time (time_us):
+     * its extent may hold other layers' kernels. */
+    double t = ev->timed && ev->time_us >= 0 ? ev->time_us : ev->dur;
     if (ev->phase == GT__AGG_PH_FWD) {
         v.fwd_calls = 1;
-        v.fwd_us = ev->dur;
+        v.fwd_us = t;
     } else if (ev->phase == GT__AGG_PH_RECOMPUTE) {
         v.rc_calls = 1;
-        v.rc_us = ev->dur;
+        v.rc_us = t;
     } else {
         v.bwd_spans = 1;
         v.bwd_us = ev->time_us >= 0 ? ev->time_us : ev->dur;
@@ -166,10 +169,10 @@ static int add_clean(struct gt__agg *a, const struct gt__agg_ev *ev)
         if (l->first_fwd_ts < 0 || ev->ts < l->first_fwd_ts)
             l->first_fwd_ts = ev->ts;
         l->fwd_calls++;
-        l->fwd_us += ev->dur;
+        l->fwd_us += ev->timed && ev->time_us >= 0 ? ev->time_us : ev->dur;
     } else if (ev->phase == GT__AGG_PH_RECOMPUTE) {
         l->rc_calls++;
-        l->rc_us += ev->dur;
+        l->rc_us += ev->timed && ev->time_us >= 0 ? ev->time_us : ev->dur;
     } else {
         add_backward(l, ev);
         if (ev->top_node && gt__agg_ts_selected(a, ev->ts)) {
@@ -298,6 +301,17 @@ out_free:
     gt__free(p);
     gt__free(n);
     return rc;
+}
+
+void gt__agg_compiled(struct gt__agg *a, int bwd, const double us[5],
+                      double ts)
+{
+    if (!gt__agg_ts_selected(a, ts))
+        return;
+    struct gt__agg_compiled *c = &a->compiled[bwd ? 1 : 0];
+    c->regions++;
+    for (int i = 0; i < 5; i++)
+        c->us[i] += us[i] > 0 ? us[i] : 0;
 }
 
 void gt__agg_totals(struct gt__agg *a, const struct gt__agg_rest *t)

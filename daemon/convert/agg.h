@@ -144,6 +144,16 @@ struct gt__agg_rest {
     double time_us, un_us;
 };
 
+/* Compiled regions' attribution (their "compiled totals"), per phase:
+ * us[] region time, then its operators' time in one layer, in a fused
+ * common ancestor, in no module, and matched to no call. */
+enum { GT__AGG_C_REGION = 0, GT__AGG_C_ONE, GT__AGG_C_FUSED,
+       GT__AGG_C_UNOWNED, GT__AGG_C_UNMATCHED };
+struct gt__agg_compiled {
+    uint64_t regions;
+    double us[5];
+};
+
 struct gt__agg {
     int ops_detail;      /* enum gt__ops_detail: the most the inputs held */
     struct gt__agg_layer *layers; /* in order of first appearance */
@@ -179,6 +189,7 @@ struct gt__agg {
      * (CompiledFunctionBackward: torch.compile), and those nodes' time. */
     uint64_t compiled_spans;
     double compiled_us;
+    struct gt__agg_compiled compiled[2]; /* forward, backward */
     uint64_t late;                /* spans too late for their iteration */
     uint64_t rng;                 /* reservoir sampling state */
     /* what the input says was lost (gt__agg_lost), for the hints */
@@ -217,6 +228,9 @@ struct gt__agg_ev {
     const char *parent;  /* NULL: none given */
     const char *top_node; /* the span's longest own node, or NULL */
     double top_node_us;
+    /* A forward or recompute span whose time is time_us, not its
+     * duration (a compiled region's: the sum of its layer's kernels). */
+    int timed;
 };
 
 enum gt__agg_order {
@@ -255,6 +269,10 @@ GT__WUR int gt__agg_kernel(struct gt__agg *a, const char *path, int bwd,
                            double dur, const char *name);
 /* Row l's heaviest backward kernel: its index in bk_name, or -1. */
 int gt__agg_top_kernel(const struct gt__agg_layer *l);
+/* Adds one compiled region's totals (us as struct gt__agg_compiled's,
+ * bwd: a backward graph's) ending at ts us, when its iteration counts. */
+void gt__agg_compiled(struct gt__agg *a, int bwd, const double us[5],
+                      double ts);
 /* Adds one pass group's totals ("backward totals"). */
 void gt__agg_totals(struct gt__agg *a, const struct gt__agg_rest *t);
 /* The same, for the group that ended at ts us: it also joins that

@@ -117,6 +117,12 @@ static void layer_span(struct agg_emit *e, const struct gt__ev *ev,
                            .ts = us_of(s - e->s->base_ns),
                            .dur = us_of(ev->end < s ? 0 : ev->end - s)};
     name_of(e->s, ev, name);
+    /* Backward spans and compiled forward spans say their parent. */
+    a.parent = text_arg(e->s, ev, "parent", parent);
+    if (ph != GT__AGG_PH_BWD && gt__ev_find(ev, "time_us")) {
+        a.time_us = us_of(u64_arg(ev, "time_us"));
+        a.timed = 1;
+    }
     if (ph == GT__AGG_PH_BWD) {
         a.nodes = (double)u64_arg(ev, "nodes");
         a.self_nodes = (double)u64_arg(ev, "self_nodes");
@@ -124,7 +130,6 @@ static void layer_span(struct agg_emit *e, const struct gt__ev *ev,
         a.time_us = us_of(u64_arg(ev, "time_us"));
         a.self_us = us_of(u64_arg(ev, "self_us"));
         a.accg_us = us_of(u64_arg(ev, "accumulate_grad_us"));
-        a.parent = text_arg(e->s, ev, "parent", parent);
         a.top_node = text_arg(e->s, ev, "top_node", top);
         a.top_node_us = us_of(u64_arg(ev, "top_node_us"));
     }
@@ -188,6 +193,19 @@ static void ag_instant(struct gt__emit *em, const struct gt__ev *ev)
 {
     struct agg_emit *e = (struct agg_emit *)em;
     e->begun = 1;
+    if (ev->cat == GT__CAT_COMPILED_TOTALS) {
+        static const char *const keys[5] = {"region_us", "one_layer_us",
+                                            "fused_us", "unowned_us",
+                                            "unmatched_us"};
+        char ph[3 * GT_STRING_MAX + 1];
+        double us[5];
+        for (int i = 0; i < 5; i++)
+            us[i] = us_of(u64_arg(ev, keys[i]));
+        const char *p = text_arg(e->s, ev, "phase", ph);
+        gt__agg_compiled(e->k->a, p && strcmp(p, "backward") == 0, us,
+                         us_of(gt__cstream_rel(e->s, ev->ts)));
+        return;
+    }
     if (ev->cat != GT__CAT_BACKWARD_TOTALS)
         return;
     struct gt__agg_rest r = {

@@ -449,6 +449,11 @@ void gt__agg_steps_merge(struct gt__agg *a, const struct gt__agg *s)
     a->skipped_us += s->skipped_us;
     a->compiled_spans += s->compiled_spans;
     a->compiled_us += s->compiled_us;
+    for (int p = 0; p < 2; p++) {
+        a->compiled[p].regions += s->compiled[p].regions;
+        for (int i = 0; i < 5; i++)
+            a->compiled[p].us[i] += s->compiled[p].us[i];
+    }
     a->gpu_kernels += s->gpu_kernels;
     gt__agg_lost(a, s->lost_events, s->lost_chunks, s->corrupt_chunks, 0);
     a->truncated += s->truncated;

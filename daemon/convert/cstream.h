@@ -18,6 +18,7 @@
 
 #include "common/codec.h"
 #include "daemon/convert/convert.h"
+#include "daemon/convert/index.h"
 
 #define GT__CONV_DEFAULT_MAX_BYTES (200ull << 20)
 #define GT__CONV_DEFAULT_MAX_EVENTS 4000000ull
@@ -45,6 +46,8 @@
 #define GT__WAIT_CAP 4096u            /* nodes waiting for their creation */
 #define GT__MAX_WIN_OPEN 4u           /* window writers alive at once */
 #define GT__WIN_CORR_CAP (1u << 14)   /* CUDA corr ids launched in windows */
+#define GT__MAX_CGRAPHS 65536u        /* compiled graphs' maps per stream */
+#define GT__MAX_CCALLS (1u << 20)     /* their calls, all maps together */
 
 /* Synthetic tids (tracks that are not OS threads) start here, above any
  * Linux tid (pid_max <= 2^22). */
@@ -83,7 +86,12 @@
     X(windows_refused)      /* windows beyond the per-stream cap         \
                              * (convert.h): records kept in main */      \
     X(pid_mismatch)         /* process info for another pid */            \
-    X(warnings_dropped)     /* warnings beyond GT__MAX_WARNINGS */
+    X(warnings_dropped)     /* warnings beyond GT__MAX_WARNINGS */        \
+    X(compiled_dropped)     /* compiled-graph map records out of bounds,  \
+                             * beyond the caps, or of an unknown map */   \
+    X(compiled_unmatched)   /* an operator run directly by a compiled     \
+                             * region that no call of its map names, or  \
+                             * a region of a map never described */
 
 struct gt__anomalies {
 #define GT__ANOM_FIELD(n) uint64_t n;
@@ -109,6 +117,26 @@ struct gt__strcache {
     uint32_t ver;
     int32_t layer;    /* layer index, -1: not yet looked up */
     uint32_t cls;     /* module class string id seen with this path */
+};
+
+/* One call of a compiled graph's map (GT_R_COMPILED_CALL): string ids;
+ * phase 0 while the record has not come. */
+struct gt__ccall {
+    uint32_t kernel, scope, owner, fused;
+    uint16_t phase, flags;
+};
+
+/* A compiled graph's map (GT_R_COMPILED_GRAPH); phase 0: none. */
+struct gt__cgraph {
+    uint32_t graph_id, compile_id, code;
+    uint32_t ncalls;
+    uint16_t phase, flags;
+    struct gt__ccall *calls;
+};
+
+/* A module's class by its layer name (GT_R_LAYER_INFO): string ids. */
+struct gt__lclass {
+    uint32_t layer, cls;
 };
 
 struct gt__lost {
@@ -224,6 +252,18 @@ struct gt__cstream {
     struct { uint32_t group; uint64_t count; } nccl[GT__MAX_NCCL_NAMES];
     uint32_t nnccl;
 
+    /* torch.compile'd graphs (compiled.c): maps by number - 1, their
+     * calls counted against GT__MAX_CCALLS; the bare root's layer name
+     * (GT_R_LAYER_INFO), 0 unknown; module classes by layer name text,
+     * GT__MAX_LAYERS at most */
+    struct gt__cgraph *cg;
+    uint32_t ncg, cg_cap;
+    uint64_t ccalls;
+    uint32_t bare_root;
+    struct gt__lclass *lcls;
+    uint32_t nlcls, lcls_cap;
+    struct gt__index lcls_ix;
+
     /* capture windows: history, GT__MAX_WINDOWS at most (window.c) */
     struct gt__conv_window *winfo;
     uint32_t nwinfo;
@@ -330,6 +370,22 @@ void gt__cs_on_warning(struct gt__cstream *s, const uint8_t *rec,
                        uint16_t size);
 void gt__cs_on_collective(struct gt__cstream *s, const uint8_t *rec,
                           uint16_t size);
+/* Compiled graphs (compiled.c): maps, module names; freed by
+ * gt__cs_compiled_free. */
+void gt__cs_on_cgraph(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
+void gt__cs_on_ccall(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
+void gt__cs_on_layer_info(struct gt__cstream *s, const uint8_t *rec,
+                          uint16_t size);
+void gt__cs_compiled_free(struct gt__cstream *s);
+/* Map graph's call idx, or NULL (unknown, or never described). */
+const struct gt__ccall *gt__cs_ccall(const struct gt__cstream *s,
+                                     uint32_t graph, uint32_t idx);
+/* Map graph, or NULL. */
+const struct gt__cgraph *gt__cs_cgraph(const struct gt__cstream *s,
+                                       uint32_t graph);
+/* The class (string id) GT_R_LAYER_INFO gave layer name path, or 0. */
+uint32_t gt__cs_layer_class(const struct gt__cstream *s, const char *path,
+                            size_t len);
 /* A GPU kernel's stream part: an NCCL kernel is also a collective. */
 void gt__cs_on_kernel(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
 

@@ -72,7 +72,10 @@
     X(WARNING, "warning")               /* the agent's warnings */        \
     X(LOST, "lost")                     /* lost counts (a counter) */     \
     X(FWDBWD, "fwdbwd")                 /* creation -> backward node */   \
-    X(AC2G, "ac2g")                     /* CUDA launch -> GPU activity */
+    X(AC2G, "ac2g")                     /* CUDA launch -> GPU activity */ \
+    X(COMPILED, "compiled")             /* a compiled graph's run */      \
+    X(COMPILED_TOTALS, "compiled_totals") /* a compiled run's attribution */\
+    X(COMPILE, "compile")               /* dynamo compiling a frame */
 
 enum gt__cat {
 #define GT__CAT_ENUM(id, name) GT__CAT_##id,

@@ -123,6 +123,10 @@ enum {
     GT__OPEN_RECOMPUTE = 1, /* module scope: a checkpoint's recompute */
     GT__OPEN_LAYER_SET = 2, /* node: layer given by GT_R_BWD_NODE_LAYER */
     GT__OPEN_BACKWARD = 4,  /* module scope: a layer's backward range */
+    GT__OPEN_BARE = 8,      /* region (and its joined operators): its
+                             * layer is the bare root, whose modules'
+                             * names are the map's paths as they are */
+    GT__OPEN_IN_REGION = 16, /* operator run directly by a region */
 };
 
 struct gt__open {
@@ -166,6 +170,10 @@ struct gt__open {
 /* gt__open.kind of an operator (OP_BEGIN) on a thread's scope stack: no
  * wire scope kind (enum gt_scope_kind) is this large. */
 #define GT__KIND_OP 0x100u
+/* gt__open.kind of a compiled region (COMPILED_BEGIN, compiled.c): op_id
+ * its map, layer the layer its map's paths hang from, seq the next call
+ * to join, param where its forward kernels start in the thread's cfwd. */
+#define GT__KIND_REGION 0x101u
 
 /* Key of a GT_EXT_OP correlation in the writer's ext map. */
 #define GT__EXT_OP_KEY 1u
@@ -183,6 +191,20 @@ struct gt__held {
     struct gt__open o;
     uint64_t end;
     int unclosed;
+};
+
+/* A forward or recompute kernel of a compiled region, until the region
+ * ends (compiled.c): its layer index and time. */
+struct gt__cfwd {
+    int32_t layer;
+    uint16_t phase;       /* GT_COMPILED_FORWARD or _RECOMPUTE */
+    uint64_t s, e;
+};
+
+/* Time a thread's outermost compiled region spent, by attribution. */
+struct gt__ctot {
+    uint64_t ns[4];       /* one layer, fused, unowned, unjoined */
+    uint64_t calls;       /* operators joined to calls */
 };
 
 struct gt__stack {
@@ -225,6 +247,12 @@ struct gt__wthread {
      * to be placed in start order (gt__layer_range_closed). */
     struct gt__held *ranges;
     uint32_t nranges, ranges_cap;
+    /* Compiled regions (compiled.c): open ones, the forward kernels of
+     * those, and the outermost one's totals. */
+    uint32_t nregions;
+    struct gt__cfwd *cfwd;
+    uint32_t ncfwd, cfwd_cap;
+    struct gt__ctot ctot;
 };
 
 /* ------------------------------------------------------------ layers */
@@ -243,6 +271,13 @@ struct gt__wlayer {
     uint64_t accg_ns;     /* AccumulateGrad time of its own nodes */
     uint64_t order2;      /* nodes made by backward, with descendants' */
     int node_credited;    /* a backward node was credited to it (ever) */
+    /* A compiled region's forward spans (compiled.c): the region it has
+     * values for, and its kernels' extent, time and count there. */
+    uint64_t cgen, cfirst, clast, cns;
+    uint32_t cn;
+    /* Its extent in the pass group without AccumulateGrad nodes. */
+    uint64_t xfirst, xlast;
+    int has_x;
     uint32_t top_name;    /* its own longest node's name id, 0: none */
     uint64_t top_ns;      /* and that node's own time */
 };
@@ -254,6 +289,8 @@ struct gt__credit {
     int accumulate;       /* an AccumulateGrad node */
     int order2;           /* created by a backward node */
     uint32_t name;        /* its name's string id */
+    int kernel;           /* a compiled region's kernel, no node: its
+                           * time counts, not as a node (compiled.c) */
 };
 
 /* ------------------------------------------------------------ the rest */
@@ -298,6 +335,10 @@ struct gt__writer {
     uint32_t ntracks, tracks_cap;
     uint32_t gpu_proc[GT__MAX_DEVICES]; /* proc index + 1 */
     uint32_t layers_bwd_track, iter_track, window_track, meta_track;
+    uint32_t compiled_track, compile_track; /* compiled.c, 0 until used */
+    uint64_t cgen;          /* compiled regions ended (compiled.c) */
+    uint32_t *ctouched;     /* layers with values in the region ending */
+    uint32_t nctouched, ctouched_cap;
 
     /* correlation */
     struct gt__bmap nodes;  /* (fwd_tid, seq) -> creation */
@@ -330,6 +371,7 @@ struct gt__writer {
     uint64_t group_un_nodes, group_un_ns; /* those without a layer */
     uint64_t group_un_accg;   /* AccumulateGrad nodes without a layer */
     uint64_t group_order2;
+    uint64_t group_kernels;   /* compiled kernels credited (compiled.c) */
     int saw_step;
     uint64_t iter_start;
     int have_iter_start;
@@ -542,6 +584,28 @@ void gt__window_done(struct gt__writer *c, struct gt__window *w);
 void gt__scope_closed(struct gt__writer *c, struct gt__wthread *th,
                       const struct gt__open *o, uint64_t end, int unclosed);
 
+/* ------------------------------------------------ compiled.c */
+
+/* Region o, just pushed on th at COMPILED_BEGIN of map graph, layer
+ * (0: the running node's). */
+void gt__region_begin(struct gt__writer *c, struct gt__wthread *th,
+                      struct gt__open *o, uint32_t graph, uint32_t layer);
+/* Operator o, just pushed directly inside region r: joined to its call. */
+void gt__region_op(struct gt__writer *c, struct gt__open *r,
+                   struct gt__open *o);
+/* Writes operator o (flagged GT__OPEN_IN_REGION), whose slice ev is
+ * ready but for its compiled args, when it joined a call, and credits
+ * it. @return 1 when written, 0 when the caller writes ev as it is. */
+int gt__region_op_emit(struct gt__writer *c, struct gt__wthread *th,
+                       const struct gt__open *o, uint64_t end,
+                       struct gt__ev *ev);
+/* Writes region o, closed at end, and its layer spans and totals. */
+void gt__region_closed(struct gt__writer *c, struct gt__wthread *th,
+                       const struct gt__open *o, uint64_t end, int unclosed);
+/* A writer's part of GT_R_COMPILE_SPAN. */
+void gt__on_compile_span(struct gt__writer *c, const uint8_t *rec,
+                         uint16_t size);
+
 /* ------------------------------------------------ nodes.c */
 
 /* Writes a backward node's X, its fwdbwd flow, and credits its layer. */
@@ -590,6 +654,15 @@ void gt__layer_set_class(struct gt__writer *c, uint32_t path_id, uint32_t cls);
 /* child's top-level path ancestor gets parent (enclosing module) when it
  * has none by path. */
 void gt__layer_nest(struct gt__writer *c, uint32_t child_id, uint32_t parent_id);
+/* The same by layer index (-1: nothing done). */
+void gt__layer_nest_at(struct gt__writer *c, int32_t ch, int32_t pa);
+/* Layer index of path (len bytes; made when new), or -1; of string id
+ * path_id (0: none), or -1. */
+int32_t gt__layer_index(struct gt__writer *c, const char *path, size_t len);
+int32_t gt__layer_of(struct gt__writer *c, uint32_t path_id);
+/* gt__layer_credit to layer index l (-1: none). */
+void gt__layer_credit_at(struct gt__writer *c, int32_t l,
+                         const struct gt__credit *k);
 /* Credits a backward node to layer path_id (0: none, counted as
  * unattributed) and its ancestors. */
 void gt__layer_credit(struct gt__writer *c, uint32_t path_id,

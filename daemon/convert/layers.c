@@ -138,6 +138,9 @@ static int32_t layer_find_or_add(struct gt__writer *c, const char *path,
     l->path_len = (uint32_t)len;
     l->parent = parent;
     l->depth = parent >= 0 ? c->layers[parent].depth + 1 : 0;
+    /* The class the Python package gave the name, if any (a compiled
+     * region's layers open no scope that would say it). */
+    l->cls = gt__cs_layer_class(c->s, path, len);
     /* Inserted anew: the parent's insertion may have taken the slot. */
     gt__index_insert(&c->layer_ix, hash, c->nlayers);
     return (int32_t)c->nlayers++;
@@ -172,9 +175,12 @@ void gt__layer_set_class(struct gt__writer *c, uint32_t path_id, uint32_t cls)
 
 void gt__layer_nest(struct gt__writer *c, uint32_t child_id, uint32_t parent_id)
 {
-    int32_t ch = layer_of(c, child_id);
-    int32_t pa = layer_of(c, parent_id);
-    if (ch < 0 || pa < 0)
+    gt__layer_nest_at(c, layer_of(c, child_id), layer_of(c, parent_id));
+}
+
+void gt__layer_nest_at(struct gt__writer *c, int32_t ch, int32_t pa)
+{
+    if (ch < 0 || pa < 0 || ch == pa)
         return;
     /* The top of the child's path chain ("layers" for "layers.0"). */
     while (c->layers[ch].parent >= 0)
@@ -195,20 +201,35 @@ static void group_count(struct gt__writer *c, int attributed,
         c->group_min_first = k->s;
     if (k->e > c->group_max_last)
         c->group_max_last = k->e;
-    c->group_nodes++;
+    c->group_nodes += !k->kernel;
     c->group_ns += k->self_ns;
     c->group_order2 += k->order2 != 0;
     if (!attributed) {
-        c->group_un_nodes++;
+        c->group_un_nodes += !k->kernel;
         c->group_un_ns += k->self_ns;
         c->group_un_accg += k->accumulate != 0;
     }
 }
 
+int32_t gt__layer_index(struct gt__writer *c, const char *path, size_t len)
+{
+    return len ? layer_find_or_add(c, path, len, 128) : -1;
+}
+
+int32_t gt__layer_of(struct gt__writer *c, uint32_t path_id)
+{
+    return path_id ? layer_of(c, path_id) : -1;
+}
+
 void gt__layer_credit(struct gt__writer *c, uint32_t path_id,
                       const struct gt__credit *k)
 {
-    int32_t l = path_id ? layer_of(c, path_id) : -1;
+    gt__layer_credit_at(c, path_id ? layer_of(c, path_id) : -1, k);
+}
+
+void gt__layer_credit_at(struct gt__writer *c, int32_t l,
+                         const struct gt__credit *k)
+{
     if (c->gen == 0) {
         c->gen = 1;
         c->group_min_first = UINT64_MAX;
@@ -217,6 +238,7 @@ void gt__layer_credit(struct gt__writer *c, uint32_t path_id,
     if (c->group_ended && k->s > c->group_end)
         flush_group(c, c->group_end);
     group_count(c, l >= 0, k);
+    c->group_kernels += k->kernel != 0;
     for (int32_t a = l; a >= 0; a = c->layers[a].parent) {
         struct gt__wlayer *L = &c->layers[a];
         if (L->gen != c->gen) {
@@ -228,6 +250,7 @@ void gt__layer_credit(struct gt__writer *c, uint32_t path_id,
             L->self_nodes = L->self_ns = L->accg_ns = 0;
             L->top_name = 0;
             L->top_ns = 0;
+            L->has_x = 0;
             c->touched[c->ntouched++] = (uint32_t)a;
         } else {
             if (k->s < L->first)
@@ -235,12 +258,19 @@ void gt__layer_credit(struct gt__writer *c, uint32_t path_id,
             if (k->e > L->last)
                 L->last = k->e;
         }
-        L->nodes++;
+        if (!k->accumulate) {
+            if (!L->has_x || k->s < L->xfirst)
+                L->xfirst = k->s;
+            if (!L->has_x || k->e > L->xlast)
+                L->xlast = k->e;
+            L->has_x = 1;
+        }
+        L->nodes += !k->kernel;
         L->node_credited = 1;
         L->time_ns += k->self_ns;
         L->order2 += k->order2 != 0;
         if (a == l) {
-            L->self_nodes++;
+            L->self_nodes += !k->kernel;
             L->self_ns += k->self_ns;
             if (k->accumulate)
                 L->accg_ns += k->self_ns;
@@ -378,8 +408,13 @@ static void flush_group(struct gt__writer *c, uint64_t end_ts)
     }
     for (uint32_t i = 0; i < c->ntouched; i++) {
         const struct gt__wlayer *L = &c->layers[c->touched[i]];
-        items[i].first = L->first;
-        items[i].last = L->last;
+        /* Under torch.compile one node makes every gradient, and the
+         * AccumulateGrad nodes all run after it: a layer's span is where
+         * its kernels (and other nodes) ran, so that layers nest as they
+         * ran; its AccumulateGrad time is still in its sums. */
+        int x = c->group_kernels && L->has_x;
+        items[i].first = x ? L->xfirst : L->first;
+        items[i].last = x ? L->xlast : L->last;
         items[i].depth = (int32_t)L->depth;
         items[i].layer = c->touched[i];
     }
@@ -429,6 +464,7 @@ out_next_gen:
     c->group_min_first = UINT64_MAX;
     c->group_max_last = 0;
     c->group_nodes = c->group_ns = c->group_order2 = 0;
+    c->group_kernels = 0;
     c->group_un_nodes = c->group_un_ns = c->group_un_accg = 0;
 }
 

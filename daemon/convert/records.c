@@ -91,8 +91,10 @@ static void emit_op(struct gt__writer *c, struct gt__wthread *th,
     }
     if (unclosed)
         gt__ev_bool(&ev, "unclosed", 1);
-    gt__emit_slice(c->out, &ev);
     c->total_ops++;
+    if ((o->flags & GT__OPEN_IN_REGION) && gt__region_op_emit(c, th, o, end, &ev))
+        return;
+    gt__emit_slice(c->out, &ev);
 }
 
 /* A module's class (string id cls, 0 none) as an event names it: *sid
@@ -116,6 +118,10 @@ static void emit_scope(struct gt__writer *c, struct gt__wthread *th,
     uint32_t cls;
     if (o->kind == GT__KIND_OP) {
         emit_op(c, th, o, end, unclosed);
+        return;
+    }
+    if (o->kind == GT__KIND_REGION) {
+        gt__region_closed(c, th, o, end, unclosed);
         return;
     }
     int module = o->kind == GT_SCOPE_MODULE;
@@ -397,6 +403,45 @@ static void on_op_begin(struct gt__writer *c, const uint8_t *rec,
     o->seq = r.seq;
     o->fwd_tid = r.fwd_tid;
     o->ord = ++th->opens;
+    if (th->scopes.depth >= 2 &&
+        th->scopes.e[th->scopes.depth - 2].kind == GT__KIND_REGION)
+        gt__region_op(c, &th->scopes.e[th->scopes.depth - 2], o);
+}
+
+/* A compiled graph's run: a scope of its own on the thread, whose
+ * operators join its map (compiled.c). */
+struct region_key {
+    uint32_t graph;
+};
+
+static int region_match(const struct gt__open *o, const void *key)
+{
+    const struct region_key *k = key;
+    return o->kind == GT__KIND_REGION && o->op_id == k->graph;
+}
+
+static void on_region(struct gt__writer *c, const uint8_t *rec,
+                      uint16_t size)
+{
+    struct gt_r_compiled_region r;
+    struct gt__wthread *th;
+    (void)size;
+    memcpy(&r, rec, sizeof(r));
+    if (!(th = cur_thread(c)))
+        return;
+    uint64_t ts = thread_ts(c, th, r.ts);
+    if (r.h.type == GT_R_COMPILED_END) {
+        struct region_key k = {r.graph};
+        stack_end(c, th, &th->scopes, region_match, &k, gt__scope_closed, ts);
+        return;
+    }
+    gt__step_note_begin(c, th, ts);
+    struct gt__open *o = stack_push(c, &th->scopes);
+    if (!o)
+        return;
+    o->ts = ts;
+    o->ord = ++th->opens;
+    gt__region_begin(c, th, o, r.graph, r.layer);
 }
 
 static void on_op_end(struct gt__writer *c, const uint8_t *rec, uint16_t size)
@@ -684,18 +729,23 @@ static const struct gt__rec_kind kinds[] = {
      * trace. */
     [GT_R_JOB_ROUTE] = {EXACT(GT_R_JOB_ROUTE, gt_r_job_route), .route = GT__ROUTE_META,
      .stream = gt__cs_on_job_route},
-    /* Compiled graphs (schema/torch.md, "Compiled models"): known and
-     * size-checked, not in the trace yet (issue 26: the join of a
-     * region's operators to its map comes next); a region's operators
-     * are cpu_op events meanwhile. */
+    /* Compiled graphs (schema/torch.md, "Compiled models"; compiled.c):
+     * maps and module names are stream metadata, regions scopes whose
+     * operators join their map. */
     [GT_R_COMPILED_GRAPH] = {EXACT(GT_R_COMPILED_GRAPH, gt_r_compiled_graph),
-                             .route = GT__ROUTE_META},
+                             .route = GT__ROUTE_META, .stream = gt__cs_on_cgraph},
     [GT_R_COMPILED_CALL] = {EXACT(GT_R_COMPILED_CALL, gt_r_compiled_call),
-                            .route = GT__ROUTE_META},
-    [GT_R_COMPILED_BEGIN] = {EXACT(GT_R_COMPILED_BEGIN, gt_r_compiled_region)},
-    [GT_R_COMPILED_END] = {EXACT(GT_R_COMPILED_END, gt_r_compiled_region)},
+                            .route = GT__ROUTE_META, .stream = gt__cs_on_ccall},
+    [GT_R_COMPILED_BEGIN] = {EXACT(GT_R_COMPILED_BEGIN, gt_r_compiled_region),
+                             .writer = on_region},
+    [GT_R_COMPILED_END] = {EXACT(GT_R_COMPILED_END, gt_r_compiled_region),
+                           .writer = on_region},
     [GT_R_COMPILE_SPAN] = {EXACT(GT_R_COMPILE_SPAN, gt_r_compile_span),
-                           .route = GT__ROUTE_META},
+                           .route = GT__ROUTE_META,
+                           .writer = gt__on_compile_span},
+    [GT_R_LAYER_INFO] = {EXACT(GT_R_LAYER_INFO, gt_r_layer_info),
+                         .route = GT__ROUTE_META,
+                         .stream = gt__cs_on_layer_info},
 };
 
 #undef EXACT

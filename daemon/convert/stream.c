@@ -64,6 +64,7 @@ void gt__cstream_close(struct gt__cstream *s)
     }
     gt__free(s->strs);
     gt__free(s->tnames);
+    gt__cs_compiled_free(s);
     for (uint32_t i = 0; i < s->nwinfo; i++)
         gt__winfo_release(&s->winfo[i]);
     gt__free(s->winfo);

@@ -44,7 +44,7 @@ extern "C" {
  * of the same major whose minor is >= m.
  */
 #define GT_API_VERSION_MAJOR 1
-#define GT_API_VERSION_MINOR 4
+#define GT_API_VERSION_MINOR 5
 #define GT_API_VERSION (GT_API_VERSION_MAJOR * 1000 + GT_API_VERSION_MINOR)
 /* The major number alone, as earlier headers defined it. */
 #define GRADTRACE_API_VERSION GT_API_VERSION_MAJOR
@@ -284,6 +284,18 @@ GT_API void gt_compiled_call(uint32_t graph, uint32_t index, uint32_t kernel,
 GT_API void gt_compiled_begin(uint32_t graph);
 GT_API void gt_compiled_end(uint32_t graph);
 GT_API void gt_compile_span(uint32_t name, uint64_t begin_ns, uint64_t end_ns);
+
+/*
+ * gt_layer_info: the Python package named a module layer (a string id),
+ * of class cls (a string id, 0 unknown); flags GT_LAYER_F_BARE_ROOT on
+ * the root whose modules have bare named_modules() paths ("blocks.0";
+ * every other module's are "<its name>.<path>"), so that a compiled
+ * region running in it, whose map's paths are relative, and whose layers
+ * open no scopes, is named and classed as the eager model would be.
+ * Recorded with or without capture. Since API minor 5. Any thread; cold
+ * path.
+ */
+GT_API void gt_layer_info(uint32_t layer, uint32_t cls, uint32_t flags);
 
 #ifdef __cplusplus
 }

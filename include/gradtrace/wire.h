@@ -174,6 +174,7 @@ enum gt_rec_type {
     GT_R_COMPILED_BEGIN = 42, /* a compiled graph starts running here */
     GT_R_COMPILED_END = 43,
     GT_R_COMPILE_SPAN = 44,   /* dynamo/inductor compiled a frame */
+    GT_R_LAYER_INFO = 45,     /* a module's name and class */
     GT_R_TYPE_COUNT
 };
 
@@ -602,6 +603,27 @@ struct gt_r_compile_span {
 GT_STATIC_ASSERT(sizeof(struct gt_r_compile_span) == 28, "compile_span");
 
 /*
+ * A module the Python package named (schema/torch.md, "Module names"):
+ * its layer name and class, sent once per name when its root is mapped,
+ * with or without capture (stream metadata: a compiled region's layers
+ * open no scope, so this is where their classes come from).
+ * GT_LAYER_F_BARE_ROOT marks the root whose modules are named by their
+ * bare named_modules() paths ("blocks.0"): every other module's children
+ * are "<its name>.<path>", so a compiled region running in this one has
+ * its map's relative paths as layer names; the latest such record holds.
+ */
+#define GT_LAYER_F_BARE_ROOT 0x1u
+
+struct gt_r_layer_info {
+    struct gt_rec h;
+    uint32_t layer;       /* string id: the module's layer name */
+    uint32_t cls;         /* string id: its class, or 0 */
+    uint32_t flags;       /* GT_LAYER_F_* */
+    uint64_t ts;
+} GT_PACKED;
+GT_STATIC_ASSERT(sizeof(struct gt_r_layer_info) == 24, "layer_info");
+
+/*
  * Fixed-size record types: X(type, struct). GT_R_STRING and
  * GT_R_PROCESS_INFO's sizes are minimums (STRING grows by its text).
  */
@@ -641,7 +663,8 @@ GT_STATIC_ASSERT(sizeof(struct gt_r_compile_span) == 28, "compile_span");
     X(GT_R_COMPILED_CALL, gt_r_compiled_call)       \
     X(GT_R_COMPILED_BEGIN, gt_r_compiled_region)    \
     X(GT_R_COMPILED_END, gt_r_compiled_region)      \
-    X(GT_R_COMPILE_SPAN, gt_r_compile_span)
+    X(GT_R_COMPILE_SPAN, gt_r_compile_span)         \
+    X(GT_R_LAYER_INFO, gt_r_layer_info)
 
 /* ------------------------------------------------ daemon -> agent messages */
 

@@ -73,6 +73,12 @@ hooks_wanted = _load_optional("gt_hooks_wanted", ctypes.c_int, [])
 # when the interpreter kills itself after a KeyboardInterrupt.
 finish = _load_optional("gt_finish", None, [])
 
+# gt_layer_info(layer, cls, flags): API minor 5; without it a compiled
+# region's layers have no class, and inside the bare root its layer names
+# have the root's name in front.
+layer_info = _load_optional("gt_layer_info", None, [ctypes.c_uint32] * 3)
+LAYER_F_BARE_ROOT = 0x1
+
 # gt_torch_param(tensor_impl, module path id, parameter name id).
 torch_param = _load_optional("gt_torch_param", None,
                              [ctypes.c_uint64, ctypes.c_uint32,

@@ -61,7 +61,7 @@ class _Root:
     """One root module: its name prefix ("" for the bare root), map and
     the names it holds."""
 
-    __slots__ = ("ref", "prefix", "bare", "map", "names", "ids")
+    __slots__ = ("ref", "prefix", "bare", "map", "names", "ids", "sent")
 
     def __init__(self, module, prefix, bare):
         self.ref = weakref.ref(module, self._died)
@@ -70,6 +70,7 @@ class _Root:
         self.map = {}
         self.names = set()
         self.ids = set()
+        self.sent = set()  # (name id, class id, flags) told to the agent
 
     def _died(self, _ref):
         try:
@@ -228,7 +229,27 @@ def _fill(r, module):
         _register_params(r, module, named)
     except Exception:  # names still work without parameter attribution
         pass
+    _tell_names(r, module, named)
     return m
+
+
+def _tell_names(r, module, named):
+    """Each name of r's map and its class, once, to the agent
+    (gt_layer_info): a compiled region's layers open no scope, so this is
+    where the converter gets their classes, and which root is bare."""
+    info = _agent.layer_info
+    if info is None:
+        return
+    try:
+        top = r.map[id(module)][1]  # the root's own name (wrappers share it)
+        for mod, ent in named:
+            flags = _agent.LAYER_F_BARE_ROOT if r.bare and ent[1] == top else 0
+            key = (ent[2], ent[3], flags)
+            if key not in r.sent:
+                r.sent.add(key)
+                info(*key)
+    except Exception:  # names work without it
+        pass
 
 
 def _new_root(module):

@@ -168,3 +168,20 @@ Test(agent_compiled, compile_span_recorded_without_capture)
     cr_assert_eq(s.begin_ns, 100);
     cr_assert_eq(s.end_ns, 250);
 }
+
+Test(agent_compiled, layer_info_recorded_without_capture)
+{
+    struct got g;
+    struct gt_r_layer_info r;
+    uint32_t id = gt_intern("Net"), cls = gt_intern("Net");
+
+    gt__ring_configure(4, 4);
+    gt_layer_info(id, cls, GT_LAYER_F_BARE_ROOT | 0x80u);
+    gt_layer_info(0, cls, 0); /* no name: nothing */
+    take(&g);
+    cr_assert_eq(count(&g, GT_R_LAYER_INFO), 1);
+    memcpy(&r, g.rec[g.n - 1], sizeof(r));
+    cr_assert_eq(r.layer, id);
+    cr_assert_eq(r.cls, cls);
+    cr_assert_eq(r.flags, GT_LAYER_F_BARE_ROOT, "unknown flags are dropped");
+}

@@ -413,3 +413,112 @@ Test(agent_trigger, ranks_wait_for_a_late_rank)
     gt__trig_info(&info);
     cr_assert_eq(info.windows, 1);
 }
+
+/*
+ * torch.compile(Net) (issue 26): blocks.0 and blocks.1 run inside one
+ * compiled forward region, whose map names them (paths as the bare root
+ * names them), and the graph's backward is one CompiledFunctionBackward
+ * node, created before the region. on: capture in the forward region, in
+ * the node, after it.
+ */
+static void compiled_iteration(uint32_t net, uint32_t fmap, uint32_t bmap,
+                               uint64_t *seq, int *on)
+{
+    uint64_t s0 = (*seq)++;
+
+    gt_module_begin(net, 0);
+    gt_node_created(s0, 1); /* CompiledFunctionBackward */
+    gt_compiled_begin(fmap);
+    on[0] = gt_capture_active();
+    gt_compiled_end(fmap);
+    on[1] = gt_capture_active();
+    gt_module_end();
+    gt_bwd_pass_begin();
+    gt_bwd_node_begin(0, s0, 1);
+    gt_compiled_begin(bmap);
+    on[2] = gt_capture_active();
+    gt_compiled_end(bmap);
+    gt_bwd_node_end(s0, 1);
+    on[3] = gt_capture_active();
+    gt_bwd_pass_end();
+}
+
+static void compiled_maps(uint32_t *fmap, uint32_t *bmap)
+{
+    uint32_t up0 = gt_intern("blocks.0.up"), b1 = gt_intern("blocks.1");
+    *fmap = gt_compiled_graph(gt_intern("code"), 0, 0, 1, 0, 2);
+    gt_compiled_call(*fmap, 0, gt_intern("k0"), gt_intern("k0"), up0, 0, 1, 0);
+    gt_compiled_call(*fmap, 1, gt_intern("k1"), gt_intern("k1"), b1, 0, 1, 0);
+    *bmap = gt_compiled_graph(gt_intern("code"), 0, 0, 2, 0, 1);
+    gt_compiled_call(*bmap, 0, gt_intern("k2"), gt_intern("k2"), up0, 0, 2, 0);
+}
+
+Test(agent_trigger, backward_trigger_inside_a_compiled_graph_spans_its_node)
+{
+    uint32_t net = gt_intern("Net"), fmap, bmap;
+    uint64_t seq = 500;
+    int on[4];
+    const char *spec = "layer=blocks.0,phase=backward,iteration=1";
+
+    gt_layer_info(net, net, GT_LAYER_F_BARE_ROOT);
+    compiled_maps(&fmap, &bmap);
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+    uint64_t it0 = gt__trig_iteration();
+    for (int it = 0; it < 3; it++) {
+        compiled_iteration(net, fmap, bmap, &seq, on);
+        int want = gt__trig_iteration() - 1 == it0 + 1;
+        cr_assert_not(on[0] || on[1], "no forward segment");
+        cr_assert_eq(on[2], want, "iteration %d: the compiled node is blocks.0's", it);
+        cr_assert_not(on[3], "closed after the node");
+    }
+}
+
+Test(agent_trigger, forward_trigger_inside_a_compiled_graph_spans_its_region)
+{
+    uint32_t net = gt_intern("Net"), fmap, bmap;
+    uint64_t seq = 900;
+    int on[4];
+    const char *spec = "layer=blocks.1,phase=forward,iteration=next";
+
+    gt_layer_info(net, net, GT_LAYER_F_BARE_ROOT);
+    compiled_maps(&fmap, &bmap);
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+    compiled_iteration(net, fmap, bmap, &seq, on);
+    cr_assert_not(on[0], "armed for the next iteration");
+    compiled_iteration(net, fmap, bmap, &seq, on);
+    cr_assert(on[0], "open in the region that runs blocks.1");
+    cr_assert_not(on[1] || on[2] || on[3], "closed at its end");
+}
+
+Test(agent_trigger, a_compiled_blocks_layers_hang_from_its_name)
+{
+    /* Each block compiled on its own: one graph, paths relative to the
+     * block, whose scope is open around the region. */
+    uint32_t net = gt_intern("Net"), b0 = gt_intern("blocks.0"),
+             b1 = gt_intern("blocks.1"), up = gt_intern("up");
+    const char *spec = "layer=blocks.1.up,phase=forward,iteration=next";
+    int on[2];
+
+    gt_layer_info(net, net, GT_LAYER_F_BARE_ROOT);
+    uint32_t m = gt_compiled_graph(gt_intern("code"), 0, 0, 1, 0, 1);
+    gt_compiled_call(m, 0, gt_intern("k0"), gt_intern("k0"), up, 0, 1, 0);
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+    for (int it = 0; it < 2; it++) {
+        gt_module_begin(net, 0);
+        gt_module_begin(b0, 0);
+        gt_compiled_begin(m);
+        on[0] = gt_capture_active();
+        gt_compiled_end(m);
+        gt_module_end();
+        gt_module_begin(b1, 0);
+        gt_compiled_begin(m);
+        on[1] = gt_capture_active();
+        gt_compiled_end(m);
+        gt_module_end();
+        gt_module_end();
+        gt_bwd_pass_begin();
+        gt_bwd_pass_end();
+        cr_assert_not(on[0], "blocks.0's region holds no blocks.1.up");
+        cr_assert_eq(on[1], it == 1, "iteration %d", it);
+    }
+}
