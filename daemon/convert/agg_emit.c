@@ -43,8 +43,16 @@ struct agg_emit {
     struct gt__emit base;
     struct agg_consumer *k;
     const struct gt__cstream *s;
+    const struct gt__writer *w;
     int begun;                 /* an event was said */
 };
+
+/* A shared window's writer: the main writer has a copy of each of its
+ * events, which the table must count once. */
+static int copy_of_main(const struct agg_emit *e)
+{
+    return e->w && e->w->shared_window;
+}
 
 /* Trace times are integer ns written as us with three decimals; ns / 1e3
  * is the double a JSON reader parses from that text (both are the
@@ -167,6 +175,8 @@ static void ag_slice(struct gt__emit *em, const struct gt__ev *ev)
 {
     struct agg_emit *e = (struct agg_emit *)em;
     e->begun = 1;
+    if (copy_of_main(e))
+        return;
     switch (ev->cat) {
     case GT__CAT_LAYER_FORWARD:
         layer_span(e, ev, GT__AGG_PH_FWD);
@@ -193,6 +203,8 @@ static void ag_instant(struct gt__emit *em, const struct gt__ev *ev)
 {
     struct agg_emit *e = (struct agg_emit *)em;
     e->begun = 1;
+    if (copy_of_main(e))
+        return;
     if (ev->cat == GT__CAT_COMPILED_TOTALS) {
         static const char *const keys[5] = {"region_us", "one_layer_us",
                                             "fused_us", "unowned_us",
@@ -284,6 +296,7 @@ static struct gt__emit *agg_emit_create(const struct gt__emit_kind *kind,
     e->base.ops = &agg_emit_ops;
     e->k = kind->ud;
     e->s = src->s;
+    e->w = src->w;
     return &e->base;
 }
 

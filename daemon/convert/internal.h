@@ -310,6 +310,8 @@ struct gt__window {
 struct gt__writer {
     struct gt__cstream *s;  /* shared, not owned */
     int window;             /* a capture window's writer ... */
+    int shared_window;      /* ... begun while the main trace captured:
+                             * main holds a copy of everything in it */
     uint32_t win_id;        /* ... for window win_id (info in s->winfo) */
     struct gt__emit *out;   /* the output its events go to (owned) */
     int err;                /* first error, its output's too; sticky */

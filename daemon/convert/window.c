@@ -342,6 +342,7 @@ static void on_window(struct gt__conv *c, uint16_t type, uint16_t size,
         }
         c->route = (uint32_t)i + 1;
         o->shared = shared;
+        o->sub->shared_window = shared;
         o->seg_open = 1;
         o->seg_begin = r.ts;
         o->seg_end = UINT64_MAX;

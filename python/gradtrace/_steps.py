@@ -1,6 +1,6 @@
 """Training steps (schema/control.md): creating an optimizer calls
 gt_step_expect (Optimizer.__init__ is wrapped), and the first optimizer to
-reach a step count no optimizer had ends the step (gt_step); an AMP
+reach a step count no live optimizer had ends the step (gt_step); an AMP
 GradScaler.step that skips the optimizer step (the gradients overflowed)
 ends it too. The agent numbers the steps from 0. The same per-step hook
 then calls the hook switch's iteration boundary (_switch.py)."""
@@ -30,7 +30,11 @@ def _steps_of(optimizer):
 
 
 def _forget_steps(key):
+    # A dead optimizer's steps no longer set the round: a model trained
+    # after another in the same process (a sweep, a second stage) with an
+    # optimizer of its own starts counting steps again at once.
     _steps.pop(key, None)
+    _step_max[0] = max((e[1] for e in list(_steps.values())), default=0)
 
 
 def _count_step(optimizer):

@@ -5,6 +5,8 @@
 #   BUILD   build directory relative to the repo root (default build)
 #   PYTHON  interpreter with torch (default /usr/bin/python3)
 #   E2E_TMP a fresh private directory for this script
+# The limit is E2E_TIMEOUT seconds, else a script's own "# e2e-timeout: N"
+# line (one that compiles models needs more), else 300.
 # Usage: tests/e2e/run.sh [pattern...]   (a script runs if its name
 # contains any of the patterns; no pattern: every script)
 set -u
@@ -24,7 +26,8 @@ for t in tests/e2e/t_*.sh; do
   E2E_TMP=$(mktemp -d /tmp/gt-e2e.XXXXXX)
   export E2E_TMP
   start=$(date +%s%N)
-  timeout -k 10 "${E2E_TIMEOUT:-300}" bash "$t" >"$E2E_TMP/log" 2>&1
+  own=$(sed -n 's/^# e2e-timeout: \([0-9][0-9]*\)$/\1/p' "$t" | head -n 1)
+  timeout -k 10 "${E2E_TIMEOUT:-${own:-300}}" bash "$t" >"$E2E_TMP/log" 2>&1
   rc=$?
   ms=$((($(date +%s%N) - start) / 1000000))
   secs=$((ms / 1000)).$((ms % 1000 / 100))

@@ -316,6 +316,32 @@ def test_scopes_balanced_when_a_forward_raises():
         assert names() == ["Outer", "bad", "bad.inner", "ok"] * 2, names()
 
 
+def test_names_and_classes_are_told_once_with_the_bare_root():
+    # gt_layer_info: every name of a root's map with its class, once; the
+    # bare root flagged (compiled regions' layers open no scope).
+    from gradtrace import _agent
+    told = []
+    old = _agent.layer_info
+    _agent.layer_info = lambda layer, cls, flags: told.append(
+        (_ids[layer], _ids[cls], flags))
+    try:
+        with _Hooks():
+            a, b = Net(), Net(1)
+            x = torch.randn(1, 4)
+            a(x)
+            a(x)
+            b(x)
+    finally:
+        _agent.layer_info = old
+    F = _agent.LAYER_F_BARE_ROOT
+    assert ("Net", "Net", F) in told, told
+    assert ("blocks.0.up", "Linear", 0) in told, told
+    assert ("blocks", "ModuleList", 0) in told, told
+    assert ("Net#2", "Net", 0) in told and ("Net#2.blocks.0", "Block", 0) in told, told
+    assert len(told) == len(set(told)), "each name once: %s" % told
+    assert [t for t in told if t[2]] == [("Net", "Net", F)], "one bare root"
+
+
 def _skip(why=None):
     pyunit.skip(why or MISSING, torch is None)
 

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "daemon/convert/agg.h"
+#include "daemon/convert/consumer.h"
 #include "tests/unit/conv_fixture.h"
 
 static int count(const char *path, const char *name, const char *ph)
@@ -99,4 +101,52 @@ Test(conv_shared, plain_segment_is_the_windows_only, .timeout = 10)
     cr_assert_eq(count(m, "MmBackward0", "X"), 0);
     cr_assert_eq(count(w, "inside", "X"), 1);
     cleanup(m, w);
+}
+
+/* The aggregation consumer (gradtrace report on a .gtr) counts a shared
+ * window's spans once: main holds a copy of each. A plain window's are
+ * counted: main has none of them. */
+static double window_bwd_us(uint16_t type)
+{
+    struct gt__agg a;
+    struct gt__recbuf b;
+    struct gt_chunk_header h;
+    memset(&b, 0, sizeof(b));
+    memset(&h, 0, sizeof(h));
+    gt__agg_init(&a);
+    struct gt__consumer *k = gt__agg_consumer_create(&a);
+    cr_assert_not_null(k);
+    struct gt__hello_info *hi = calloc(1, sizeof(*hi));
+    hi->h.pid = 4242;
+    hi->h.rank = -1;
+    hi->h.start_mono_ns = T0;
+    cr_assert_eq(k->ops->hello(k, hi), 0);
+    free(hi);
+    struct conv_fx f = {.b = b};
+    str(&f, 1, "layer=blk,phase=backward");
+    str(&f, 4, "MmBackward0");
+    str(&f, 5, "blk");
+    thr(&f, 100);
+    created(&f, 5, 7, 90);
+    window(&f, type, 200);
+    created(&f, 5, 7, 90); /* the agent's replay */
+    node(&f, 4, 7, 205, 215);
+    window(&f, GT_R_WINDOW_END, 220);
+    window(&f, GT_R_WINDOW_DONE, 230);
+    h.record_count = f.b.count;
+    cr_assert_eq(k->ops->chunk(k, &h, f.b.data, f.b.len), 0);
+    cr_assert_eq(k->ops->finish(k, NULL, 0), 0);
+    gt__agg_finish(&a);
+    const struct gt__agg_layer *l = gt__agg_find(&a, "blk");
+    double us = l ? l->bwd_us : -1;
+    gt__consumer_free(k);
+    gt__agg_close(&a);
+    gt__recbuf_free(&f.b);
+    return us;
+}
+
+Test(conv_shared, report_counts_a_shared_windows_backward_once, .timeout = 10)
+{
+    cr_assert_eq(window_bwd_us(GT_R_WINDOW_BEGIN_SHARED), 10.0);
+    cr_assert_eq(window_bwd_us(GT_R_WINDOW_BEGIN), 10.0);
 }
