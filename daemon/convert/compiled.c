@@ -126,6 +126,8 @@ void gt__cs_on_ccall(struct gt__cstream *s, const uint8_t *rec, uint16_t size)
         s->an.compiled_dropped++;
         return;
     }
+    if (r.flags & GT_CCALL_GPU)
+        s->cg[r.graph - 1].gpu_calls++;
     s->cg[r.graph - 1].calls[r.index] = (struct gt__ccall){
         .kernel = r.kernel, .scope = r.scope, .owner = r.owner,
         .fused = r.fused, .phase = r.phase, .flags = r.flags};
@@ -277,16 +279,16 @@ void gt__region_op(struct gt__writer *c, struct gt__open *r,
  * relative path rel (len bytes) under the region's layer: as it stands
  * under the bare root or no layer, the layer itself for "", else
  * "<layer>.<rel>". @return its length. */
-static size_t compose(const struct gt__cstream *s, const struct gt__open *o,
-                      const char *rel, size_t len, char *buf)
+static size_t compose(const struct gt__cstream *s, uint32_t layer,
+                      uint16_t flags, const char *rel, size_t len, char *buf)
 {
     uint32_t pl = 0;
-    const char *pre = o->layer ? str_text(s, o->layer, &pl) : NULL;
+    const char *pre = layer ? str_text(s, layer, &pl) : NULL;
     if (len > GT_STRING_MAX)
         len = GT_STRING_MAX;
     if (pl > GT_STRING_MAX)
         pl = GT_STRING_MAX;
-    if (!pre || ((o->flags & GT__OPEN_BARE) && len > 0)) {
+    if (!pre || ((flags & GT__OPEN_BARE) && len > 0)) {
         memcpy(buf, rel, len);
         return len;
     }
@@ -333,34 +335,28 @@ static void cfwd_add(struct gt__writer *c, struct gt__wthread *th, int32_t l,
     th->cfwd[th->ncfwd++] = (struct gt__cfwd){l, ph, s, e};
 }
 
-int gt__region_op_emit(struct gt__writer *c, struct gt__wthread *th,
-                       const struct gt__open *o, uint64_t end,
-                       struct gt__ev *ev)
+/* Adds call cl's args (layer, phase, mark, fused, kernel, graph_id) to ev,
+ * its texts in j, for a region of map graph whose paths hang from layer
+ * (flags: GT__OPEN_BARE). @return its layer index, -1 unowned. */
+static int32_t call_args(struct gt__writer *c, uint32_t layer, uint16_t flags,
+                         uint32_t graph, const struct gt__ccall *cl,
+                         struct gt__ev *ev, struct gt__cjoin *j)
 {
     const struct gt__cstream *s = c->s;
-    const struct gt__ccall *cl = o->cls ? gt__cs_ccall(s, o->param, o->cls - 1)
-                                        : NULL;
-    uint64_t dur = end > o->ts ? end - o->ts : 0;
-    if (!cl) {
-        /* Run by a region, matched by no call of its map. */
-        if (th->nregions > 0)
-            th->ctot.ns[TOT_UNJOINED] += dur;
-        return 0;
-    }
-    char path[2 * GT_STRING_MAX + 2], fused[2 * GT_STRING_MAX + 2];
+    char *path = j->path, *fused = j->fused;
     size_t plen = 0, flen = 0;
     int32_t li = -1;
     uint32_t olen = 0;
     const char *owner = cl->owner ? str_text(s, cl->owner, &olen) : NULL;
     int unowned = (cl->flags & GT_CCALL_UNOWNED) || !owner;
     if (!unowned) {
-        plen = compose(s, o, owner, olen, path);
+        plen = compose(s, layer, flags, owner, olen, path);
         li = gt__layer_index(c, path, plen);
     }
     if (li >= 0) {
         /* Its top hangs under the region's layer, as an eager module's
          * hangs under the module whose forward called it. */
-        int32_t pl = gt__layer_of(c, o->layer);
+        int32_t pl = gt__layer_of(c, layer);
         if (pl >= 0 && pl != li)
             gt__layer_nest_at(c, li, pl);
     }
@@ -368,18 +364,18 @@ int gt__region_op_emit(struct gt__writer *c, struct gt__wthread *th,
     const char *fu = cl->fused ? str_text(s, cl->fused, &fl) : NULL;
     /* The fused modules, each named as the layer would be. */
     for (uint32_t i = 0; fu && i < fl;) {
-        uint32_t j = i;
-        while (j < fl && fu[j] != ' ')
-            j++;
+        uint32_t k = i;
+        while (k < fl && fu[k] != ' ')
+            k++;
         char one[2 * GT_STRING_MAX + 2];
-        size_t n = compose(s, o, fu + i, j - i, one);
-        if (flen + n + 1 > sizeof(fused))
+        size_t n = compose(s, layer, flags, fu + i, k - i, one);
+        if (flen + n + 1 > sizeof(j->fused))
             break;
         if (flen)
             fused[flen++] = ' ';
         memcpy(fused + flen, one, n);
         flen += n;
-        i = j + 1;
+        i = k + 1;
     }
     if (li >= 0)
         gt__ev_text(ev, "layer", path, plen);
@@ -393,9 +389,27 @@ int gt__region_op_emit(struct gt__writer *c, struct gt__wthread *th,
         gt__ev_text(ev, "fused", fused, flen);
     if (cl->kernel)
         gt__ev_sid(ev, "kernel", gt__str_known(c, cl->kernel));
-    const struct gt__cgraph *g = gt__cs_cgraph(s, o->param);
+    const struct gt__cgraph *g = gt__cs_cgraph(s, graph);
     if (g && g->graph_id != UINT32_MAX)
         gt__ev_u64(ev, "graph_id", g->graph_id);
+    return unowned ? -1 : li;
+}
+
+int gt__region_op_emit(struct gt__writer *c, struct gt__wthread *th,
+                       const struct gt__open *o, uint64_t end,
+                       struct gt__ev *ev)
+{
+    const struct gt__ccall *cl = o->cls ? gt__cs_ccall(c->s, o->param, o->cls - 1)
+                                        : NULL;
+    uint64_t dur = end > o->ts ? end - o->ts : 0;
+    if (!cl) {
+        /* Run by a region, matched by no call of its map. */
+        if (th->nregions > 0)
+            th->ctot.ns[TOT_UNJOINED] += dur;
+        return 0;
+    }
+    struct gt__cjoin j;
+    int32_t li = call_args(c, o->layer, o->flags, o->param, cl, ev, &j);
     gt__emit_slice(c->out, ev);
 
     int which = li < 0                           ? TOT_UNOWNED
@@ -569,6 +583,77 @@ static void emit_totals(struct gt__writer *c, struct gt__wthread *th,
     gt__emit_instant(c->out, &e);
 }
 
+/* ------------------------------------------------ a GPU graph's kernels */
+
+/*
+ * A CUDA graph's Triton kernels are no operators: CUPTI records them,
+ * late, with the correlation id of their launch, whose CUDA API record
+ * names the launching thread and time. So each region of a map with GPU
+ * calls is kept when it ends (the newest GT__CRING of a writer), a
+ * launch timed inside one on its thread is noted by correlation id, and
+ * the kernel takes the region's next GPU call of its name: its layer
+ * and phase then tag it as an EXT_CORR layer does (the report's GPU
+ * columns). A kernel whose record comes before its launch's is not
+ * joined (CUPTI completes a launch's API record first).
+ */
+static void cring_push(struct gt__writer *c, const struct gt__wthread *th,
+                       const struct gt__open *o, uint64_t end)
+{
+    if (!c->cring && !(c->cring = gt__calloc(GT__CRING, sizeof(*c->cring))))
+        return;
+    struct gt__cregion *r = &c->cring[c->ncring % GT__CRING];
+    *r = (struct gt__cregion){.tid = th->os_tid, .graph = (uint32_t)o->op_id,
+                              .layer = o->layer, .flags = o->flags,
+                              .ts = o->ts, .end = end, .seq = ++c->ncring};
+}
+
+void gt__region_launch(struct gt__writer *c, uint32_t tid, uint64_t ts,
+                       uint32_t corr)
+{
+    if (!c->ncring || corr == 0)
+        return;
+    uint64_t n = c->ncring < GT__CRING ? c->ncring : GT__CRING;
+    for (uint64_t k = 0; k < n; k++) {
+        const struct gt__cregion *r = &c->cring[(c->ncring - 1 - k) % GT__CRING];
+        if (r->tid != tid || ts < r->ts || ts > r->end)
+            continue;
+        if (!c->capi_ready) {
+            if (gt__bmap_init(&c->capi, GT__CORR_MAP_CAP))
+                return;
+            c->capi_ready = 1;
+        }
+        struct gt__bmap_val v = {.x = r->seq};
+        (void)gt__bmap_put(&c->capi, 0, corr, &v);
+        return;
+    }
+}
+
+int gt__region_kernel(struct gt__writer *c, struct gt__ev *ev, uint32_t corr,
+                      uint32_t name, struct gt__cjoin *j)
+{
+    struct gt__bmap_val v;
+    if (!c->capi_ready || corr == 0 || !gt__bmap_take(&c->capi, 0, corr, &v))
+        return 0;
+    if (v.x == 0 || v.x > c->ncring || c->ncring - v.x >= GT__CRING)
+        return 0; /* its region is no longer kept */
+    struct gt__cregion *r = &c->cring[(v.x - 1) % GT__CRING];
+    const struct gt__cgraph *g = gt__cs_cgraph(c->s, r->graph);
+    if (!g || g->ncalls == 0)
+        return 0;
+    for (uint32_t k = 0; k < g->ncalls; k++) {
+        uint32_t i = (r->cursor + k) % g->ncalls;
+        const struct gt__ccall *cl = &g->calls[i];
+        if (cl->phase && (cl->flags & GT_CCALL_GPU) &&
+            same_text(c->s, cl->scope, name)) {
+            r->cursor = i + 1;
+            (void)call_args(c, r->layer, r->flags, r->graph, cl, ev, j);
+            return 1;
+        }
+    }
+    c->an.compiled_unmatched++;
+    return 0;
+}
+
 void gt__region_closed(struct gt__writer *c, struct gt__wthread *th,
                        const struct gt__open *o, uint64_t end, int unclosed)
 {
@@ -598,6 +683,8 @@ void gt__region_closed(struct gt__writer *c, struct gt__wthread *th,
 
     uint32_t from = o->param <= th->ncfwd ? o->param : th->ncfwd;
     int32_t stop = gt__layer_of(c, o->layer);
+    if (g && g->gpu_calls)
+        cring_push(c, th, o, end);
     region_spans(c, th, from, GT_COMPILED_FORWARD, stop);
     region_spans(c, th, from, GT_COMPILED_RECOMPUTE, stop);
     th->ncfwd = from;

@@ -130,6 +130,7 @@ struct gt__ccall {
 struct gt__cgraph {
     uint32_t graph_id, compile_id, code;
     uint32_t ncalls;
+    uint32_t gpu_calls;   /* calls flagged GT_CCALL_GPU */
     uint16_t phase, flags;
     struct gt__ccall *calls;
 };

@@ -13,6 +13,7 @@
  */
 #include <stdio.h>
 
+#include "common/alloc.h"
 #include "daemon/convert/internal.h"
 
 /* ------------------------------------------------------------ GPU */
@@ -54,13 +55,14 @@ static uint32_t stream_track(struct gt__writer *c, uint32_t device,
  * encloses, so that it never names another operator), then "layer",
  * "phase" and "seq" from the other GT_R_EXT_CORR kinds.
  */
-static void ext_args(struct gt__writer *c, struct gt__ev *ev, uint32_t corr)
+static void ext_args(struct gt__writer *c, struct gt__ev *ev, uint32_t corr,
+                     int joined)
 {
     const struct gt__bmap_val *v = gt__bmap_get(&c->ext, GT__EXT_OP_KEY, corr);
     gt__ev_u64(ev, "External id", v ? v->x : 0);
     if (corr == 0 || !(v = gt__bmap_get(&c->ext, 0, corr)))
         return;
-    if (v->p) {
+    if (v->p && !joined) {
         uint32_t l = gt__str_known(c, (uint32_t)v->x);
         /* A layer whose JSON text is over 2 * GT_STRING_MAX bytes has
          * always been written empty: traces keep that. */
@@ -164,8 +166,12 @@ void gt__on_kernel(struct gt__writer *c, const uint8_t *rec, uint16_t size)
     gt__ev_u32x3(&ev, "block", r.block[0], r.block[1], r.block[2]);
     gt__ev_u64(&ev, "shared memory", r.shared_mem);
     gt__ev_u64(&ev, "registers per thread", r.registers);
-    ext_args(c, &ev, r.corr);
+    /* A compiled GPU graph's kernel: its call's layer and phase. */
+    struct gt__cjoin *j = c->ncring ? gt__malloc(sizeof(*j)) : NULL;
+    int joined = j && gt__region_kernel(c, &ev, r.corr, r.name, j);
+    ext_args(c, &ev, r.corr, joined);
     gt__emit_slice(c->out, &ev);
+    gt__free(j);
     gpu_link(c, r.corr, t, r.start);
 }
 
@@ -195,7 +201,7 @@ void gt__on_memcpy(struct gt__writer *c, const uint8_t *rec, uint16_t size)
     gt__ev_u64(&ev, "copy_kind", r.copy_kind);
     gt__ev_u64(&ev, "src_kind", r.src_kind);
     gt__ev_u64(&ev, "dst_kind", r.dst_kind);
-    ext_args(c, &ev, r.corr);
+    ext_args(c, &ev, r.corr, 0);
     gt__emit_slice(c->out, &ev);
     gpu_link(c, r.corr, t, r.start);
 }
@@ -215,7 +221,7 @@ void gt__on_memset(struct gt__writer *c, const uint8_t *rec, uint16_t size)
     gpu_args(&ev, r.device, r.stream, r.corr);
     gt__ev_u64(&ev, "bytes", r.bytes);
     gt__ev_u64(&ev, "value", r.value);
-    ext_args(c, &ev, r.corr);
+    ext_args(c, &ev, r.corr, 0);
     gt__emit_slice(c->out, &ev);
     gpu_link(c, r.corr, t, r.start);
 }
@@ -237,6 +243,7 @@ void gt__on_cuda_api(struct gt__writer *c, const uint8_t *rec, uint16_t size)
     }
     gt__see_ts(c, start);
     gt__see_ts(c, end);
+    gt__region_launch(c, th->os_tid, start, r->corr);
     uint32_t at = gt__thread_track(c, th, 3);
     uint32_t t = at ? gt__place(c, at, start, end) : 0;
     if (!t)
@@ -245,7 +252,7 @@ void gt__on_cuda_api(struct gt__writer *c, const uint8_t *rec, uint16_t size)
     gt__ev_name_sid(&ev, gt__str_known(c, r->name));
     gt__ev_u64(&ev, "correlation", r->corr);
     gt__ev_u64(&ev, "cbid", r->cbid);
-    ext_args(c, &ev, r->corr);
+    ext_args(c, &ev, r->corr, 0);
     gt__emit_slice(c->out, &ev);
     if (r->corr == 0)
         return;

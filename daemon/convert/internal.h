@@ -201,6 +201,21 @@ struct gt__cfwd {
     uint64_t s, e;
 };
 
+/* A closed region of a map with GPU calls, for its kernels' launches
+ * (compiled.c): seq numbers them in the writer, from 1. */
+#define GT__CRING 1024u
+struct gt__cregion {
+    uint32_t tid, graph, layer, cursor;
+    uint16_t flags;
+    uint64_t ts, end, seq;
+};
+
+/* Texts of a joined call's args, alive until its event is written. */
+struct gt__cjoin {
+    char path[2 * GT_STRING_MAX + 2];
+    char fused[2 * GT_STRING_MAX + 2];
+};
+
 /* Time a thread's outermost compiled region spent, by attribution. */
 struct gt__ctot {
     uint64_t ns[4];       /* one layer, fused, unowned, unjoined */
@@ -341,6 +356,10 @@ struct gt__writer {
     uint64_t cgen;          /* compiled regions ended (compiled.c) */
     uint32_t *ctouched;     /* layers with values in the region ending */
     uint32_t nctouched, ctouched_cap;
+    struct gt__cregion *cring; /* GPU regions, GT__CRING, NULL until used */
+    uint64_t ncring;
+    struct gt__bmap capi;   /* corr of a launch in one -> its seq */
+    int capi_ready;
 
     /* correlation */
     struct gt__bmap nodes;  /* (fwd_tid, seq) -> creation */
@@ -604,6 +623,14 @@ int gt__region_op_emit(struct gt__writer *c, struct gt__wthread *th,
 /* Writes region o, closed at end, and its layer spans and totals. */
 void gt__region_closed(struct gt__writer *c, struct gt__wthread *th,
                        const struct gt__open *o, uint64_t end, int unclosed);
+/* A CUDA launch (corr) at ts on OS thread tid: noted when inside a
+ * closed region with GPU calls. A kernel of launch corr named name:
+ * joined to that region's next GPU call of its name, its args added to
+ * ev (texts in j). @return 1 when joined. */
+void gt__region_launch(struct gt__writer *c, uint32_t tid, uint64_t ts,
+                       uint32_t corr);
+int gt__region_kernel(struct gt__writer *c, struct gt__ev *ev, uint32_t corr,
+                      uint32_t name, struct gt__cjoin *j);
 /* A writer's part of GT_R_COMPILE_SPAN. */
 void gt__on_compile_span(struct gt__writer *c, const uint8_t *rec,
                          uint16_t size);

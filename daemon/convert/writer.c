@@ -64,6 +64,9 @@ void gt__writer_free(struct gt__writer *c)
         gt__free(c->threads[i].cfwd);
     }
     gt__free(c->ctouched);
+    gt__free(c->cring);
+    if (c->capi_ready)
+        gt__bmap_free(&c->capi);
     gt__free(c->threads);
     gt__index_free(&c->thread_ix);
     for (uint32_t i = 1; i < c->ntracks; i++)

@@ -388,3 +388,66 @@ Test(compiled_conv, compile_spans_are_their_own_track, .timeout = 10)
     cr_assert_eq(x.json.n, 0, "no row");
     lx_close(&x);
 }
+
+static void cuda_api(struct lx *x, uint32_t tid, uint32_t corr, uint32_t name,
+                     uint64_t b, uint64_t e)
+{
+    struct gt_r_cuda_api r = {{GT_R_CUDA_API, sizeof(r)}, tid, 211, corr, name,
+                              T0 + b * 1000, T0 + e * 1000};
+    add(&x->f, &r, sizeof(r));
+}
+
+static void gpu_kernel(struct lx *x, uint32_t name, uint32_t corr, uint64_t b,
+                       uint64_t e)
+{
+    struct gt_r_gpu_kernel r = {{GT_R_GPU_KERNEL, sizeof(r)}, 0, 7, name, corr,
+                                T0 + b * 1000, T0 + e * 1000, {1, 1, 1},
+                                {128, 1, 1}, 0, 32};
+    add(&x->f, &r, sizeof(r));
+}
+
+/* A CUDA graph: its Triton kernels are CUPTI records, joined through
+ * their launches, which ran inside the region on its thread; the names
+ * repeat across blocks. */
+Test(compiled_conv, gpu_kernels_take_their_calls_through_their_launch,
+     .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    strings(&x);
+    str(&x.f, 40, "triton_poi_fused_gelu_0");
+    str(&x.f, 41, "cudaLaunchKernel");
+    layer_info(&x, S_NET, S_NETC, GT_LAYER_F_BARE_ROOT);
+    cgraph(&x, 1, GT_COMPILED_FORWARD, 3);
+    ccall(&x, 1, 0, 40, S_B0UP_REL, 0, GT_COMPILED_FORWARD, GT_CCALL_GPU);
+    ccall(&x, 1, 1, S_ADDMM, S_B0_REL, 0, GT_COMPILED_FORWARD, GT_CCALL_EXTERN);
+    ccall(&x, 1, 2, 40, S_B1UP_REL, 0, GT_COMPILED_FORWARD, GT_CCALL_GPU);
+    scope(&x, 1, S_NET, S_NETC, 0, 0);
+    region(&x, 1, 1, S_NET, 10);
+    op(&x, S_ADDMM, 20, 25);
+    region(&x, 0, 1, S_NET, 50);
+    scope(&x, 0, S_NET, S_NETC, 0, 60);
+    /* CUPTI's buffer, later: launches, then the kernels. */
+    cuda_api(&x, 100, 77, 41, 12, 14);
+    cuda_api(&x, 100, 78, 41, 30, 32);
+    cuda_api(&x, 100, 79, 41, 55, 56); /* after the region */
+    gpu_kernel(&x, 40, 77, 100, 120);
+    gpu_kernel(&x, 40, 78, 120, 150);
+    gpu_kernel(&x, 40, 79, 150, 151);
+    lx_run(&x);
+
+    const cJSON *k0 = ev_of(x.doc, "kernel", "triton_poi_fused_gelu_0", 0);
+    const cJSON *k1 = ev_of(x.doc, "kernel", "triton_poi_fused_gelu_0", 1);
+    const cJSON *k2 = ev_of(x.doc, "kernel", "triton_poi_fused_gelu_0", 2);
+    cr_assert_str_eq(arg_str(k0, "layer"), "blocks.0.up");
+    cr_assert_str_eq(arg_str(k0, "phase"), "forward");
+    cr_assert_str_eq(arg_str(k1, "layer"), "blocks.1.up", "the next GPU call");
+    cr_assert_null(arg_str(k2, "layer"), "launched outside any region");
+    cr_assert_str_eq(arg_str(op_ev(&x, "aten::addmm", 0), "layer"), "blocks.0");
+    for (int i = 0; i < 2; i++) {
+        const struct gt__agg *a = i ? &x.json : &x.direct;
+        cr_assert_eq(row(a, "blocks.0.up")->gpu_self_us[0], 20.0);
+        cr_assert_eq(row(a, "blocks.1.up")->gpu_self_us[0], 30.0);
+    }
+    lx_close(&x);
+}
