@@ -504,28 +504,38 @@ static void recompute_end(uint32_t m)
     pthread_mutex_unlock(&g_lock);
 }
 
-void gt__trig_region_begin(uint32_t m)
+/* Forward segments of triggers m: a matching module call (layer path_id)
+ * or compiled region (0) begins / ends. */
+static void fwd_begin(uint32_t m, uint32_t path_id)
 {
-    if (!m || atomic_load_explicit(&g_pass_depth, memory_order_relaxed))
-        return;
     pthread_mutex_lock(&g_lock);
     m &= live_mask(GT__TRIG_FORWARD);
     for (int i = 0; i < GT__TRIG_MAX; i++)
         if (m & (1u << i) && atomic_fetch_add(&g_trig[i].fwd_depth, 1) == 0)
-            segment_open(i, 0);
+            segment_open(i, path_id);
     pthread_mutex_unlock(&g_lock);
 }
 
-void gt__trig_region_end(uint32_t m)
+static void fwd_end(uint32_t m)
 {
-    if (!m || atomic_load_explicit(&g_pass_depth, memory_order_relaxed))
-        return;
     pthread_mutex_lock(&g_lock);
     for (int i = 0; i < GT__TRIG_MAX; i++)
         if (m & (1u << i) && g_trig[i].used && atomic_load(&g_trig[i].fwd_depth) > 0 &&
             atomic_fetch_sub(&g_trig[i].fwd_depth, 1) == 1)
             segment_close(i);
     pthread_mutex_unlock(&g_lock);
+}
+
+void gt__trig_region_begin(uint32_t m)
+{
+    if (m && !atomic_load_explicit(&g_pass_depth, memory_order_relaxed))
+        fwd_begin(m, 0);
+}
+
+void gt__trig_region_end(uint32_t m)
+{
+    if (m && !atomic_load_explicit(&g_pass_depth, memory_order_relaxed))
+        fwd_end(m);
 }
 
 void gt__trig_module_begin(uint32_t path_id)
@@ -538,12 +548,7 @@ void gt__trig_module_begin(uint32_t path_id)
         recompute_begin(m);
         return;
     }
-    pthread_mutex_lock(&g_lock);
-    m &= live_mask(GT__TRIG_FORWARD);
-    for (int i = 0; i < GT__TRIG_MAX; i++)
-        if (m & (1u << i) && atomic_fetch_add(&g_trig[i].fwd_depth, 1) == 0)
-            segment_open(i, path_id);
-    pthread_mutex_unlock(&g_lock);
+    fwd_begin(m, path_id);
 }
 
 void gt__trig_module_end(uint32_t path_id)
@@ -556,12 +561,7 @@ void gt__trig_module_end(uint32_t path_id)
         recompute_end(m);
         return;
     }
-    pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < GT__TRIG_MAX; i++)
-        if (m & (1u << i) && g_trig[i].used && atomic_load(&g_trig[i].fwd_depth) > 0 &&
-            atomic_fetch_sub(&g_trig[i].fwd_depth, 1) == 1)
-            segment_close(i);
-    pthread_mutex_unlock(&g_lock);
+    fwd_end(m);
 }
 
 void gt__trig_node_created(uint64_t seq, uint64_t fwd_tid, uint32_t mask,
