@@ -64,7 +64,7 @@ AGENT_ROLES = {
     "internal": "base", "clock": "base", "timebase": "base", "config": "base",
     "diag": "base", "warn": "base", "ring": "base", "strings": "base",
     "capture": "base", "rec_out": "base",
-    "trigger": "trigger", "trigger_nodes": "trigger",
+    "trigger": "trigger", "trigger_nodes": "trigger", "trigger_glob": "trigger",
     "stream": "stream", "streamer": "stream", "sink": "stream", "control": "stream", "crash": "stream",
     "undelivered": "stream", "exit": "stream",
     "core": "stream",

@@ -14,8 +14,7 @@
  * The converter writes one event per line, so a trace file is read line
  * by line and only the lines of the categories summed (layer_forward,
  * layer_recompute, layer_backward, backward_totals, compiled_totals,
- * iteration) are parsed
- * with cJSON: memory is bounded by
+ * iteration) are parsed with cJSON: memory is bounded by
  * the number of layers, never by the trace's size. A file that is not
  * line-structured (a foreign, minified trace) is parsed whole instead.
  *
@@ -113,18 +112,8 @@ static int add_event(struct gt__agg *r, const cJSON *ev)
 
     if (cJSON_IsString(cat) && strcmp(cat->valuestring, "backward_totals") == 0)
         return add_totals(r, args, num_of(ev, "ts", 0));
-    if (cJSON_IsString(cat) && strcmp(cat->valuestring, "compiled_totals") == 0) {
-        const cJSON *ph = cJSON_GetObjectItemCaseSensitive(args, "phase");
-        double us[5] = {num_of(args, "region_us", 0),
-                        num_of(args, "one_layer_us", 0),
-                        num_of(args, "fused_us", 0),
-                        num_of(args, "unowned_us", 0),
-                        num_of(args, "unmatched_us", 0)};
-        gt__agg_compiled(r, cJSON_IsString(ph) &&
-                                strcmp(ph->valuestring, "backward") == 0,
-                         us, num_of(ev, "ts", 0));
-        return 0;
-    }
+    if (cJSON_IsString(cat) && strcmp(cat->valuestring, "compiled_totals") == 0)
+        return gt__report_compiled_totals(r, args, num_of(ev, "ts", 0));
     if (!cJSON_IsString(cat) || !cJSON_IsString(name) || !cJSON_IsNumber(dur))
         return 0;
     if (strcmp(cat->valuestring, "kernel") == 0) {

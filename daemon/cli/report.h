@@ -134,4 +134,10 @@ void gt__report_note_merge(const char *line);
 void gt__report_print_clock(FILE *f);
 void gt__report_clock_close(void);
 
+/* A trace's "compiled totals" instant (args, at ts us) into r
+ * (report_rows.c). @return 0. */
+struct cJSON;
+int gt__report_compiled_totals(struct gt__agg *r, const struct cJSON *args,
+                               double ts);
+
 #endif /* GRADTRACE_DAEMON_CLI_REPORT_H */

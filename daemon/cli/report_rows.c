@@ -5,6 +5,9 @@
  * and a hint's evidence always agree. Below all of them; reads a
  * finished table and keeps nothing.
  */
+#include <cjson/cJSON.h>
+#include <string.h>
+
 #include "daemon/cli/report.h"
 
 int gt__report_shown(const struct gt__agg_layer *l, const struct gt__rep_opts *o)
@@ -38,4 +41,20 @@ double gt__report_share(const struct gt__agg *r, const struct gt__agg_layer *l)
     if (!r->steps || r->step_us <= 0)
         return -1;
     return (l->fwd_us + l->rc_us + l->bwd_us) / r->step_us;
+}
+
+int gt__report_compiled_totals(struct gt__agg *r, const struct cJSON *args,
+                               double ts)
+{
+    static const char *const keys[5] = {"region_us", "one_layer_us", "fused_us",
+                                        "unowned_us", "unmatched_us"};
+    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(args, "phase");
+    double us[5];
+    for (int i = 0; i < 5; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, keys[i]);
+        us[i] = cJSON_IsNumber(v) ? v->valuedouble : 0;
+    }
+    gt__agg_compiled(r, cJSON_IsString(ph) && strcmp(ph->valuestring, "backward") == 0,
+                     us, ts);
+    return 0;
 }

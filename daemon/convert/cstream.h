@@ -371,7 +371,7 @@ void gt__cs_on_warning(struct gt__cstream *s, const uint8_t *rec,
                        uint16_t size);
 void gt__cs_on_collective(struct gt__cstream *s, const uint8_t *rec,
                           uint16_t size);
-/* Compiled graphs (compiled.c): maps, module names; freed by
+/* Compiled graphs (cmaps.c): maps, module names; freed by
  * gt__cs_compiled_free. */
 void gt__cs_on_cgraph(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
 void gt__cs_on_ccall(struct gt__cstream *s, const uint8_t *rec, uint16_t size);
@@ -384,6 +384,9 @@ const struct gt__ccall *gt__cs_ccall(const struct gt__cstream *s,
 /* Map graph, or NULL. */
 const struct gt__cgraph *gt__cs_cgraph(const struct gt__cstream *s,
                                        uint32_t graph);
+/* Raw text of string id and its length, or NULL when undefined. */
+const char *gt__cs_text(const struct gt__cstream *s, uint32_t id,
+                        uint32_t *len);
 /* The class (string id) GT_R_LAYER_INFO gave layer name path, or 0. */
 uint32_t gt__cs_layer_class(const struct gt__cstream *s, const char *path,
                             size_t len);
