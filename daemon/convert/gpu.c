@@ -167,11 +167,12 @@ void gt__on_kernel(struct gt__writer *c, const uint8_t *rec, uint16_t size)
     gt__ev_u64(&ev, "shared memory", r.shared_mem);
     gt__ev_u64(&ev, "registers per thread", r.registers);
     /* A compiled GPU graph's kernel: its call's layer and phase. */
-    struct gt__cjoin *j = c->ncring ? gt__malloc(sizeof(*j)) : NULL;
+    if (c->ncring && !c->cjoin)
+        c->cjoin = gt__malloc(sizeof(*c->cjoin)); /* once per writer */
+    struct gt__cjoin *j = c->ncring ? c->cjoin : NULL;
     int joined = j && gt__region_kernel(c, &ev, r.corr, r.name, j);
     ext_args(c, &ev, r.corr, joined);
     gt__emit_slice(c->out, &ev);
-    gt__free(j);
     gpu_link(c, r.corr, t, r.start);
 }
 

@@ -360,6 +360,7 @@ struct gt__writer {
     uint64_t ncring;
     struct gt__bmap capi;   /* corr of a launch in one -> its seq */
     int capi_ready;
+    struct gt__cjoin *cjoin; /* a joined GPU kernel's arg texts */
 
     /* correlation */
     struct gt__bmap nodes;  /* (fwd_tid, seq) -> creation */

@@ -65,6 +65,7 @@ void gt__writer_free(struct gt__writer *c)
     }
     gt__free(c->ctouched);
     gt__free(c->cring);
+    gt__free(c->cjoin);
     if (c->capi_ready)
         gt__bmap_free(&c->capi);
     gt__free(c->threads);
