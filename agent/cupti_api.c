@@ -185,9 +185,18 @@ int gt__cupti_load(const char *path)
 
 /* ------------------------------------------------------------ activity kinds */
 
+/* DRIVER: code that launches through the driver API itself (Triton's
+ * launchers call cuLaunchKernel/cuLaunchKernelEx) gives its kernels a
+ * correlation id only a driver API record carries; without it a compiled
+ * graph's Triton kernels cannot be joined to their launch, their region
+ * or their layer. CUPTI reports the driver calls an application makes, not
+ * those the runtime makes on its behalf (scripts/gpu-check.sh checks that
+ * no kernel gets two launches), and api_name() keeps only launches, copies
+ * and waits, so any other driver call costs one dropped record. */
 static const uint32_t activity_kinds[] = {
     GT__CU_KIND_CONCURRENT_KERNEL, GT__CU_KIND_MEMCPY, GT__CU_KIND_MEMSET,
-    GT__CU_KIND_RUNTIME, GT__CU_KIND_EXTERNAL_CORRELATION, GT__CU_KIND_OVERHEAD,
+    GT__CU_KIND_RUNTIME, GT__CU_KIND_DRIVER, GT__CU_KIND_EXTERNAL_CORRELATION,
+    GT__CU_KIND_OVERHEAD,
 };
 
 int gt__cupti_set_enabled(int on)

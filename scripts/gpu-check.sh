@@ -25,6 +25,12 @@
 #   4. an NCCL DDP job (one rank per GPU, at most 2): its NCCL kernels in
 #      the traces' collectives, and with 2 GPUs `gradtrace merge` aligning
 #      the ranks by them;
+#   5. torch.compile'd models on the GPU (tests/e2e/torch/compiled_models.py,
+#      whole-model and per-block, inductor's Triton kernels), plainly and
+#      recorded: same losses, every Triton kernel joined to the compile-time
+#      map with a layer or mark, one launch per kernel (driver-API launches
+#      included), the heavy block first by GPU backward time
+#      (tests/e2e/torch/check_compiled_gpu.py);
 #   then reads the raw streams (build-gpu/progs/cuda_gtr_dump) and the
 #   Chrome traces, and prints a pass/fail table:
 #     kernels captured with names; each mlp_train kernel attributed (CUPTI
@@ -628,6 +634,25 @@ if nr == 2:
           "correction %s ns +/- %s ns" % (ranks[1]["correction_ns"], ranks[1]["uncertainty_ns"])
           if ranks else "merge failed"))
 PYEOF
+fi
+
+# ------------------------------------------- 5. torch.compile (Triton kernels)
+# Issue 26's CUDA case: tests/e2e/torch/compiled_models.py on the GPU,
+# plainly and recorded at once (each with its own inductor cache: the two
+# must not share compiled code), checked by check_compiled_gpu.py.
+CCASES="mlp:whole mlp:block decoder:whole mlp:eager"
+if [ $TORCH_OK -eq 1 ]; then
+  export TRITON_CACHE_DIR=$OUT/triton-cache
+  GT_DEVICE=cuda TORCHINDUCTOR_CACHE_DIR=$OUT/inductor-plain timeout 300 \
+    "$PY" tests/e2e/torch/compiled_models.py $CCASES \
+    >"$OUT/compiled_plain.out" 2>"$OUT/compiled_plain.err" &
+  cplain=$!
+  GT_DEVICE=cuda GRADTRACE_CAPTURE=1 TORCHINDUCTOR_CACHE_DIR=$OUT/inductor-rec \
+    run_recorded compiled 300 "$PY" tests/e2e/torch/compiled_models.py $CCASES ||
+    say "compiled models under record failed: $(tail -n 3 "$OUT/compiled.err")"
+  wait $cplain || say "compiled models (plain) failed: $(tail -n 3 "$OUT/compiled_plain.err")"
+  "$PY" tests/e2e/torch/check_compiled_gpu.py "$OUT" "$GT" $CCASES >>"$ROWS" 2>>"$LOG" ||
+    row "compiled gpu: analysis" FAIL "see gpu-check.log"
 fi
 
 analyze

@@ -17,8 +17,11 @@ compile-time map"), without the agent:
     recomputed kernels are the recompute phase; each generated kernel
     runs in a RecordFunction scope (torch.profiler) named as the map says;
     the same graphs, graph breaks and generated code with the map on as
-    without it; maps survive inductor's cache (in the process and on
-    disk); a failing rule is counted and never reaches the program.
+    without it; the map agrees with inductor's own provenance tracking
+    (the same calls in the same order; each owner's forward holds the
+    source lines of what the call computes); maps survive inductor's
+    cache (in the process and on disk); a failing rule is counted and
+    never reaches the program.
 
 Runs under pytest, or as a script (exit 0, 77 when torch is missing);
 `make pyunit` runs it with each interpreter that has torch (on torch 1.13
@@ -574,6 +577,99 @@ def test_maps_survive_inductors_cache():
     disk, _ = _run(MLP(d=11), "whole", shape=(2, 11))
     assert [{k: v for k, v in g.items() if k != "compile_id"}
             for g in disk] == strip
+
+
+def _provenance_run(model, how, shape):
+    """Compiles model with inductor's own provenance tracking on as well
+    (its debug globals, snapshotted per graph: inductor resets them around
+    each compile). @return [(our map, [(kernel name, its nodes' stack
+    traces)] in inductor's call order)] per graph."""
+    import torch._inductor.debug as dbg
+    import torch._inductor.graph as ig
+    snaps = []
+    real = ig.GraphLowering.compile_to_module
+
+    def compile_to_module(self, *a, **k):
+        dbg._inductor_triton_kernel_to_post_grad_node_info.clear()
+        dbg._inductor_kernel_stack_trace.clear()
+        out = real(self, *a, **k)
+        snaps.append([(key.rsplit(":", 1)[0],
+                       list(dbg._inductor_kernel_stack_trace.get(key, [])))
+                      for key in dbg._inductor_triton_kernel_to_post_grad_node_info])
+        return out
+    ig.GraphLowering.compile_to_module = compile_to_module
+    try:
+        with _icfg.patch({"trace.provenance_tracking_level": 1,
+                          "fx_graph_cache": False}):
+            with torch._functorch.config.patch(enable_autograd_cache=False):
+                maps, _ = _run(model, how, shape=shape, steps=1)
+    finally:
+        ig.GraphLowering.compile_to_module = real
+    assert len(maps) == len(snaps), (len(maps), len(snaps))
+    return list(zip(maps, snaps))
+
+
+def _forward_lines():
+    """(first, last) source line of each forward defined in this file,
+    by class name."""
+    import inspect
+    out = {}
+    for name, cls in list(globals().items()):
+        if isinstance(cls, type) and issubclass(cls, nn.Module) and \
+                "forward" in cls.__dict__:
+            lines, first = inspect.getsourcelines(cls.forward)
+            out[name] = (first, first + len(lines) - 1)
+    return out
+
+
+def test_map_agrees_with_inductors_provenance():
+    """Inductor's own provenance tracking, an independent reading of the
+    same compile: the kernels and extern calls it records are the map's,
+    one for one in the wrapper's order; and the source lines of the nodes
+    each call computes (their stack traces) run inside the owner's
+    forward: for each module a call names (its owner, or each module it
+    fused), the innermost module class of this file around it (the
+    module itself, or for torch's own modules the one that calls them) is
+    the innermost class of one of the call's stack traces."""
+    if _no_compile():
+        return
+    import re
+    here = os.path.basename(__file__).replace(".pyc", ".py")
+    fwd = _forward_lines()
+    frame = re.compile(r'File "([^"]+)", line (\d+), in forward')
+    for name, model, how, shape in (
+            ("decoder whole", Decoder(), "whole", (2, 5, 16)),
+            ("MLP whole", MLP(d=9), "whole", (4, 9)),
+            ("MLP per block", MLP(d=10), "block", (4, 10)),
+            ("fusing whole", Fusing(d=7), "whole", (3, 7))):
+        torch.manual_seed(0)
+        mods = dict(model.named_modules())
+        agree = total = 0
+        for g, calls in _provenance_run(model, how, shape):
+            assert [c["kernel"] for c in g["calls"]] == [k for k, _ in calls], \
+                (name, g["phase"], [c["kernel"] for c in g["calls"]], calls)
+            base = "blocks.0." if how == "block" else ""  # block-relative
+            for c, (_, traces) in zip(g["calls"], calls):
+                if c["mark"] == "unowned":
+                    continue
+                inner = set()
+                for t in traces:
+                    fs = [int(l) for f, l in frame.findall(t)
+                          if os.path.basename(f) == here]
+                    if fs:
+                        ln = fs[-1]
+                        inner |= {k for k, (a, b) in fwd.items() if a <= ln <= b}
+                assert traces and inner, (name, c)
+                for p in c["fused"] or [c["owner"]]:
+                    path = (base + p).rstrip(".") if how == "block" else p
+                    while type(mods[path]).__name__ not in fwd:
+                        path = path.rpartition(".")[0]
+                    total += 1
+                    agree += type(mods[path]).__name__ in inner
+                    assert type(mods[path]).__name__ in inner, \
+                        (name, g["phase"], c["kernel"], p, inner)
+        print("  %s: %d of %d owners agree with inductor's provenance"
+              % (name, agree, total))
 
 
 def test_a_failing_rule_is_counted_not_raised():

@@ -207,8 +207,8 @@ static void add_ext(struct abuf *b, CUpti_ExternalCorrelationKind kind,
     e->correlationId = corr;
 }
 
-static void add_api(struct abuf *b, uint32_t cbid, uint32_t corr,
-                    uint64_t start, uint64_t end)
+static CUpti_ActivityAPI *add_api(struct abuf *b, uint32_t cbid, uint32_t corr,
+                                  uint64_t start, uint64_t end)
 {
     CUpti_ActivityAPI *a = abuf_add(b, sizeof(*a));
     a->kind = CUPTI_ACTIVITY_KIND_RUNTIME;
@@ -218,6 +218,7 @@ static void add_api(struct abuf *b, uint32_t cbid, uint32_t corr,
     a->end = end;
     a->processId = 100;
     a->threadId = 4242;
+    return a;
 }
 
 #define OFF_EQ(mine, theirs, field_mine, field_theirs)                        \
@@ -406,6 +407,63 @@ Test(cupti, runtime_api_and_overhead_decoded, .init = setup, .fini = teardown)
     cr_assert_eq(a[1].tid, 555);
     cr_assert_str_eq(str_of(a[1].name), "CUPTI overhead: buffer flush");
     cr_assert_eq(a[1].start - a[0].start, 100);
+}
+
+/* Triton launches through the driver API: its kernels' correlation ids
+ * are on driver records, which must come through marked as such. */
+Test(cupti, driver_launch_decoded_and_marked, .init = setup, .fini = teardown)
+{
+    struct abuf b = {0};
+    CUpti_ActivityAPI *d = add_api(&b, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, 91,
+                                   g_base + 500, g_base + 520);
+    d->kind = CUPTI_ACTIVITY_KIND_DRIVER;
+    add_api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 92,
+            g_base + 600, g_base + 630);
+    abuf_feed(&b);
+    struct gt_r_cuda_api a[3];
+    cr_assert_eq(collect(GT_R_CUDA_API, a, sizeof(a[0]), 3), 2);
+    cr_assert_eq(a[0].cbid, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx | 0x80000000u,
+                 "driver bit (schema/wire.md CUDA_API.cbid)");
+    cr_assert_eq(a[0].corr, 91);
+    const char *n = str_of(a[0].name);
+    cr_assert(!strcmp(n, "cuLaunchKernelEx") ||
+                  !strcmp(n, "CUDA driver API #652"),
+              "api name %s", n);
+    cr_assert_eq(a[1].cbid, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
+    cr_assert_eq(a[1].corr, 92);
+}
+
+static uint32_t g_enabled[64];
+static int g_nenabled;
+static int fake_enable(uint32_t kind)
+{
+    if (g_nenabled < 64)
+        g_enabled[g_nenabled++] = kind;
+    return 0;
+}
+
+/* What capture turns on: kernels, copies and both API domains (a kernel a
+ * Triton launcher starts has no runtime record). */
+Test(cupti, capture_enables_driver_and_runtime_records, .init = setup, .fini = teardown)
+{
+    int (*real_enable)(uint32_t) = gt__cupti.ActivityEnable;
+    int (*real_ts)(uint8_t) = gt__cupti.ActivityEnableCudaEventDeviceTimestamps;
+    gt__cupti.ActivityEnable = fake_enable;
+    gt__cupti.ActivityEnableCudaEventDeviceTimestamps = NULL;
+    g_nenabled = 0;
+    int r = gt__cupti_set_enabled(1);
+    gt__cupti.ActivityEnable = real_enable;
+    gt__cupti.ActivityEnableCudaEventDeviceTimestamps = real_ts;
+    cr_assert_eq(r, 0);
+    const uint32_t want[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                             CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
+                             CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        int seen = 0;
+        for (int k = 0; k < g_nenabled; k++)
+            seen |= g_enabled[k] == want[i];
+        cr_assert(seen, "activity kind %u enabled", (unsigned)want[i]);
+    }
 }
 
 /*

@@ -16,8 +16,10 @@ Modes: whole (torch.compile(model), fullgraph unless the model breaks),
 block (each block compiled on its own, fullgraph), eager.
 
 Usage: compiled_models.py CASE... (CASE = model:mode, e.g. mlp:whole)
+GT_DEVICE=cuda trains on the GPU (Triton kernels; scripts/gpu-check.sh).
 """
 import gc
+import os
 import sys
 
 import torch
@@ -26,6 +28,7 @@ from torch.utils.checkpoint import checkpoint
 
 torch.set_num_threads(1)
 W = 32
+DEV = torch.device(os.environ.get("GT_DEVICE", "cpu"))
 STEPS = 6
 BATCH = 64
 
@@ -119,6 +122,7 @@ def run(case):
     name, mode = case.split(":")
     torch.manual_seed(0)
     model, seq = build(name)
+    model = model.to(DEV)
     full = name != "brk"
     if mode == "whole":
         model = torch.compile(model, fullgraph=full)
@@ -132,6 +136,7 @@ def run(case):
     x = (torch.randn(8, 6, W, generator=g) if seq else
          torch.randn(BATCH, W, generator=g))
     y = torch.randint(0, 10, (x.shape[0],), generator=g)
+    x, y = x.to(DEV), y.to(DEV)
     out = []
     for _ in range(STEPS):
         opt.zero_grad()
