@@ -62,12 +62,12 @@ GT_API void gt_node_created(uint64_t seq, uint64_t fwd_tid)
 
 GT_API void gt_bwd_node_begin(uint32_t name_id, uint64_t seq, uint64_t fwd_tid)
 {
-    gt__bwd_node_begin(name_id, seq, fwd_tid);
+    gt__bwd_node_begin(name_id, seq, fwd_tid, 0);
 }
 
 GT_API void gt_bwd_node_end(uint64_t seq, uint64_t fwd_tid)
 {
-    gt__bwd_node_end(seq, fwd_tid);
+    gt__bwd_node_end(seq, fwd_tid, 0);
 }
 
 GT_API void gt_bwd_pass_begin(void)

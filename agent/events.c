@@ -298,13 +298,14 @@ void gt__node_created(uint64_t seq, uint64_t fwd_tid)
     });
 }
 
-void gt__bwd_node_begin(uint32_t name_id, uint64_t seq, uint64_t fwd_tid)
+void gt__bwd_node_begin(uint32_t name_id, uint64_t seq, uint64_t fwd_tid,
+                        uint32_t acc_layer)
 {
     const struct gt__kernel_tags *tags;
 
     /* A backward window opens at its first node, before the check. */
     if (GT__UNLIKELY(gt__capture_triggers()))
-        gt__trig_bwd_node_begin(seq, fwd_tid);
+        gt__trig_bwd_node_begin(seq, fwd_tid, acc_layer);
     if (GT__LIKELY(!gt__capture_on()))
         return;
     tags = tags_now();
@@ -318,7 +319,7 @@ void gt__bwd_node_begin(uint32_t name_id, uint64_t seq, uint64_t fwd_tid)
     });
 }
 
-void gt__bwd_node_end(uint64_t seq, uint64_t fwd_tid)
+void gt__bwd_node_end(uint64_t seq, uint64_t fwd_tid, uint32_t acc_layer)
 {
     const struct gt__kernel_tags *tags = tags_now();
 
@@ -333,7 +334,7 @@ void gt__bwd_node_end(uint64_t seq, uint64_t fwd_tid)
         });
     /* ... and closes after its last node's end is recorded. */
     if (GT__UNLIKELY(gt__capture_triggers()))
-        gt__trig_bwd_node_end(seq, fwd_tid);
+        gt__trig_bwd_node_end(seq, fwd_tid, acc_layer);
 }
 
 static void mark(uint16_t type, uint64_t value, uint32_t flags)

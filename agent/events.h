@@ -62,8 +62,11 @@ void gt__scope_end(void);
 /* gt_node_created, gt_bwd_node_begin/end: a node made in the forward, a
  * backward node's run (include/gradtrace/gradtrace.h). */
 void gt__node_created(uint64_t seq, uint64_t fwd_tid);
-void gt__bwd_node_begin(uint32_t name_id, uint64_t seq, uint64_t fwd_tid);
-void gt__bwd_node_end(uint64_t seq, uint64_t fwd_tid);
+/* acc_layer: an AccumulateGrad's parameter's module when known, else 0
+ * (gt__trig_bwd_node_begin). */
+void gt__bwd_node_begin(uint32_t name_id, uint64_t seq, uint64_t fwd_tid,
+                        uint32_t acc_layer);
+void gt__bwd_node_end(uint64_t seq, uint64_t fwd_tid, uint32_t acc_layer);
 
 /*
  * A backward pass begins / ends. Passes are counted as iterations even

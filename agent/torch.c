@@ -470,6 +470,7 @@ void _ZN5torch8autograd4impl17set_gradient_edgeERKN2at6TensorENS0_4EdgeE(
 
 struct node_guard {
     uint64_t seq, tid;
+    uint32_t acc_layer; /* an AccumulateGrad's module, for the triggers */
     int recorded;
 };
 
@@ -477,7 +478,7 @@ static void node_guard_end(struct node_guard *g)
 {
     gt__bwd_leave();
     if (g->recorded)
-        gt__bwd_node_end(g->seq, g->tid);
+        gt__bwd_node_end(g->seq, g->tid, g->acc_layer);
 }
 
 static void depth_guard_end(unsigned *depth)
@@ -506,13 +507,13 @@ static int is_accumulate(const void *node, uint32_t name)
     return 1;
 }
 
-/* After an AccumulateGrad node's begin: the parameter it accumulates. */
-static void accumulate_layer(const void *node, uint32_t name)
+/* @return 1 with the module and parameter an AccumulateGrad node
+ * accumulates into; 0 for other nodes or an unknown parameter. */
+static int accumulate_layer(const void *node, uint32_t name, uint32_t *module,
+                            uint32_t *param)
 {
-    uint32_t module, param;
-    if (gt__torch_params_any() && is_accumulate(node, name) &&
-        gt__torch_acc_lookup(node, &module, &param))
-        gt__torch_bwd_node_layer(module, param);
+    return gt__torch_params_any() && is_accumulate(node, name) &&
+           gt__torch_acc_lookup(node, module, param);
 }
 
 void
@@ -543,16 +544,21 @@ _ZN5torch8autograd6Engine17evaluate_functionERSt10shared_ptrINS0_9GraphTaskEEPNS
         return;
     }
 
-    struct node_guard g __attribute__((cleanup(node_guard_end))) = {0, 0, 0};
+    struct node_guard g __attribute__((cleanup(node_guard_end))) = {0, 0, 0, 0};
     gt__bwd_enter();
     gt__torch_layout_read(node, &g.seq, &g.tid);
     if (capturing) {
         uint32_t name = node_name(node);
-        gt__bwd_node_begin(name, g.seq, g.tid);
+        uint32_t module = 0, param = 0;
+        int acc = accumulate_layer(node, name, &module, &param);
+        /* A parameter's gradient belongs to its module's windows. */
+        if (acc && gt__capture_triggers())
+            g.acc_layer = module;
+        gt__bwd_node_begin(name, g.seq, g.tid, g.acc_layer);
         g.recorded = 1;
         /* Read again: a trigger window may have opened at this begin. */
-        if (gt__capture_on())
-            accumulate_layer(node, name);
+        if (acc && gt__capture_on())
+            gt__torch_bwd_node_layer(module, param);
     }
     real(engine, graph_task, node, inputs, ready_queue);
 }

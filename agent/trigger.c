@@ -36,7 +36,14 @@
  *     layer and closes after the last one: the agent counted the matching
  *     nodes created in the forward, and closes when that many have ended
  *     (nodes never executed, or a trigger armed after the forward began,
- *     close it at the end of the pass instead);
+ *     close it at the end of the pass instead). It pauses at another
+ *     layer's node that begins while none of its own runs (a glob's
+ *     layers with others between them), and resumes at its next node;
+ *     an AccumulateGrad of one of the layer's parameters (torch.c finds
+ *     the module) resumes it even after the count, and it then stays open
+ *     until another layer's node or the pass end. A node created inside a
+ *     running node of the layer outside any module (a double backward)
+ *     is the layer's: it joins the count for the step's later passes;
  *   forward: a segment per outermost call of a matching module, entry to
  *     exit (a glob matching several layers gives several segments of one
  *     window: one file spanning them, holding only their calls);
@@ -70,6 +77,7 @@
  * probe. Opening or closing a segment takes a mutex (a few per window).
  */
 #include "agent/trigger.h"
+#include "agent/trigger_int.h"
 #include "agent/trigger_nodes.h"
 
 #include <errno.h>
@@ -85,7 +93,8 @@
 #include "agent/strings.h"
 
 static _Atomic uint64_t g_iter;       /* completed iterations (steps, passes) */
-static _Atomic int g_pass_depth;      /* passes open now, all threads */
+_Atomic int gt__trig_pass_depth;      /* passes open now, all threads */
+_Atomic uint32_t gt__trig_pass_seq;   /* outermost passes begun */
 static _Atomic int g_steps;           /* iterations are optimizer steps */
 static _Atomic uint32_t g_step_pass;  /* counted passes ended in this step */
 static _Atomic int g_pass_extra;      /* the open outermost pass is extra */
@@ -93,29 +102,11 @@ static _Atomic int32_t g_rank = -1;   /* gt__trig_set_rank; -1 unknown */
 static _Atomic int32_t g_env_rank = -1; /* gt__trig_env_rank; -1 unset */
 _Atomic int gt__trig_begun;
 
-struct trig {
-    int used;
-    struct gt__trigger s;
-    uint32_t spec_id;
-    uint64_t target;                  /* iteration the window is for */
-    uint32_t fired;                   /* windows completed */
-    int count_valid;                  /* armed before target's forward */
-    uint32_t win_id;                  /* window of target, 0 until opened */
-    _Atomic uint64_t expected;        /* matching nodes created in forward */
-    _Atomic uint64_t seen;            /* matching nodes ended in backward */
-    _Atomic int fwd_depth;            /* open calls of matching modules */
-    _Atomic int rc_depth;             /* open recomputes of them (backward) */
-    _Atomic int rc_count;             /* the open recompute's nodes count */
-    _Atomic int rng_depth;            /* open backward ranges of its layers */
-    int rng_own;                      /* the open segment is the range's */
-    int bwd_closed;                   /* backward segment finished */
-    int rank_wait;                    /* ranks= given, this rank unknown */
-};
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct trig g_trig[GT__TRIG_MAX];
+pthread_mutex_t gt__trig_lock = PTHREAD_MUTEX_INITIALIZER;
+struct gt__trig_slot gt__trig_tab[GT__TRIG_MAX];
 static _Atomic uint32_t g_gen = 1;    /* bumps when the trigger set changes */
-static int g_open = -1;               /* trigger owning the open segment */
+int gt__trig_open_i = -1;               /* trigger owning the open segment */
 static uint32_t g_win_seq;            /* last window id */
 static unsigned g_windows_done;
 static int g_capture_ours;            /* the open segment turned capture on */
@@ -133,14 +124,16 @@ static _Atomic int g_ops_asked;       /* a trigger with ops=1 was ever armed */
  */
 #define MASK_SLOTS 4096u
 static _Atomic uint64_t g_mask_cache[MASK_SLOTS];
+/* The same with ancestors: a parameter's module -> triggers on it or on a
+ * module above it (its AccumulateGrad belongs to their windows). */
+static _Atomic uint64_t g_anc_cache[MASK_SLOTS];
 
 _Static_assert(GT__TRIG_MAX <= 12, "a trigger mask fits 12 bits");
 
-
-uint32_t gt__trig_layer_mask(uint32_t id)
+static uint32_t mask_cached(_Atomic uint64_t *cache, uint32_t id, int with_ancestors)
 {
     uint32_t gen = atomic_load_explicit(&g_gen, memory_order_acquire) & 0xfffff;
-    _Atomic uint64_t *slot = &g_mask_cache[id & (MASK_SLOTS - 1)];
+    _Atomic uint64_t *slot = &cache[id & (MASK_SLOTS - 1)];
     uint64_t v = atomic_load_explicit(slot, memory_order_relaxed);
     const char *s;
     uint32_t len, mask = 0;
@@ -151,14 +144,25 @@ uint32_t gt__trig_layer_mask(uint32_t id)
         return (uint32_t)v & 0xfff;
     if (gt__strings_get(id, &s, &len) != 0)
         return 0;
-    /* Trigger globs only change under g_lock with a new generation; a
+    /* Trigger globs only change under gt__trig_lock with a new generation; a
      * racing re-arm at worst caches a mask under the old generation. */
     for (int i = 0; i < GT__TRIG_MAX; i++)
-        if (g_trig[i].used && gt__trig_glob_match(g_trig[i].s.layer, s, len, 0))
+        if (gt__trig_tab[i].used &&
+            gt__trig_glob_match(gt__trig_tab[i].s.layer, s, len, with_ancestors))
             mask |= 1u << i;
     atomic_store_explicit(slot, (uint64_t)id << 32 | (uint64_t)gen << 12 | mask,
                           memory_order_relaxed);
     return mask;
+}
+
+uint32_t gt__trig_layer_mask(uint32_t id)
+{
+    return mask_cached(g_mask_cache, id, 0);
+}
+
+uint32_t gt__trig_anc_mask(uint32_t id)
+{
+    return mask_cached(g_anc_cache, id, 1);
 }
 
 uint32_t gt__trig_gen(void)
@@ -170,14 +174,14 @@ uint32_t gt__trig_path_mask(const char *path, size_t len)
 {
     uint32_t mask = 0;
     for (int i = 0; i < GT__TRIG_MAX; i++)
-        if (g_trig[i].used && gt__trig_glob_match(g_trig[i].s.layer, path, len, 1))
+        if (gt__trig_tab[i].used && gt__trig_glob_match(gt__trig_tab[i].s.layer, path, len, 1))
             mask |= 1u << i;
     return mask;
 }
 
 /* ------------------------------------------------------------ windows */
 
-static void window_record(uint16_t type, struct trig *t, uint32_t layer)
+static void window_record(uint16_t type, struct gt__trig_slot *t, uint32_t layer)
 {
     struct gt_r_window w;
 
@@ -191,16 +195,16 @@ static void window_record(uint16_t type, struct trig *t, uint32_t layer)
     (void)gt__emit(&w, sizeof(w));
 }
 
-/* g_lock held. Opens a segment of t's window for its target iteration. */
-static void segment_open(int i, uint32_t layer)
+/* gt__trig_lock held. Opens a segment of t's window for its target iteration. */
+void gt__trig_segment_open(int i, uint32_t layer)
 {
-    struct trig *t = &g_trig[i];
+    struct gt__trig_slot *t = &gt__trig_tab[i];
 
-    if (g_open >= 0)
+    if (gt__trig_open_i >= 0)
         return;
     if (!t->win_id)
         t->win_id = ++g_win_seq;
-    __atomic_store_n(&g_open, i, __ATOMIC_RELAXED);
+    __atomic_store_n(&gt__trig_open_i, i, __ATOMIC_RELAXED);
     /* A capture already running (started by hand or by the daemon) is left
      * as it is: the main trace keeps the segment's records too (a shared
      * begin), the window file gets a copy. */
@@ -218,31 +222,32 @@ static void segment_open(int i, uint32_t layer)
              (unsigned long long)t->target);
 }
 
-/* g_lock held. */
-static void segment_close(int i)
+/* gt__trig_lock held. */
+void gt__trig_segment_close(int i)
 {
-    struct trig *t = &g_trig[i];
+    struct gt__trig_slot *t = &gt__trig_tab[i];
 
-    if (g_open != i)
+    if (gt__trig_open_i != i)
         return;
+    t->node_seg = 0;
     if (g_capture_ours)
         gt__capture_set(0, 0);
     g_capture_ours = 0;
     atomic_store(&g_open_ops, 0);
     window_record(GT_R_WINDOW_END, t, 0);
-    __atomic_store_n(&g_open, -1, __ATOMIC_RELAXED);
+    __atomic_store_n(&gt__trig_open_i, -1, __ATOMIC_RELAXED);
 }
 
 static int active_count(void)
 {
     int n = 0;
     for (int i = 0; i < GT__TRIG_MAX; i++)
-        n += g_trig[i].used;
+        n += gt__trig_tab[i].used;
     return n;
 }
 
-/* g_lock held: trigger t is ready for iteration it (counters reset). */
-static void retarget(struct trig *t, uint64_t it, int count_valid)
+/* gt__trig_lock held: trigger t is ready for iteration it (counters reset). */
+static void retarget(struct gt__trig_slot *t, uint64_t it, int count_valid)
 {
     t->target = it;
     t->count_valid = count_valid;
@@ -254,15 +259,16 @@ static void retarget(struct trig *t, uint64_t it, int count_valid)
     atomic_store(&t->rc_depth, 0);
     atomic_store(&t->rc_count, 0);
     atomic_store(&t->rng_depth, 0);
+    atomic_store(&t->in_nodes, 0);
     t->rng_own = 0;
 }
 
-/* g_lock held: the target iteration's backward pass ended. */
+/* gt__trig_lock held: the target iteration's backward pass ended. */
 static void iteration_done(int i)
 {
-    struct trig *t = &g_trig[i];
+    struct gt__trig_slot *t = &gt__trig_tab[i];
 
-    segment_close(i);
+    gt__trig_segment_close(i);
     if (!t->win_id) {
         /* Did not run in that iteration: wait for the next one. */
         retarget(t, t->target + 1, 1);
@@ -366,23 +372,23 @@ int gt__trig_arm(const char *spec, size_t len)
         pthread_mutex_unlock(&arm_lock);
         return -ENOMEM;
     }
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&gt__trig_lock);
     for (int i = 0; i < GT__TRIG_MAX; i++)
-        if (!g_trig[i].used) {
+        if (!gt__trig_tab[i].used) {
             slot = i;
             break;
         }
     if (slot < 0) {
-        pthread_mutex_unlock(&g_lock);
+        pthread_mutex_unlock(&gt__trig_lock);
         pthread_mutex_unlock(&arm_lock);
         gt__warn_once(0, "more than 11 triggers armed at once: extra ones ignored");
         return -ENOSPC;
     }
-    memset(&g_trig[slot], 0, sizeof(g_trig[slot]));
-    g_trig[slot].s = s;
+    memset(&gt__trig_tab[slot], 0, sizeof(gt__trig_tab[slot]));
+    gt__trig_tab[slot].s = s;
     if (s.ops)
         atomic_store(&g_ops_asked, 1);
-    g_trig[slot].spec_id = gt__intern(spec, len);
+    gt__trig_tab[slot].spec_id = gt__intern(spec, len);
     it = atomic_load(&g_iter);
     /* "next", or a past iteration: the first one that starts from now on.
      * The current iteration only while its forward has not begun (armed
@@ -390,67 +396,55 @@ int gt__trig_arm(const char *spec, size_t len)
      * would be incomplete. */
     if (s.iteration == GT__ITER_NEXT || (uint64_t)s.iteration < it ||
         ((uint64_t)s.iteration == it && atomic_load(&gt__trig_begun)))
-        retarget(&g_trig[slot], it + 1, 1);
+        retarget(&gt__trig_tab[slot], it + 1, 1);
     else
-        retarget(&g_trig[slot], (uint64_t)s.iteration, 1);
-    g_trig[slot].rank_wait = mine == 2;
-    g_trig[slot].used = 1;
+        retarget(&gt__trig_tab[slot], (uint64_t)s.iteration, 1);
+    gt__trig_tab[slot].rank_wait = mine == 2;
+    gt__trig_tab[slot].used = 1;
     atomic_fetch_add(&g_gen, 1);
     gt__capture_arm(1);
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&gt__trig_lock);
     pthread_mutex_unlock(&arm_lock);
     GT__DIAG("trigger armed: %.*s (iteration %llu)", (int)len, spec,
-             (unsigned long long)g_trig[slot].target);
+             (unsigned long long)gt__trig_tab[slot].target);
     return 0;
 }
 
 void gt__trig_clear(void)
 {
-    pthread_mutex_lock(&g_lock);
-    if (g_open >= 0)
-        segment_close(g_open);
+    pthread_mutex_lock(&gt__trig_lock);
+    if (gt__trig_open_i >= 0)
+        gt__trig_segment_close(gt__trig_open_i);
     for (int i = 0; i < GT__TRIG_MAX; i++)
-        g_trig[i].used = 0;
+        gt__trig_tab[i].used = 0;
     atomic_fetch_add(&g_gen, 1);
     gt__capture_arm(0);
     gt__trig_nodes_clear();
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&gt__trig_lock);
 }
 
 void gt__trig_info(struct gt__trig_info *out)
 {
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&gt__trig_lock);
     out->armed = (unsigned)active_count();
     out->windows = g_windows_done;
-    out->open = g_open >= 0;
-    pthread_mutex_unlock(&g_lock);
+    out->open = gt__trig_open_i >= 0;
+    pthread_mutex_unlock(&gt__trig_lock);
 }
 
 /* ------------------------------------------------------------ hooks */
 
 /* Triggers whose target is the current iteration and whose phase has p. */
-static uint32_t live_mask(int phase)
+uint32_t gt__trig_live_mask(int phase)
 {
     uint64_t it = atomic_load_explicit(&g_iter, memory_order_relaxed);
     int32_t pass = (int32_t)atomic_load_explicit(&g_step_pass, memory_order_relaxed);
     uint32_t m = 0;
 
     for (int i = 0; i < GT__TRIG_MAX; i++)
-        if (g_trig[i].used && (g_trig[i].s.phase & phase) && g_trig[i].target == it &&
-            !g_trig[i].rank_wait &&
-            (g_trig[i].s.pass == GT__PASS_ALL || g_trig[i].s.pass == pass))
-            m |= 1u << i;
-    return m;
-}
-
-/* Triggers with a recompute of their layer open now. */
-static uint32_t recompute_mask(void)
-{
-    uint32_t m = 0;
-
-    for (int i = 0; i < GT__TRIG_MAX; i++)
-        if (atomic_load_explicit(&g_trig[i].rc_depth, memory_order_relaxed) > 0 &&
-            atomic_load_explicit(&g_trig[i].rc_count, memory_order_relaxed))
+        if (gt__trig_tab[i].used && (gt__trig_tab[i].s.phase & phase) && gt__trig_tab[i].target == it &&
+            !gt__trig_tab[i].rank_wait &&
+            (gt__trig_tab[i].s.pass == GT__PASS_ALL || gt__trig_tab[i].s.pass == pass))
             m |= 1u << i;
     return m;
 }
@@ -458,60 +452,60 @@ static uint32_t recompute_mask(void)
 /* A matching module entered during backward: a recompute (see the top). */
 static void recompute_begin(uint32_t m)
 {
-    pthread_mutex_lock(&g_lock);
-    m &= live_mask(GT__TRIG_BACKWARD);
+    pthread_mutex_lock(&gt__trig_lock);
+    m &= gt__trig_live_mask(GT__TRIG_BACKWARD);
     for (int i = 0; i < GT__TRIG_MAX; i++) {
-        struct trig *t = &g_trig[i];
+        struct gt__trig_slot *t = &gt__trig_tab[i];
         if (m & (1u << i) && atomic_fetch_add(&t->rc_depth, 1) == 0) {
             atomic_store(&t->rc_count,
                          atomic_load(&t->seen) == atomic_load(&t->expected));
             t->bwd_closed = 0;
-            segment_open(i, 0);
+            gt__trig_segment_open(i, 0);
         }
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&gt__trig_lock);
 }
 
 static void recompute_end(uint32_t m)
 {
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&gt__trig_lock);
     for (int i = 0; i < GT__TRIG_MAX; i++)
-        if (m & (1u << i) && atomic_load(&g_trig[i].rc_depth) > 0)
-            atomic_fetch_sub(&g_trig[i].rc_depth, 1);
-    pthread_mutex_unlock(&g_lock);
+        if (m & (1u << i) && atomic_load(&gt__trig_tab[i].rc_depth) > 0)
+            atomic_fetch_sub(&gt__trig_tab[i].rc_depth, 1);
+    pthread_mutex_unlock(&gt__trig_lock);
 }
 
 /* Forward segments of triggers m: a matching module call (layer path_id)
  * or compiled region (0) begins / ends. */
 static void fwd_begin(uint32_t m, uint32_t path_id)
 {
-    pthread_mutex_lock(&g_lock);
-    m &= live_mask(GT__TRIG_FORWARD);
+    pthread_mutex_lock(&gt__trig_lock);
+    m &= gt__trig_live_mask(GT__TRIG_FORWARD);
     for (int i = 0; i < GT__TRIG_MAX; i++)
-        if (m & (1u << i) && atomic_fetch_add(&g_trig[i].fwd_depth, 1) == 0)
-            segment_open(i, path_id);
-    pthread_mutex_unlock(&g_lock);
+        if (m & (1u << i) && atomic_fetch_add(&gt__trig_tab[i].fwd_depth, 1) == 0)
+            gt__trig_segment_open(i, path_id);
+    pthread_mutex_unlock(&gt__trig_lock);
 }
 
 static void fwd_end(uint32_t m)
 {
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&gt__trig_lock);
     for (int i = 0; i < GT__TRIG_MAX; i++)
-        if (m & (1u << i) && g_trig[i].used && atomic_load(&g_trig[i].fwd_depth) > 0 &&
-            atomic_fetch_sub(&g_trig[i].fwd_depth, 1) == 1)
-            segment_close(i);
-    pthread_mutex_unlock(&g_lock);
+        if (m & (1u << i) && gt__trig_tab[i].used && atomic_load(&gt__trig_tab[i].fwd_depth) > 0 &&
+            atomic_fetch_sub(&gt__trig_tab[i].fwd_depth, 1) == 1)
+            gt__trig_segment_close(i);
+    pthread_mutex_unlock(&gt__trig_lock);
 }
 
 void gt__trig_region_begin(uint32_t m)
 {
-    if (m && !atomic_load_explicit(&g_pass_depth, memory_order_relaxed))
+    if (m && !atomic_load_explicit(&gt__trig_pass_depth, memory_order_relaxed))
         fwd_begin(m, 0);
 }
 
 void gt__trig_region_end(uint32_t m)
 {
-    if (m && !atomic_load_explicit(&g_pass_depth, memory_order_relaxed))
+    if (m && !atomic_load_explicit(&gt__trig_pass_depth, memory_order_relaxed))
         fwd_end(m);
 }
 
@@ -521,7 +515,7 @@ void gt__trig_module_begin(uint32_t path_id)
 
     if (!m)
         return;
-    if (atomic_load_explicit(&g_pass_depth, memory_order_relaxed)) {
+    if (atomic_load_explicit(&gt__trig_pass_depth, memory_order_relaxed)) {
         recompute_begin(m);
         return;
     }
@@ -534,116 +528,11 @@ void gt__trig_module_end(uint32_t path_id)
 
     if (!m)
         return;
-    if (atomic_load_explicit(&g_pass_depth, memory_order_relaxed)) {
+    if (atomic_load_explicit(&gt__trig_pass_depth, memory_order_relaxed)) {
         recompute_end(m);
         return;
     }
     fwd_end(m);
-}
-
-void gt__trig_node_created(uint64_t seq, uint64_t fwd_tid, uint32_t mask,
-                           uint32_t layer)
-{
-    if (!mask)
-        return;
-    mask &= live_mask(GT__TRIG_BACKWARD);
-    /* In backward only a recompute's nodes count: they run in this pass. */
-    if (atomic_load_explicit(&g_pass_depth, memory_order_relaxed))
-        mask &= recompute_mask();
-    if (!mask)
-        return;
-    for (int i = 0; i < GT__TRIG_MAX; i++)
-        if (mask & (1u << i))
-            atomic_fetch_add_explicit(&g_trig[i].expected, 1, memory_order_relaxed);
-    /* Inside a segment the caller records this creation into the window
-     * itself; outside one (also while a full capture runs) it goes to the
-     * main trace only, and is replayed into the window when the node runs. */
-    gt__trig_node_put(seq, fwd_tid,
-                      mask | (__atomic_load_n(&g_open, __ATOMIC_RELAXED) >= 0
-                                  ? GT__TRIG_NODE_RECORDED : 0),
-                      layer);
-}
-
-void gt__trig_bwd_node_begin(uint64_t seq, uint64_t fwd_tid)
-{
-    struct gt__trig_node info;
-    uint32_t m = gt__trig_node_get(seq, fwd_tid, &info);
-
-    if (!m)
-        return;
-    pthread_mutex_lock(&g_lock);
-    m &= live_mask(GT__TRIG_BACKWARD);
-    for (int i = 0; i < GT__TRIG_MAX; i++)
-        if (m & (1u << i) && !g_trig[i].bwd_closed) {
-            segment_open(i, 0);
-            break;
-        }
-    /* The creation happened outside any segment: replay it, so the node
-     * keeps its layer and forward->backward arrow in the window. */
-    if (g_open >= 0 && !(info.mask & GT__TRIG_NODE_RECORDED)) {
-        struct gt_r_node_created r = {{GT_R_NODE_CREATED, sizeof(r)}, info.layer,
-                                      info.ts, seq, fwd_tid};
-        (void)gt__emit(&r, sizeof(r));
-    }
-    pthread_mutex_unlock(&g_lock);
-}
-
-void gt__trig_bwd_node_end(uint64_t seq, uint64_t fwd_tid)
-{
-    struct gt__trig_node info;
-    uint32_t m = gt__trig_node_get(seq, fwd_tid, &info);
-
-    if (!m)
-        return;
-    pthread_mutex_lock(&g_lock);
-    m &= live_mask(GT__TRIG_BACKWARD);
-    for (int i = 0; i < GT__TRIG_MAX; i++) {
-        struct trig *t = &g_trig[i];
-        if (!(m & (1u << i)))
-            continue;
-        /* Last matching node of the forward's count: the backward segment
-         * ends here, unless counting was not possible. */
-        if (atomic_fetch_add(&t->seen, 1) + 1 == atomic_load(&t->expected) &&
-            t->count_valid && !gt__trig_nodes_full() && g_open == i) {
-            segment_close(i);
-            t->bwd_closed = 1;
-        }
-    }
-    pthread_mutex_unlock(&g_lock);
-}
-
-void gt__trig_bwd_range_begin(uint32_t path_id)
-{
-    uint32_t m = gt__trig_layer_mask(path_id);
-
-    if (!m)
-        return;
-    pthread_mutex_lock(&g_lock);
-    m &= live_mask(GT__TRIG_BACKWARD);
-    for (int i = 0; i < GT__TRIG_MAX; i++)
-        if (m & (1u << i) && atomic_fetch_add(&g_trig[i].rng_depth, 1) == 0 &&
-            g_open < 0) {
-            segment_open(i, 0);
-            g_trig[i].rng_own = 1;
-        }
-    pthread_mutex_unlock(&g_lock);
-}
-
-void gt__trig_bwd_range_end(uint32_t path_id)
-{
-    uint32_t m = gt__trig_layer_mask(path_id);
-
-    if (!m)
-        return;
-    pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < GT__TRIG_MAX; i++)
-        if (m & (1u << i) && g_trig[i].used &&
-            atomic_load(&g_trig[i].rng_depth) > 0 &&
-            atomic_fetch_sub(&g_trig[i].rng_depth, 1) == 1 && g_trig[i].rng_own) {
-            g_trig[i].rng_own = 0;
-            segment_close(i);
-        }
-    pthread_mutex_unlock(&g_lock);
 }
 
 /* An iteration boundary. @return the iteration that ended. */
@@ -655,18 +544,20 @@ static uint64_t iteration_next(void)
 
 void gt__trig_pass_begin(int extra)
 {
-    if (atomic_fetch_add(&g_pass_depth, 1) == 0)
+    if (atomic_fetch_add(&gt__trig_pass_depth, 1) == 0) {
         atomic_store(&g_pass_extra, extra);
+        atomic_fetch_add(&gt__trig_pass_seq, 1);
+    }
 }
 
-/* g_lock held: the outermost pass of the current iteration ended. */
+/* gt__trig_lock held: the outermost pass of the current iteration ended. */
 static void pass_done(int extra)
 {
     uint64_t it = atomic_load(&g_iter);
     int steps = atomic_load(&g_steps);
 
     for (int i = 0; i < GT__TRIG_MAX; i++) {
-        struct trig *t = &g_trig[i];
+        struct gt__trig_slot *t = &gt__trig_tab[i];
         if (!t->used || t->target != it)
             continue;
         if (!steps && !extra) {
@@ -676,8 +567,9 @@ static void pass_done(int extra)
         /* A step goes on (or an extra pass ends): the segment of this
          * pass closes; the next counted pass counts its nodes afresh, an
          * extra one may run the same nodes again. */
-        segment_close(i);
+        gt__trig_segment_close(i);
         t->bwd_closed = 0;
+        atomic_store(&t->in_nodes, 0);
         atomic_store(&t->seen, 0);
         atomic_store(&t->rc_depth, 0);
         atomic_store(&t->rc_count, 0);
@@ -692,19 +584,19 @@ static void pass_done(int extra)
 
 void gt__trig_pass_end(void)
 {
-    int was = atomic_fetch_sub(&g_pass_depth, 1);
+    int was = atomic_fetch_sub(&gt__trig_pass_depth, 1);
     int extra = atomic_load(&g_pass_extra);
     int steps = atomic_load(&g_steps);
 
     if (was <= 0) {
         /* An end without a begin (hook installed mid-pass): undo. */
-        atomic_fetch_add(&g_pass_depth, 1);
+        atomic_fetch_add(&gt__trig_pass_depth, 1);
         return;
     }
     if (was != 1)
         return;
     if (gt__capture_triggers()) {
-        pthread_mutex_lock(&g_lock);
+        pthread_mutex_lock(&gt__trig_lock);
         pass_done(extra);
         if (!extra && steps)
             atomic_fetch_add(&g_step_pass, 1);
@@ -712,7 +604,7 @@ void gt__trig_pass_end(void)
             iteration_next();
         if (!active_count())
             gt__capture_arm(0);
-        pthread_mutex_unlock(&g_lock);
+        pthread_mutex_unlock(&gt__trig_lock);
         return;
     }
     if (!extra && steps)
@@ -736,24 +628,24 @@ uint64_t gt__trig_step(void)
          * this step mark is that iteration's end, and the next ones count. */
         atomic_store(&g_step_pass, 0);
         it = atomic_load(&g_iter);
-        if (it > 0 && !atomic_load(&g_pass_depth))
+        if (it > 0 && !atomic_load(&gt__trig_pass_depth))
             return it - 1;
     }
     if (!gt__capture_triggers()) {
         atomic_store(&g_step_pass, 0);
         return iteration_next();
     }
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&gt__trig_lock);
     it = atomic_load(&g_iter);
     for (int i = 0; i < GT__TRIG_MAX; i++)
-        if (g_trig[i].used && g_trig[i].target == it)
+        if (gt__trig_tab[i].used && gt__trig_tab[i].target == it)
             iteration_done(i);
     gt__trig_nodes_clear();
     atomic_store(&g_step_pass, 0);
     (void)iteration_next();
     if (!active_count())
         gt__capture_arm(0);
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&gt__trig_lock);
     return it;
 }
 
@@ -767,23 +659,23 @@ void gt__trig_set_rank(int32_t rank)
 {
     if (rank < 0)
         return;
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&gt__trig_lock);
     atomic_store(&g_rank, rank);
     for (int i = 0; i < GT__TRIG_MAX; i++) {
-        struct trig *t = &g_trig[i];
+        struct gt__trig_slot *t = &gt__trig_tab[i];
         if (!t->used || !t->rank_wait)
             continue;
         t->rank_wait = 0;
         if (rank_selected(&t->s, this_rank()))
             continue;
-        if (g_open == i)
-            segment_close(i);
+        if (gt__trig_open_i == i)
+            gt__trig_segment_close(i);
         t->used = 0;
     }
     atomic_fetch_add(&g_gen, 1);
     if (!active_count())
         gt__capture_arm(0);
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&gt__trig_lock);
 }
 
 uint64_t gt__trig_iteration(void)
@@ -793,5 +685,5 @@ uint64_t gt__trig_iteration(void)
 
 int gt__trig_in_backward(void)
 {
-    return atomic_load_explicit(&g_pass_depth, memory_order_relaxed) > 0;
+    return atomic_load_explicit(&gt__trig_pass_depth, memory_order_relaxed) > 0;
 }

@@ -54,8 +54,13 @@ void gt__trig_module_end(uint32_t path_id);
  * the innermost module (the node's layer). */
 void gt__trig_node_created(uint64_t seq, uint64_t fwd_tid, uint32_t mask,
                            uint32_t layer);
-void gt__trig_bwd_node_begin(uint64_t seq, uint64_t fwd_tid);
-void gt__trig_bwd_node_end(uint64_t seq, uint64_t fwd_tid);
+/* A backward node begins / ends. acc_layer: for a node without a forward
+ * of its own whose layer the caller knows (an AccumulateGrad: its
+ * parameter's module), else 0. A backward segment holds only its layer's
+ * nodes (pausing at another layer's) and its parameters' AccumulateGrad
+ * nodes, also those the engine runs after the layer's last counted node. */
+void gt__trig_bwd_node_begin(uint64_t seq, uint64_t fwd_tid, uint32_t acc_layer);
+void gt__trig_bwd_node_end(uint64_t seq, uint64_t fwd_tid, uint32_t acc_layer);
 /* A layer's backward range (gt__layer_bwd_begin/end): path_id's
  * backward triggers open a segment at the outermost one, close at its end. */
 void gt__trig_bwd_range_begin(uint32_t path_id);

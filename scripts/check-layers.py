@@ -65,6 +65,7 @@ AGENT_ROLES = {
     "diag": "base", "warn": "base", "ring": "base", "strings": "base",
     "capture": "base", "rec_out": "base",
     "trigger": "trigger", "trigger_nodes": "trigger", "trigger_glob": "trigger",
+    "trigger_bwd": "trigger", "trigger_int": "trigger",
     "stream": "stream", "streamer": "stream", "sink": "stream", "control": "stream", "crash": "stream",
     "undelivered": "stream", "exit": "stream",
     "core": "stream",

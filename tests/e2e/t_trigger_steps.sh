@@ -4,7 +4,8 @@
 #   - gradient accumulation (4 backward passes per optimizer step): the
 #     trace has ProfilerStep#0..#2, each holding its 4 passes, the report
 #     counts 3 iterations, and iteration=1 captures exactly step 1's
-#     blocks.17 nodes (4 segments), pass=2 exactly its third pass's;
+#     blocks.17 nodes (a segment or more per pass), pass=2 exactly its
+#     third pass's;
 #   - torch.autograd.grad and a second backward over a retained graph are
 #     no iterations (with and without an optimizer);
 #   - torch 2.x: the same; a GradScaler step that skips the optimizer

@@ -522,3 +522,120 @@ Test(agent_trigger, a_compiled_blocks_layers_hang_from_its_name)
         cr_assert_eq(on[1], it == 1, "iteration %d", it);
     }
 }
+
+/* A layer's parameters' AccumulateGrad nodes carry no forward of their
+ * own; the engine may run one after the layer's last counted node (a
+ * Linear's weight, after its TBackward). It resumes the layer's window;
+ * another layer's does not. */
+Test(agent_trigger, accumulate_grad_after_the_last_node_is_the_layers)
+{
+    uint32_t blk = gt_intern("blocks.3"), fc = gt_intern("blocks.3.fc"),
+             other = gt_intern("blocks.2.fc");
+    const char *spec = "layer=blocks.3,phase=backward,iteration=0";
+    int in_acc, in_other;
+    struct gt__trig_info info;
+
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+    gt_module_begin(blk, 0);
+    gt_node_created(1, 1);
+    gt_node_created(2, 1);
+    gt_module_end();
+    gt_bwd_pass_begin();
+    gt_bwd_node_begin(0, 2, 1);
+    gt_bwd_node_end(2, 1);
+    gt_bwd_node_begin(0, 1, 1);
+    gt_bwd_node_end(1, 1);
+    cr_assert_not(gt_capture_active(), "closed after the counted nodes");
+    gt__bwd_node_begin(0, UINT64_MAX, 1, fc); /* blocks.3.fc.weight's */
+    in_acc = gt_capture_active();
+    gt__bwd_node_end(UINT64_MAX, 1, fc);
+    /* Open until the next node not the layer's (its bias's may follow). */
+    gt__bwd_node_begin(0, UINT64_MAX, 1, other);
+    in_other = gt_capture_active();
+    gt__bwd_node_end(UINT64_MAX, 1, other);
+    gt_bwd_pass_end();
+    cr_assert(in_acc, "a sub-layer's parameter gradient is in the window");
+    cr_assert_not(in_other, "another layer's is not");
+    gt__trig_info(&info);
+    cr_assert_eq(info.windows, 1);
+}
+
+/* A glob over two layers with a third layer's nodes between them: the
+ * window holds only the matching layers' nodes, a segment each. */
+Test(agent_trigger, other_layers_nodes_pause_the_window)
+{
+    uint32_t a = gt_intern("h.0.mlp"), attn = gt_intern("h.1.attn"),
+             b = gt_intern("h.1.mlp");
+    const char *spec = "layer=h.*.mlp,phase=backward,iteration=0";
+    int on[4];
+
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+    gt_module_begin(a, 0);
+    gt_node_created(1, 1);
+    gt_module_end();
+    gt_module_begin(attn, 0);
+    gt_node_created(2, 1);
+    gt_module_end();
+    gt_module_begin(b, 0);
+    gt_node_created(3, 1);
+    gt_node_created(4, 1);
+    gt_module_end();
+    gt_bwd_pass_begin();
+    gt_bwd_node_begin(0, 4, 1);
+    on[0] = gt_capture_active();
+    gt_bwd_node_end(4, 1);
+    gt_bwd_node_begin(0, 2, 1); /* h.1.attn's, between the two MLPs */
+    on[1] = gt_capture_active();
+    /* A matching node running inside it (a nested pass) resumes. */
+    gt_bwd_node_begin(0, 3, 1);
+    on[2] = gt_capture_active();
+    gt_bwd_node_end(3, 1);
+    gt_bwd_node_end(2, 1);
+    gt_bwd_node_begin(0, 1, 1);
+    on[3] = gt_capture_active();
+    gt_bwd_node_end(1, 1);
+    cr_assert_not(gt_capture_active(), "closed after the last counted node");
+    gt_bwd_pass_end();
+    cr_assert(on[0] && on[2] && on[3], "the MLPs' nodes: %d %d %d", on[0], on[2], on[3]);
+    cr_assert_not(on[1], "the attention's node is outside the window");
+}
+
+/* A gradient penalty: autograd.grad(create_graph=True) runs the layer's
+ * nodes, which create the double backward's nodes outside any module;
+ * they belong to the layer and run in the step's counted pass. */
+Test(agent_trigger, double_backward_nodes_belong_to_the_layer_that_made_them)
+{
+    uint32_t blk = gt_intern("blocks.1"), net = gt_intern("Net");
+    const char *spec = "layer=blocks.1,phase=backward,iteration=0";
+    int on_dbl, on_net;
+
+    gt_step_expect();
+    cr_assert_eq(gt__trig_arm(spec, strlen(spec)), 0);
+    gt_module_begin(net, 0);
+    gt_node_created(1, 1);
+    gt_module_begin(blk, 0);
+    gt_node_created(2, 1);
+    gt_module_end();
+    gt_module_end();
+    gt__bwd_pass_begin(1); /* autograd.grad: an extra pass */
+    gt_bwd_node_begin(0, 1, 1);
+    gt_node_created(11, 1); /* Net's node's double backward */
+    gt_bwd_node_end(1, 1);
+    gt_bwd_node_begin(0, 2, 1);
+    gt_node_created(12, 1); /* blocks.1's */
+    gt_bwd_node_end(2, 1);
+    gt_bwd_pass_end();
+    gt_bwd_pass_begin(); /* (loss + penalty).backward() */
+    gt_bwd_node_begin(0, 11, 1);
+    on_net = gt_capture_active();
+    gt_bwd_node_end(11, 1);
+    gt_bwd_node_begin(0, 12, 1);
+    on_dbl = gt_capture_active();
+    gt_bwd_node_end(12, 1);
+    gt_bwd_node_begin(0, 2, 1);
+    gt_bwd_node_end(2, 1);
+    gt_bwd_pass_end();
+    gt_step(0);
+    cr_assert(on_dbl, "blocks.1's double backward node is in its window");
+    cr_assert_not(on_net, "Net's is not");
+}

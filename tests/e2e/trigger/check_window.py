@@ -128,10 +128,15 @@ def cmd_backward(a):
     nodes = check_backward_nodes(doc, a.layer, a.files[0])
     if fwd_layers(doc):
         fail("a backward window holds forward spans")
+    # "path (Class) backward": the class from the agent's layer info.
     spans = [e["name"] for e in doc["traceEvents"] if e.get("cat") == "layer_backward"]
+    paths = [n.split(" ")[0] for n in spans if n.endswith(" backward")]
     for want in set(n[2] for n in nodes):
-        if spans.count(want + " backward") != 1:
-            fail("layer %s: %d backward spans, want 1 (%s)" % (want, spans.count(want + " backward"), spans))
+        if paths.count(want) != 1:
+            fail("layer %s: %d backward spans, want 1 (%s)" % (want, paths.count(want), spans))
+    noclass = [n for n in spans if " (" not in n]
+    if noclass:
+        fail("backward spans without their layer's class: %s" % noclass[:3])
     if a.full:
         full = load(a.full)
         lo, hi = pass_span(full, a.iteration)
