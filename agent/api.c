@@ -206,5 +206,6 @@ GT_API void gt_compile_span(uint32_t name, uint64_t begin_ns, uint64_t end_ns)
 GT_API void gt_layer_info(uint32_t layer, uint32_t cls, uint32_t flags)
 {
     if (layer != 0)
-        gt__layer_info(layer, cls, flags & GT_LAYER_F_BARE_ROOT);
+        gt__layer_info(layer, cls,
+                       flags & (GT_LAYER_F_BARE_ROOT | GT_LAYER_F_ROOT_CHILD));
 }

@@ -56,8 +56,9 @@ static const char report_usage[] =
     "  TRACE: gradtrace trace files (.json, every rotated file of a stream)\n"
     "  or recordings (.gtr), decoded on the fly.\n"
     "  --format table|csv|json   output (json: schema/report.md); --csv = csv\n"
-    "  --sort model|fwd|bwd|name model order (default), total time largest\n"
-    "                            first, or path\n"
+    "  --sort model|fwd|bwd|name model order (default; rows without a forward\n"
+    "                            by backward, latest first), total time\n"
+    "                            largest first, or path\n"
     "  --depth N                 rows at most N deep (0: top-level only)\n"
     "  --top N                   the first N rows (after --sort)\n"
     "  --iterations A-B          only iterations ProfilerStep#A..#B (A: one;\n"
@@ -187,8 +188,7 @@ struct json_lost {
 
 static void max_u64(uint64_t *d, double v)
 {
-    if (v > (double)*d)
-        *d = (uint64_t)v;
+    *d = v > (double)*d ? (uint64_t)v : *d;
 }
 
 /* A metadata line "lost":{...} or "stream":{...} into jl. */

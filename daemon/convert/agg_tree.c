@@ -183,22 +183,25 @@ static int by_name(const void *pa, const void *pb)
     return strcmp(x->path, y->path);
 }
 
-/* One row in model order: its parent's entry and the key siblings sort by
- * (first forward call, a container's first child's; none: last). */
+/* One row in model order: its parent's entry and the key siblings sort by:
+ * tier 0, its first forward call (a container's first child's); tier 1,
+ * no forward (a backward window, a parameter-only module): its first
+ * backward span, latest first, since backward runs the model in reverse;
+ * tier 2, neither: by path. */
 struct ord_ent {
     size_t row;
     const struct ord_ent *up;
     int depth;
-    int has_key;
+    int tier;
     double key;
     const char *path;
 };
 
 static int sibling_cmp(const struct ord_ent *x, const struct ord_ent *y)
 {
-    if (x->has_key != y->has_key)
-        return x->has_key ? -1 : 1;
-    if (x->has_key && x->key != y->key)
+    if (x->tier != y->tier)
+        return x->tier < y->tier ? -1 : 1;
+    if (x->tier < 2 && x->key != y->key)
         return x->key < y->key ? -1 : 1;
     return strcmp(x->path, y->path);
 }
@@ -239,18 +242,19 @@ static int sort_model(struct gt__agg *a)
     for (size_t r = 0; r < a->n; r++) {
         const struct gt__agg_layer *l = &a->layers[r];
         long up = l->up;
+        int fwd = l->first_fwd_ts >= 0, bwd = !fwd && l->first_ts >= 0;
         e[r] = (struct ord_ent){.row = r, .up = up >= 0 ? &e[up] : NULL,
                                 .depth = l->depth, .path = l->path,
-                                .has_key = l->first_fwd_ts >= 0,
-                                .key = l->first_fwd_ts};
+                                .tier = fwd ? 0 : bwd ? 1 : 2,
+                                .key = fwd ? l->first_fwd_ts : -l->first_ts};
         pe[r] = &e[r];
     }
     for (size_t k = 0; k < a->n; k++) {
         const struct ord_ent *c = &e[ix[k]];
         struct ord_ent *p = (struct ord_ent *)c->up;
-        if (p && c->has_key && a->layers[p->row].fwd_calls == 0 &&
-            (!p->has_key || c->key < p->key)) {
-            p->has_key = 1;
+        if (p && c->tier == 0 && a->layers[p->row].fwd_calls == 0 &&
+            (p->tier != 0 || c->key < p->key)) {
+            p->tier = 0;
             p->key = c->key;
         }
     }

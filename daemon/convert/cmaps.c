@@ -126,6 +126,17 @@ uint32_t gt__cs_layer_class(const struct gt__cstream *s, const char *path,
     return e == GT__INDEX_NONE ? 0 : s->lcls[e].cls;
 }
 
+uint32_t gt__cs_layer_flags(const struct gt__cstream *s, const char *path,
+                            size_t len)
+{
+    if (!gt__index_ready(&s->lcls_ix))
+        return 0;
+    const struct lcls_key k = {s, path, len};
+    uint32_t e = gt__index_find(&s->lcls_ix, gt__fnv1a32(path, len), lcls_is,
+                                &k, NULL);
+    return e == GT__INDEX_NONE ? 0 : s->lcls[e].flags;
+}
+
 void gt__cs_on_layer_info(struct gt__cstream *s, const uint8_t *rec,
                           uint16_t size)
 {
@@ -150,6 +161,7 @@ void gt__cs_on_layer_info(struct gt__cstream *s, const uint8_t *rec,
                                 &slot);
     if (e != GT__INDEX_NONE) {
         s->lcls[e].cls = r.cls; /* the latest class of that name */
+        s->lcls[e].flags = r.flags;
         return;
     }
     if (s->nlcls >= GT__MAX_LAYERS) {
@@ -164,7 +176,7 @@ void gt__cs_on_layer_info(struct gt__cstream *s, const uint8_t *rec,
         s->lcls = n;
         s->lcls_cap = cap;
     }
-    s->lcls[s->nlcls] = (struct gt__lclass){r.layer, r.cls};
+    s->lcls[s->nlcls] = (struct gt__lclass){r.layer, r.cls, r.flags};
     gt__index_set(&s->lcls_ix, slot, s->nlcls++);
 }
 

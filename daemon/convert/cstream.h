@@ -138,6 +138,7 @@ struct gt__cgraph {
 /* A module's class by its layer name (GT_R_LAYER_INFO): string ids. */
 struct gt__lclass {
     uint32_t layer, cls;
+    uint32_t flags;       /* GT_LAYER_F_* of its latest LAYER_INFO */
 };
 
 struct gt__lost {
@@ -389,6 +390,9 @@ const char *gt__cs_text(const struct gt__cstream *s, uint32_t id,
                         uint32_t *len);
 /* The class (string id) GT_R_LAYER_INFO gave layer name path, or 0. */
 uint32_t gt__cs_layer_class(const struct gt__cstream *s, const char *path,
+                            size_t len);
+/* Its GT_LAYER_F_* flags, or 0. */
+uint32_t gt__cs_layer_flags(const struct gt__cstream *s, const char *path,
                             size_t len);
 /* A GPU kernel's stream part: an NCCL kernel is also a collective. */
 void gt__cs_on_kernel(struct gt__cstream *s, const uint8_t *rec, uint16_t size);

@@ -293,6 +293,7 @@ struct gt__wlayer {
     /* Its extent in the pass group without AccumulateGrad nodes. */
     uint64_t xfirst, xlast;
     int has_x;
+    int root_checked;     /* root_child (layers.c) looked at it */
     uint32_t top_name;    /* its own longest node's name id, 0: none */
     uint64_t top_ns;      /* and that node's own time */
 };
@@ -686,6 +687,7 @@ void gt__layer_set_class(struct gt__writer *c, uint32_t path_id, uint32_t cls);
 void gt__layer_nest(struct gt__writer *c, uint32_t child_id, uint32_t parent_id);
 /* The same by layer index (-1: nothing done). */
 void gt__layer_nest_at(struct gt__writer *c, int32_t ch, int32_t pa);
+
 /* Layer index of path (len bytes; made when new), or -1; of string id
  * path_id (0: none), or -1. */
 int32_t gt__layer_index(struct gt__writer *c, const char *path, size_t len);

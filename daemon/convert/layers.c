@@ -221,6 +221,27 @@ int32_t gt__layer_of(struct gt__writer *c, uint32_t path_id)
     return path_id ? layer_of(c, path_id) : -1;
 }
 
+/*
+ * Top-level row l, met by a credit before any scope nested it: a module
+ * the package named as the bare root's direct child (LAYER_INFO's
+ * GT_LAYER_F_ROOT_CHILD) hangs under that root, so a module that owns
+ * parameters but runs no forward of its own (a ParameterDict, a module
+ * whose weights another uses), and every top row of a backward window
+ * (which holds no forward scopes), sits where the full trace has it.
+ * Once per row, before its first credit.
+ */
+static void root_child(struct gt__writer *c, int32_t l)
+{
+    uint32_t root = c->s->bare_root;
+    c->layers[l].root_checked = 1;
+    if (!root ||
+        !(gt__cs_layer_flags(c->s, c->layers[l].path, c->layers[l].path_len) &
+          GT_LAYER_F_ROOT_CHILD))
+        return;
+    int32_t r = layer_of(c, root); /* may move c->layers */
+    gt__layer_nest_at(c, l, r);
+}
+
 void gt__layer_credit(struct gt__writer *c, uint32_t path_id,
                       const struct gt__credit *k)
 {
@@ -240,6 +261,8 @@ void gt__layer_credit_at(struct gt__writer *c, int32_t l,
     group_count(c, l >= 0, k);
     c->group_kernels += k->kernel != 0;
     for (int32_t a = l; a >= 0; a = c->layers[a].parent) {
+        if (c->layers[a].parent < 0 && !c->layers[a].root_checked)
+            root_child(c, a); /* may nest a under the root: read L after */
         struct gt__wlayer *L = &c->layers[a];
         if (L->gen != c->gen) {
             L->gen = c->gen;

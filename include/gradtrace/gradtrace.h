@@ -291,7 +291,9 @@ GT_API void gt_compile_span(uint32_t name, uint64_t begin_ns, uint64_t end_ns);
  * the root whose modules have bare named_modules() paths ("blocks.0";
  * every other module's are "<its name>.<path>"), so that a compiled
  * region running in it, whose map's paths are relative, and whose layers
- * open no scopes, is named and classed as the eager model would be.
+ * open no scopes, is named and classed as the eager model would be;
+ * GT_LAYER_F_ROOT_CHILD on that root's direct children (their rows nest
+ * under it also when they run no forward: parameter-only modules).
  * Recorded with or without capture. Since API minor 5. Any thread; cold
  * path.
  */

@@ -611,8 +611,13 @@ GT_STATIC_ASSERT(sizeof(struct gt_r_compile_span) == 28, "compile_span");
  * bare named_modules() paths ("blocks.0"): every other module's children
  * are "<its name>.<path>", so a compiled region running in this one has
  * its map's relative paths as layer names; the latest such record holds.
+ * GT_LAYER_F_ROOT_CHILD marks a direct child of the bare root ("head",
+ * "scale"): its row hangs under that root even when it never runs a
+ * forward of its own (a ParameterDict, parameters used by another
+ * module), where no scope would nest it.
  */
 #define GT_LAYER_F_BARE_ROOT 0x1u
+#define GT_LAYER_F_ROOT_CHILD 0x2u
 
 struct gt_r_layer_info {
     struct gt_rec h;

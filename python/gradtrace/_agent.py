@@ -78,6 +78,7 @@ finish = _load_optional("gt_finish", None, [])
 # have the root's name in front.
 layer_info = _load_optional("gt_layer_info", None, [ctypes.c_uint32] * 3)
 LAYER_F_BARE_ROOT = 0x1
+LAYER_F_ROOT_CHILD = 0x2  # a direct child of the bare root
 
 # gt_torch_param(tensor_impl, module path id, parameter name id).
 torch_param = _load_optional("gt_torch_param", None,

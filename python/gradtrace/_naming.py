@@ -243,7 +243,11 @@ def _tell_names(r, module, named):
     try:
         top = r.map[id(module)][1]  # the root's own name (wrappers share it)
         for mod, ent in named:
-            flags = _agent.LAYER_F_BARE_ROOT if r.bare and ent[1] == top else 0
+            flags = 0
+            if r.bare and ent[1] == top:
+                flags = _agent.LAYER_F_BARE_ROOT
+            elif r.bare and "." not in ent[1]:
+                flags = _agent.LAYER_F_ROOT_CHILD  # rows nest under the root
             key = (ent[2], ent[3], flags)
             if key not in r.sent:
                 r.sent.add(key)

@@ -10,7 +10,9 @@
 # ten blocks), a GPT-2-like decoder (a block, a glob over its MLPs with the
 # attention between, the tied embedding), an MLP trained with a gradient
 # penalty (create_graph: a double backward every step), a CNN with
-# BatchNorm and a residual stage, and a block applied twice; on torch 2.x
+# BatchNorm and a residual stage, a block applied twice, and modules that
+# own parameters but run no forward (MultiheadAttention's out_proj, a
+# ParameterDict: rows under their parents, also in the full trace); on torch 2.x
 # also the decoder and the penalty again, and a block of a whole-model
 # torch.compile'd MLP (its window spans the compiled graph's node).
 # e2e-timeout: 600
@@ -55,6 +57,19 @@ exact "$PY" pen "layer=blocks.1,phase=backward,iteration=2" "$WM" penalty
 exact "$PY" pen_glob "layer=blocks.*.fc2,phase=backward,iteration=1" "$WM" penalty
 exact "$PY" conv "layer=layer2,phase=backward,iteration=2" "$WM" conv
 exact "$PY" reuse "layer=shared,phase=backward,iteration=1" "$WM" reuse
+exact "$PY" params "layer=blocks.1,phase=backward,iteration=2" "$WM" params
+# Parameter-only modules sit under their parents in the full trace too.
+"$B/gradtrace" report --format json "$E2E_TMP/params.json" >"$E2E_TMP/params.rep" \
+  || die "report of params"
+"$PY" - "$E2E_TMP/params.rep" <<'EOF' || die "parameter-only modules are not under their parents"
+import json, sys
+rows = {l["path"]: l for l in json.load(open(sys.argv[1]))["layers"]}
+want = {"scale": "Params", "blocks.0.attn.out_proj": "blocks.0.attn",
+        "blocks.1.attn.out_proj": "blocks.1.attn"}
+got = {p: rows.get(p, {}).get("parent") for p in want}
+print("parents of parameter-only modules: %s" % got)
+sys.exit(got != want)
+EOF
 
 VENV=${GRADTRACE_TORCH2_VENV:-$HOME/.cache/gradtrace/torch2-venv}
 PY2=$VENV/bin/python

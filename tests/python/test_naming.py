@@ -318,7 +318,8 @@ def test_scopes_balanced_when_a_forward_raises():
 
 def test_names_and_classes_are_told_once_with_the_bare_root():
     # gt_layer_info: every name of a root's map with its class, once; the
-    # bare root flagged (compiled regions' layers open no scope).
+    # bare root flagged (compiled regions' layers open no scope), and its
+    # direct children.
     from gradtrace import _agent
     told = []
     old = _agent.layer_info
@@ -333,13 +334,17 @@ def test_names_and_classes_are_told_once_with_the_bare_root():
             b(x)
     finally:
         _agent.layer_info = old
-    F = _agent.LAYER_F_BARE_ROOT
+    F, C = _agent.LAYER_F_BARE_ROOT, _agent.LAYER_F_ROOT_CHILD
     assert ("Net", "Net", F) in told, told
     assert ("blocks.0.up", "Linear", 0) in told, told
-    assert ("blocks", "ModuleList", 0) in told, told
+    # The bare root's direct children say so (their rows nest under it
+    # also when they run no forward); another root's never do.
+    assert ("blocks", "ModuleList", C) in told, told
     assert ("Net#2", "Net", 0) in told and ("Net#2.blocks.0", "Block", 0) in told, told
+    assert ("Net#2.blocks", "ModuleList", 0) in told, told
     assert len(told) == len(set(told)), "each name once: %s" % told
-    assert [t for t in told if t[2]] == [("Net", "Net", F)], "one bare root"
+    assert [t for t in told if t[2] & F] == [("Net", "Net", F)], "one bare root"
+    assert all("." not in t[0] for t in told if t[2] & C), told
 
 
 def _skip(why=None):

@@ -285,6 +285,26 @@ Test(agg, model_order_puts_first_called_first_and_uncalled_last)
     gt__agg_close(&a);
 }
 
+/* Rows without a forward (a backward window's) go in model order too:
+ * backward runs the model in reverse, so the later a row's backward, the
+ * earlier it comes; rows with a forward come first. */
+Test(agg, model_order_of_rows_without_a_forward_is_reverse_backward)
+{
+    struct gt__agg a;
+    gt__agg_init(&a);
+    cr_assert_eq(gt__agg_span(&a, 0, "blk.fc2 (Linear) backward", 10, 5, 2), 0);
+    cr_assert_eq(gt__agg_span(&a, 0, "blk.ln (LayerNorm) backward", 40, 5, 2), 0);
+    cr_assert_eq(gt__agg_span(&a, 0, "blk.attn (Attn) backward", 20, 5, 2), 0);
+    cr_assert_eq(gt__agg_span(&a, 0, "blk (Block) backward", 10, 35, 6), 0);
+    cr_assert_eq(gt__agg_span(&a, 1, "blk.zz (Linear) forward", 5, 1, 0), 0);
+    gt__agg_sort(&a, GT__AGG_MODEL);
+    const char *want[] = {"blk", "blk.zz", "blk.ln", "blk.attn", "blk.fc2"};
+    cr_assert_eq(a.n, 5);
+    for (size_t i = 0; i < 5; i++)
+        cr_assert_str_eq(a.layers[i].path, want[i], "row %zu", i);
+    gt__agg_close(&a);
+}
+
 /* ------------------------------------------------------------ entry */
 
 Test(consumer, convert_file_says_where_it_stopped, .timeout = 10)

@@ -451,3 +451,50 @@ Test(compiled_conv, gpu_kernels_take_their_calls_through_their_launch,
     }
     lx_close(&x);
 }
+
+/*
+ * A module named as the bare root's direct child that runs no forward of
+ * its own (a ParameterDict, a module whose weights another uses; or any
+ * row of a backward window, which holds no forward scopes): its rows hang
+ * under the root by LAYER_INFO's GT_LAYER_F_ROOT_CHILD, from their first
+ * credit on, so the root's sums hold them.
+ */
+static void param_only(struct lx *x, uint32_t flags)
+{
+    strings(x);
+    layer_info(x, S_NET, S_NETC, GT_LAYER_F_BARE_ROOT);
+    layer_info(x, S_BLOCKS, S_LIST, flags);
+    pass(x, 1, 190, 0);
+    nbegin(x, S_ACC, UINT64_MAX, 200);
+    node_layer(x, S_B0UP, S_W, 201);
+    nend(x, UINT64_MAX, 210);
+    nbegin(x, S_ACC, UINT64_MAX, 220);
+    node_layer(x, S_B1UP, S_W, 221);
+    nend(x, UINT64_MAX, 225);
+    pass(x, 0, 230, 0);
+}
+
+Test(compiled_conv, a_root_child_without_a_forward_hangs_under_the_root,
+     .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    param_only(&x, GT_LAYER_F_ROOT_CHILD);
+    lx_run(&x);
+    const struct gt__agg_layer *b = row(&x.json, "blocks"), *n = row(&x.json, "Net");
+    cr_assert(b && n);
+    cr_assert_str_eq(b->parent, "Net");
+    cr_assert_eq(n->bwd_nodes, 2, "both gradients in the root's sums");
+    cr_assert_eq(n->bwd_us, 15.0);
+    lx_close(&x);
+
+    /* Without the flag (another root's child, or an older package) the
+     * row stays where its path puts it. */
+    lx_open(&x, 0);
+    param_only(&x, 0);
+    lx_run(&x);
+    cr_assert_null(row(&x.json, "blocks")->parent);
+    for (size_t i = 0; i < x.json.n; i++)
+        cr_assert_str_neq(x.json.layers[i].path, "Net", "no row for the root");
+    lx_close(&x);
+}

@@ -14,6 +14,9 @@ silent on success.
            pooled linear head
   reuse    one block applied twice per forward with the same parameters
            (a weight-shared recurrence) between two plain blocks
+  params   modules that own parameters and run no forward of their own:
+           nn.MultiheadAttention's out_proj (used through F.linear) in
+           two blocks, and a ParameterDict of scales on the root
 
 usage: window_models.py MODEL [--iters N]
 """
@@ -131,6 +134,32 @@ class CNN(nn.Module):
         return self.fc(x.mean((2, 3)))
 
 
+class MHABlock(nn.Module):
+    def __init__(self, d=16):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, 2, batch_first=True)
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, x):
+        h = self.ln(x)
+        a, _ = self.attn(h, h, h, need_weights=False)
+        return x + self.fc(a)
+
+
+class Params(nn.Module):
+    def __init__(self, d=16):
+        super().__init__()
+        self.blocks = nn.ModuleList([MHABlock(d), MHABlock(d)])
+        self.scale = nn.ParameterDict({"g": nn.Parameter(torch.ones(d))})
+        self.head = nn.Linear(d, 3)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x * self.scale["g"]).mean(1)
+
+
 class Reuse(nn.Module):
     def __init__(self, d=12):
         super().__init__()
@@ -147,7 +176,7 @@ class Reuse(nn.Module):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["gpt", "penalty", "conv", "reuse"])
+    ap.add_argument("model", choices=["gpt", "penalty", "conv", "reuse", "params"])
     ap.add_argument("--iters", type=int, default=4)
     a = ap.parse_args()
     torch.manual_seed(0)
@@ -172,6 +201,11 @@ def main():
         model = CNN()
         x = torch.randn(4, 3, 8, 8, generator=g)
         y = torch.randint(0, 10, (4,), generator=g)
+        loss_fn = lambda: F.cross_entropy(model(x), y)
+    elif a.model == "params":
+        model = Params()
+        x = torch.randn(4, 5, 16, generator=g)
+        y = torch.randint(0, 3, (4,), generator=g)
         loss_fn = lambda: F.cross_entropy(model(x), y)
     else:
         model = Reuse()

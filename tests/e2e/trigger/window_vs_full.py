@@ -13,7 +13,8 @@ trace F, checks:
   - no node in W lacks a layer;
   - `gradtrace report --format json` of W gives, for every row of L's
     layers, the same node counts and times as the report of F restricted
-    to iteration N (`--iterations N-N`).
+    to iteration N (`--iterations N-N`), the same classes, in the same
+    (model) order.
 Prints one line of figures ("window: K of M nodes, ...") and exits 1 on
 any difference, naming it.
 
@@ -111,6 +112,15 @@ def main():
                 bad.append("row %s: %s %s in the window, %s in the full trace"
                            % (p, k, w.get(k), rows_f[p].get(k)))
                 differ.add(p)
+    # The window's table reads as the full one: classes, and model order.
+    for p in rows:
+        if p in rows_w and rows_w[p].get("class") != rows_f[p].get("class"):
+            bad.append("row %s: class %r in the window, %r in the full trace"
+                       % (p, rows_w[p].get("class"), rows_f[p].get("class")))
+    order_w = [p for p in rows_w if p in rows]
+    if order_w != [p for p in rows_f if p in rows and p in rows_w]:
+        bad.append("window rows in another order: %s, full trace %s"
+                   % (order_w, [p for p in rows_f if p in rows]))
     print("window %s it%d: %d of %d nodes (%d AccumulateGrad), %d unlabelled, "
           "%d extra, %d compiled graphs' nodes, %d segments; %d rows equal the "
           "full trace's"
