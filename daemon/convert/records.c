@@ -588,6 +588,14 @@ static void on_node_begin(struct gt__writer *c, const uint8_t *rec,
         o->order = (uint16_t)(v->y & GT__CREATION_ORDER_MASK);
         if (o->order == 0)
             o->order = 1;
+        /* Made by a running node and run inside one (a nested pass): a
+         * reentrant checkpoint's recompute, which runs its nodes before
+         * its node ends; a double backward's run after. The node is of
+         * the order of the one running it, as in the eager forward. */
+        const struct gt__open *up =
+            th->nodes.depth >= 2 ? &th->nodes.e[th->nodes.depth - 2] : NULL;
+        if (up && o->order > up->order)
+            o->order = up->order;
     }
 }
 

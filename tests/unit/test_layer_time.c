@@ -649,3 +649,40 @@ Test(layer_time, span_names_its_own_longest_node, .timeout = 10)
     cr_assert_eq(num(fc, "top_node_us"), 10.0);
     lx_close(&x);
 }
+
+/* HF-style reentrant checkpointing: the checkpointed function does an op
+ * of its own before calling the block (no module scope open), inside the
+ * checkpoint node's recompute; the node it makes runs in the nested pass,
+ * before the checkpoint node ends: a recompute's node, first order, not a
+ * double backward's. */
+Test(layer_time, a_reentrant_recompute_outside_a_module_is_first_order,
+     .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    strings(&x);
+    scope(&x, 1, S_NET, S_NET, 0, 1);
+    fwd(&x, S_BLK, S_BLOCK, UINT64_MAX, 2, 8);
+    created(&x.f, S_NET, 0, 9);
+    scope(&x, 0, S_NET, S_NET, 0, 10);
+    pass(&x, 1, 100, 0);
+    nbegin(&x, S_CKPT, 0, 110);
+    created(&x.f, 0, 11, 111); /* h = x * 1.0, outside the block */
+    scope(&x, 1, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 112);
+    created(&x.f, S_BLK, 10, 115);
+    scope(&x, 0, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 120);
+    pass(&x, 1, 122, 0); /* torch.autograd.backward inside the node */
+    node(&x.f, S_MM, 10, 125, 135);
+    node(&x.f, S_RELU, 11, 136, 140);
+    pass(&x, 0, 141, 0);
+    nend(&x, 0, 160);
+    pass(&x, 0, 170, 0);
+    lx_run(&x);
+
+    const cJSON *mul = args(ev_of(x.doc, "backward", "ReLU", 0));
+    cr_assert_str_eq(s_of(mul, "layer"), "Net", "the running node's layer");
+    cr_assert_null(cJSON_GetObjectItem(mul, "order"), "first order");
+    cr_assert_eq(row(&x.direct, "Net")->order2, 0);
+    cr_assert_eq(x.direct.rest.order2, 0);
+    lx_close(&x);
+}
