@@ -9,7 +9,7 @@
  *  - bwd-heavy: a layer (not a container) whose backward is at least
  *    BWD_RATIO times its forward and which takes at least SHARE_MIN of
  *    the step; reported for the deepest such layer only, since its
- *    ancestors include it.
+ *    ancestors include it (also across a container between them).
  *  - accumulate-grad: a layer's own AccumulateGrad nodes take more than
  *    half its own backward and at least ACCG_MIN of the step.
  *  - top-node: one node (named) takes at least TOP_SHARE of a layer's own
@@ -186,13 +186,16 @@ static int bwd_heavy(const struct gt__agg_layer *l, double base)
 static void hint_bwd(const struct gt__agg *r, double base, struct gt__hint *h,
                      size_t *n, size_t cap)
 {
-    /* A row is reported only when none of its children is. */
+    /* A row is reported only when none of its descendants is (a
+     * container between them is no reason to name both). */
     unsigned char *child_has = gt__calloc(r->n ? r->n : 1, 1);
     if (!child_has)
         return;
     for (size_t i = 0; i < r->n; i++)
-        if (r->layers[i].up >= 0 && bwd_heavy(&r->layers[i], base))
-            child_has[r->layers[i].up] = 1;
+        if (bwd_heavy(&r->layers[i], base))
+            for (long a = r->layers[i].up; a >= 0 && !child_has[a];
+                 a = r->layers[a].up)
+                child_has[a] = 1;
     for (size_t i = 0; i < r->n; i++) {
         const struct gt__agg_layer *l = &r->layers[i];
         struct gt__hint *x;

@@ -62,6 +62,21 @@ Test(hints, backward_heavy_names_the_deepest_layer)
     gt__agg_close(&a);
 }
 
+/* A ModuleList between a block and its layer (no forward of its own: a
+ * container) must not make the block a second bwd-heavy hint. */
+Test(hints, backward_heavy_skips_ancestors_across_a_container)
+{
+    struct gt__agg a;
+    const struct span_spec s[] = {FWD("m (Net)", 5000), BWD("m (Net)", 40000, 0, 0),
+                                  BWD("m.layers (ModuleList)", 40000, 0, 0),
+                                  FWD("m.layers.0 (Linear)", 4000),
+                                  BWD("m.layers.0 (Linear)", 40000, 40000, 0)};
+    table(&a, s, 5);
+    cr_assert_eq(count(&a, "bwd-heavy", "m.layers.0"), 1);
+    cr_assert_eq(count(&a, "bwd-heavy", "m"), 0, "the container's parent includes it");
+    gt__agg_close(&a);
+}
+
 Test(hints, no_backward_hint_for_balanced_or_tiny_layers)
 {
     struct gt__agg a;
