@@ -74,276 +74,13 @@ static const char report_usage[] =
     "  --by-rank                 a table per rank first (inputs of several\n"
     "                            ranks; the whole table always shows each\n"
     "                            layer's slowest rank and its time / mean)\n"
+    "  --pid N                   the table of process N's files; inputs of\n"
+    "                            several processes that are no ranks of one\n"
+    "                            job (DataLoader workers) are otherwise the\n"
+    "                            table of the one with the most iterations,\n"
+    "                            the others named after it\n"
     "exit status: 0 ok, 1 unreadable input or no layer spans, 2 usage (and\n"
     "  an --iterations range that meets none of the input's iterations)\n";
-
-static double num_of(const cJSON *obj, const char *key, double dflt)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
-}
-
-/* A "backward totals" instant (at ts us) into the table's remainder. */
-static int add_totals(struct gt__agg *r, const cJSON *args, double ts)
-{
-    struct gt__agg_rest t = {
-        .nodes = (uint64_t)num_of(args, "nodes", 0),
-        .un_nodes = (uint64_t)num_of(args, "unattributed_nodes", 0),
-        .un_accg = (uint64_t)num_of(args, "unattributed_accumulate_grad", 0),
-        .order2 = (uint64_t)num_of(args, "second_order_nodes", 0),
-        .time_us = num_of(args, "time_us", 0),
-        .un_us = num_of(args, "unattributed_us", 0)};
-    return gt__agg_totals_at(r, &t, ts);
-}
-
-/* One trace event into the table, when it is a layer or iteration span
- * or a pass group's totals. */
-static int add_event(struct gt__agg *r, const cJSON *ev)
-{
-    static const struct {
-        const char *cat;
-        enum gt__agg_phase phase;
-    } layer_cats[] = {{"layer_forward", GT__AGG_PH_FWD},
-                      {"layer_backward", GT__AGG_PH_BWD},
-                      {"layer_recompute", GT__AGG_PH_RECOMPUTE}};
-    const cJSON *cat = cJSON_GetObjectItemCaseSensitive(ev, "cat");
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(ev, "name");
-    const cJSON *dur = cJSON_GetObjectItemCaseSensitive(ev, "dur");
-    const cJSON *args = cJSON_GetObjectItemCaseSensitive(ev, "args");
-
-    if (cJSON_IsString(cat) && strcmp(cat->valuestring, "backward_totals") == 0)
-        return add_totals(r, args, num_of(ev, "ts", 0));
-    if (cJSON_IsString(cat) && strcmp(cat->valuestring, "compiled_totals") == 0)
-        return gt__report_compiled_totals(r, args, num_of(ev, "ts", 0));
-    if (!cJSON_IsString(cat) || !cJSON_IsString(name) || !cJSON_IsNumber(dur))
-        return 0;
-    if (strcmp(cat->valuestring, "kernel") == 0) {
-        const cJSON *layer = cJSON_GetObjectItemCaseSensitive(args, "layer");
-        const cJSON *phase = cJSON_GetObjectItemCaseSensitive(args, "phase");
-        if (!cJSON_IsString(layer) || !cJSON_IsString(phase))
-            return 0;
-        return gt__agg_kernel(r, layer->valuestring,
-                              strcmp(phase->valuestring, "backward") == 0,
-                              dur->valuedouble,
-                              cJSON_IsString(name) ? name->valuestring : NULL);
-    }
-    /* ProfilerStep#N: cat user_annotation (Kineto's, since converter
-     * 0.2), cat iteration before; a window file's own step is no
-     * iteration (it covers only the window). */
-    if (strcmp(cat->valuestring, "iteration") == 0 ||
-        (strcmp(cat->valuestring, "user_annotation") == 0 &&
-         strncmp(name->valuestring, "ProfilerStep#", 13) == 0 &&
-         !cJSON_GetObjectItemCaseSensitive(args, "window")))
-        return gt__agg_step(r, (uint64_t)num_of(args, "step", 0),
-                            num_of(ev, "ts", 0), dur->valuedouble);
-    for (size_t i = 0; i < sizeof(layer_cats) / sizeof(layer_cats[0]); i++) {
-        if (strcmp(cat->valuestring, layer_cats[i].cat) != 0)
-            continue;
-        const cJSON *parent = cJSON_GetObjectItemCaseSensitive(args, "parent");
-        const cJSON *top = cJSON_GetObjectItemCaseSensitive(args, "top_node");
-        struct gt__agg_ev e = {
-            .phase = layer_cats[i].phase, .name = name->valuestring,
-            .ts = num_of(ev, "ts", 0), .dur = dur->valuedouble,
-            .nodes = num_of(args, "nodes", 0),
-            .self_nodes = num_of(args, "self_nodes", 0),
-            .order2 = num_of(args, "second_order_nodes", 0),
-            .time_us = num_of(args, "time_us", -1),
-            .self_us = num_of(args, "self_us", 0),
-            .accg_us = num_of(args, "accumulate_grad_us", 0),
-            .parent = cJSON_IsString(parent) ? parent->valuestring : NULL,
-            .top_node = cJSON_IsString(top) ? top->valuestring : NULL,
-            .top_node_us = num_of(args, "top_node_us", 0),
-            .timed = layer_cats[i].phase != GT__AGG_PH_BWD &&
-                     cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(args, "time_us"))};
-        return gt__agg_add(r, &e);
-    }
-    return 0;
-}
-
-/* Parses a whole trace document (fallback for files without line structure). */
-static int add_document(struct gt__agg *r, const char *text)
-{
-    cJSON *doc = cJSON_Parse(text);
-    const cJSON *evs, *ev;
-    int rc = 0;
-
-    if (!doc)
-        return -EINVAL;
-    evs = cJSON_IsArray(doc) ? doc : cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
-    cJSON_ArrayForEach(ev, evs)
-    {
-        if ((rc = add_event(r, ev)) < 0)
-            break;
-    }
-    cJSON_Delete(doc);
-    return rc;
-}
-
-/* What a trace's metadata says was lost (the largest over its files). */
-struct json_lost {
-    uint64_t events, chunks, corrupt;
-    int truncated;
-    int32_t rank;        /* distributedInfo's, -1 none */
-};
-
-static void max_u64(uint64_t *d, double v)
-{
-    *d = v > (double)*d ? (uint64_t)v : *d;
-}
-
-/* A metadata line "lost":{...} or "stream":{...} into jl. */
-static void add_lost_line(struct json_lost *jl, const char *line)
-{
-    int lost = strncmp(line, "\"lost\":{", 8) == 0;
-    int dist = strncmp(line, "\"distributedInfo\":{", 19) == 0;
-    const char *obj = strchr(line, '{');
-    cJSON *j = obj ? cJSON_Parse(obj) : NULL;
-    if (!j) {
-        /* The line ends with a comma: parse up to the closing brace. */
-        const char *end = obj ? strrchr(obj, '}') : NULL;
-        if (end) {
-            char *t = strndup(obj, (size_t)(end - obj) + 1);
-            j = t ? cJSON_Parse(t) : NULL;
-            free(t);
-        }
-    }
-    if (!j)
-        return;
-    if (dist) {
-        jl->rank = (int32_t)num_of(j, "rank", -1);
-    } else if (lost) {
-        max_u64(&jl->events, num_of(j, "events", 0) + num_of(j, "cupti", 0));
-        max_u64(&jl->chunks, num_of(j, "chunks", 0));
-    } else {
-        max_u64(&jl->chunks, num_of(j, "chunks_missing", 0));
-        max_u64(&jl->corrupt, num_of(j, "corrupt_chunks", 0));
-        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "truncated")))
-            jl->truncated = 1;
-    }
-    cJSON_Delete(j);
-}
-
-/* The command whose inputs are being read (report, diff), for messages. */
-static const char *load_prog = "gradtrace report";
-
-/* A trace's "detail":{"ops":...} line: whether operators were captured. */
-static void note_detail(struct gt__agg *r, const char *line)
-{
-    static const char *const names[] = {"\"ops\":\"off\"", "\"ops\":\"windows\"",
-                                        "\"ops\":\"all\""};
-
-    for (int i = 0; i < 3; i++)
-        if (strstr(line, names[i]) && GT__OPS_OFF + i > r->ops_detail)
-            r->ops_detail = GT__OPS_OFF + i;
-}
-
-static int read_json(struct gt__agg *r, const char *path, struct json_lost *jl)
-{
-    FILE *f = fopen(path, "r");
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    uint64_t lines = 0;
-    int rc = 0, structured = 0;
-
-    if (!f) {
-        fprintf(stderr, "%s: %s: %s\n", load_prog, path, strerror(errno));
-        return -errno;
-    }
-    while ((n = getline(&line, &cap, f)) > 0) {
-        cJSON *ev;
-        lines++;
-        if (lines == 1 && strncmp(line, "{\"traceEvents\":[", 16) == 0 &&
-            line[16 + strspn(line + 16, " \t")] <= '\n')
-            structured = 1; /* the daemon may put a flush marker (a TAB)
-                             * after the '[' (schema/trace-output.md) */
-        if (!structured) {
-            /* Not our line format: read the whole document instead. */
-            break;
-        }
-        if (strncmp(line, "\"lost\":{", 8) == 0 ||
-            strncmp(line, "\"distributedInfo\":{", 19) == 0 ||
-            strncmp(line, "\"stream\":{", 10) == 0) {
-            add_lost_line(jl, line);
-            continue;
-        }
-        if (strncmp(line, "\"merge\":{", 9) == 0) {
-            gt__report_note_merge(line);
-            continue;
-        }
-        if (strncmp(line, "\"detail\":{", 10) == 0) {
-            note_detail(r, line);
-            continue;
-        }
-        /* Cheap filter before parsing: only the categories we sum. */
-        if (!strstr(line, "\"cat\":\"layer_") && !strstr(line, "\"cat\":\"iteration\"") &&
-            !strstr(line, "\"cat\":\"user_annotation\"") &&
-            !strstr(line, "\"cat\":\"kernel\"") &&
-            !strstr(line, "\"cat\":\"backward_totals\"") &&
-            !strstr(line, "\"cat\":\"compiled_totals\""))
-            continue;
-        while (n > 0 && strchr("\n,\t ", line[n - 1]))
-            line[--n] = '\0';
-        ev = cJSON_Parse(line);
-        if (ev) {
-            rc = add_event(r, ev);
-            cJSON_Delete(ev);
-            if (rc < 0)
-                break;
-        }
-    }
-    if (!structured && rc == 0) {
-        long size;
-        char *text;
-        if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-            rc = -EIO;
-        } else if (!(text = gt__malloc((size_t)size + 1))) {
-            rc = -ENOMEM;
-        } else {
-            size_t got = fread(text, 1, (size_t)size, f);
-            text[got] = '\0';
-            rc = add_document(r, text);
-            gt__free(text);
-        }
-        if (rc < 0)
-            fprintf(stderr, "%s: %s: not a Chrome trace JSON file\n", load_prog, path);
-    }
-    free(line);
-    fclose(f);
-    return rc;
-}
-
-int gt__report_read_json(struct gt__agg *r, const char *path)
-{
-    struct json_lost jl = {.rank = -1};
-    return read_json(r, path, &jl);
-}
-
-/* A recording, decoded straight into the table by the aggregation consumer. */
-static int read_gtr(struct gt__agg *r, const char *path)
-{
-    struct gt__convert_info info = {0};
-    struct gt__consumer *consumer = gt__agg_consumer_create(r);
-    char why[160];
-    int rc;
-
-    if (!consumer) {
-        fprintf(stderr, "%s: out of memory\n", load_prog);
-        return -ENOMEM;
-    }
-    rc = gt__convert_file(path, &consumer, 1, &info);
-    gt__consumer_free(consumer);
-    if (rc == 0 && info.stats.chunks == 0 && info.stats.skipped_bytes > 0)
-        rc = -EINVAL; /* bytes after the hello, and not one chunk whole */
-    if (rc == 0)
-        return 0;
-    if (info.stage == GT__CONVERT_OPEN)
-        fprintf(stderr, "%s: %s: %s\n", load_prog, path, gt__strerror(rc));
-    else
-        fprintf(stderr, "%s: %s: %s\n", load_prog, path,
-                gt__cli_gtr_why(path, rc, &info, why, sizeof(why)));
-    return rc;
-}
 
 static const struct option report_opts[] = {
     {"help", no_argument, NULL, 'h'},
@@ -358,6 +95,7 @@ static const struct option report_opts[] = {
     {"include-warmup", no_argument, NULL, 'w'},
     {"totals", no_argument, NULL, 'T'},
     {"by-rank", no_argument, NULL, 'r'},
+    {"pid", required_argument, NULL, 'p'},
     {NULL, 0, NULL, 0},
 };
 
@@ -432,6 +170,12 @@ static int parse_one(int ch, const char *arg, struct gt__rep_opts *o)
         else
             o->top = (long)v;
         return -1;
+    case 'p':
+        if (gt__cli_parse_count("--pid", arg, 0, 1u << 30, &v) < 0)
+            return 2;
+        o->has_pid = 1;
+        o->pid = (int64_t)v;
+        return -1;
     case 'i':
         if (parse_range(arg, &o->lo, &o->hi) < 0)
             break;
@@ -470,12 +214,6 @@ static int parse_args(int argc, char **argv, struct gt__rep_opts *o)
     return -1;
 }
 
-static int is_gtr(const char *path)
-{
-    size_t n = strlen(path);
-    return n > 4 && strcmp(path + n - 4, ".gtr") == 0;
-}
-
 /* The table of rank in rk, added when new. @return it, or NULL (no room). */
 static struct gt__agg *rank_table(struct gt__rep_ranks *rk, int32_t rank)
 {
@@ -496,24 +234,14 @@ struct pass1 {
     struct gt__agg_it *its;
     size_t n;
     int32_t rank;
+    struct gt__rep_in in; /* its metadata: the process that wrote it */
 };
-
-/* Reads path into t (initialised by the caller, selection and plan set).
- * @return 0 or a negative errno (message printed). */
-static int read_input(struct gt__agg *t, const char *path, struct json_lost *jl)
-{
-    jl->rank = -1;
-    int rc = is_gtr(path) ? read_gtr(t, path) : read_json(t, path, jl);
-    if (!is_gtr(path))
-        t->rank = jl->rank;
-    return rc;
-}
 
 /* One input into r and, by its rank, into rk, leaving out skip[0..nskip)
  * and counting only the selection's iterations, p its first pass (or
  * NULL). @return 0, or 1 (message printed). */
 static int load_one(struct gt__agg *r, const struct gt__rep_opts *o,
-                    const char *path, struct json_lost *jl,
+                    const char *path, struct gt__rep_in *jl,
                     struct gt__rep_ranks *rk, const struct pass1 *p)
 {
     struct gt__agg t;
@@ -526,7 +254,7 @@ static int load_one(struct gt__agg *r, const struct gt__rep_opts *o,
     if (p)
         gt__agg_plan(&t, p->its, p->n);
     if (rc == 0)
-        rc = read_input(&t, path, jl);
+        rc = gt__report_read_input(&t, path, jl);
     if (rc == 0) {
         gt__agg_iter_finish(&t);
         struct gt__agg *rt = rk && t.rank >= 0 ? rank_table(rk, t.rank) : NULL;
@@ -544,15 +272,16 @@ static int load_one(struct gt__agg *r, const struct gt__rep_opts *o,
  * @return 0, or 1 (message printed). */
 static int pass1_one(const char *path, struct pass1 *p)
 {
-    struct json_lost jl = {.rank = -1};
+    struct gt__rep_in jl = {.rank = -1};
     struct gt__agg t;
     gt__agg_init(&t);
     gt__agg_log_iterations(&t);
-    int rc = read_input(&t, path, &jl);
+    int rc = gt__report_read_input(&t, path, &jl);
     if (rc == 0) {
         p->its = t.its;
         p->n = t.nits;
         p->rank = t.rank;
+        p->in = jl;
         t.its = NULL;
     }
     gt__agg_close(&t);
@@ -657,12 +386,47 @@ static int select_check(const struct gt__rep_opts *o, const struct pass1 *p,
     return 2;
 }
 
+/* Leaves in p and paths (compacted, *n updated) only the inputs of the
+ * process(es) the table is of (gt__report_procs). @return 0, 1 or 2. */
+static int keep_procs_n(const struct gt__rep_opts *o, struct pass1 *p,
+                        int *n, char **paths, const char *prog)
+{
+    struct gt__rep_in *in = gt__calloc((size_t)*n, sizeof(*in));
+    size_t *its = gt__calloc((size_t)*n, sizeof(*its));
+    unsigned char *keep = gt__calloc((size_t)*n, 1);
+    int st = 1, m = 0;
+    if (in && its && keep) {
+        for (int i = 0; i < *n; i++) {
+            in[i] = p[i].in;
+            its[i] = p[i].n;
+        }
+        st = gt__report_procs(in, its, *n, o->has_pid ? o->pid : -1, keep, prog);
+    } else {
+        fprintf(stderr, "%s: out of memory\n", prog);
+    }
+    for (int i = 0; st == 0 && i < *n; i++) {
+        if (!keep[i]) {
+            gt__free(p[i].its);
+            continue;
+        }
+        p[m] = p[i];
+        paths[m++] = paths[i];
+    }
+    if (st == 0)
+        *n = m;
+    gt__free(in);
+    gt__free(its);
+    gt__free(keep);
+    return st;
+}
+
 /* The first pass over every input, then the selection checked and the
  * warm-up chosen (into r's skip list). @return 0, 1 or 2 (message
  * printed); *pp is the caller's to free with pass1_free. */
-static int pass1_all(struct gt__agg *r, const struct gt__rep_opts *o, int n,
+static int pass1_all(struct gt__agg *r, const struct gt__rep_opts *o, int *np,
                      char **paths, const char *prog, struct pass1 **pp)
 {
+    int n = *np;
     struct pass1 *p = gt__calloc(n ? (size_t)n : 1, sizeof(*p));
     *pp = p;
     if (!p) {
@@ -672,6 +436,10 @@ static int pass1_all(struct gt__agg *r, const struct gt__rep_opts *o, int n,
     for (int i = 0; i < n; i++)
         if (pass1_one(paths[i], &p[i]))
             return 1;
+    int st = keep_procs_n(o, p, np, paths, prog);
+    if (st)
+        return st;
+    n = *np;
     if (o->select)
         return select_check(o, p, n, prog);
     if (o->warmup && warm_choose(r, p, n) < 0) {
@@ -715,12 +483,12 @@ int gt__report_load(struct gt__agg *r, const struct gt__rep_opts *o,
                     int n, char **paths, const char *prog,
                     struct gt__rep_ranks *rk)
 {
-    struct json_lost jl = {.rank = -1};
-    load_prog = prog;
+    struct gt__rep_in jl = {.rank = -1};
+    gt__report_in_prog(prog);
     struct pass1 *p = NULL;
     int st = 0;
-    if (o->select || o->warmup)
-        st = pass1_all(r, o, n, paths, prog, &p);
+    if (o->select || o->warmup || n > 1 || o->has_pid)
+        st = pass1_all(r, o, &n, paths, prog, &p);
     for (int i = 0; st == 0 && i < n; i++)
         st = load_one(r, o, paths[i], &jl, rk, p ? &p[i] : NULL);
     pass1_free(p, n);
@@ -792,6 +560,8 @@ int gt__cmd_report(int argc, char **argv)
         status = write_outputs(&r, &o);
     if (status == 0 && o.format == GT__REP_TABLE)
         gt__report_print_clock(stdout);
+    if (status == 0)
+        gt__report_procs_note(o.format == GT__REP_TABLE ? stdout : stderr);
     gt__report_clock_close();
     gt__report_ranks_close(rk);
     gt__free(rk);

@@ -31,6 +31,8 @@ struct gt__rep_opts {
                           * iteration */
     int no_hints;
     int by_rank;         /* a table per rank, then the whole */
+    int has_pid;         /* --pid: the table is of that process */
+    int64_t pid;
 };
 
 /* What gt__report_warmup left out: how many iterations, their time (us),
@@ -69,6 +71,37 @@ void gt__report_ranks_close(struct gt__rep_ranks *rk);
  * @return 0, 1 (unreadable input or no layer spans) or 2 (--iterations
  * names none of the input's iterations); message printed.
  */
+/* What an input's metadata says (report_in.c): lost counts (the largest
+ * over its files), its rank, and the process that wrote it (pid -1: not
+ * said, as in a .gtr or a foreign trace). */
+struct gt__rep_in {
+    uint64_t events, chunks, corrupt;
+    int truncated;
+    int32_t rank;        /* distributedInfo's or the agent's, -1 none */
+    int64_t pid, ppid;
+    char host[64], cmd[96];
+};
+
+/* The command reading the inputs (report, diff), for its messages. */
+void gt__report_in_prog(const char *prog);
+/* Reads path (a trace or a .gtr) into t (initialised by the caller,
+ * selection and plan set); in gets its metadata. @return 0 or a negative
+ * errno (message printed). */
+int gt__report_read_input(struct gt__agg *t, const char *path,
+                          struct gt__rep_in *in);
+
+/*
+ * Which of n inputs (in: their metadata; its: their iteration counts, or
+ * NULL) the table is of (report_procs.c): keep[i] = 1 for those kept. All
+ * when they are one process or ranks of one job; else want_pid's (< 0:
+ * the process with the most iterations). @return 0, or 2 when want_pid
+ * wrote none (message printed, prog first).
+ */
+int gt__report_procs(const struct gt__rep_in *in, const size_t *its, int n,
+                     int64_t want_pid, unsigned char *keep, const char *prog);
+/* After a table: the processes the last gt__report_procs left out. */
+void gt__report_procs_note(FILE *f);
+
 int gt__report_load(struct gt__agg *r, const struct gt__rep_opts *o,
                     int n, char **paths, const char *prog,
                     struct gt__rep_ranks *rk);

@@ -494,3 +494,55 @@ Test(agg_iter, skip_list_names_each_step_once)
     cr_assert(a.skip[0] == 0 && a.skip[1] == 2 && a.skip[2] == 4);
     gt__agg_close(&a);
 }
+
+/* ------------------------------------------------------------ processes */
+
+static struct gt__rep_in proc_in(int64_t pid, int64_t ppid, int32_t rank)
+{
+    struct gt__rep_in in = {.rank = rank, .pid = pid, .ppid = ppid};
+    strcpy(in.host, "h");
+    strcpy(in.cmd, "python train.py");
+    return in;
+}
+
+/* A DataLoader run: the training process and two workers it forked, each
+ * with its own trace; the main process rotated its file once. */
+Test(report_procs, workers_are_left_out_of_the_training_processes_table)
+{
+    const struct gt__rep_in in[] = {proc_in(100, 1, -1), proc_in(101, 100, -1),
+                                    proc_in(100, 1, -1), proc_in(102, 100, -1),
+                                    proc_in(-1, -1, -1)};
+    const size_t its[] = {5, 0, 3, 0, 0};
+    unsigned char keep[5];
+    cr_assert_eq(gt__report_procs(in, its, 5, -1, keep, "t"), 0);
+    cr_assert(keep[0] && keep[2], "both files of the training process");
+    cr_assert(!keep[1] && !keep[3], "no worker's");
+    cr_assert(keep[4], "an input that names no process counts");
+    char buf[512] = "";
+    FILE *f = fmemopen(buf, sizeof(buf), "w");
+    gt__report_procs_note(f);
+    fclose(f);
+    cr_assert(strstr(buf, "table is of pid 100") && strstr(buf, "pid 101") &&
+                  strstr(buf, "pid 102") && strstr(buf, "--pid"), "%s", buf);
+
+    cr_assert_eq(gt__report_procs(in, its, 5, 102, keep, "t"), 0);
+    cr_assert(keep[3] && !keep[0] && !keep[1] && !keep[2], "--pid 102: its file");
+    cr_assert_eq(gt__report_procs(in, its, 5, 7, keep, "t"), 2, "no such process");
+}
+
+/* Ranks of one job are one table; so is one process; equal iterations go
+ * to the parent of the others. */
+Test(report_procs, ranks_and_single_processes_keep_everything)
+{
+    const struct gt__rep_in ranks[] = {proc_in(10, 1, 0), proc_in(11, 1, 1)};
+    const size_t its[] = {4, 4};
+    unsigned char keep[2];
+    cr_assert_eq(gt__report_procs(ranks, its, 2, -1, keep, "t"), 0);
+    cr_assert(keep[0] && keep[1]);
+    const struct gt__rep_in same[] = {proc_in(10, 1, 0), proc_in(11, 1, 0)};
+    cr_assert_eq(gt__report_procs(same, its, 2, -1, keep, "t"), 0);
+    cr_assert(keep[0] != keep[1], "two processes both rank 0: not one job");
+    const struct gt__rep_in kid[] = {proc_in(20, 30, -1), proc_in(30, 1, -1)};
+    cr_assert_eq(gt__report_procs(kid, its, 2, -1, keep, "t"), 0);
+    cr_assert(keep[1] && !keep[0], "the parent, when iterations tie");
+}
