@@ -76,6 +76,11 @@ def install():
                              daemon=True).start()
         from . import _dist  # collectives; job-wide triggers
         _dist.install()
+        try:
+            from . import _fsdp  # FSDP2's unsharded parameters
+            _fsdp.install()
+        except Exception:
+            pass
         _install_compile()
     return True
 

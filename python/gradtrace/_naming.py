@@ -126,6 +126,26 @@ def _register_params(r, module, named):
             _param(impl, ent[2], _intern(pname))
 
 
+def register_param(module, pname, p):
+    """Registers parameter p as module's pname (a parameter a wrapper
+    swaps in at run time: FSDP2's unsharded ones, _fsdp.py), under the
+    module's layer name. @return False when module has no name yet."""
+    if _param is None:
+        return False
+    ent = _known.get(id(module))
+    if ent is None or ent[0]() is not module:
+        return False
+    with _map_lock:
+        old = _params.get(id(p))
+        if old is not None and old[0]() is p:
+            return True
+        impl = p._cdata
+        _params[id(p)] = (weakref.ref(
+            p, lambda _r, k=id(p), a=impl: _forget_param(k, a)), ent[5])
+        _param(impl, ent[2], _intern(pname))
+    return True
+
+
 # Wrapper class name -> the attribute holding the wrapped module, and
 # whether the wrapper's own call is the scope (else the wrapped module's).
 _WRAPPERS = {

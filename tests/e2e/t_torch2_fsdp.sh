@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# FSDP2 parameter gradients attributed to their modules (issue 27, torch
+# 2.x): tests/e2e/torch/fsdp2_model.py shards three blocks and the root
+# with fully_shard on two gloo ranks under `gradtrace record` (torchrun).
+# FSDP2 swaps unsharded parameters onto the modules for each forward and
+# backward, which autograd accumulates into (python/gradtrace/_fsdp.py).
+# Checks, on each rank's trace: every AccumulateGrad node has a layer and
+# a parameter name, each Linear's weight and bias among them; each
+# Linear row of the report has AccumulateGrad time of its own.
+# e2e-timeout: 400
+set -u
+. "$(dirname "$0")/torch/lib.sh"
+VENV=${GRADTRACE_TORCH2_VENV:-$HOME/.cache/gradtrace/torch2-venv}
+PY=$VENV/bin/python
+[ -x "$PY" ] || e2e_missing "no torch 2.x venv at $VENV (scripts/install-torch2.sh)"
+torch_require "$PY"
+"$PY" -c 'import torch.distributed as d, sys; sys.exit(not d.is_available() or not d.is_gloo_available())' ||
+  e2e_missing "$PY: torch.distributed with gloo is not available"
+GT=$ROOT/$BUILD/gradtrace
+die() { echo "FAIL: $*" >&2; exit 1; }
+cd "$E2E_TMP"
+port=$((20000 + RANDOM % 20000))
+"$GT" record -o out -- "$PY" -m torch.distributed.run --nproc_per_node 2 \
+  --master_port "$port" "$TORCH_DIR/fsdp2_model.py" >rec.out 2>rec.err \
+  || { tail -20 rec.err; die "the recorded FSDP2 run failed"; }
+for r in 0 1; do
+  f=$(ls out/*rank$r-*.json 2>/dev/null | head -1)
+  [ -n "$f" ] || die "no trace of rank $r: $(ls out)"
+  "$GT" report --format json "$f" >rep$r.json 2>rep$r.err || { cat rep$r.err; die "report rank $r"; }
+  "$PY" - "$f" rep$r.json "$r" <<'PYEOF' || die "rank $r: FSDP2 gradients not attributed"
+import collections, json, sys
+doc, rep, rank = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+acc = [e["args"] for e in doc["traceEvents"] if e.get("cat") == "backward"
+       and e.get("ph") == "X" and e["name"].endswith("AccumulateGrad")]
+named = collections.Counter((a.get("layer"), a.get("param")) for a in acc
+                            if a.get("layer") and a.get("param"))
+print("rank %s: %d of %d AccumulateGrad nodes with a layer and a parameter"
+      % (rank, sum(named.values()), len(acc)))
+assert acc and sum(named.values()) == len(acc), collections.Counter(
+    (a.get("layer"), a.get("param")) for a in acc)
+linears = ["blocks.%d.fc%d" % (b, k) for b in range(3) for k in (1, 2)] + ["head"]
+for l in linears:
+    for p in ("weight", "bias"):
+        assert named[(l, p)] > 0, (l, p, named)
+rows = {r["path"]: r for r in rep["layers"]}
+for l in linears:
+    assert rows[l]["accumulate_grad_ms"] > 0, (l, rows[l])
+PYEOF
+done
+echo ok
