@@ -115,26 +115,30 @@ static int lcls_is(const void *ctx, uint32_t e)
     return t && len == k->len && memcmp(t, k->path, len) == 0;
 }
 
-uint32_t gt__cs_layer_class(const struct gt__cstream *s, const char *path,
-                            size_t len)
+/* The LAYER_INFO entry of layer name path, or NULL. */
+static const struct gt__lclass *lclass_of(const struct gt__cstream *s,
+                                          const char *path, size_t len)
 {
     if (!gt__index_ready(&s->lcls_ix))
-        return 0;
+        return NULL;
     const struct lcls_key k = {s, path, len};
     uint32_t e = gt__index_find(&s->lcls_ix, gt__fnv1a32(path, len), lcls_is,
                                 &k, NULL);
-    return e == GT__INDEX_NONE ? 0 : s->lcls[e].cls;
+    return e == GT__INDEX_NONE ? NULL : &s->lcls[e];
+}
+
+uint32_t gt__cs_layer_class(const struct gt__cstream *s, const char *path,
+                            size_t len)
+{
+    const struct gt__lclass *e = lclass_of(s, path, len);
+    return e ? e->cls : 0;
 }
 
 uint32_t gt__cs_layer_flags(const struct gt__cstream *s, const char *path,
                             size_t len)
 {
-    if (!gt__index_ready(&s->lcls_ix))
-        return 0;
-    const struct lcls_key k = {s, path, len};
-    uint32_t e = gt__index_find(&s->lcls_ix, gt__fnv1a32(path, len), lcls_is,
-                                &k, NULL);
-    return e == GT__INDEX_NONE ? 0 : s->lcls[e].flags;
+    const struct gt__lclass *e = lclass_of(s, path, len);
+    return e ? e->flags : 0;
 }
 
 void gt__cs_on_layer_info(struct gt__cstream *s, const uint8_t *rec,

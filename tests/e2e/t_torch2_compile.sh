@@ -10,12 +10,7 @@
 # nn.Module.__call__ failed fullgraph compiles ("no traceable __call__").
 set -u
 . "$(dirname "$0")/torch/lib.sh"
-VENV=${GRADTRACE_TORCH2_VENV:-$HOME/.cache/gradtrace/torch2-venv}
-PY=$VENV/bin/python
-[ -x "$PY" ] || e2e_missing "no torch 2.x venv at $VENV (scripts/install-torch2.sh)"
-torch_require "$PY"
-"$PY" -c 'import torch, sys; sys.exit(not torch.__version__.startswith("2."))' ||
-  e2e_missing "$VENV does not hold torch 2.x"
+torch2_require
 GT=$ROOT/$BUILD/gradtrace
 SCRIPT=$TORCH_DIR/compile_same.py
 # Compiled code and caches stay in the test's directory.

@@ -20,12 +20,7 @@
 # e2e-timeout: 900
 set -u
 . "$(dirname "$0")/torch/lib.sh"
-VENV=${GRADTRACE_TORCH2_VENV:-$HOME/.cache/gradtrace/torch2-venv}
-PY=$VENV/bin/python
-[ -x "$PY" ] || e2e_missing "no torch 2.x venv at $VENV (scripts/install-torch2.sh)"
-torch_require "$PY"
-"$PY" -c 'import torch, sys; sys.exit(not torch.__version__.startswith("2."))' ||
-  e2e_missing "$VENV does not hold torch 2.x"
+torch2_require
 GT=$ROOT/$BUILD/gradtrace
 M=$TORCH_DIR/compiled_models.py
 export TORCHINDUCTOR_CACHE_DIR=$E2E_TMP/inductor TRITON_CACHE_DIR=$E2E_TMP/triton

@@ -10,10 +10,7 @@
 # e2e-timeout: 400
 set -u
 . "$(dirname "$0")/torch/lib.sh"
-VENV=${GRADTRACE_TORCH2_VENV:-$HOME/.cache/gradtrace/torch2-venv}
-PY=$VENV/bin/python
-[ -x "$PY" ] || e2e_missing "no torch 2.x venv at $VENV (scripts/install-torch2.sh)"
-torch_require "$PY"
+torch2_require
 "$PY" -c 'import torch.distributed as d, sys; sys.exit(not d.is_available() or not d.is_gloo_available())' ||
   e2e_missing "$PY: torch.distributed with gloo is not available"
 GT=$ROOT/$BUILD/gradtrace

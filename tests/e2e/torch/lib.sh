@@ -24,6 +24,17 @@ torch_require() {
   done
 }
 
+# torch2_require: sets PY to the torch 2.x venv's interpreter (VENV,
+# GRADTRACE_TORCH2_VENV), or exits 77 (fails in CI) without one.
+torch2_require() {
+  VENV=${GRADTRACE_TORCH2_VENV:-$HOME/.cache/gradtrace/torch2-venv}
+  PY=$VENV/bin/python
+  [ -x "$PY" ] || e2e_missing "no torch 2.x venv at $VENV (scripts/install-torch2.sh)"
+  torch_require "$PY" "$@"
+  "$PY" -c 'import torch, sys; sys.exit(not torch.__version__.startswith("2."))' ||
+    e2e_missing "$VENV does not hold torch 2.x"
+}
+
 # torch_case PY CASE [--no-modules]: one scenario, end to end.
 torch_case() {
   local py=$1 case=$2 mode=${3:-}
