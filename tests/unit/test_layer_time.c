@@ -44,6 +44,21 @@ static void strings(struct lx *x)
 
 /* ------------------------------------------------------------ tests */
 
+/* checkpoint(self.blk, x) in Net, reentrant: blk runs under no_grad,
+ * the checkpoint node (seq 0) is created in Net; its backward begins
+ * (at 110 us), before the recompute. */
+static void checkpointed(struct lx *x)
+{
+    strings(x);
+    scope(x, 1, S_NET, S_NET, 0, 1);
+    fwd(x, S_BLK, S_BLOCK, UINT64_MAX, 2, 8);
+    created(&x->f, S_NET, 0, 9);
+    scope(x, 0, S_NET, S_NET, 0, 10);
+    pass(x, 1, 100, 0);
+    nbegin(x, S_CKPT, 0, 110);
+}
+
+
 Test(layer_time, nodes_made_by_a_backward_node_get_its_layer_as_second_order,
      .timeout = 10)
 {
@@ -207,15 +222,7 @@ Test(layer_time, recompute_scopes_are_recompute_spans_not_forward_calls,
 {
     struct lx x;
     lx_open(&x, 0);
-    strings(&x);
-    /* checkpoint(self.blk, x) in Net: blk runs under no_grad, the
-     * checkpoint node is created in Net. */
-    scope(&x, 1, S_NET, S_NET, 0, 1);
-    fwd(&x, S_BLK, S_BLOCK, UINT64_MAX, 2, 8);
-    created(&x.f, S_NET, 0, 9);
-    scope(&x, 0, S_NET, S_NET, 0, 10);
-    pass(&x, 1, 100, 0);
-    nbegin(&x, S_CKPT, 0, 110);
+    checkpointed(&x);
     scope(&x, 1, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 112);
     created(&x.f, S_BLK, 10, 115);
     scope(&x, 0, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 120);
@@ -660,13 +667,7 @@ Test(layer_time, a_reentrant_recompute_outside_a_module_is_first_order,
 {
     struct lx x;
     lx_open(&x, 0);
-    strings(&x);
-    scope(&x, 1, S_NET, S_NET, 0, 1);
-    fwd(&x, S_BLK, S_BLOCK, UINT64_MAX, 2, 8);
-    created(&x.f, S_NET, 0, 9);
-    scope(&x, 0, S_NET, S_NET, 0, 10);
-    pass(&x, 1, 100, 0);
-    nbegin(&x, S_CKPT, 0, 110);
+    checkpointed(&x);
     created(&x.f, 0, 11, 111); /* h = x * 1.0, outside the block */
     scope(&x, 1, S_BLK, S_BLOCK, GT_SCOPE_F_RECOMPUTE, 112);
     created(&x.f, S_BLK, 10, 115);
