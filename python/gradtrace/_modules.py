@@ -79,6 +79,8 @@ def install():
         try:
             from . import _fsdp  # FSDP2's unsharded parameters
             _fsdp.install()
+            from . import _stacked  # layers applied with stacked parameters
+            _stacked.install()
         except Exception:
             pass
         _install_compile()

@@ -10,7 +10,9 @@
 # ten blocks), a GPT-2-like decoder (a block, a glob over its MLPs with the
 # attention between, the tied embedding), an MLP trained with a gradient
 # penalty (create_graph: a double backward every step), a CNN with
-# BatchNorm and a residual stage, a block applied twice, and modules that
+# BatchNorm and a residual stage, a block applied twice, a block applied
+# four times with stacked parameters (a window on its third application,
+# one row per application), and modules that
 # own parameters but run no forward (MultiheadAttention's out_proj, a
 # ParameterDict: rows under their parents, also in the full trace); on torch 2.x
 # also the decoder and the penalty again, and a block of a whole-model
@@ -57,6 +59,25 @@ exact "$PY" pen "layer=blocks.1,phase=backward,iteration=2" "$WM" penalty
 exact "$PY" pen_glob "layer=blocks.*.fc2,phase=backward,iteration=1" "$WM" penalty
 exact "$PY" conv "layer=layer2,phase=backward,iteration=2" "$WM" conv
 exact "$PY" reuse "layer=shared,phase=backward,iteration=1" "$WM" reuse
+exact "$PY" stacked "layer=layer[2],phase=backward,iteration=2" "$WM" stacked
+# One row per application of the stacked block, each with the block's
+# structure: Linear, Tanh, Linear and the residual add.
+"$B/gradtrace" report --format json "$E2E_TMP/stacked.json" >"$E2E_TMP/stacked.rep" \
+  || die "report of stacked"
+"$PY" - "$E2E_TMP/stacked.rep" <<'EOF' || die "the stacked block's applications are not rows of their own"
+import json, sys
+rows = {l["path"]: l for l in json.load(open(sys.argv[1]))["layers"]}
+apps = sorted(p for p in rows if p.startswith("layer[") and "." not in p)
+print("applications: %s, nodes per iteration %s" % (apps, [
+    rows[p]["bwd_nodes"] / max(1, rows[p]["fwd_calls"]) for p in apps]))
+assert apps == ["layer[%d]" % i for i in range(4)], apps
+assert "layer" not in rows, "no merged row"
+n = {p: rows[p]["bwd_nodes"] / rows[p]["fwd_calls"] for p in apps}
+assert len(set(n.values())) == 1 and list(n.values())[0] == 6, n
+for p in apps:
+    assert rows[p]["parent"] == rows["head"]["parent"], (p, rows[p]["parent"])
+    assert rows[p + ".fc1"]["class"] == "Linear", rows[p + ".fc1"]
+EOF
 exact "$PY" params "layer=blocks.1,phase=backward,iteration=2" "$WM" params
 # Parameter-only modules sit under their parents in the full trace too.
 "$B/gradtrace" report --format json "$E2E_TMP/params.json" >"$E2E_TMP/params.rep" \

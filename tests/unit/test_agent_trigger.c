@@ -639,3 +639,21 @@ Test(agent_trigger, double_backward_nodes_belong_to_the_layer_that_made_them)
     cr_assert(on_dbl, "blocks.1's double backward node is in its window");
     cr_assert_not(on_net, "Net's is not");
 }
+
+/* A layer applied with stacked parameters names its i-th application
+ * "layer[i]": an index after a name is literal in a trigger's glob, a
+ * bracket after a dot is still a class. */
+Test(agent_trigger, an_application_index_is_literal_in_a_glob)
+{
+    const char *p = "blocks[3].fc1", *q = "blocks3.fc1", *r = "layers.1";
+    cr_assert(gt__trig_glob_match("blocks[3]", p, strlen(p), 1));
+    cr_assert_not(gt__trig_glob_match("blocks[3]", q, strlen(q), 1),
+                  "not the class [3]");
+    cr_assert(gt__trig_glob_match("blocks[*].fc1", p, strlen(p), 0),
+              "[*]: any application");
+    cr_assert_not(gt__trig_glob_match("blocks[*].fc1", q, strlen(q), 0));
+    cr_assert(gt__trig_glob_match("blocks[3]*", p, strlen(p), 0));
+    cr_assert(gt__trig_glob_match("layers.[12]", r, strlen(r), 0),
+              "after a dot a class as before");
+    cr_assert_not(gt__trig_glob_match("blocks[4]", p, strlen(p), 1));
+}

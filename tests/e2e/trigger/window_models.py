@@ -14,6 +14,9 @@ silent on success.
            pooled linear head
   reuse    one block applied twice per forward with the same parameters
            (a weight-shared recurrence) between two plain blocks
+  stacked  one block applied four times per forward with stacked
+           parameters (functional_call over slices of a ParameterDict of
+           [4, ...] tensors: the apply_layers/scan pattern)
   params   modules that own parameters and run no forward of their own:
            nn.MultiheadAttention's out_proj (used through F.linear) in
            two blocks, and a ParameterDict of scales on the root
@@ -160,6 +163,31 @@ class Params(nn.Module):
         return self.head(x * self.scale["g"]).mean(1)
 
 
+try:
+    from torch.func import functional_call
+except ImportError:  # torch 1.13
+    from torch.nn.utils.stateless import functional_call
+
+
+class StackedLayers(nn.Module):
+    def __init__(self, n=4, d=12):
+        super().__init__()
+        self.layer = Block(d)
+        self.w = nn.ParameterDict({
+            k.replace(".", "_"): nn.Parameter(torch.stack(
+                [p.detach().clone() + 0.01 * i for i in range(n)]))
+            for k, p in self.layer.named_parameters()})
+        self.n = n
+        self.head = nn.Linear(d, 3)
+
+    def forward(self, x):
+        names = [k for k, _ in self.layer.named_parameters()]
+        for i in range(self.n):
+            x = functional_call(self.layer, {k: self.w[k.replace(".", "_")][i]
+                                             for k in names}, (x,))
+        return self.head(x)
+
+
 class Reuse(nn.Module):
     def __init__(self, d=12):
         super().__init__()
@@ -176,7 +204,8 @@ class Reuse(nn.Module):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["gpt", "penalty", "conv", "reuse", "params"])
+    ap.add_argument("model", choices=["gpt", "penalty", "conv", "reuse", "params",
+                                      "stacked"])
     ap.add_argument("--iters", type=int, default=4)
     a = ap.parse_args()
     torch.manual_seed(0)
@@ -201,6 +230,11 @@ def main():
         model = CNN()
         x = torch.randn(4, 3, 8, 8, generator=g)
         y = torch.randint(0, 10, (4,), generator=g)
+        loss_fn = lambda: F.cross_entropy(model(x), y)
+    elif a.model == "stacked":
+        model = StackedLayers()
+        x = torch.randn(8, 12, generator=g)
+        y = torch.randint(0, 3, (8,), generator=g)
         loss_fn = lambda: F.cross_entropy(model(x), y)
     elif a.model == "params":
         model = Params()

@@ -23,6 +23,7 @@ usage: window_vs_full.py GRADTRACE FULL.json WINDOW.json
 import collections
 import fnmatch
 import json
+import re
 import subprocess
 import sys
 
@@ -35,11 +36,19 @@ def load(p):
         return json.load(f)
 
 
+def literal_indices(glob):
+    """The agent's rule (agent/trigger_glob.c): "[3]" or "[*]" right after
+    a name character is an application index, literal."""
+    return re.sub(r"(?<=[A-Za-z0-9_])\[(\d+|\*)\]",
+                  lambda m: "[[]" + m.group(1) + "[]]", glob)
+
+
 def matches(glob, layer):
     if not layer:
         return False
     parts = layer.split(".")
-    return any(fnmatch.fnmatchcase(".".join(parts[:i]), glob)
+    g = literal_indices(glob)
+    return any(fnmatch.fnmatchcase(".".join(parts[:i]), g)
                for i in range(1, len(parts) + 1))
 
 
