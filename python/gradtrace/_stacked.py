@@ -37,6 +37,7 @@ _lock = threading.Lock()
 _apps = {}  # id(module) -> (iteration, [key of each parameter set seen])
 stats = {"applications": 0, "failures": 0, "over": 0}
 _iteration = _agent._load_optional("gt_iteration", ctypes.c_uint64, [])
+_is_compiling = None  # torch.compiler.is_compiling, where torch has it
 
 
 def _key(params):
@@ -112,6 +113,9 @@ def _restore(tok):
 
 
 def _hook():
+    global _is_compiling
+    torch = sys.modules.get("torch")
+    _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
     st = sys.modules.get("torch.nn.utils.stateless")
     real = getattr(st, "_reparametrize_module", None)
     if real is None or getattr(real, "_gradtrace", False):
@@ -119,6 +123,12 @@ def _hook():
 
     @contextlib.contextmanager
     def _reparametrize_module(module, parameters_and_buffers, *args, **kwargs):
+        if _is_compiling is not None and _is_compiling():
+            # Traced by dynamo: folded to True, so the graph holds torch's
+            # own swap and nothing of ours (the same graphs and breaks).
+            with real(module, parameters_and_buffers, *args, **kwargs) as out:
+                yield out
+            return
         with real(module, parameters_and_buffers, *args, **kwargs) as out:
             tok = None
             try:
