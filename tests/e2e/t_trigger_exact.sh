@@ -99,6 +99,21 @@ if [ -x "$PY2" ] && "$PY2" -c 'import torch' 2>/dev/null; then
   exact "$PY2" t2_pen "layer=blocks.2,phase=backward,iteration=1" "$WM" penalty
   exact "$PY2" t2_comp "layer=blocks.17,phase=backward,iteration=2" "$MODEL" --iters 3 \
     --compile inductor
+  exact "$PY2" t2_stacked "layer=layer[1],phase=backward,iteration=2" "$WM" stacked
+  # The stacked block's functional_call loop compiles fullgraph as without
+  # gradtrace (the application names stay out of dynamo's trace).
+  env LD_PRELOAD="$AGENT" GRADTRACE_FILE="$E2E_TMP/t2_stc.gtr" PYTHONPATH="$ROOT/python" \
+      TORCHINDUCTOR_CACHE_DIR="$E2E_TMP/inductor" "$PY2" - "$TRIG" <<'EOF' \
+    || die "a fullgraph compile of the stacked block failed under gradtrace"
+import sys
+sys.path.insert(0, sys.argv[1])
+import torch
+from torch._dynamo.utils import counters
+from window_models import StackedLayers
+cm = torch.compile(StackedLayers(), fullgraph=True)
+cm(torch.randn(8, 12)).sum().backward()
+assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+EOF
 else
   [ -n "${CI:-}" ] && die "no torch 2.x venv at $VENV (CI installs it: scripts/install-torch2.sh)"
   echo "torch 2.x part skipped: no venv at $VENV"
