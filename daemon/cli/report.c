@@ -74,11 +74,11 @@ static const char report_usage[] =
     "  --by-rank                 a table per rank first (inputs of several\n"
     "                            ranks; the whole table always shows each\n"
     "                            layer's slowest rank and its time / mean)\n"
-    "  --pid N                   the table of process N's files; inputs of\n"
-    "                            several processes that are no ranks of one\n"
-    "                            job (DataLoader workers) are otherwise the\n"
-    "                            table of the one with the most iterations,\n"
-    "                            the others named after it\n"
+    "  --pid N                   the table of process N's files; otherwise\n"
+    "                            inputs of several processes (DataLoader\n"
+    "                            workers) give the table of each rank's one\n"
+    "                            with the most iterations (without ranks,\n"
+    "                            of that one), the others named after it\n"
     "exit status: 0 ok, 1 unreadable input or no layer spans, 2 usage (and\n"
     "  an --iterations range that meets none of the input's iterations)\n";
 

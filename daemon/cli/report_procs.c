@@ -7,11 +7,13 @@
  * worker's modules would pass for the model's. So inputs are grouped by
  * the process that wrote them (host and pid from the trace's metadata;
  * rotated files of one process are one). Several processes are one table
- * only when each is a rank of one job (distinct ranks); otherwise the
- * table is of one process: `--pid N`'s, else the one with the most
- * iterations (then the most files, then the parent of the others, then
- * the lowest pid), and the others are named in a note with how to report
- * them. Inputs that say no process (a .gtr, a foreign trace) always count.
+ * only when each is a rank of one job (distinct ranks). Otherwise the
+ * table is of `--pid N`'s process, else of one process per rank (a rank's
+ * DataLoader workers inherit its rank), or without ranks of one process:
+ * the one with the most iterations (then the most files, then the parent
+ * of the others, then the lowest pid). Processes of no rank beside ranked
+ * ones (a launcher) are left out. The others are named in a note with how
+ * to report them. Inputs that say no process (a .gtr, a foreign trace) always count.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -30,7 +32,8 @@ struct proc {
 /* What the last choice left out, for gt__report_procs_note. */
 static struct proc g_out[MAX_PROCS];
 static size_t g_nout, g_nout_files;
-static int64_t g_kept_pid = -1;
+static int64_t g_kept_pid = -1; /* the one process kept, -1: several */
+static size_t g_nkept;
 
 static int same_proc(const struct gt__rep_in *a, const struct gt__rep_in *b)
 {
@@ -59,8 +62,9 @@ int gt__report_procs(const struct gt__rep_in *in, const size_t *its, int n,
                      int64_t want_pid, unsigned char *keep, const char *prog)
 {
     struct proc p[MAX_PROCS];
+    unsigned char kept[MAX_PROCS] = {0};
     size_t np = 0;
-    int ranks_ok = 1;
+    int ranked = 0;
 
     g_nout = g_nout_files = 0;
     g_kept_pid = -1;
@@ -78,29 +82,50 @@ int gt__report_procs(const struct gt__rep_in *in, const size_t *its, int n,
         }
         p[k].its += its ? its[i] : 0;
         p[k].files++;
+        ranked |= in[i].rank >= 0;
     }
-    for (size_t a = 0; a < np; a++)
-        for (size_t b = 0; b < np; b++)
-            if (p[a].in->rank < 0 || (a != b && p[a].in->rank == p[b].in->rank))
-                ranks_ok = 0;
-    if (want_pid < 0 && (np <= 1 || ranks_ok))
-        return 0;
-    size_t main = np;
+    if (want_pid >= 0) {
+        for (size_t k = 0; k < np; k++)
+            kept[k] = p[k].in->pid == want_pid;
+    } else {
+        /* Per rank the process with the most iterations (a rank's
+         * DataLoader workers inherit its rank); processes of no rank only
+         * when no process has one (a torchrun launcher is no rank). */
+        for (size_t k = 0; k < np; k++) {
+            if (ranked && p[k].in->rank < 0)
+                continue;
+            size_t best = k;
+            for (size_t j = 0; j < np; j++)
+                if (p[j].in->rank == p[k].in->rank && better(&p[j], &p[best], p, np))
+                    best = j;
+            kept[best] = 1;
+        }
+    }
+    size_t nk = 0;
     for (size_t k = 0; k < np; k++)
-        if (want_pid >= 0 ? p[k].in->pid == want_pid
-                          : main == np || better(&p[k], &p[main], p, np))
-            main = k;
-    if (main == np) {
+        if (kept[k]) {
+            nk++;
+            g_kept_pid = p[k].in->pid;
+        }
+    if (want_pid >= 0 && nk == 0) {
         fprintf(stderr, "%s: --pid %" PRId64 ": no input was written by that "
                 "process\n", prog, want_pid);
         return 2;
     }
-    g_kept_pid = p[main].in->pid;
-    for (int i = 0; i < n; i++)
-        if (in[i].pid >= 0 && !same_proc(&in[i], p[main].in))
-            keep[i] = 0;
+    if (nk == np)
+        return 0;
+    if (nk > 1)
+        g_kept_pid = -1; /* one per rank: the note says how many */
+    g_nkept = nk;
+    for (int i = 0; i < n; i++) {
+        if (in[i].pid < 0)
+            continue;
+        for (size_t k = 0; k < np; k++)
+            if (same_proc(&in[i], p[k].in))
+                keep[i] = kept[k];
+    }
     for (size_t k = 0; k < np; k++)
-        if (k != main) {
+        if (!kept[k]) {
             g_out[g_nout++] = p[k];
             g_nout_files += p[k].files;
         }
@@ -111,10 +136,13 @@ void gt__report_procs_note(FILE *f)
 {
     if (!g_nout)
         return;
-    fprintf(f, "\nprocesses: the table is of pid %" PRId64 "; left out %zu "
-            "other process%s (%zu file%s), each its own table with --pid N:\n",
-            g_kept_pid, g_nout, g_nout == 1 ? "" : "es", g_nout_files,
-            g_nout_files == 1 ? "" : "s");
+    if (g_kept_pid >= 0)
+        fprintf(f, "\nprocesses: the table is of pid %" PRId64 ";", g_kept_pid);
+    else
+        fprintf(f, "\nprocesses: the table is of %zu ranks' processes;", g_nkept);
+    fprintf(f, " left out %zu other process%s (%zu file%s), each its own "
+            "table with --pid N:\n", g_nout, g_nout == 1 ? "" : "es",
+            g_nout_files, g_nout_files == 1 ? "" : "s");
     for (size_t k = 0; k < g_nout && k < 8; k++) {
         char cmd[96];
         /* The trace is untrusted: text only reaches the terminal. */

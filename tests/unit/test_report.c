@@ -546,3 +546,24 @@ Test(report_procs, ranks_and_single_processes_keep_everything)
     cr_assert_eq(gt__report_procs(kid, its, 2, -1, keep, "t"), 0);
     cr_assert(keep[1] && !keep[0], "the parent, when iterations tie");
 }
+
+/* Two ranks, each with a DataLoader worker that inherited its rank, and a
+ * launcher of no rank: one process per rank, the workers and the launcher
+ * left out. */
+Test(report_procs, each_rank_keeps_its_training_process)
+{
+    const struct gt__rep_in in[] = {proc_in(10, 5, 0), proc_in(11, 10, 0),
+                                    proc_in(20, 5, 1), proc_in(21, 20, 1),
+                                    proc_in(5, 1, -1)};
+    const size_t its[] = {4, 0, 4, 0, 0};
+    unsigned char keep[5];
+    cr_assert_eq(gt__report_procs(in, its, 5, -1, keep, "t"), 0);
+    cr_assert(keep[0] && keep[2], "both ranks' training processes");
+    cr_assert(!keep[1] && !keep[3] && !keep[4], "no worker, no launcher");
+    char buf[512] = "";
+    FILE *f = fmemopen(buf, sizeof(buf), "w");
+    gt__report_procs_note(f);
+    fclose(f);
+    cr_assert(strstr(buf, "2 ranks' processes") && strstr(buf, "3 other processes"),
+              "%s", buf);
+}
