@@ -12,6 +12,11 @@ alike), compile and warm-up excluded:
             the regions' kernel scopes and extern ops, no --ops)
   kineto    no agent, torch.profiler.profile(activities=[CPU]) around the
             timed steps (every operator)
+  toggle    agent + package in one process, capture switched on and off
+            every 5 steps (gradtrace.capture_start/stop): the same
+            generated code and memory layout for both, so the difference
+            is capture's alone (separate processes differ by several %
+            from run to run, more than the budget)
 
 Printed: the median step per configuration and its overhead against
 "none". Needs torch 2.x (TORCH2_PY or the torch2 venv of
@@ -32,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.environ.get("ROOT") or os.path.abspath(os.path.join(HERE, "..", ".."))
 BUILD = os.environ.get("BUILD", "build")
 AGENT = os.path.join(ROOT, BUILD, "libgradtrace.so")
-CONFIGS = ["none", "idle", "capture", "kineto"]
+CONFIGS = ["none", "idle", "capture", "kineto", "toggle"]
 
 
 def torch2():
@@ -82,6 +87,21 @@ def child(args):
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CPU]):
             run()
+    elif args.child == "toggle":
+        import gradtrace
+        on, off = [], []
+        for block in range(max(2, args.iters // 5)):
+            (gradtrace.capture_start if block % 2 else gradtrace.capture_stop)()
+            step()  # the switch settles at a step boundary
+            del times[:]
+            for _ in range(5):
+                t0 = time.perf_counter()
+                step()
+                times.append(time.perf_counter() - t0)
+            (on if block % 2 else off).extend(times)
+        print(" ".join("%.9f" % t for t in on))
+        print(" ".join("%.9f" % t for t in off))
+        return
     else:
         run()
     print(" ".join("%.9f" % t for t in times))
@@ -92,7 +112,7 @@ def launch(py, config, args, tmp):
     for k in ("LD_PRELOAD", "PYTHONPATH"):
         env.pop(k, None)
     env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, "inductor-" + config)
-    if config in ("idle", "capture"):
+    if config in ("idle", "capture", "toggle"):
         env["LD_PRELOAD"] = AGENT
         env["PYTHONPATH"] = os.path.join(ROOT, "python")
         env["GRADTRACE_FILE"] = os.path.join(tmp, config + ".gtr")
@@ -101,6 +121,8 @@ def launch(py, config, args, tmp):
            "--iters", str(args.iters), "--hidden", str(args.hidden)]
     out = subprocess.run(cmd, env=env, check=True, capture_output=True,
                          text=True).stdout
+    if config == "toggle":  # two lines: capture on, then off
+        return [[float(v) for v in line.split()] for line in out.splitlines()[:2]]
     return [float(v) for v in out.split()]
 
 
@@ -119,17 +141,29 @@ def main():
         print("   no torch 2.x (TORCH2_PY, scripts/install-deps.sh): skipped")
         return 0
     times = {c: [] for c in CONFIGS}
+    toggled = ([], [])
     with tempfile.TemporaryDirectory(prefix="gt-bench-compiled-") as tmp:
         for _ in range(args.rounds):
             for c in CONFIGS:
-                times[c].extend(launch(py, c, args, tmp))
+                got = launch(py, c, args, tmp)
+                if c == "toggle":
+                    toggled[0].extend(got[0])
+                    toggled[1].extend(got[1])
+                    times[c].extend(got[0] + got[1])
+                else:
+                    times[c].extend(got)
     base = statistics.median(times["none"])
     print("compiled MLP, 8 blocks, hidden %d, batch 64, CPU inductor, "
           "%d rounds x %d steps:" % (args.hidden, args.rounds, args.iters))
     for c in CONFIGS:
+        if c == "toggle":
+            continue
         m = statistics.median(times[c])
-        print("  %-8s median step %8.3f ms  %+6.1f %%"
+        print("  %-8s median step %8.3f ms  %+6.1f %%  (separate processes)"
               % (c, m * 1e3, (m / base - 1) * 100))
+    on, off = statistics.median(toggled[0]), statistics.median(toggled[1])
+    print("  in one process: capture on %.3f ms, off %.3f ms: capture %+.1f %%"
+          % (on * 1e3, off * 1e3, (on / off - 1) * 100))
     return 0
 
 
