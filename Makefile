@@ -137,9 +137,10 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -c $< -o $@
 
-# agent/torch.c sits between C++ frames of libtorch: exceptions thrown by the
-# real functions unwind through its hooks and must run their cleanups.
-$(BUILD)/pic/agent/torch.o: CFLAGS += -fexceptions
+# agent/torch.c and agent/torch_comm.c sit between C++ frames of libtorch:
+# exceptions thrown by the real functions unwind through their hooks and
+# must run their cleanups.
+$(BUILD)/pic/agent/torch.o $(BUILD)/pic/agent/torch_comm.o: CFLAGS += -fexceptions
 
 $(LIBCOMMON): $(COMMON_OBJ)
 	@mkdir -p $(dir $@)

@@ -30,6 +30,16 @@ GT_API void gt_scope_end(void)
     gt__scope_end();
 }
 
+GT_API void gt_comm_begin(uint32_t name_id)
+{
+    gt__comm_begin(name_id);
+}
+
+GT_API void gt_comm_end(uint32_t name_id)
+{
+    gt__comm_end(name_id);
+}
+
 /* GRADTRACE_LAYERS: the C API is a layer source unless the list leaves
  * it out (0: no configuration, as in tests that start no agent). */
 static int capi_layers(void)

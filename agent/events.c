@@ -105,6 +105,36 @@ void gt__scope_end(void)
     scope_end(GT_SCOPE_USER, name, 0);
 }
 
+/* ------------------------------------------------------------ communication */
+
+/* This thread's open communication scopes recorded in capture epoch
+ * tl_comm_epoch (their ends are recorded; ends of others are not). */
+static __thread uint32_t tl_comm_depth __attribute__((tls_model("initial-exec")));
+static __thread uint32_t tl_comm_epoch __attribute__((tls_model("initial-exec")));
+
+void gt__comm_begin(uint32_t name_id)
+{
+    if (GT__LIKELY(!gt__capture_on()))
+        return;
+    uint32_t epoch = gt__capture_epoch();
+    if (tl_comm_epoch != epoch) {
+        tl_comm_epoch = epoch;
+        tl_comm_depth = 0;
+    }
+    tl_comm_depth++;
+    scope_begin(GT_SCOPE_COMM, name_id, 0, 0);
+}
+
+void gt__comm_end(uint32_t name_id)
+{
+    if (GT__LIKELY(!gt__capture_on()))
+        return;
+    if (tl_comm_depth == 0 || tl_comm_epoch != gt__capture_epoch())
+        return;
+    tl_comm_depth--;
+    scope_end(GT_SCOPE_COMM, name_id, 0);
+}
+
 /* ------------------------------------------------------------ layers */
 
 void gt__layer_begin(uint32_t path_id, uint32_t class_id)

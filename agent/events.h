@@ -57,6 +57,11 @@ int gt__trig_last_node(uint64_t *seq, uint64_t *fwd_tid);
 void gt__scope_begin(uint32_t name_id);
 void gt__scope_end(void);
 
+/* gt_comm_begin/end (include/gradtrace/gradtrace.h): communication
+ * scopes, recorded while capturing; pairs nest on one thread. */
+void gt__comm_begin(uint32_t name_id);
+void gt__comm_end(uint32_t name_id);
+
 /* ------------------------------------------------------------ autograd */
 
 /* gt_node_created, gt_bwd_node_begin/end: a node made in the forward, a

@@ -174,10 +174,17 @@ void *gt__torch_lib(void)
     return torch_handle(NULL);
 }
 
+int gt__torch_off(void)
+{
+    return torch_disabled;
+}
+
 /*
  * The real definition of sym, never our own. Cold: first call per symbol.
  * @return the address or NULL (then also one warning in the trace).
  */
+static _Noreturn void fatal_unresolved(const char *sym);
+
 static void *resolve(const char *sym, const void *self, const void *caller)
 {
     void *h = torch_handle(caller);
@@ -190,6 +197,16 @@ static void *resolve(const char *sym, const void *self, const void *caller)
                       "torch: a libtorch function could not be resolved");
     }
     return p;
+}
+
+void *gt__torch_resolve(const char *sym, const void *self, const void *caller)
+{
+    return resolve(sym, self, caller);
+}
+
+_Noreturn void gt__torch_unresolved(const char *sym)
+{
+    fatal_unresolved(sym);
 }
 
 #define RESOLVE(var, type, sym, self)                                         \

@@ -11,6 +11,7 @@
 #ifndef GRADTRACE_AGENT_TORCH_H
 #define GRADTRACE_AGENT_TORCH_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "gradtrace/gradtrace.h"
@@ -69,6 +70,9 @@ int gt__torch_layout_offsets(int *seq_off, int *tid_off);
  * the real function, resolved in libtorch_cpu, around its hook.
  */
 /* The interposed functions, under the names libtorch calls them by. */
+/* DDP's reducer (agent/torch_comm.c): communication scopes. */
+GT_API void _ZN4c10d7Reducer13autograd_hookEm(void *self, size_t index);
+GT_API void _ZN4c10d7Reducer17finalize_backwardEv(void *self);
 GT_API uint64_t _ZN2at15sequence_number17get_and_incrementEv(void);
 GT_API void
 _ZN5torch8autograd6Engine17evaluate_functionERSt10shared_ptrINS0_9GraphTaskEEPNS0_4NodeERNS0_11InputBufferERKS2_INS0_10ReadyQueueEE(
@@ -203,6 +207,18 @@ void gt__ops_local_off(void);
 
 /* A handle on libtorch_cpu once it is loaded (agent/torch.c), or NULL. */
 void *gt__torch_lib(void);
+
+/* GRADTRACE_TORCH=0: the hooks pass every call through, recording nothing. */
+int gt__torch_off(void);
+
+/* The real definition of the interposed libtorch function sym (never
+ * self), from libtorch_cpu or the object containing caller; NULL (and one
+ * warning) when there is none. Cold: cache the result. */
+void *gt__torch_resolve(const char *sym, const void *self, const void *caller);
+
+/* Aborts: libtorch called an interposed function that has no definition
+ * to forward to (a broken process); says so on stderr first. */
+_Noreturn void gt__torch_unresolved(const char *sym);
 
 /*
  * torch.compile'd graphs (agent/compiled.c; the C API's gt_compiled_*):

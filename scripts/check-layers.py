@@ -71,6 +71,7 @@ AGENT_ROLES = {
     "core": "stream",
     "events": "events", "api": "hooks", "hooks": "hooks", "cuda": "hooks",
     "torch": "hooks", "torch_layout": "hooks", "torch_params": "hooks",
+    "torch_comm": "hooks",
     "cupti": "hooks", "cupti_api": "hooks",
     "cupti_internal": "hooks", "cupti_abi": "hooks", "cupti_records": "hooks",
     "cupti_sync": "hooks", "nvtx": "hooks", "nvtx_ranges": "hooks", "nvtx_rules": "hooks",

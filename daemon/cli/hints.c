@@ -36,6 +36,12 @@
  *  - recompute: a checkpointed layer whose recompute costs more per call
  *    than RC_RATIO times the forward call it repeats, and at least
  *    RC_MIN of the step.
+ *  - comm: a layer whose own backward nodes spend at least COMM_MIN of
+ *    the step in communication (DDP's reducer in its parameters'
+ *    AccumulateGrad, a torch.distributed call such as FSDP2's
+ *    reduce-scatter); and, unnamed, communication in a backward pass but
+ *    in no layer's node (DDP waiting for its all-reduces when the pass
+ *    ends) of at least COMM_MIN of the step.
  *
  * "The step" is the iterations' time; without iteration spans it is the
  * total forward + recompute + backward time. Times in the texts are per
@@ -55,13 +61,14 @@
 #define RC_MIN 0.01
 #define TOP_SHARE 0.6
 #define RANK_RATIO 1.3
+#define COMM_MIN 0.02
 
 static double step_base(const struct gt__agg *r)
 {
     struct gt__rep_totals t = gt__report_totals(r);
     if (r->steps && r->step_us > 0)
         return r->step_us;
-    return t.fwd_us + t.rc_us + t.bwd_us;
+    return t.fwd_us + t.rc_us + t.bwd_us + t.comm_us;
 }
 
 /* The hints' unit: ms per iteration, or ms in all without iterations. */
@@ -231,6 +238,36 @@ static void hint_accg(const struct gt__agg *r, double base, struct gt__hint *h,
     }
 }
 
+static void hint_comm(const struct gt__agg *r, double base, struct gt__hint *h,
+                      size_t *n, size_t cap)
+{
+    struct unit u = unit_of(r);
+    struct gt__hint *x;
+    if (base <= 0)
+        return;
+    for (size_t i = 0; i < r->n; i++) {
+        const struct gt__agg_layer *l = &r->layers[i];
+        if (l->comm_us / base < COMM_MIN ||
+            !(x = hint_add(h, n, cap, "comm", l->path)))
+            continue;
+        snprintf(x->text, sizeof(x->text),
+                 "communication takes %.3f %s in its backward nodes "
+                 "(torch.distributed calls, DDP's gradient reducer), beside "
+                 "%.3f %s of their compute, %.1f%% of the step",
+                 l->comm_us / u.k, u.name, l->bwd_self_us / u.k, u.name,
+                 100 * l->comm_us / base);
+    }
+    struct gt__rep_totals t = gt__report_totals(r);
+    if (t.comm_un_us / base >= COMM_MIN &&
+        (x = hint_add(h, n, cap, "comm", "")))
+        snprintf(x->text, sizeof(x->text),
+                 "%.3f %s of communication in backward outside any layer's "
+                 "nodes (end-of-backward callbacks: DDP waiting for its "
+                 "all-reduces, FSDP's last reduce-scatter; not overlapped "
+                 "with compute), %.1f%% of the step",
+                 t.comm_un_us / u.k, u.name, 100 * t.comm_un_us / base);
+}
+
 static void hint_rc(const struct gt__agg *r, double base, struct gt__hint *h,
                     size_t *n, size_t cap)
 {
@@ -380,6 +417,7 @@ size_t gt__hints_find(const struct gt__agg *r, struct gt__hint *h, size_t cap)
     hint_top(r, base, h, &n, cap);
     hint_kernel(r, h, &n, cap);
     hint_rank(r, base, h, &n, cap);
+    hint_comm(r, base, h, &n, cap);
     hint_accg(r, base, h, &n, cap);
     hint_rc(r, base, h, &n, cap);
     return n;

@@ -113,6 +113,9 @@ int gt__report_shown(const struct gt__agg_layer *l, const struct gt__rep_opts *o
 /* The sums the total line shows: the top-level rows plus the remainder. */
 struct gt__rep_totals {
     double fwd_us, rc_us, bwd_us, accg_us;
+    double comm_us;      /* communication inside backward nodes, all of it
+                          * (rows' and unattributed nodes'); not in bwd_us */
+    double comm_un_us;   /* of that, in nodes of no layer */
     uint64_t nodes;
     double step_us;      /* the iterations' time, 0 without iterations */
     double rest_us;      /* step time outside layer spans (may be < 0) */

@@ -34,7 +34,8 @@ static int add_totals(struct gt__agg *r, const cJSON *args, double ts)
         .un_accg = (uint64_t)num_of(args, "unattributed_accumulate_grad", 0),
         .order2 = (uint64_t)num_of(args, "second_order_nodes", 0),
         .time_us = num_of(args, "time_us", 0),
-        .un_us = num_of(args, "unattributed_us", 0)};
+        .un_us = num_of(args, "unattributed_us", 0),
+        .comm_us = num_of(args, "comm_us", 0)};
     return gt__agg_totals_at(r, &t, ts);
 }
 
@@ -92,6 +93,7 @@ static int add_event(struct gt__agg *r, const cJSON *ev)
             .time_us = num_of(args, "time_us", -1),
             .self_us = num_of(args, "self_us", 0),
             .accg_us = num_of(args, "accumulate_grad_us", 0),
+            .comm_us = num_of(args, "comm_us", 0),
             .parent = cJSON_IsString(parent) ? parent->valuestring : NULL,
             .top_node = cJSON_IsString(top) ? top->valuestring : NULL,
             .top_node_us = num_of(args, "top_node_us", 0),

@@ -103,10 +103,11 @@ static void csv_row(FILE *f, const struct gt__agg *r, const struct gt__agg_layer
     int k = gt__agg_top_kernel(l);
     if (k >= 0) {
         csv_field(f, l->bk_name[k], 1);
-        fprintf(f, ",%.3f\n", l->bk_us[k] / 1e3);
+        fprintf(f, ",%.3f", l->bk_us[k] / 1e3);
     } else {
-        fputs(",\n", f);
+        fputs(",", f);
     }
+    fprintf(f, ",%.3f\n", l->comm_us / 1e3);
 }
 
 void gt__report_print_csv(FILE *f, const struct gt__agg *r,
@@ -117,24 +118,25 @@ void gt__report_print_csv(FILE *f, const struct gt__agg *r,
           "accumulate_grad_ms,bwd_wall_ms,second_order_nodes,parent,depth,"
           "container,share,iterations,iter_mean_ms,iter_p50_ms,iter_p95_ms,"
           "top_node,top_node_ms,gpu_fwd_ms,gpu_bwd_ms,gpu_kernels,slowest_rank,"
-          "rank_imbalance,top_bwd_kernel,top_bwd_kernel_ms\n", f);
+          "rank_imbalance,top_bwd_kernel,top_bwd_kernel_ms,comm_ms\n", f);
     size_t end = rows_end(r, o);
     for (size_t i = 0; i < end; i++)
         if (gt__report_shown(&r->layers[i], o))
             csv_row(f, r, &r->layers[i]);
     struct gt__rep_totals t = gt__report_totals(r);
     fprintf(f, "(unattributed),,0,0.000,0,%.3f,%llu,0,0.000,%.3f,%llu,0.000,"
-               "0.000,0,,0,0,,0,,,,,,,,,,,,\n",
+               "0.000,0,,0,0,,0,,,,,,,,,,,,,%.3f\n",
             r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes,
-            r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes);
+            r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes,
+            t.comm_un_us / 1e3);
     fprintf(f, "(total),,0,%.3f,0,%.3f,%llu,0,%.3f,0.000,0,%.3f,0.000,%llu,,0,"
-               "0,,%llu,,,,,,,,,,,,\n",
+               "0,,%llu,,,,,,,,,,,,,%.3f\n",
             t.fwd_us / 1e3, t.bwd_us / 1e3, (unsigned long long)t.nodes,
             t.rc_us / 1e3, t.accg_us / 1e3, (unsigned long long)r->rest.order2,
-            (unsigned long long)r->steps);
+            (unsigned long long)r->steps, t.comm_us / 1e3);
     if (r->steps)
         fprintf(f, "(rest of step),,0,%.3f,0,0.000,0,0,0.000,0.000,0,0.000,"
-                   "0.000,0,,0,0,,%llu,,,,,,,,,,,,\n",
+                   "0.000,0,,0,0,,%llu,,,,,,,,,,,,,0.000\n",
                 t.rest_us / 1e3, (unsigned long long)r->steps);
 }
 
@@ -149,7 +151,7 @@ static double per_it(const struct gt__agg *r, const struct gt__rep_opts *o)
 
 static void table_row(FILE *f, const struct gt__agg *r,
                       const struct gt__agg_layer *l, int w, int indent,
-                      double k)
+                      double k, int comm)
 {
     char ratio[16] = "-", calls[24] = "-", name[128], share[16] = "-";
     char itn[24] = "-", p50[24] = "-", p95[24] = "-";
@@ -176,6 +178,9 @@ static void table_row(FILE *f, const struct gt__agg *r,
             l->bwd_us / 1e3 / k, l->bwd_self_us / 1e3 / k,
             (unsigned long long)l->bwd_nodes, ratio, l->accg_us / 1e3 / k,
             share, itn, p50, p95);
+    /* The communication column only when there was some. */
+    if (comm)
+        fprintf(f, " %10.3f", l->comm_us / 1e3 / k);
     /* GPU columns only when the input has CUDA data. */
     if (r->gpu_kernels)
         fprintf(f, " %10.3f %10.3f", l->gpu_us[0] / 1e3 / k,
@@ -188,13 +193,13 @@ static void table_row(FILE *f, const struct gt__agg *r,
 }
 
 /* The iterations line: how many, ms per iteration, and what was left out. */
-static void table_iterations(FILE *f, const struct gt__agg *r)
+static void table_iterations(FILE *f, const struct gt__agg *r, int comm)
 {
     fprintf(f, "%llu iterations, %.3f ms per iteration on average (p50 %.3f, "
-               "p95 %.3f); step = total fwd + rc + bwd + (rest of step)\n",
+               "p95 %.3f); step = total fwd + rc + bwd%s + (rest of step)\n",
             (unsigned long long)r->steps, r->step_us / 1e3 / (double)r->steps,
             gt__agg_quantile(&r->step_st, 0.5) / 1e3,
-            gt__agg_quantile(&r->step_st, 0.95) / 1e3);
+            gt__agg_quantile(&r->step_st, 0.95) / 1e3, comm ? " + comm" : "");
     if (r->ops_detail == GT__OPS_OFF)
         fputs("operators: not captured (the default; gradtrace record --ops, or a "
               "trigger's ops=1, records them)\n", f);
@@ -242,20 +247,28 @@ static void table_compiled(FILE *f, const struct gt__agg *r, double k)
     }
 }
 
-static void table_footer(FILE *f, const struct gt__agg *r, int w, double k)
+static void table_footer(FILE *f, const struct gt__agg *r, int w, double k,
+                         int comm)
 {
     struct gt__rep_totals t = gt__report_totals(r);
-    fprintf(f, "%-*s  %-14s %6s %11s %5s %9s %11.3f %11.3f %9llu\n", w,
+    fprintf(f, "%-*s  %-14s %6s %11s %5s %9s %11.3f %11.3f %9llu", w,
             "(unattributed)", "", "", "", "", "", r->rest.un_us / 1e3 / k,
             r->rest.un_us / 1e3 / k, (unsigned long long)r->rest.un_nodes);
-    fprintf(f, "%-*s  %-14s %6s %11.3f %5s %9.3f %11.3f %11s %9llu %8s %10.3f\n",
+    if (comm)
+        fprintf(f, " %8s %10s %6s %5s %9s %9s %10.3f", "", "", "", "", "", "",
+                t.comm_un_us / 1e3 / k);
+    fputc('\n', f);
+    fprintf(f, "%-*s  %-14s %6s %11.3f %5s %9.3f %11.3f %11s %9llu %8s %10.3f",
             w, "total", "", "", t.fwd_us / 1e3 / k, "", t.rc_us / 1e3 / k,
             t.bwd_us / 1e3 / k, "", (unsigned long long)t.nodes, "",
             t.accg_us / 1e3 / k);
+    if (comm)
+        fprintf(f, " %6s %5s %9s %9s %10.3f", "", "", "", "", t.comm_us / 1e3 / k);
+    fputc('\n', f);
     if (r->steps) {
         fprintf(f, "%-*s  %-14s %6s %11.3f\n", w, "(rest of step)", "", "",
                 t.rest_us / 1e3 / k);
-        table_iterations(f, r);
+        table_iterations(f, r, comm);
     }
     table_compiled(f, r, k);
     fprintf(f, "ms %s; times are inclusive of sub-layers; bwd ms sums the "
@@ -264,6 +277,10 @@ static void table_footer(FILE *f, const struct gt__agg *r, int w, double k)
                "total = top-level rows + (unattributed); share: %% of the "
                "iterations' time; it n, p50, p95:\nper-iteration fwd+rc+bwd ms",
             k > 1 ? "per iteration (--totals: summed)" : "summed over the iterations");
+    if (comm)
+        fputs(";\ncomm ms: communication inside the layer's own backward nodes "
+              "(DDP's reducer,\ntorch.distributed calls), not in bwd ms or self ms",
+              f);
     if (r->gpu_kernels)
         fputs(";\ngpu ms: kernels tagged with the layer and phase, inclusive", f);
     if (r->nranks > 1)
@@ -296,7 +313,8 @@ void gt__report_print_table(FILE *f, const struct gt__agg *r,
     size_t end = rows_end(r, o);
     double k = per_it(r, o);
     const char *u = k > 1 ? "/it" : "";
-    char h[5][16];
+    char h[6][16];
+    int comm = gt__report_totals(r).comm_us > 0;
 
     for (size_t i = 0; i < end; i++) {
         const struct gt__agg_layer *l = &r->layers[i];
@@ -304,13 +322,15 @@ void gt__report_print_table(FILE *f, const struct gt__agg *r,
         if (gt__report_shown(l, o) && len > w)
             w = len < 60 ? len : 60;
     }
-    static const char *const ms[5] = {"fwd ms", "rc ms", "bwd ms", "self ms",
-                                      "accg ms"};
-    for (int i = 0; i < 5; i++)
+    static const char *const ms[6] = {"fwd ms", "rc ms", "bwd ms", "self ms",
+                                      "accg ms", "comm ms"};
+    for (int i = 0; i < 6; i++)
         snprintf(h[i], sizeof(h[i]), "%s%s", ms[i], u);
     fprintf(f, "%-*s  %-14s %6s %11s %5s %9s %11s %11s %9s %8s %10s %6s %5s %9s %9s",
             w, "layer", "class", "fwd n", h[0], "rc n", h[1], h[2], h[3],
             "bwd nodes", "bwd/fwd", h[4], "share", "it n", "p50 ms", "p95 ms");
+    if (comm)
+        fprintf(f, " %10s", h[5]);
     if (r->gpu_kernels)
         fprintf(f, " %10s %10s", k > 1 ? "gpu fwd/it" : "gpu fwd ms",
                 k > 1 ? "gpu bwd/it" : "gpu bwd ms");
@@ -319,8 +339,8 @@ void gt__report_print_table(FILE *f, const struct gt__agg *r,
     fputc('\n', f);
     for (size_t i = 0; i < end; i++)
         if (gt__report_shown(&r->layers[i], o))
-            table_row(f, r, &r->layers[i], w, indent, k);
-    table_footer(f, r, w, k);
+            table_row(f, r, &r->layers[i], w, indent, k, comm);
+    table_footer(f, r, w, k, comm);
     if (!o->no_hints)
         hints_print(f, r);
 }
@@ -386,6 +406,7 @@ static cJSON *layer_json(const struct gt__agg *r, const struct gt__agg_layer *l)
     cJSON_AddNumberToObject(j, "bwd_nodes", (double)l->bwd_nodes);
     cJSON_AddNumberToObject(j, "bwd_self_nodes", (double)l->bwd_self_nodes);
     cJSON_AddNumberToObject(j, "accumulate_grad_ms", l->accg_us / 1e3);
+    cJSON_AddNumberToObject(j, "comm_ms", l->comm_us / 1e3);
     int ranked = r->nranks > 1 && l->rank_mean_us > 0;
     add_num_or_null(j, "slowest_rank", l->slow_rank, ranked);
     add_num_or_null(j, "rank_imbalance", ranked ? l->slow_us / l->rank_mean_us : 0,
@@ -421,12 +442,14 @@ static cJSON *summary_json(const struct gt__agg *r)
     cJSON_AddNumberToObject(u, "bwd_ms", r->rest.un_us / 1e3);
     cJSON_AddNumberToObject(u, "bwd_nodes", (double)r->rest.un_nodes);
     cJSON_AddNumberToObject(u, "accumulate_grad_nodes", (double)r->rest.un_accg);
+    cJSON_AddNumberToObject(u, "comm_ms", t.comm_un_us / 1e3);
     tot = cJSON_AddObjectToObject(j, "total");
     cJSON_AddNumberToObject(tot, "fwd_ms", t.fwd_us / 1e3);
     cJSON_AddNumberToObject(tot, "recompute_ms", t.rc_us / 1e3);
     cJSON_AddNumberToObject(tot, "bwd_ms", t.bwd_us / 1e3);
     cJSON_AddNumberToObject(tot, "bwd_nodes", (double)t.nodes);
     cJSON_AddNumberToObject(tot, "accumulate_grad_ms", t.accg_us / 1e3);
+    cJSON_AddNumberToObject(tot, "comm_ms", t.comm_us / 1e3);
     cJSON_AddNumberToObject(tot, "second_order_nodes", (double)r->rest.order2);
     static const char *const cph[2] = {"forward", "backward"};
     static const char *const ckey[5] = {"region_ms", "one_layer_ms", "fused_ms",

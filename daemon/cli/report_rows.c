@@ -21,6 +21,7 @@ struct gt__rep_totals gt__report_totals(const struct gt__agg *r)
     for (size_t i = 0; i < r->n; i++) {
         const struct gt__agg_layer *l = &r->layers[i];
         t.accg_us += l->accg_us;
+        t.comm_us += l->comm_us;
         if (l->up >= 0)
             continue;
         t.fwd_us += l->fwd_us;
@@ -30,9 +31,14 @@ struct gt__rep_totals gt__report_totals(const struct gt__agg *r)
     }
     t.bwd_us += r->rest.un_us;
     t.nodes += r->rest.un_nodes;
+    /* The pass totals count every node's; rows only their own. */
+    if (r->rest.comm_us > t.comm_us) {
+        t.comm_un_us = r->rest.comm_us - t.comm_us;
+        t.comm_us = r->rest.comm_us;
+    }
     t.step_us = r->step_us;
     if (r->steps)
-        t.rest_us = t.step_us - t.fwd_us - t.rc_us - t.bwd_us;
+        t.rest_us = t.step_us - t.fwd_us - t.rc_us - t.bwd_us - t.comm_us;
     return t;
 }
 

@@ -98,6 +98,7 @@ static struct gt__agg_vals vals_of(const struct gt__agg_ev *ev)
         v.bwd_us = ev->time_us >= 0 ? ev->time_us : ev->dur;
         v.self_us = ev->self_us > 0 ? ev->self_us : 0;
         v.accg_us = ev->accg_us > 0 ? ev->accg_us : 0;
+        v.comm_us = ev->comm_us > 0 ? ev->comm_us : 0;
         v.nodes = ev->nodes > 0 ? (double)(uint64_t)ev->nodes : 0;
         v.self_nodes = ev->self_nodes > 0 ? (double)(uint64_t)ev->self_nodes : 0;
         v.order2 = ev->order2 > 0 ? (double)(uint64_t)ev->order2 : 0;
@@ -115,6 +116,8 @@ static void add_backward(struct gt__agg_layer *l, const struct gt__agg_ev *ev)
         l->bwd_self_us += ev->self_us;
     if (ev->accg_us > 0)
         l->accg_us += ev->accg_us;
+    if (ev->comm_us > 0)
+        l->comm_us += ev->comm_us;
     if (ev->nodes > 0)
         l->bwd_nodes += (uint64_t)ev->nodes;
     if (ev->self_nodes > 0)
@@ -323,6 +326,7 @@ void gt__agg_totals(struct gt__agg *a, const struct gt__agg_rest *t)
     a->rest.order2 += t->order2;
     a->rest.time_us += t->time_us;
     a->rest.un_us += t->un_us;
+    a->rest.comm_us += t->comm_us;
 }
 
 /*
@@ -339,7 +343,7 @@ int gt__agg_totals_at(struct gt__agg *a, const struct gt__agg_rest *t,
         .bwd_spans = 1, .fwd_calls = (double)t->nodes,
         .nodes = (double)t->un_nodes, .bwd_us = t->un_us,
         .self_us = t->time_us, .rc_calls = (double)t->un_accg,
-        .rc_us = (double)t->order2};
+        .rc_us = (double)t->order2, .comm_us = t->comm_us};
     gt__agg_totals(a, t);
     return gt__agg_iter_span(a, &a->rest_it, ts, &v);
 }
@@ -372,6 +376,7 @@ static int row_merge(struct gt__agg *a, struct gt__agg_layer *d,
     d->bwd_self_us += s->bwd_self_us;
     d->bwd_wall_us += s->bwd_wall_us;
     d->accg_us += s->accg_us;
+    d->comm_us += s->comm_us;
     d->bwd_nodes += s->bwd_nodes;
     d->bwd_self_nodes += s->bwd_self_nodes;
     d->order2 += s->order2;

@@ -40,6 +40,7 @@
 struct gt__agg_vals {
     double fwd_calls, fwd_us, rc_calls, rc_us;
     double bwd_spans, bwd_us, self_us, accg_us, nodes, self_nodes, order2;
+    double comm_us;
 };
 
 /* One iteration span as gt__agg_step got it (us), when the table logs
@@ -108,6 +109,8 @@ struct gt__agg_layer {
     double bwd_self_us;  /* node time of its own nodes */
     double bwd_wall_us;  /* sum of the spans' durations */
     double accg_us;      /* its own AccumulateGrad nodes' time */
+    double comm_us;      /* communication inside its own nodes (not in
+                          * bwd_us or bwd_self_us) */
     /* Its own longest node: the name that was a span's longest own node
      * with the largest sum of those times over the spans (top-1, so
      * bounded; a name losing to another in some spans is undercounted). */
@@ -142,6 +145,7 @@ struct gt__agg_layer {
 struct gt__agg_rest {
     uint64_t groups, nodes, un_nodes, un_accg, order2;
     double time_us, un_us;
+    double comm_us;      /* communication inside nodes, every node's */
 };
 
 /* Compiled regions' attribution (their "compiled totals"), per phase:
@@ -224,7 +228,7 @@ struct gt__agg_ev {
     const char *name;    /* the event's name, with its phase suffix */
     double ts, dur;
     double nodes, self_nodes, order2;
-    double time_us, self_us, accg_us;
+    double time_us, self_us, accg_us, comm_us;
     const char *parent;  /* NULL: none given */
     const char *top_node; /* the span's longest own node, or NULL */
     double top_node_us;

@@ -138,6 +138,7 @@ static void layer_span(struct agg_emit *e, const struct gt__ev *ev,
         a.time_us = us_of(u64_arg(ev, "time_us"));
         a.self_us = us_of(u64_arg(ev, "self_us"));
         a.accg_us = us_of(u64_arg(ev, "accumulate_grad_us"));
+        a.comm_us = us_of(u64_arg(ev, "comm_us"));
         a.top_node = text_arg(e->s, ev, "top_node", top);
         a.top_node_us = us_of(u64_arg(ev, "top_node_us"));
     }
@@ -226,7 +227,8 @@ static void ag_instant(struct gt__emit *em, const struct gt__ev *ev)
         .un_accg = u64_arg(ev, "unattributed_accumulate_grad"),
         .order2 = u64_arg(ev, "second_order_nodes"),
         .time_us = us_of(u64_arg(ev, "time_us")),
-        .un_us = us_of(u64_arg(ev, "unattributed_us"))};
+        .un_us = us_of(u64_arg(ev, "unattributed_us")),
+        .comm_us = us_of(u64_arg(ev, "comm_us"))};
     table_error(e->k, gt__agg_totals_at(e->k->a, &r,
                                         us_of(gt__cstream_rel(e->s, ev->ts))));
 }

@@ -41,6 +41,7 @@ static void vals_add(struct gt__agg_vals *d, const struct gt__agg_vals *v)
     d->bwd_us += v->bwd_us;
     d->self_us += v->self_us;
     d->accg_us += v->accg_us;
+    d->comm_us += v->comm_us;
     d->nodes += v->nodes;
     d->self_nodes += v->self_nodes;
     d->order2 += v->order2;
@@ -329,6 +330,7 @@ static void row_select(struct gt__agg_layer *l)
     l->bwd_us = v->bwd_us;
     l->bwd_self_us = v->self_us;
     l->accg_us = v->accg_us;
+    l->comm_us = v->comm_us;
     l->bwd_nodes = (uint64_t)v->nodes;
     l->bwd_self_nodes = (uint64_t)v->self_nodes;
     l->order2 = (uint64_t)v->order2;
@@ -349,6 +351,7 @@ static void rest_select(struct gt__agg *a)
     a->rest.time_us = v->self_us;
     a->rest.un_accg = (uint64_t)v->rc_calls;
     a->rest.order2 = (uint64_t)v->rc_us;
+    a->rest.comm_us = v->comm_us;
 }
 
 void gt__agg_iter_finish(struct gt__agg *a)

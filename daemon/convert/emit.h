@@ -54,6 +54,7 @@
     X(USER, "user")                     /* a C API scope */               \
     X(MODULE, "module")                 /* a module scope on its thread */\
     X(NVTX, "nvtx")                     /* an NVTX range */               \
+    X(COMM, "comm")                     /* communication (DDP, c10d) */   \
     X(SCOPE, "scope")                   /* a scope of another kind */     \
     X(LAYER_FORWARD, "layer_forward")   /* a layer's forward span */      \
     X(LAYER_RECOMPUTE, "layer_recompute") /* its checkpoint recompute */  \

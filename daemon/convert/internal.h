@@ -135,6 +135,7 @@ struct gt__open {
     uint64_t fwd_tid;
     uint64_t created_ts;
     uint64_t nested_ns;   /* nodes: time of nodes run inside this one */
+    uint64_t comm_ns;     /* nodes: communication scopes inside it */
     uint64_t op_id;       /* operators: the OP_BEGIN id */
     uint32_t name;
     uint32_t cls;         /* module class (scopes) */
@@ -284,6 +285,7 @@ struct gt__wlayer {
      * thread excluded): its own nodes, and with its descendants'. */
     uint64_t self_nodes, self_ns, time_ns;
     uint64_t accg_ns;     /* AccumulateGrad time of its own nodes */
+    uint64_t comm_ns;     /* communication inside its own nodes */
     uint64_t order2;      /* nodes made by backward, with descendants' */
     int node_credited;    /* a backward node was credited to it (ever) */
     /* A compiled region's forward spans (compiled.c): the region it has
@@ -301,7 +303,8 @@ struct gt__wlayer {
 /* What one backward node adds to its layer (gt__layer_credit). */
 struct gt__credit {
     uint64_t s, e;        /* its span */
-    uint64_t self_ns;     /* its own time */
+    uint64_t self_ns;     /* its own time, communication excluded */
+    uint64_t comm_ns;     /* communication scopes run inside it */
     int accumulate;       /* an AccumulateGrad node */
     int order2;           /* created by a backward node */
     uint32_t name;        /* its name's string id */
@@ -393,6 +396,7 @@ struct gt__writer {
     uint64_t group_nodes, group_ns; /* every node of the group, its time */
     uint64_t group_un_nodes, group_un_ns; /* those without a layer */
     uint64_t group_un_accg;   /* AccumulateGrad nodes without a layer */
+    uint64_t group_comm_ns;   /* communication inside its nodes */
     uint64_t group_order2;
     uint64_t group_kernels;   /* compiled kernels credited (compiled.c) */
     int saw_step;
@@ -715,6 +719,11 @@ void gt__step_note_begin(struct gt__writer *c, struct gt__wthread *th,
  * group's nodes end is a replayed one (capture windows) and flushes nothing.
  */
 void gt__layers_outside_pass(struct gt__writer *c, uint64_t ts);
+/* Writes the current pass group's spans (its pass span ending at
+ * end_ts) and starts an empty group (layers.c; iters.c's passes). */
+void gt__layers_flush_group(struct gt__writer *c, uint64_t end_ts);
+/* Communication of ns in a backward pass but in no node: the group's. */
+void gt__layers_comm_outside(struct gt__writer *c, uint64_t ns);
 /* End of a chunk: flushes a pass group that ended in an earlier chunk. */
 void gt__layers_chunk_end(struct gt__writer *c);
 /*

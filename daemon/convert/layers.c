@@ -1,5 +1,5 @@
 /*
- * Per-layer backward spans, backward passes and iteration spans.
+ * Per-layer backward spans, grouped by backward pass.
  *
  * A layer is a module path ("layers.17.mlp"). Each backward node credited
  * to a layer is also credited to every ancestor path ("layers.17",
@@ -37,12 +37,7 @@
  *
  * Memory: one entry per distinct layer path (capped), no per-node state.
  *
- * Iterations: see schema/trace-output.md, "Iterations". Until the stream
- * has a GT_R_STEP, each backward pass end not flagged GT_MARK_F_STEPS or
- * GT_MARK_F_EXTRA is an iteration boundary; the
- * span it closes is held back one boundary, so that when the first STEP
- * arrives it replaces the pass-based boundary instead of cutting the
- * iteration in two.
+ * Passes and iterations, which open and close the groups: iters.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -52,7 +47,6 @@
 #include "common/util.h"
 #include "daemon/convert/internal.h"
 
-static void flush_group(struct gt__writer *c, uint64_t end_ts);
 
 /*
  * This writer's cache entry of string id (its layer index and the class
@@ -203,6 +197,7 @@ static void group_count(struct gt__writer *c, int attributed,
         c->group_max_last = k->e;
     c->group_nodes += !k->kernel;
     c->group_ns += k->self_ns;
+    c->group_comm_ns += k->comm_ns;
     c->group_order2 += k->order2 != 0;
     if (!attributed) {
         c->group_un_nodes += !k->kernel;
@@ -257,7 +252,7 @@ void gt__layer_credit_at(struct gt__writer *c, int32_t l,
     }
     /* A node that starts after the ended pass belongs to the next one. */
     if (c->group_ended && k->s > c->group_end)
-        flush_group(c, c->group_end);
+        gt__layers_flush_group(c, c->group_end);
     group_count(c, l >= 0, k);
     c->group_kernels += k->kernel != 0;
     for (int32_t a = l; a >= 0; a = c->layers[a].parent) {
@@ -270,7 +265,7 @@ void gt__layer_credit_at(struct gt__writer *c, int32_t l,
             L->last = k->e;
             L->nodes = 0;
             L->time_ns = L->order2 = 0;
-            L->self_nodes = L->self_ns = L->accg_ns = 0;
+            L->self_nodes = L->self_ns = L->accg_ns = L->comm_ns = 0;
             L->top_name = 0;
             L->top_ns = 0;
             L->has_x = 0;
@@ -297,6 +292,7 @@ void gt__layer_credit_at(struct gt__writer *c, int32_t l,
             L->self_ns += k->self_ns;
             if (k->accumulate)
                 L->accg_ns += k->self_ns;
+            L->comm_ns += k->comm_ns;
             if (k->name && (!L->top_name || k->self_ns > L->top_ns)) {
                 L->top_name = k->name;
                 L->top_ns = k->self_ns;
@@ -313,6 +309,7 @@ struct span_sums {
     uint64_t nodes, self_nodes;     /* with descendants; its own */
     uint64_t time_ns, self_ns;      /* with descendants; its own */
     uint64_t accg_ns;               /* its own AccumulateGrad nodes */
+    uint64_t comm_ns;               /* communication in its own nodes */
     uint64_t order2;                /* nodes made by backward, inclusive */
 };
 
@@ -345,6 +342,8 @@ static void layer_args(struct gt__writer *c, struct gt__ev *e,
     gt__ev_ns(e, "self_us", ev->self_ns);
     if (ev->accg_ns)
         gt__ev_ns(e, "accumulate_grad_us", ev->accg_ns);
+    if (ev->comm_ns)
+        gt__ev_ns(e, "comm_us", ev->comm_ns);
     if (ev->order2)
         gt__ev_u64(e, "second_order_nodes", ev->order2);
     if (L->top_name) {
@@ -397,6 +396,8 @@ static void emit_totals(struct gt__writer *c, uint64_t ts)
     gt__ev_u64(&e, "unattributed_nodes", c->group_un_nodes);
     gt__ev_ns(&e, "unattributed_us", c->group_un_ns);
     gt__ev_u64(&e, "unattributed_accumulate_grad", c->group_un_accg);
+    if (c->group_comm_ns)
+        gt__ev_ns(&e, "comm_us", c->group_comm_ns);
     gt__ev_u64(&e, "second_order_nodes", c->group_order2);
     gt__emit_instant(c->out, &e);
 }
@@ -416,7 +417,7 @@ static uint32_t bwd_track(struct gt__writer *c)
  * Emits the current group's spans (and its pass span when it has a pass,
  * ending at end_ts), then starts an empty group.
  */
-static void flush_group(struct gt__writer *c, uint64_t end_ts)
+void gt__layers_flush_group(struct gt__writer *c, uint64_t end_ts)
 {
     int has_pass = c->group_has_pass;
     uint32_t n = c->ntouched + (has_pass ? 1 : 0);
@@ -471,7 +472,8 @@ static void flush_group(struct gt__writer *c, uint64_t end_ts)
                 .s = items[i].first, .e = items[i].last,
                 .nodes = L->nodes, .self_nodes = L->self_nodes,
                 .time_ns = L->time_ns, .self_ns = L->self_ns,
-                .accg_ns = L->accg_ns, .order2 = L->order2};
+                .accg_ns = L->accg_ns, .comm_ns = L->comm_ns,
+                .order2 = L->order2};
             emit_layer_span(c, t, items[i].layer, &ev, c->group_value);
         }
     }
@@ -489,6 +491,7 @@ out_next_gen:
     c->group_nodes = c->group_ns = c->group_order2 = 0;
     c->group_kernels = 0;
     c->group_un_nodes = c->group_un_ns = c->group_un_accg = 0;
+    c->group_comm_ns = 0;
 }
 
 /* ------------------------------------------------------------ ranges */
@@ -555,93 +558,6 @@ void gt__layer_range_closed(struct gt__writer *c, struct gt__wthread *th,
     ranges_flush(c, th);
 }
 
-/* The Iterations track, the home of steps no thread track can hold. */
-static uint32_t iterations_track(struct gt__writer *c)
-{
-    if (!c->iter_track) {
-        gt__main_proc(c);
-        c->iter_track = gt__track_new(c, 0, UINT32_MAX, 1, "Iterations");
-    }
-    return c->iter_track;
-}
-
-/*
- * ProfilerStep#<value> over [s, e], Kineto's way (cat user_annotation),
- * on thread track `on` when the boundaries allow it (see step_track),
- * else on the Iterations track.
- */
-static void emit_iteration(struct gt__writer *c, uint64_t s, uint64_t e,
-                           uint64_t value, uint32_t on)
-{
-    c->steps_written++;
-    uint32_t t = on ? on : iterations_track(c);
-    if (!t || !(t = on ? t : gt__place(c, t, s, e)))
-        return;
-    struct gt__ev ev;
-    char name[48];
-    int nl = snprintf(name, sizeof(name), "ProfilerStep#%llu",
-                      (unsigned long long)value);
-    gt__ev_init(&ev, GT__CAT_ITERATION, t, s, e);
-    gt__ev_name_text(&ev, name, (size_t)nl);
-    gt__ev_u64(&ev, "step", value);
-    /* A window's own step (window_step) says so: it covers the window,
-     * not the whole iteration, and gradtrace report skips it. */
-    if (c->finished_layers)
-        gt__ev_u64(&ev, "window", c->win_id);
-    gt__emit_slice(c->out, &ev);
-}
-
-/*
- * The thread track of th for an iteration its boundary at the current
- * time closes, or 0. Kineto draws ProfilerStep on the thread that ran the
- * step, and consumers (TensorBoard's plugin) build each thread's operator
- * tree under it; a stack-built thread track nests by construction, so the
- * span may join it only when nothing was open on the thread at either
- * boundary: at its start (the previous boundary, made on the same thread,
- * or the first time of the stream) and now.
- */
-static uint32_t step_track(struct gt__writer *c, const struct gt__wthread *th)
-{
-    if (!th || th->scopes.depth > 0 || th->nheld > 0)
-        return 0;
-    if (!c->have_iter_start || c->iter_start_track == GT__ANY_TRACK)
-        /* From the stream's start: its first slice must start later. */
-        return th->began && th->first_begin <= c->min_ts ? 0 : th->track;
-    if (c->iter_start_track != th->track || c->iter_start_clash)
-        return 0;
-    return th->track;
-}
-
-void gt__step_note_begin(struct gt__writer *c, struct gt__wthread *th,
-                         uint64_t ts)
-{
-    if (!th->began) {
-        th->began = 1;
-        th->first_begin = ts;
-    }
-    if (c->have_iter_start && ts == c->iter_start &&
-        c->iter_start_track == th->track)
-        c->iter_start_clash = 1;
-}
-
-/* What the next iteration may start on: th's track when nothing is open
- * on th now. */
-static uint32_t next_start_track(const struct gt__wthread *th)
-{
-    return th && th->scopes.depth == 0 && th->nheld == 0 ? th->track : 0;
-}
-
-/* Start of the iteration that a boundary at ts closes, or 0 if invalid. */
-static int iteration_start(struct gt__writer *c, uint64_t ts, uint64_t *start)
-{
-    *start = c->have_iter_start ? c->iter_start : c->min_ts;
-    if (ts < *start) {
-        c->an.steps_out_of_order++;
-        return 0;
-    }
-    return 1;
-}
-
 void gt__layers_outside_pass(struct gt__writer *c, uint64_t ts)
 {
     /* A capture window replays each node's creation (its forward time)
@@ -650,7 +566,12 @@ void gt__layers_outside_pass(struct gt__writer *c, uint64_t ts)
      * per node. A real next forward starts after the group's last node. */
     if (c->passes_open == 0 && c->group_nodes > 0 && !c->group_has_pass &&
         ts >= c->group_max_last)
-        flush_group(c, 0);
+        gt__layers_flush_group(c, 0);
+}
+
+void gt__layers_comm_outside(struct gt__writer *c, uint64_t ns)
+{
+    c->group_comm_ns += ns;
 }
 
 void gt__layers_chunk_end(struct gt__writer *c)
@@ -658,130 +579,9 @@ void gt__layers_chunk_end(struct gt__writer *c)
     /* One whole chunk after the pass ended: the agent's streamer has
      * gathered every thread's blocks since, so late nodes are in. */
     if (c->group_ended && c->chunks > c->group_end_chunk)
-        flush_group(c, c->group_end);
+        gt__layers_flush_group(c, c->group_end);
 }
 
-void gt__step(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
-              uint64_t value)
-{
-    uint64_t start;
-    gt__layers_outside_pass(c, UINT64_MAX);
-    c->saw_step = 1;
-    if (c->pend_iter) {
-        /* The pass-based boundary is superseded by the step mark. */
-        c->pend_iter = 0;
-        c->iter_start = c->pend_start;
-        c->iter_start_track = c->pend_start_track;
-        c->iter_start_clash = c->pend_start_clash;
-    }
-    if (!iteration_start(c, ts, &start))
-        return;
-    emit_iteration(c, start, ts, value, step_track(c, th));
-    c->iter_start = ts;
-    c->iter_start_track = next_start_track(th);
-    c->iter_start_clash = 0;
-    c->have_iter_start = 1;
-}
-
-void gt__pass_begin(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
-                    uint64_t value)
-{
-    if (th && th->pass_open) {
-        /* A begin without the previous end: close that pass here. */
-        c->an.pass_unbalanced++;
-        gt__pass_end(c, th, ts, value, 0);
-    }
-    if (c->passes_open == 0) {
-        if (c->group_ended)
-            flush_group(c, c->group_end);
-        /* Nodes seen before this begin but timed after it ran on another
-         * thread whose records came first: they belong to this pass. Any
-         * earlier node ran outside a pass: its group is flushed alone. */
-        if (c->group_nodes && c->group_min_first < ts)
-            flush_group(c, 0);
-        c->group_begin = ts;
-        c->group_value = value;
-        c->group_has_pass = 1;
-    }
-    c->passes_open++;
-    if (th)
-        th->pass_open = 1;
-}
-
-void gt__pass_end(struct gt__writer *c, struct gt__wthread *th, uint64_t ts,
-                  uint64_t value, uint32_t flags)
-{
-    uint64_t start;
-    if (!th || !th->pass_open || c->passes_open == 0) {
-        c->an.pass_unbalanced++;
-        return;
-    }
-    th->pass_open = 0;
-    c->passes_open--;
-    /* A stream whose iterations are steps, and a pass that is no
-     * iteration, draw no pass-based boundary. */
-    if (!c->saw_step && !(flags & (GT_MARK_F_STEPS | GT_MARK_F_EXTRA)) &&
-        iteration_start(c, ts, &start)) {
-        if (c->pend_iter)
-            emit_iteration(c, c->pend_start, c->pend_end, c->pend_value,
-                           c->pend_track);
-        c->pend_iter = 1;
-        c->pend_start = start;
-        c->pend_end = ts;
-        c->pend_value = value;
-        c->pend_track = step_track(c, th);
-        c->pend_start_track = c->have_iter_start ? c->iter_start_track
-                                                 : GT__ANY_TRACK;
-        c->pend_start_clash = c->iter_start_clash;
-        c->iter_start = ts;
-        c->iter_start_track = next_start_track(th);
-        c->iter_start_clash = 0;
-        c->have_iter_start = 1;
-    }
-    if (c->passes_open == 0) {
-        /* Held open for nodes of other threads that arrive late: see
-         * gt__layer_credit and gt__layers_chunk_end. */
-        c->group_ended = 1;
-        c->group_end = ts;
-        c->group_end_chunk = c->chunks;
-    }
-}
-
-/*
- * A window file that no step boundary fell into still belongs to one
- * iteration (the window's): it gets ProfilerStep#<iteration> over the
- * whole file's time, on the thread that opened the window (everything is
- * closed by now, so it nests there), so that tools which need steps
- * (HTA's critical path) read a window as they read a whole trace.
- */
-static void window_step(struct gt__writer *c)
-{
-    const struct gt__conv_window *x = gt__winfo_find(c->s, c->win_id);
-    struct gt__wthread *th = c->win_tid ? gt__thread_find(c, c->win_tid)
-                                        : NULL;
-    if (!x || !gt__emit_begun(c->out) || !c->have_ts || c->steps_written)
-        return;
-    c->have_iter_start = 0;
-    c->finished_layers = 1;
-    emit_iteration(c, c->min_ts, c->max_ts, x->iteration, step_track(c, th));
-}
-
-void gt__layers_finish(struct gt__writer *c)
-{
-    if (c->group_nodes || c->group_has_pass) {
-        if (c->passes_open)
-            c->an.pass_unbalanced += c->passes_open;
-        flush_group(c, c->group_ended ? c->group_end : c->max_ts);
-        c->passes_open = 0;
-    }
-    if (c->pend_iter) {
-        emit_iteration(c, c->pend_start, c->pend_end, c->pend_value,
-                       c->pend_track);
-        c->pend_iter = 0;
-    }
-    if (c->window)
-        window_step(c);
-}
 
 void gt__layers_free(struct gt__writer *c)
 {

@@ -76,6 +76,11 @@ void gt__emit_node(struct gt__writer *c, struct gt__wthread *th,
         gt__ev_sid(&ev, "param", param);
     if (o->order > 1)
         gt__ev_u64(&ev, "order", o->order);
+    uint64_t dur = end > o->ts ? end - o->ts : 0;
+    uint64_t own = dur > o->nested_ns ? dur - o->nested_ns : 0;
+    uint64_t comm = o->comm_ns < own ? o->comm_ns : own;
+    if (comm)
+        gt__ev_ns(&ev, "comm_us", comm);
     if (unclosed)
         gt__ev_bool(&ev, "unclosed", 1);
     gt__emit_slice(c->out, &ev);
@@ -88,10 +93,8 @@ void gt__emit_node(struct gt__writer *c, struct gt__wthread *th,
             gt__emit_flow(c->out, GT__CAT_FWDBWD, ct->track, o->created_ts,
                           bt, o->ts);
     }
-    uint64_t dur = end > o->ts ? end - o->ts : 0;
-    struct gt__credit k = {.s = o->ts, .e = end,
-                           .self_ns = dur > o->nested_ns ? dur - o->nested_ns
-                                                         : 0,
+    struct gt__credit k = {.s = o->ts, .e = end, .self_ns = own - comm,
+                           .comm_ns = comm,
                            .accumulate = is_accumulate(c, o->name),
                            .order2 = o->order > 1, .name = o->name};
     gt__layer_credit(c, o->layer, &k);

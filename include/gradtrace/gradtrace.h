@@ -44,7 +44,7 @@ extern "C" {
  * of the same major whose minor is >= m.
  */
 #define GT_API_VERSION_MAJOR 1
-#define GT_API_VERSION_MINOR 5
+#define GT_API_VERSION_MINOR 6
 #define GT_API_VERSION (GT_API_VERSION_MAJOR * 1000 + GT_API_VERSION_MINOR)
 /* The major number alone, as earlier headers defined it. */
 #define GRADTRACE_API_VERSION GT_API_VERSION_MAJOR
@@ -298,6 +298,20 @@ GT_API void gt_compile_span(uint32_t name, uint64_t begin_ns, uint64_t end_ns);
  * path.
  */
 GT_API void gt_layer_info(uint32_t layer, uint32_t cls, uint32_t flags);
+
+/*
+ * Communication on this thread: gt_comm_begin before a collective call
+ * (or the code that prepares and launches one: DDP's reducer), with
+ * name_id (gt_intern) saying which; gt_comm_end with the same id after it
+ * returned. While capturing they record a scope of kind GT_SCOPE_COMM,
+ * which the converter counts as the enclosing backward node's (and so its
+ * layer's) communication, not its compute (schema/trace-output.md,
+ * "Communication"). Pairs nest; an end whose begin was not recorded
+ * (capture off then, or a capture begun since) records nothing. Since API
+ * minor 6. Any thread; not from signal handlers.
+ */
+GT_API void gt_comm_begin(uint32_t name_id);
+GT_API void gt_comm_end(uint32_t name_id);
 
 #ifdef __cplusplus
 }

@@ -52,7 +52,9 @@ extern "C" {
     V(capture_stop, (void), ())                                               \
     V(torch_param, (uint64_t tensor_impl, uint32_t module, uint32_t name),    \
       (tensor_impl, module, name))                                            \
-    V(set_rank, (int32_t rank, int32_t world_size), (rank, world_size))
+    V(set_rank, (int32_t rank, int32_t world_size), (rank, world_size))      \
+    V(comm_begin, (uint32_t name_id), (name_id))                              \
+    V(comm_end, (uint32_t name_id), (name_id))
 
 struct gt_shim_table {
     int loaded;

@@ -218,6 +218,7 @@ enum gt_scope_kind {
     GT_SCOPE_USER = 0,     /* C API gt_scope_begin */
     GT_SCOPE_MODULE = 1,   /* nn.Module forward */
     GT_SCOPE_NVTX = 2,     /* NVTX push/pop or start/end range */
+    GT_SCOPE_COMM = 3,     /* communication: gt_comm_begin, DDP's reducer */
     GT_SCOPE_KIND_COUNT
 };
 

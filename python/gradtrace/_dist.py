@@ -15,7 +15,15 @@ they return once the work is enqueued on the GPU, so their host times
 bracket nothing; the converter takes the NCCL kernels themselves as the
 collectives instead (their start and end on the GPU do bracket it).
 
-Cost: two clock reads and one record per collective, nothing per step.
+Every call, synchronous or not, is also communication on its thread:
+gt_comm_begin/end (API minor 6) around it, which while capturing make a
+scope the converter counts as the enclosing backward node's communication
+rather than its compute (FSDP2's reduce-scatter inside its post-backward
+node; an async call's launch). Calls nested in another recorded one (a
+collective made of others) are inside its scope.
+
+Cost: two clock reads and one record per collective, two more C calls
+that record only while capturing; nothing per step.
 Inert without the agent (or with an agent older than API minor 2).
 """
 
@@ -27,6 +35,8 @@ import zlib
 from . import _agent
 
 _now = _agent._load_optional("gt_now_ns", ctypes.c_uint64, [])
+_comm_begin = _agent._load_optional("gt_comm_begin", None, [ctypes.c_uint32])
+_comm_end = _agent._load_optional("gt_comm_end", None, [ctypes.c_uint32])
 _collective = _agent._load_optional(
     "gt_collective", None,
     [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint64,
@@ -38,12 +48,21 @@ _COLLECTIVES = {
     "reduce": 3, "reduce_scatter": 3, "all_to_all": 2,
     "all_gather_into_tensor": 2, "reduce_scatter_tensor": 3,
     "all_to_all_single": 4, "gather": 3, "scatter": 3,
+    # torch 2.15's single-tensor forms (what FSDP2 calls).
+    "all_gather_single": 2, "reduce_scatter_single": 3,
 }
 
 _lock = threading.Lock()
 _seq = {}            # group number -> calls recorded so far
 _group_ids = {}      # id(group object) -> (group object, (number, size) or None)
 _installed = False
+
+
+def _not_compiling():
+    return False
+
+
+_compiling = _not_compiling
 
 
 def _group_info(dist, group):
@@ -73,12 +92,26 @@ def _group_info(dist, group):
 def _wrap(dist, name, fn, gpos):
     op = _agent.intern(name)
 
+    def call(args, kwargs):
+        if _comm_begin is None:
+            return fn(*args, **kwargs)
+        _comm_begin(op)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _comm_end(op)
+
     @functools.wraps(fn)
     def collective(*args, **kwargs):
-        if kwargs.get("async_op") or (len(args) > gpos + 1 and args[gpos + 1]):
+        if _compiling():
+            # Dynamo folds this to True and traces fn itself, which it
+            # rewrites into its functional collective: a compiled region
+            # compiles as without gradtrace (fullgraph included).
             return fn(*args, **kwargs)
+        if kwargs.get("async_op") or (len(args) > gpos + 1 and args[gpos + 1]):
+            return call(args, kwargs)
         t0 = _now()
-        result = fn(*args, **kwargs)
+        result = call(args, kwargs)
         t1 = _now()
         try:
             group = kwargs.get("group", args[gpos] if len(args) > gpos else None)
@@ -111,6 +144,12 @@ def install():
     except Exception:
         return False
     _installed = True
+    global _compiling
+    try:
+        import torch.compiler
+        _compiling = torch.compiler.is_compiling
+    except (ImportError, AttributeError):  # torch 1.13: nothing compiles
+        pass
     for name, gpos in _COLLECTIVES.items():
         fn = getattr(c10d, name, None)
         if fn is None or hasattr(fn, "__gradtrace_wrapped__"):

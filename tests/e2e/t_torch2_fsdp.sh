@@ -6,7 +6,10 @@
 # backward, which autograd accumulates into (python/gradtrace/_fsdp.py).
 # Checks, on each rank's trace: every AccumulateGrad node has a layer and
 # a parameter name, each Linear's weight and bias among them; each
-# Linear row of the report has AccumulateGrad time of its own.
+# Linear row of the report has AccumulateGrad time of its own; and its
+# reduce-scatter is communication (tests/e2e/torch/check_comm.py fsdp2):
+# inside the post-backward nodes, the sharded units' rows, and the rest
+# (FSDP's end-of-backward callback) in no layer, counted.
 # e2e-timeout: 400
 set -u
 . "$(dirname "$0")/torch/lib.sh"
@@ -43,5 +46,8 @@ rows = {r["path"]: r for r in rep["layers"]}
 for l in linears:
     assert rows[l]["accumulate_grad_ms"] > 0, (l, rows[l])
 PYEOF
+  "$GT" report "$f" >rep$r.txt 2>>rep$r.err || die "report rank $r"
+  "$PY" "$TORCH_DIR/check_comm.py" fsdp2 "$f" rep$r.json rep$r.txt ||
+    { cat rep$r.txt; die "rank $r: FSDP2 communication"; }
 done
 echo ok

@@ -70,6 +70,7 @@ static inline void assert_same(struct gt__agg *a, struct gt__agg *b)
         cr_assert_eq(p->bwd_self_us, q->bwd_self_us, "%s", p->path);
         cr_assert_eq(p->bwd_wall_us, q->bwd_wall_us, "%s", p->path);
         cr_assert_eq(p->accg_us, q->accg_us, "%s", p->path);
+        cr_assert_eq(p->comm_us, q->comm_us, "%s", p->path);
         cr_assert_eq(p->bwd_nodes, q->bwd_nodes, "%s", p->path);
         cr_assert_eq(p->bwd_self_nodes, q->bwd_self_nodes, "%s", p->path);
         cr_assert_eq(p->order2, q->order2, "%s", p->path);
@@ -81,6 +82,7 @@ static inline void assert_same(struct gt__agg *a, struct gt__agg *b)
     cr_assert_eq(a->rest.un_accg, b->rest.un_accg);
     cr_assert_eq(a->rest.time_us, b->rest.time_us);
     cr_assert_eq(a->rest.un_us, b->rest.un_us);
+    cr_assert_eq(a->rest.comm_us, b->rest.comm_us);
 }
 
 /* Feeds the records, finishes both consumers, reads the files back into
