@@ -10,6 +10,8 @@
 # reduce-scatter is communication (tests/e2e/torch/check_comm.py fsdp2):
 # inside the post-backward nodes, the sharded units' rows, and the rest
 # (FSDP's end-of-backward callback) in no layer, counted.
+# The same model under FSDP1 (FullyShardedDataParallel): flat parameters
+# are their units', and their reduce-scatter communication.
 # e2e-timeout: 400
 set -u
 . "$(dirname "$0")/torch/lib.sh"
@@ -50,4 +52,27 @@ PYEOF
   "$PY" "$TORCH_DIR/check_comm.py" fsdp2 "$f" rep$r.json rep$r.txt ||
     { cat rep$r.txt; die "rank $r: FSDP2 communication"; }
 done
+
+# FSDP1: each unit's flat parameter (`_flat_param`) is its wrapped
+# module's: the gradient FSDP1 accumulates is the whole flat one, so the
+# unit is the finest owner there is (head's sits in the root's).
+"$GT" record -o out1 -- "$PY" -m torch.distributed.run --nproc_per_node 2 \
+  --master_port "$((port + 1))" "$TORCH_DIR/fsdp1_model.py" >rec1.out 2>rec1.err \
+  || { tail -20 rec1.err; die "the recorded FSDP1 run failed"; }
+f=$(ls out1/*rank0-*.json 2>/dev/null | head -1)
+[ -n "$f" ] || die "no FSDP1 trace of rank 0: $(ls out1)"
+"$GT" report --format json "$f" >rep1.json 2>rep1.err || { cat rep1.err; die "report FSDP1"; }
+"$GT" report "$f" >rep1.txt 2>>rep1.err || die "report FSDP1"
+"$PY" - "$f" <<'PYEOF' || die "FSDP1 gradients not attributed"
+import collections, json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+acc = collections.Counter((e["args"].get("layer"), e["args"].get("param")) for e in ev
+                          if e.get("cat") == "backward" and e["name"].endswith("AccumulateGrad"))
+print("FSDP1 AccumulateGrad:", dict(acc))
+units = ["blocks.0", "blocks.1", "blocks.2", "Net"]
+assert set(acc) == {(u, "_flat_param") for u in units}, acc
+assert len(set(acc.values())) == 1, acc  # once per unit and pass
+PYEOF
+"$PY" "$TORCH_DIR/check_comm.py" fsdp1 "$f" rep1.json rep1.txt ||
+  { cat rep1.txt; die "FSDP1 communication"; }
 echo ok

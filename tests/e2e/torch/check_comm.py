@@ -4,6 +4,7 @@
   check_comm.py ddp   TRACE REPORT.json REPORT.txt
   check_comm.py tp    TRACE REPORT.json REPORT.txt
   check_comm.py fsdp2 TRACE REPORT.json REPORT.txt
+  check_comm.py fsdp1 TRACE REPORT.json REPORT.txt
   check_comm.py none  TRACE REPORT.json REPORT.txt
 
 What every mode with communication checks, from the trace's own slices
@@ -26,6 +27,9 @@ Per mode:
   fsdp2: post-backward nodes hold reduce-scatter slices; the rows of the
          sharded units alone have communication (blocks.1 and blocks.2 at
          least), the rest (the end-of-backward callback's) is unattributed;
+  fsdp1: every unit's reduce-scatter runs in its flat parameter's
+         AccumulateGrad (FSDP1's post-backward hook): each block's row has
+         communication, and only the units' rows (the root holds head's);
   none:  no comm slice, no comm column, comm_ms 0 everywhere.
 """
 
@@ -122,7 +126,7 @@ def check_trace(ev, mode):
             assert [s["name"] for s in held[id(n)]] == ["all_reduce"], (n, held[id(n)])
             assert n["args"]["layer"] in ("par.0", "par.1"), n
         assert not any(s["name"].startswith("DDP") for s in top)
-    elif mode == "fsdp2":
+    elif mode in ("fsdp2", "fsdp1"):
         rs = [s for k in held for s in held[k] if "reduce_scatter" in s["name"]]
         assert rs, names
 
@@ -152,6 +156,11 @@ def check_report(rep, text, mode):
         assert {"blocks.1", "blocks.2"} <= with_comm <= units, with_comm
         un = rep["unattributed"]["comm_ms"]
         assert un > 0 and abs(total - un - sum(r["comm_ms"] for r in rows.values())) < 1e-3, (total, un)
+    elif mode == "fsdp1":
+        blocks = {"blocks.0", "blocks.1", "blocks.2"}
+        assert blocks <= with_comm <= blocks | {"Net", "head"}, with_comm
+    if mode == "fsdp1":
+        return  # a flat parameter's AccumulateGrad also copies: compute
     for line in text.splitlines():
         assert "[accumulate-grad]" not in line, line
 
