@@ -105,6 +105,15 @@ def _forget_param(key, impl):
         _param(impl, 0, 0)
 
 
+def _register_one(p, r, path_id, pname):
+    """Maps parameter p to layer path_id as pname, for root r, until p is
+    collected (then the agent forgets it too)."""
+    impl = p._cdata
+    _params[id(p)] = (weakref.ref(
+        p, lambda _r, k=id(p), a=impl: _forget_param(k, a)), r)
+    _param(impl, path_id, _intern(pname))
+
+
 def _register_params(r, module, named):
     # named_parameters() order: modules in named_modules() order, each
     # one's own parameters, a shared parameter once (its first holder).
@@ -120,10 +129,7 @@ def _register_params(r, module, named):
             if old is not None and old[0]() is p and \
                     (old[1] is r or _live(old[1])):
                 continue  # first registration wins (another live root's)
-            impl = p._cdata
-            _params[id(p)] = (weakref.ref(
-                p, lambda _r, k=id(p), a=impl: _forget_param(k, a)), r)
-            _param(impl, ent[2], _intern(pname))
+            _register_one(p, r, ent[2], pname)
 
 
 def register_param(module, pname, p):
@@ -139,10 +145,7 @@ def register_param(module, pname, p):
         old = _params.get(id(p))
         if old is not None and old[0]() is p:
             return True
-        impl = p._cdata
-        _params[id(p)] = (weakref.ref(
-            p, lambda _r, k=id(p), a=impl: _forget_param(k, a)), ent[5])
-        _param(impl, ent[2], _intern(pname))
+        _register_one(p, ent[5], ent[2], pname)
     return True
 
 
