@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # FSDP2 parameter gradients attributed to their modules (issue 27, torch
-# 2.x): tests/e2e/torch/fsdp2_model.py shards three blocks and the root
+# 2.x): tests/e2e/torch/fsdp_model.py fsdp2 shards three blocks and the root
 # with fully_shard on two gloo ranks under `gradtrace record` (torchrun).
 # FSDP2 swaps unsharded parameters onto the modules for each forward and
 # backward, which autograd accumulates into (python/gradtrace/_fsdp.py).
@@ -23,7 +23,7 @@ die() { echo "FAIL: $*" >&2; exit 1; }
 cd "$E2E_TMP"
 port=$((20000 + RANDOM % 20000))
 "$GT" record -o out -- "$PY" -m torch.distributed.run --nproc_per_node 2 \
-  --master_port "$port" "$TORCH_DIR/fsdp2_model.py" >rec.out 2>rec.err \
+  --master_port "$port" "$TORCH_DIR/fsdp_model.py" fsdp2 >rec.out 2>rec.err \
   || { tail -20 rec.err; die "the recorded FSDP2 run failed"; }
 for r in 0 1; do
   f=$(ls out/*rank$r-*.json 2>/dev/null | head -1)
@@ -57,7 +57,7 @@ done
 # module's: the gradient FSDP1 accumulates is the whole flat one, so the
 # unit is the finest owner there is (head's sits in the root's).
 "$GT" record -o out1 -- "$PY" -m torch.distributed.run --nproc_per_node 2 \
-  --master_port "$((port + 1))" "$TORCH_DIR/fsdp1_model.py" >rec1.out 2>rec1.err \
+  --master_port "$((port + 1))" "$TORCH_DIR/fsdp_model.py" fsdp1 >rec1.out 2>rec1.err \
   || { tail -20 rec1.err; die "the recorded FSDP1 run failed"; }
 f=$(ls out1/*rank0-*.json 2>/dev/null | head -1)
 [ -n "$f" ] || die "no FSDP1 trace of rank 0: $(ls out1)"
