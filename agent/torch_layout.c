@@ -38,7 +38,8 @@
  * get_and_increment handed out its number on that thread. The pair that
  * holds exactly that (seq, tid) in nearly every fresh node, with no rival
  * close, is the layout, usually settled within the first forward, before
- * any backward node has to be reported.
+ * any backward node has to be reported; a known layout (below) that holds
+ * in every fresh node settles as soon as every rival has failed once.
  *
  * From backward nodes alone, the layout settles at the end of a pass when
  * exactly one pair survived with at least GT__LAYOUT_MIN_SUPPORT matches. One ambiguity is
@@ -318,6 +319,8 @@ int gt__torch_layout_read(const void *node, uint64_t *seq, uint64_t *tid)
  * one pair must be near-perfect with no rival close; at the first backward
  * pass (urgent), a tiny forward's few fresh nodes must all agree.
  */
+static int is_known(int s, int t);
+
 static void decide_from_edges(int urgent)
 {
     int best_s = -1, best_t = -1;
@@ -336,6 +339,13 @@ static void decide_from_edges(int urgent)
         }
     if (!urgent && best >= edge_obs - edge_obs / 10 &&
         second <= edge_obs / 2)
+        settle(best_s, best_t);
+    else if (!urgent && best == edge_obs && second < best &&
+             is_known(best_s, best_t))
+        /* A known layout that held in every fresh node, against a rival
+         * that failed once: a topological number that is 1, like the
+         * forward thread's id, in a model whose nodes mostly take leaves
+         * (FSDP2's first forward). */
         settle(best_s, best_t);
     else if (urgent && edge_obs >= 4 && best == edge_obs &&
              second <= edge_obs / 2)

@@ -4,7 +4,8 @@
 # with fully_shard on two gloo ranks under `gradtrace record` (torchrun).
 # FSDP2 swaps unsharded parameters onto the modules for each forward and
 # backward, which autograd accumulates into (python/gradtrace/_fsdp.py).
-# Checks, on each rank's trace: every AccumulateGrad node has a layer and
+# Checks, on each rank's trace: every node but AccumulateGrad has its
+# sequence number, also in the first pass; every AccumulateGrad node has a layer and
 # a parameter name, each Linear's weight and bias among them; each
 # Linear row of the report has AccumulateGrad time of its own; and its
 # reduce-scatter is communication (tests/e2e/torch/check_comm.py fsdp2):
@@ -34,6 +35,12 @@ import collections, json, sys
 doc, rep, rank = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
 acc = [e["args"] for e in doc["traceEvents"] if e.get("cat") == "backward"
        and e.get("ph") == "X" and e["name"].endswith("AccumulateGrad")]
+# The node layout is known by the first backward (from FSDP2's first
+# forward, agent/torch_layout.c): every other node has its number.
+noseq = [e["name"] for e in doc["traceEvents"] if e.get("cat") == "backward"
+         and e.get("ph") == "X" and not e["name"].endswith("AccumulateGrad")
+         and "seq" not in e["args"]]
+assert not noseq, noseq
 named = collections.Counter((a.get("layer"), a.get("param")) for a in acc
                             if a.get("layer") and a.get("param"))
 print("rank %s: %d of %d AccumulateGrad nodes with a layer and a parameter"

@@ -72,6 +72,39 @@ Test(torch_layout, fresh_node_evidence_with_a_rival_does_not_settle)
     cr_assert(gt__torch_layout_learning());
 }
 
+/* Fresh nodes whose topological number is 1, as the forward thread's id,
+ * for a while: a known layout settles at the rival's first miss. */
+static int settled_after(int seq_w, int tid_w, int topo_w, int flag_w,
+                         uint64_t n_nodes)
+{
+    struct fake_node n;
+    int so, to;
+    for (uint64_t seq = 0; seq < n_nodes; seq++) {
+        gt__torch_layout_note_created(seq, 1);
+        fill(&n, seq_w, tid_w, seq, 1, seq < 14 ? 1 : 2 + seq, topo_w, flag_w);
+        n.w[flag_w] = 0;
+        gt__torch_layout_note_edge(&n, seq, 1);
+        if (gt__torch_layout_offsets(&so, &to) == 0) {
+            cr_assert_eq(so, 8 * seq_w);
+            cr_assert_eq(to, 8 * tid_w);
+            return (int)seq + 1;
+        }
+    }
+    return 0;
+}
+
+Test(torch_layout, a_known_layout_settles_when_its_rival_first_fails)
+{
+    cr_assert_eq(settled_after(2, 5, 3, 4, 20), 15, "2.15's +16/+40");
+}
+
+Test(torch_layout, an_unknown_layout_waits_for_a_clear_majority)
+{
+    /* The same evidence at offsets no torch is known to use: the rival
+     * holds 14 of 20, more than half. */
+    cr_assert_eq(settled_after(7, 10, 8, 9, 20), 0);
+}
+
 Test(torch_layout, backward_reports_only_unanimous_values_then_settles)
 {
     struct fake_node n;
