@@ -41,7 +41,9 @@
  *    AccumulateGrad, a torch.distributed call such as FSDP2's
  *    reduce-scatter); and, unnamed, communication in a backward pass but
  *    in no layer's node (DDP waiting for its all-reduces when the pass
- *    ends) of at least COMM_MIN of the step.
+ *    ends) of at least COMM_MIN of the step; and a layer whose forward
+ *    calls spend at least COMM_MIN of the step communicating outside its
+ *    children (FSDP's all-gather in its pre-forward hook).
  *
  * "The step" is the iterations' time; without iteration spans it is the
  * total forward + recompute + backward time. Times in the texts are per
@@ -68,7 +70,7 @@ static double step_base(const struct gt__agg *r)
     struct gt__rep_totals t = gt__report_totals(r);
     if (r->steps && r->step_us > 0)
         return r->step_us;
-    return t.fwd_us + t.rc_us + t.bwd_us + t.comm_us;
+    return t.fwd_us + t.rc_us + t.bwd_us + t.comm_us + t.fwd_comm_us;
 }
 
 /* The hints' unit: ms per iteration, or ms in all without iterations. */
@@ -238,6 +240,34 @@ static void hint_accg(const struct gt__agg *r, double base, struct gt__hint *h,
     }
 }
 
+/* Forward communication is inclusive: a row's own is its total less its
+ * children's. */
+static void hint_fwd_comm(const struct gt__agg *r, double base,
+                          struct gt__hint *h, size_t *n, size_t cap)
+{
+    struct unit u = unit_of(r);
+    double *kids = r->n ? gt__calloc(r->n, sizeof(*kids)) : NULL;
+    if (!kids)
+        return;
+    for (size_t i = 0; i < r->n; i++)
+        if (r->layers[i].up >= 0 && (size_t)r->layers[i].up < r->n)
+            kids[r->layers[i].up] += r->layers[i].fwd_comm_us;
+    for (size_t i = 0; i < r->n; i++) {
+        const struct gt__agg_layer *l = &r->layers[i];
+        double own = l->fwd_comm_us - kids[i];
+        struct gt__hint *x;
+        if (l->container || own / base < COMM_MIN ||
+            !(x = hint_add(h, n, cap, "comm", l->path)))
+            continue;
+        snprintf(x->text, sizeof(x->text),
+                 "communication takes %.3f %s in its forward calls "
+                 "(torch.distributed calls: FSDP's all-gather), beside %.3f "
+                 "%s of forward compute, %.1f%% of the step",
+                 own / u.k, u.name, l->fwd_us / u.k, u.name, 100 * own / base);
+    }
+    gt__free(kids);
+}
+
 static void hint_comm(const struct gt__agg *r, double base, struct gt__hint *h,
                       size_t *n, size_t cap)
 {
@@ -257,6 +287,7 @@ static void hint_comm(const struct gt__agg *r, double base, struct gt__hint *h,
                  l->comm_us / u.k, u.name, l->bwd_self_us / u.k, u.name,
                  100 * l->comm_us / base);
     }
+    hint_fwd_comm(r, base, h, n, cap);
     struct gt__rep_totals t = gt__report_totals(r);
     if (t.comm_un_us / base >= COMM_MIN &&
         (x = hint_add(h, n, cap, "comm", "")))

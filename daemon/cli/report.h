@@ -116,6 +116,8 @@ struct gt__rep_totals {
     double comm_us;      /* communication inside backward nodes, all of it
                           * (rows' and unattributed nodes'); not in bwd_us */
     double comm_un_us;   /* of that, in nodes of no layer */
+    double fwd_comm_us;  /* communication in the top-level rows' forwards
+                          * (not in fwd_us) */
     uint64_t nodes;
     double step_us;      /* the iterations' time, 0 without iterations */
     double rest_us;      /* step time outside layer spans (may be < 0) */

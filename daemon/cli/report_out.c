@@ -107,7 +107,7 @@ static void csv_row(FILE *f, const struct gt__agg *r, const struct gt__agg_layer
     } else {
         fputs(",", f);
     }
-    fprintf(f, ",%.3f\n", l->comm_us / 1e3);
+    fprintf(f, ",%.3f,%.3f\n", l->comm_us / 1e3, l->fwd_comm_us / 1e3);
 }
 
 void gt__report_print_csv(FILE *f, const struct gt__agg *r,
@@ -118,25 +118,25 @@ void gt__report_print_csv(FILE *f, const struct gt__agg *r,
           "accumulate_grad_ms,bwd_wall_ms,second_order_nodes,parent,depth,"
           "container,share,iterations,iter_mean_ms,iter_p50_ms,iter_p95_ms,"
           "top_node,top_node_ms,gpu_fwd_ms,gpu_bwd_ms,gpu_kernels,slowest_rank,"
-          "rank_imbalance,top_bwd_kernel,top_bwd_kernel_ms,comm_ms\n", f);
+          "rank_imbalance,top_bwd_kernel,top_bwd_kernel_ms,comm_ms,fwd_comm_ms\n", f);
     size_t end = rows_end(r, o);
     for (size_t i = 0; i < end; i++)
         if (gt__report_shown(&r->layers[i], o))
             csv_row(f, r, &r->layers[i]);
     struct gt__rep_totals t = gt__report_totals(r);
     fprintf(f, "(unattributed),,0,0.000,0,%.3f,%llu,0,0.000,%.3f,%llu,0.000,"
-               "0.000,0,,0,0,,0,,,,,,,,,,,,,%.3f\n",
+               "0.000,0,,0,0,,0,,,,,,,,,,,,,%.3f,0.000\n",
             r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes,
             r->rest.un_us / 1e3, (unsigned long long)r->rest.un_nodes,
             t.comm_un_us / 1e3);
     fprintf(f, "(total),,0,%.3f,0,%.3f,%llu,0,%.3f,0.000,0,%.3f,0.000,%llu,,0,"
-               "0,,%llu,,,,,,,,,,,,,%.3f\n",
+               "0,,%llu,,,,,,,,,,,,,%.3f,%.3f\n",
             t.fwd_us / 1e3, t.bwd_us / 1e3, (unsigned long long)t.nodes,
             t.rc_us / 1e3, t.accg_us / 1e3, (unsigned long long)r->rest.order2,
-            (unsigned long long)r->steps, t.comm_us / 1e3);
+            (unsigned long long)r->steps, t.comm_us / 1e3, t.fwd_comm_us / 1e3);
     if (r->steps)
         fprintf(f, "(rest of step),,0,%.3f,0,0.000,0,0,0.000,0.000,0,0.000,"
-                   "0.000,0,,0,0,,%llu,,,,,,,,,,,,,0.000\n",
+                   "0.000,0,,0,0,,%llu,,,,,,,,,,,,,0.000,0.000\n",
                 t.rest_us / 1e3, (unsigned long long)r->steps);
 }
 
@@ -180,7 +180,8 @@ static void table_row(FILE *f, const struct gt__agg *r,
             share, itn, p50, p95);
     /* The communication column only when there was some. */
     if (comm)
-        fprintf(f, " %10.3f", l->comm_us / 1e3 / k);
+        fprintf(f, " %11.3f %11.3f", l->fwd_comm_us / 1e3 / k,
+                l->comm_us / 1e3 / k);
     /* GPU columns only when the input has CUDA data. */
     if (r->gpu_kernels)
         fprintf(f, " %10.3f %10.3f", l->gpu_us[0] / 1e3 / k,
@@ -255,15 +256,16 @@ static void table_footer(FILE *f, const struct gt__agg *r, int w, double k,
             "(unattributed)", "", "", "", "", "", r->rest.un_us / 1e3 / k,
             r->rest.un_us / 1e3 / k, (unsigned long long)r->rest.un_nodes);
     if (comm)
-        fprintf(f, " %8s %10s %6s %5s %9s %9s %10.3f", "", "", "", "", "", "",
-                t.comm_un_us / 1e3 / k);
+        fprintf(f, " %8s %10s %6s %5s %9s %9s %11s %11.3f", "", "", "", "", "",
+                "", "", t.comm_un_us / 1e3 / k);
     fputc('\n', f);
     fprintf(f, "%-*s  %-14s %6s %11.3f %5s %9.3f %11.3f %11s %9llu %8s %10.3f",
             w, "total", "", "", t.fwd_us / 1e3 / k, "", t.rc_us / 1e3 / k,
             t.bwd_us / 1e3 / k, "", (unsigned long long)t.nodes, "",
             t.accg_us / 1e3 / k);
     if (comm)
-        fprintf(f, " %6s %5s %9s %9s %10.3f", "", "", "", "", t.comm_us / 1e3 / k);
+        fprintf(f, " %6s %5s %9s %9s %11.3f %11.3f", "", "", "", "",
+                t.fwd_comm_us / 1e3 / k, t.comm_us / 1e3 / k);
     fputc('\n', f);
     if (r->steps) {
         fprintf(f, "%-*s  %-14s %6s %11.3f\n", w, "(rest of step)", "", "",
@@ -278,9 +280,9 @@ static void table_footer(FILE *f, const struct gt__agg *r, int w, double k,
                "iterations' time; it n, p50, p95:\nper-iteration fwd+rc+bwd ms",
             k > 1 ? "per iteration (--totals: summed)" : "summed over the iterations");
     if (comm)
-        fputs(";\ncomm ms: communication inside the layer's own backward nodes "
-              "(DDP's reducer,\ntorch.distributed calls), not in bwd ms or self ms",
-              f);
+        fputs(";\nfwd comm, bwd comm: communication (torch.distributed calls, "
+              "DDP's reducer) in its\nforward calls (inclusive, not in fwd ms) "
+              "and in its own backward nodes (not in bwd ms)", f);
     if (r->gpu_kernels)
         fputs(";\ngpu ms: kernels tagged with the layer and phase, inclusive", f);
     if (r->nranks > 1)
@@ -313,8 +315,9 @@ void gt__report_print_table(FILE *f, const struct gt__agg *r,
     size_t end = rows_end(r, o);
     double k = per_it(r, o);
     const char *u = k > 1 ? "/it" : "";
-    char h[6][16];
-    int comm = gt__report_totals(r).comm_us > 0;
+    char h[7][16];
+    struct gt__rep_totals tt = gt__report_totals(r);
+    int comm = tt.comm_us > 0 || tt.fwd_comm_us > 0;
 
     for (size_t i = 0; i < end; i++) {
         const struct gt__agg_layer *l = &r->layers[i];
@@ -322,15 +325,15 @@ void gt__report_print_table(FILE *f, const struct gt__agg *r,
         if (gt__report_shown(l, o) && len > w)
             w = len < 60 ? len : 60;
     }
-    static const char *const ms[6] = {"fwd ms", "rc ms", "bwd ms", "self ms",
-                                      "accg ms", "comm ms"};
-    for (int i = 0; i < 6; i++)
+    static const char *const ms[7] = {"fwd ms", "rc ms", "bwd ms", "self ms",
+                                      "accg ms", "fwd comm", "bwd comm"};
+    for (int i = 0; i < 7; i++)
         snprintf(h[i], sizeof(h[i]), "%s%s", ms[i], u);
     fprintf(f, "%-*s  %-14s %6s %11s %5s %9s %11s %11s %9s %8s %10s %6s %5s %9s %9s",
             w, "layer", "class", "fwd n", h[0], "rc n", h[1], h[2], h[3],
             "bwd nodes", "bwd/fwd", h[4], "share", "it n", "p50 ms", "p95 ms");
     if (comm)
-        fprintf(f, " %10s", h[5]);
+        fprintf(f, " %11s %11s", h[5], h[6]);
     if (r->gpu_kernels)
         fprintf(f, " %10s %10s", k > 1 ? "gpu fwd/it" : "gpu fwd ms",
                 k > 1 ? "gpu bwd/it" : "gpu bwd ms");
@@ -407,6 +410,7 @@ static cJSON *layer_json(const struct gt__agg *r, const struct gt__agg_layer *l)
     cJSON_AddNumberToObject(j, "bwd_self_nodes", (double)l->bwd_self_nodes);
     cJSON_AddNumberToObject(j, "accumulate_grad_ms", l->accg_us / 1e3);
     cJSON_AddNumberToObject(j, "comm_ms", l->comm_us / 1e3);
+    cJSON_AddNumberToObject(j, "fwd_comm_ms", l->fwd_comm_us / 1e3);
     int ranked = r->nranks > 1 && l->rank_mean_us > 0;
     add_num_or_null(j, "slowest_rank", l->slow_rank, ranked);
     add_num_or_null(j, "rank_imbalance", ranked ? l->slow_us / l->rank_mean_us : 0,
@@ -450,6 +454,7 @@ static cJSON *summary_json(const struct gt__agg *r)
     cJSON_AddNumberToObject(tot, "bwd_nodes", (double)t.nodes);
     cJSON_AddNumberToObject(tot, "accumulate_grad_ms", t.accg_us / 1e3);
     cJSON_AddNumberToObject(tot, "comm_ms", t.comm_us / 1e3);
+    cJSON_AddNumberToObject(tot, "fwd_comm_ms", t.fwd_comm_us / 1e3);
     cJSON_AddNumberToObject(tot, "second_order_nodes", (double)r->rest.order2);
     static const char *const cph[2] = {"forward", "backward"};
     static const char *const ckey[5] = {"region_ms", "one_layer_ms", "fused_ms",

@@ -25,6 +25,7 @@ struct gt__rep_totals gt__report_totals(const struct gt__agg *r)
         if (l->up >= 0)
             continue;
         t.fwd_us += l->fwd_us;
+        t.fwd_comm_us += l->fwd_comm_us;
         t.rc_us += l->rc_us;
         t.bwd_us += l->bwd_us;
         t.nodes += l->bwd_nodes;
@@ -38,7 +39,8 @@ struct gt__rep_totals gt__report_totals(const struct gt__agg *r)
     }
     t.step_us = r->step_us;
     if (r->steps)
-        t.rest_us = t.step_us - t.fwd_us - t.rc_us - t.bwd_us - t.comm_us;
+        t.rest_us = t.step_us - t.fwd_us - t.rc_us - t.bwd_us - t.comm_us -
+                    t.fwd_comm_us;
     return t;
 }
 

@@ -88,8 +88,10 @@ static struct gt__agg_vals vals_of(const struct gt__agg_ev *ev)
      * its extent may hold other layers' kernels. */
     double t = ev->timed && ev->time_us >= 0 ? ev->time_us : ev->dur;
     if (ev->phase == GT__AGG_PH_FWD) {
+        double cm = ev->comm_us > 0 ? (ev->comm_us < t ? ev->comm_us : t) : 0;
         v.fwd_calls = 1;
-        v.fwd_us = t;
+        v.fwd_us = t - cm;
+        v.fwd_comm_us = cm;
     } else if (ev->phase == GT__AGG_PH_RECOMPUTE) {
         v.rc_calls = 1;
         v.rc_us = t;
@@ -171,8 +173,11 @@ static int add_clean(struct gt__agg *a, const struct gt__agg_ev *ev)
     if (ev->phase == GT__AGG_PH_FWD) {
         if (l->first_fwd_ts < 0 || ev->ts < l->first_fwd_ts)
             l->first_fwd_ts = ev->ts;
+        double t = ev->timed && ev->time_us >= 0 ? ev->time_us : ev->dur;
+        double cm = ev->comm_us > 0 ? (ev->comm_us < t ? ev->comm_us : t) : 0;
         l->fwd_calls++;
-        l->fwd_us += ev->timed && ev->time_us >= 0 ? ev->time_us : ev->dur;
+        l->fwd_us += t - cm;
+        l->fwd_comm_us += cm;
     } else if (ev->phase == GT__AGG_PH_RECOMPUTE) {
         l->rc_calls++;
         l->rc_us += ev->timed && ev->time_us >= 0 ? ev->time_us : ev->dur;
@@ -377,6 +382,7 @@ static int row_merge(struct gt__agg *a, struct gt__agg_layer *d,
     d->bwd_wall_us += s->bwd_wall_us;
     d->accg_us += s->accg_us;
     d->comm_us += s->comm_us;
+    d->fwd_comm_us += s->fwd_comm_us;
     d->bwd_nodes += s->bwd_nodes;
     d->bwd_self_nodes += s->bwd_self_nodes;
     d->order2 += s->order2;
@@ -444,8 +450,10 @@ void gt__agg_finish(struct gt__agg *a)
         struct gt__agg_layer *p = &a->layers[l->up];
         p->gpu_us[0] += l->gpu_us[0];
         p->gpu_us[1] += l->gpu_us[1];
-        if (p->container)
+        if (p->container) {
             p->fwd_us += l->fwd_us;
+            p->fwd_comm_us += l->fwd_comm_us;
+        }
         if (p->rc_calls == 0)
             p->rc_us += l->rc_us;
     }

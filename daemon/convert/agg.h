@@ -40,7 +40,7 @@
 struct gt__agg_vals {
     double fwd_calls, fwd_us, rc_calls, rc_us;
     double bwd_spans, bwd_us, self_us, accg_us, nodes, self_nodes, order2;
-    double comm_us;
+    double comm_us, fwd_comm_us;
 };
 
 /* One iteration span as gt__agg_step got it (us), when the table logs
@@ -111,6 +111,8 @@ struct gt__agg_layer {
     double accg_us;      /* its own AccumulateGrad nodes' time */
     double comm_us;      /* communication inside its own nodes (not in
                           * bwd_us or bwd_self_us) */
+    double fwd_comm_us;  /* communication in its forward calls, inclusive
+                          * like fwd_us (and not in it) */
     /* Its own longest node: the name that was a span's longest own node
      * with the largest sum of those times over the spans (top-1, so
      * bounded; a name losing to another in some spans is undercounted). */

@@ -131,6 +131,8 @@ static void layer_span(struct agg_emit *e, const struct gt__ev *ev,
         a.time_us = us_of(u64_arg(ev, "time_us"));
         a.timed = 1;
     }
+    /* Backward: its own nodes'; forward: the span's (schema). */
+    a.comm_us = us_of(u64_arg(ev, "comm_us"));
     if (ph == GT__AGG_PH_BWD) {
         a.nodes = (double)u64_arg(ev, "nodes");
         a.self_nodes = (double)u64_arg(ev, "self_nodes");
@@ -138,7 +140,6 @@ static void layer_span(struct agg_emit *e, const struct gt__ev *ev,
         a.time_us = us_of(u64_arg(ev, "time_us"));
         a.self_us = us_of(u64_arg(ev, "self_us"));
         a.accg_us = us_of(u64_arg(ev, "accumulate_grad_us"));
-        a.comm_us = us_of(u64_arg(ev, "comm_us"));
         a.top_node = text_arg(e->s, ev, "top_node", top);
         a.top_node_us = us_of(u64_arg(ev, "top_node_us"));
     }

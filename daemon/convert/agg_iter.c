@@ -42,6 +42,7 @@ static void vals_add(struct gt__agg_vals *d, const struct gt__agg_vals *v)
     d->self_us += v->self_us;
     d->accg_us += v->accg_us;
     d->comm_us += v->comm_us;
+    d->fwd_comm_us += v->fwd_comm_us;
     d->nodes += v->nodes;
     d->self_nodes += v->self_nodes;
     d->order2 += v->order2;
@@ -331,6 +332,7 @@ static void row_select(struct gt__agg_layer *l)
     l->bwd_self_us = v->self_us;
     l->accg_us = v->accg_us;
     l->comm_us = v->comm_us;
+    l->fwd_comm_us = v->fwd_comm_us;
     l->bwd_nodes = (uint64_t)v->nodes;
     l->bwd_self_nodes = (uint64_t)v->self_nodes;
     l->order2 = (uint64_t)v->order2;

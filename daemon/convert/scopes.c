@@ -85,6 +85,11 @@ static void emit_scope(struct gt__writer *c, struct gt__wthread *th,
     } else if (has_cls) {
         gt__ev_sid(&ev, "domain", cls);
     }
+    if (module && !rc && !bw && o->comm_ns) {
+        /* Communication in the forward, its sub-modules' included. */
+        uint64_t dur = end > o->ts ? end - o->ts : 0;
+        gt__ev_ns(&ev, "comm_us", o->comm_ns < dur ? o->comm_ns : dur);
+    }
     if (rc)
         gt__ev_lit(&ev, "phase", "recompute");
     if (bw)
@@ -140,7 +145,10 @@ static void recompute_not_own(struct gt__wthread *th, const struct gt__open *o,
  * communication (gt__emit_node takes it out of its own time). One inside
  * a recompute there is part of the recompute, which is not the node's
  * own already. One in a backward pass but in no node (DDP waiting for its
- * all-reduces when the pass ends) is the pass group's.
+ * all-reduces when the pass ends) is the pass group's. One in a module's
+ * forward, outside any pass (FSDP's all-gather in a pre-forward hook), is
+ * that module's forward communication (its enclosing modules get it when
+ * it closes: gt__scope_closed).
  */
 static void comm_not_own(struct gt__writer *c, struct gt__wthread *th,
                          const struct gt__open *o, uint64_t end)
@@ -155,21 +163,42 @@ static void comm_not_own(struct gt__writer *c, struct gt__wthread *th,
         if (o->ts < node->ts)
             node = NULL; /* opened before the node: not inside it */
     }
-    if (!node && !th->pass_open)
-        return; /* a forward's, or between passes: no backward's */
+    struct gt__open *fwd = NULL; /* the innermost module forward open */
     for (uint32_t i = s->depth; i > 0; i--) {
-        const struct gt__open *e = &s->e[i - 1];
+        struct gt__open *e = &th->scopes.e[i - 1];
         if (node && e->ts < node->ts)
             break;
         if (e->kind == GT_SCOPE_COMM)
             return; /* the enclosing one counts it */
         if (e->kind == GT_SCOPE_MODULE && (e->flags & GT__OPEN_RECOMPUTE))
             return;
+        if (!fwd && e->kind == GT_SCOPE_MODULE &&
+            !(e->flags & GT__OPEN_BACKWARD))
+            fwd = e;
     }
     if (node)
         node->comm_ns += end - o->ts;
-    else
+    else if (th->pass_open)
         gt__layers_comm_outside(c, end - o->ts);
+    else if (fwd)
+        fwd->comm_ns += end - o->ts;
+}
+
+/* A module forward's communication is also its enclosing module's. */
+static void comm_to_parent(struct gt__wthread *th, const struct gt__open *o)
+{
+    const struct gt__stack *s = &th->scopes;
+    if (!o->comm_ns)
+        return;
+    for (uint32_t i = s->depth; i > 0; i--) {
+        struct gt__open *e = &s->e[i - 1];
+        if (e->kind == GT_SCOPE_MODULE && (e->flags & GT__OPEN_BACKWARD))
+            return;
+        if (e->kind == GT_SCOPE_MODULE && !(e->flags & GT__OPEN_RECOMPUTE)) {
+            e->comm_ns += o->comm_ns;
+            return;
+        }
+    }
 }
 
 /*
@@ -209,6 +238,9 @@ void gt__scope_closed(struct gt__writer *c, struct gt__wthread *th,
         recompute_not_own(th, o, end);
     if (o->kind == GT_SCOPE_COMM)
         comm_not_own(c, th, o, end);
+    if (o->kind == GT_SCOPE_MODULE &&
+        !(o->flags & (GT__OPEN_BACKWARD | GT__OPEN_RECOMPUTE)))
+        comm_to_parent(th, o);
     if (s->depth > 0 && s->e[s->depth - 1].ts == o->ts) {
         if (th->nheld == th->held_cap && th->held_cap < GT__STACK_MAX) {
             uint32_t cap = th->held_cap ? th->held_cap * 2 : 8;

@@ -71,6 +71,7 @@ static inline void assert_same(struct gt__agg *a, struct gt__agg *b)
         cr_assert_eq(p->bwd_wall_us, q->bwd_wall_us, "%s", p->path);
         cr_assert_eq(p->accg_us, q->accg_us, "%s", p->path);
         cr_assert_eq(p->comm_us, q->comm_us, "%s", p->path);
+        cr_assert_eq(p->fwd_comm_us, q->fwd_comm_us, "%s", p->path);
         cr_assert_eq(p->bwd_nodes, q->bwd_nodes, "%s", p->path);
         cr_assert_eq(p->bwd_self_nodes, q->bwd_self_nodes, "%s", p->path);
         cr_assert_eq(p->order2, q->order2, "%s", p->path);

@@ -4,7 +4,8 @@
  * both consumers (layer_fixture.h): a node's communication is its own
  * column, not its compute, in the node, its layer's span, the pass
  * group's totals, the table and the hints; communication in a pass but
- * in no node is the group's; in a forward it is nobody's backward.
+ * in no node is the group's; in a forward it is the forward's (inclusive,
+ * like forward time, and out of it), nobody's backward.
  */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -124,7 +125,7 @@ Test(layer_comm, hints_name_communication_not_parameter_gradients,
     lx_close(&x);
 }
 
-Test(layer_comm, forward_and_recompute_communication_is_no_backwards,
+Test(layer_comm, forward_communication_is_the_forwards_not_its_compute,
      .timeout = 10)
 {
     struct lx x;
@@ -153,12 +154,32 @@ Test(layer_comm, forward_and_recompute_communication_is_no_backwards,
     lx_run(&x);
 
     cr_assert_eq(n_of(x.doc, "comm", "all_reduce"), 3);
+    const cJSON *bf = args(ev_of(x.doc, "layer_forward", "blk (Block) forward", 0));
+    cr_assert_eq(num(bf, "comm_us"), 4.0);
+    const cJSON *nf = args(ev_of(x.doc, "layer_forward", "Net (Net) forward", 0));
+    cr_assert_eq(num(nf, "comm_us"), 4.0, "inclusive, as its time");
+    cr_assert_null(cJSON_GetObjectItem(
+        args(ev_of(x.doc, "layer_recompute", "blk (Block) recompute", 0)), "comm_us"));
     const cJSON *mm = args(ev_of(x.doc, "backward", "MmBackward0", 0));
     cr_assert_null(cJSON_GetObjectItem(mm, "comm_us"));
     const struct gt__agg_layer *b = row(&x.direct, "blk");
     cr_assert_eq(b->comm_us, 0.0);
+    cr_assert_eq(b->fwd_comm_us, 4.0);
+    cr_assert_eq(b->fwd_us, 7.0 - 4.0);
+    const struct gt__agg_layer *net = row(&x.direct, "Net");
+    cr_assert_eq(net->fwd_comm_us, 4.0);
+    cr_assert_eq(net->fwd_us, 9.0 - 4.0);
+    struct gt__hint h[GT__MAX_HINTS];
+    size_t nh = gt__hints_find(&x.direct, h, GT__MAX_HINTS), fwd_hints = 0;
+    for (size_t i = 0; i < nh; i++)
+        if (strcmp(h[i].kind, "comm") == 0 && strstr(h[i].text, "forward")) {
+            cr_assert_str_eq(h[i].layer, "blk", "its own, not Net's inclusive");
+            fwd_hints++;
+        }
+    cr_assert_eq(fwd_hints, 1);
     cr_assert_eq(b->bwd_self_us, 12.0, "20 us node less its 8 us recompute");
     cr_assert_eq(x.direct.rest.comm_us, 0.0);
     cr_assert_eq(gt__report_totals(&x.direct).comm_us, 0.0);
+    cr_assert_eq(gt__report_totals(&x.direct).fwd_comm_us, 4.0);
     lx_close(&x);
 }

@@ -94,6 +94,17 @@ def check_trace(ev, mode):
                    n["ts"] >= sp["ts"] - EPS and n["ts"] + n["dur"] <= sp["ts"] + sp["dur"] + EPS)
         got = sp["args"].get("comm_us", 0)
         assert abs(got - want) <= 0.01 + 1e-6 * want, (sp, want)
+    # Forward module calls: the comm slices inside them (theirs and their
+    # sub-modules'), outside every pass.
+    def in_a_pass(s):
+        return any(s["ts"] >= p["ts"] - EPS and s["ts"] + s["dur"] <= p["ts"] + p["dur"] + EPS
+                   for p in passes)
+    fwd_free = [s for s in free if not in_a_pass(s)]
+    for m in (e for e in ev if e.get("cat") == "module" and e.get("ph") == "X"
+              and "phase" not in e.get("args", {})):
+        want = sum(s["dur"] for s in fwd_free if inside(s, m))
+        got = m.get("args", {}).get("comm_us", 0)
+        assert abs(got - want) <= 0.01, (m, want)
     # Pass groups: totals at each group's end.
     totals = sorted((e for e in ev if e.get("name") == "backward totals"),
                     key=lambda e: e["ts"])
@@ -105,8 +116,9 @@ def check_trace(ev, mode):
     got_all = sum(t["args"].get("comm_us", 0) for t in totals)
     assert abs(got_all - want_all) <= 0.01 * (1 + len(top)), (got_all, want_all)
     names = collections.Counter(s["name"] for s in top)
-    print("%s: %d comm slices (%s), %d in nodes, %d in passes outside nodes"
-          % (mode, len(top), dict(names), len(top) - len(free), len(in_pass)))
+    print("%s: %d comm slices (%s), %d in nodes, %d in passes outside nodes, "
+          "%d in forwards" % (mode, len(top), dict(names), len(top) - len(free),
+                              len(in_pass), len(fwd_free)))
     if mode == "ddp":
         acc = [n for n in nodes if n["name"].endswith("AccumulateGrad") and
                n["args"].get("param")]
@@ -139,9 +151,10 @@ def check_report(rep, text, mode):
     with_comm = {p for p, r in rows.items() if r["comm_ms"] > 0}
     if mode == "none":
         assert not with_comm and total == 0, with_comm
-        assert "comm ms" not in text
+        assert not any(r["fwd_comm_ms"] for r in rows.values())
+        assert "fwd comm" not in text and "bwd comm" not in text
         return
-    assert "comm ms" in text, text
+    assert "fwd comm" in text and "bwd comm" in text, text
     assert total >= sum(r["comm_ms"] for r in rows.values()) - 1e-6
     if mode == "ddp":
         params = {"embed", "stem.conv", "stem.norm", "mix.0", "mix.2", "ln", "out"}
@@ -154,6 +167,9 @@ def check_report(rep, text, mode):
         # gradient: FSDP's end-of-backward callback, in no node).
         units = {"blocks.0", "blocks.1", "blocks.2", "head", "FSDPNet"}
         assert {"blocks.1", "blocks.2"} <= with_comm <= units, with_comm
+        # Each unit all-gathers its parameters in its pre-forward hook.
+        fwd = {p for p, r in rows.items() if r["fwd_comm_ms"] > 0}
+        assert {"blocks.0", "blocks.1", "blocks.2", "FSDPNet"} <= fwd, fwd
         un = rep["unattributed"]["comm_ms"]
         assert un > 0 and abs(total - un - sum(r["comm_ms"] for r in rows.values())) < 1e-3, (total, un)
     elif mode == "fsdp1":
