@@ -38,8 +38,8 @@
 typedef void (*hook_fn)(void *self, size_t index);
 typedef void (*final_fn)(void *self);
 
-static _Atomic(hook_fn) real_hook;
-static _Atomic(final_fn) real_final;
+/* The real functions, as resolved (cast to their types at the call). */
+static _Atomic(void *) real_hook, real_final;
 static _Atomic uint32_t name_hook, name_final;
 
 /* The real function behind our definition self, cached in *slot. */
@@ -88,7 +88,7 @@ static uint32_t comm_open(_Atomic uint32_t *slot, const char *text, size_t len)
 
 void _ZN4c10d7Reducer13autograd_hookEm(void *self, size_t index)
 {
-    hook_fn real = (hook_fn)real_of((_Atomic(void *) *)&real_hook, SYM_HOOK,
+    hook_fn real = (hook_fn)real_of(&real_hook, SYM_HOOK,
                                     (const void *)_ZN4c10d7Reducer13autograd_hookEm,
                                     __builtin_return_address(0));
     uint32_t g __attribute__((cleanup(comm_guard_end))) =
@@ -98,8 +98,7 @@ void _ZN4c10d7Reducer13autograd_hookEm(void *self, size_t index)
 
 void _ZN4c10d7Reducer17finalize_backwardEv(void *self)
 {
-    final_fn real = (final_fn)real_of((_Atomic(void *) *)&real_final,
-                                      SYM_FINAL,
+    final_fn real = (final_fn)real_of(&real_final, SYM_FINAL,
                                       (const void *)_ZN4c10d7Reducer17finalize_backwardEv,
                                       __builtin_return_address(0));
     uint32_t g __attribute__((cleanup(comm_guard_end))) =

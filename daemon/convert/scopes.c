@@ -236,7 +236,9 @@ void gt__scope_closed(struct gt__writer *c, struct gt__wthread *th,
     }
     if (o->kind == GT_SCOPE_MODULE && (o->flags & GT__OPEN_RECOMPUTE))
         recompute_not_own(th, o, end);
-    if (o->kind == GT_SCOPE_COMM)
+    /* One the stream never ended (capture stopped inside it) is closed at
+     * the end of what was read: a span, but no one's time. */
+    if (o->kind == GT_SCOPE_COMM && !unclosed)
         comm_not_own(c, th, o, end);
     if (o->kind == GT_SCOPE_MODULE &&
         !(o->flags & (GT__OPEN_BACKWARD | GT__OPEN_RECOMPUTE)))

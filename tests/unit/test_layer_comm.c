@@ -183,3 +183,23 @@ Test(layer_comm, forward_communication_is_the_forwards_not_its_compute,
     cr_assert_eq(gt__report_totals(&x.direct).fwd_comm_us, 4.0);
     lx_close(&x);
 }
+
+Test(layer_comm, a_scope_the_stream_never_ends_is_no_ones_time, .timeout = 10)
+{
+    struct lx x;
+    lx_open(&x, 0);
+    strings(&x);
+    scope(&x, 1, S_NET, S_NET, 0, 1);
+    fwd(&x, S_FC, S_LINEAR, 0, 2, 5);
+    comm(&x, 1, S_AR, 6); /* capture stopped before its end, and Net's */
+    created(&x.f, S_NET, 1, 20);
+    lx_run(&x);
+
+    const cJSON *ar = ev_of(x.doc, "comm", "all_reduce", 0);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(args(ar), "unclosed")));
+    const cJSON *net = args(ev_of(x.doc, "module", "Net (Net) forward", 0));
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(net, "unclosed")));
+    cr_assert_null(cJSON_GetObjectItem(net, "comm_us"), "no one's time");
+    cr_assert_eq(row(&x.direct, "Net")->fwd_comm_us, 0.0);
+    lx_close(&x);
+}
