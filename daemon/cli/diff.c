@@ -55,20 +55,22 @@ struct drow {
     const struct gt__agg_layer *b, *n;
     double d_fwd, d_bwd, d_rc, d_all; /* ms per iteration, new - base */
     double d_gpu;                      /* GPU kernel ms (fwd + bwd) */
+    double d_comm;                     /* communication ms (fwd + bwd) */
     double own;                        /* d_all minus the children's */
     double base_all;
     const char *verdict;
 };
 
-/* Per-iteration ms of one run's row (fwd, bwd, rc, GPU). */
+/* Per-iteration ms of one run's row (fwd, bwd, rc, GPU, communication). */
 static void per_iter(const struct gt__agg *a, const struct gt__agg_layer *l,
-                     double out[4])
+                     double out[5])
 {
     double k = a->steps ? (double)a->steps : 1;
     out[0] = l ? l->fwd_us / 1e3 / k : 0;
     out[1] = l ? l->bwd_us / 1e3 / k : 0;
     out[2] = l ? l->rc_us / 1e3 / k : 0;
     out[3] = l ? (l->gpu_us[0] + l->gpu_us[1]) / 1e3 / k : 0;
+    out[4] = l ? (l->fwd_comm_us + l->comm_us) / 1e3 / k : 0;
 }
 
 static long find_row(const struct gt__agg *a, const char *path)
@@ -142,7 +144,7 @@ static void rows_delta(struct drow *d, size_t k, const struct gt__agg *base,
                        const struct gt__agg *nw, const struct gt__diff_rule *o)
 {
     for (size_t i = 0; i < k; i++) {
-        double b[4], n[4];
+        double b[5], n[5];
         per_iter(base, d[i].b, b);
         per_iter(nw, d[i].n, n);
         d[i].d_fwd = n[0] - b[0];
@@ -150,6 +152,7 @@ static void rows_delta(struct drow *d, size_t k, const struct gt__agg *base,
         d[i].d_rc = n[2] - b[2];
         d[i].d_all = d[i].d_fwd + d[i].d_bwd + d[i].d_rc;
         d[i].d_gpu = n[3] - b[3];
+        d[i].d_comm = n[4] - b[4];
         d[i].base_all = b[0] + b[1] + b[2];
         d[i].own = d[i].d_all;
     }
@@ -184,18 +187,18 @@ static int rows_print(struct drow *d, size_t k, const struct gt__agg *base,
         int len = (int)strlen(d[i].path);
         w = len > w ? (len < 60 ? len : 60) : w;
     }
-    printf("%-*s  %-14s %11s %11s %10s %8s %9s %9s %9s %9s  %s\n", w, "layer",
-           "class", "base ms/it", "new ms/it", "own d ms", "own d%", "d fwd",
-           "d bwd", "d rc", "d gpu", "verdict");
+    printf("%-*s  %-14s %11s %11s %10s %8s %9s %9s %9s %9s %9s  %s\n", w,
+           "layer", "class", "base ms/it", "new ms/it", "own d ms", "own d%",
+           "d fwd", "d bwd", "d rc", "d gpu", "d comm", "verdict");
     for (size_t i = 0; i < k; i++) {
         char pct[16] = "-";
         if (d[i].base_all > 0)
             snprintf(pct, sizeof(pct), "%+.1f", 100 * d[i].own / d[i].base_all);
         printf("%-*.*s  %-14.14s %11.3f %11.3f %+10.3f %8s %+9.3f %+9.3f %+9.3f "
-               "%+9.3f  %s\n",
+               "%+9.3f %+9.3f  %s\n",
                w, w, d[i].path, d[i].cls ? d[i].cls : "", d[i].base_all,
                d[i].base_all + d[i].d_all, d[i].own, pct, d[i].d_fwd, d[i].d_bwd,
-               d[i].d_rc, d[i].d_gpu, d[i].verdict);
+               d[i].d_rc, d[i].d_gpu, d[i].d_comm, d[i].verdict);
         if (o->fail >= 0 && strcmp(d[i].verdict, "slower") == 0 &&
             d[i].own > o->fail / 100 * d[i].base_all)
             status = 3;

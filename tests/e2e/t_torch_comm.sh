@@ -11,7 +11,9 @@
 #   - a custom Function whose backward all-reduces from Python (tensor
 #     parallel's input gradient): the all_reduce inside its node, the two
 #     parallel layers' rows alone with communication;
-#   - the same model without DDP: no communication anywhere, no column.
+#   - the same model without DDP: no communication anywhere, no column;
+#     `gradtrace diff` from it to the DDP run gives each row with
+#     parameters a communication delta, the others none.
 # On Debian's torch 1.13 and on the torch 2.x venv (DDP and the Function).
 # e2e-timeout: 300
 set -u
@@ -56,6 +58,21 @@ case_run() {
 case_run "$PY1" ddp ddp
 case_run "$PY1" tp tp
 case_run "$PY1" plain none
+"$GT" diff "$(ls plain-usr/*.json)" "$(ls ddp-usr/*rank0*.json)" >diff.txt 2>diff.err ||
+  { cat diff.err; die "diff plain -> ddp"; }
+"$PY1" - diff.txt <<'PYEOF' || { cat diff.txt; die "diff: communication deltas"; }
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+assert lines[0].split()[-2:] == ["comm", "verdict"], lines[0]
+rows = {l.split()[0]: l.split() for l in lines[1:] if l and not l.startswith(("iterations", "rule", " "))}
+params = {"embed", "stem.conv", "stem.norm", "mix.0", "mix.2", "ln", "out"}
+for name, r in rows.items():
+    if name not in params | {"Tower", "stem", "mix", "mix.1"}:
+        continue
+    d = float(r[-2])
+    assert (d > 0) == (name in params), (name, r)
+print("diff: d comm > 0 on", sorted(params))
+PYEOF
 case_run "$PY2" ddp ddp
 case_run "$PY2" tp tp
 echo ok
