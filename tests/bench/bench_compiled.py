@@ -17,6 +17,8 @@ alike), compile and warm-up excluded:
             generated code and memory layout for both, so the difference
             is capture's alone (separate processes differ by several %
             from run to run, more than the budget)
+  ktoggle   no agent, one process, torch.profiler.profile(activities=[CPU])
+            entered and left every 5 steps: torch.profiler's twin of toggle
 
 Printed: the median step per configuration and its overhead against
 "none". Needs torch 2.x (TORCH2_PY or the torch2 venv of
@@ -37,7 +39,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.environ.get("ROOT") or os.path.abspath(os.path.join(HERE, "..", ".."))
 BUILD = os.environ.get("BUILD", "build")
 AGENT = os.path.join(ROOT, BUILD, "libgradtrace.so")
-CONFIGS = ["none", "idle", "capture", "kineto", "toggle"]
+CONFIGS = ["none", "idle", "capture", "kineto", "toggle", "ktoggle"]
+TOGGLED = ("toggle", "ktoggle")
 
 
 def torch2():
@@ -87,11 +90,25 @@ def child(args):
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CPU]):
             run()
-    elif args.child == "toggle":
-        import gradtrace
+    elif args.child in TOGGLED:
+        if args.child == "toggle":
+            import gradtrace
+            switch = [gradtrace.capture_stop, gradtrace.capture_start]
+        else:
+            from torch.profiler import ProfilerActivity, profile
+            prof = []
+
+            def kineto_on():
+                prof.append(profile(activities=[ProfilerActivity.CPU]))
+                prof[-1].__enter__()
+
+            def kineto_off():
+                if prof:
+                    prof.pop().__exit__(None, None, None)
+            switch = [kineto_off, kineto_on]
         on, off = [], []
         for block in range(max(2, args.iters // 5)):
-            (gradtrace.capture_start if block % 2 else gradtrace.capture_stop)()
+            switch[block % 2]()
             step()  # the switch settles at a step boundary
             del times[:]
             for _ in range(5):
@@ -101,6 +118,12 @@ def child(args):
             (on if block % 2 else off).extend(times)
         print(" ".join("%.9f" % t for t in on))
         print(" ".join("%.9f" % t for t in off))
+        if args.child == "ktoggle":
+            # torch 2.15 crashes at exit (SIGSEGV after "Requested callback
+            # is not found") once profiler sessions were entered and left
+            # repeatedly around compiled graphs: the figures are out.
+            sys.stdout.flush()
+            os._exit(0)
         return
     else:
         run()
@@ -121,7 +144,7 @@ def launch(py, config, args, tmp):
            "--iters", str(args.iters), "--hidden", str(args.hidden)]
     out = subprocess.run(cmd, env=env, check=True, capture_output=True,
                          text=True).stdout
-    if config == "toggle":  # two lines: capture on, then off
+    if config in TOGGLED:  # two lines: capture on, then off
         return [[float(v) for v in line.split()] for line in out.splitlines()[:2]]
     return [float(v) for v in out.split()]
 
@@ -141,14 +164,14 @@ def main():
         print("   no torch 2.x (TORCH2_PY, scripts/install-deps.sh): skipped")
         return 0
     times = {c: [] for c in CONFIGS}
-    toggled = ([], [])
+    toggled = {c: ([], []) for c in TOGGLED}
     with tempfile.TemporaryDirectory(prefix="gt-bench-compiled-") as tmp:
         for _ in range(args.rounds):
             for c in CONFIGS:
                 got = launch(py, c, args, tmp)
-                if c == "toggle":
-                    toggled[0].extend(got[0])
-                    toggled[1].extend(got[1])
+                if c in TOGGLED:
+                    toggled[c][0].extend(got[0])
+                    toggled[c][1].extend(got[1])
                     times[c].extend(got[0] + got[1])
                 else:
                     times[c].extend(got)
@@ -156,14 +179,15 @@ def main():
     print("compiled MLP, 8 blocks, hidden %d, batch 64, CPU inductor, "
           "%d rounds x %d steps:" % (args.hidden, args.rounds, args.iters))
     for c in CONFIGS:
-        if c == "toggle":
+        if c in TOGGLED:
             continue
         m = statistics.median(times[c])
         print("  %-8s median step %8.3f ms  %+6.1f %%  (separate processes)"
               % (c, m * 1e3, (m / base - 1) * 100))
-    on, off = statistics.median(toggled[0]), statistics.median(toggled[1])
-    print("  in one process: capture on %.3f ms, off %.3f ms: capture %+.1f %%"
-          % (on * 1e3, off * 1e3, (on / off - 1) * 100))
+    for c, what in (("toggle", "gradtrace capture"), ("ktoggle", "torch.profiler")):
+        on, off = statistics.median(toggled[c][0]), statistics.median(toggled[c][1])
+        print("  in one process: %s on %.3f ms, off %.3f ms: %+.1f %%"
+              % (what, on * 1e3, off * 1e3, (on / off - 1) * 100))
     return 0
 
 
